@@ -1,0 +1,216 @@
+// Package memstore is an in-memory segment.Store: the twin of the real stores
+// for unit tests and a reference for the conformance suite. It keeps nothing
+// across restarts, so it must never back a production node.
+//
+// A Store is safe for concurrent use. SetDown makes every call fail with
+// segment.ErrUnavailable, to test outages.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// Store is an in-memory segment.Store.
+type Store struct {
+	mu     sync.Mutex
+	rows   map[string]segment.Tag
+	down   bool
+	closed bool
+	calls  int // Next/NextStep calls that reached the store
+	now    func() time.Time
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{rows: make(map[string]segment.Tag), now: time.Now}
+}
+
+// SetDown makes the store unreachable (true) or reachable again (false).
+func (s *Store) SetDown(down bool) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
+}
+
+// Allocations reports how many Next/NextStep calls succeeded.
+func (s *Store) Allocations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+func (s *Store) checkLocked(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed {
+		return segment.ErrClosed
+	}
+	if s.down {
+		return fmt.Errorf("%w: memstore is down", segment.ErrUnavailable)
+	}
+	return nil
+}
+
+// Next implements segment.Store.
+func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
+	return s.advance(ctx, tag, 0)
+}
+
+// NextStep implements segment.Store.
+func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+	if err := segment.CheckStep(step); err != nil {
+		return segment.Alloc{}, err
+	}
+	return s.advance(ctx, tag, step)
+}
+
+func (s *Store) advance(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+	if err := segment.CheckTag(tag); err != nil {
+		return segment.Alloc{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return segment.Alloc{}, err
+	}
+	row, ok := s.rows[tag]
+	if !ok {
+		return segment.Alloc{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	if step == 0 {
+		step = row.Step
+	}
+	if err := segment.CheckAdvance(tag, row.MaxID, step); err != nil {
+		return segment.Alloc{}, err
+	}
+	row.MaxID += int64(step)
+	row.UpdateTime = s.now()
+	s.rows[tag] = row
+	s.calls++
+	return segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: step, TableStep: row.Step}, nil
+}
+
+// Tags implements segment.Store.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return nil, err
+	}
+	tags := make([]string, 0, len(s.rows))
+	for name := range s.rows {
+		tags = append(tags, name)
+	}
+	sort.Strings(tags)
+	return tags, nil
+}
+
+// Get implements segment.Store.
+func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
+	if err := segment.CheckTag(tag); err != nil {
+		return segment.Tag{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return segment.Tag{}, err
+	}
+	row, ok := s.rows[tag]
+	if !ok {
+		return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	return row, nil
+}
+
+// Create implements segment.Store.
+func (s *Store) Create(ctx context.Context, t segment.Tag) error {
+	t, err := segment.Normalize(t)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return err
+	}
+	if _, ok := s.rows[t.Name]; ok {
+		return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+	}
+	t.UpdateTime = s.now()
+	s.rows[t.Name] = t
+	return nil
+}
+
+// SetStep implements segment.Store.
+func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
+	if err := segment.CheckStep(step); err != nil {
+		return err
+	}
+	return s.update(ctx, tag, func(row *segment.Tag) error { row.Step = step; return nil })
+}
+
+// SetMaxID implements segment.Store.
+func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
+	return s.update(ctx, tag, func(row *segment.Tag) error {
+		if maxID < row.MaxID {
+			return fmt.Errorf("%w: max_id %d is below the current %d of %q", segment.ErrInvalid, maxID, row.MaxID, tag)
+		}
+		row.MaxID = maxID
+		return nil
+	})
+}
+
+func (s *Store) update(ctx context.Context, tag string, f func(*segment.Tag) error) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return err
+	}
+	row, ok := s.rows[tag]
+	if !ok {
+		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	if err := f(&row); err != nil {
+		return err
+	}
+	row.UpdateTime = s.now()
+	s.rows[tag] = row
+	return nil
+}
+
+// Delete implements segment.Store.
+func (s *Store) Delete(ctx context.Context, tag string) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return err
+	}
+	if _, ok := s.rows[tag]; !ok {
+		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	delete(s.rows, tag)
+	return nil
+}
+
+// Close implements segment.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+var _ segment.Store = (*Store)(nil)

@@ -1,0 +1,166 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors shared by every Store and by the Engine. Stores wrap them
+// with context (fmt.Errorf("%w: tag %q", ErrUnknownTag, tag)); callers test
+// with errors.Is.
+var (
+	// ErrUnknownTag: the biz_tag has no row in the store.
+	ErrUnknownTag = errors.New("unknown tag")
+	// ErrTagExists: Create was asked for a tag that already has a row.
+	ErrTagExists = errors.New("tag already exists")
+	// ErrInvalid: a tag name, step or max_id was rejected before reaching the store.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrUnavailable: the store could not be reached or did not answer in time.
+	// Nothing was changed, or the change was not confirmed; the caller may retry.
+	ErrUnavailable = errors.New("store unavailable")
+	// ErrNotReady: the engine has no id to hand out right now (both buffers
+	// empty and the next segment did not arrive within the bounded wait).
+	ErrNotReady = errors.New("not ready")
+	// ErrClosed: the store or engine was closed.
+	ErrClosed = errors.New("closed")
+)
+
+// Limits of a tag row, as in Leaf's leaf_alloc table.
+const (
+	MaxTagLen  = 128       // biz_tag varchar(128)
+	MaxStep    = 1<<31 - 1 // step int
+	MaxDescLen = 256       // description varchar(256)
+)
+
+// Tag is one row of Leaf's leaf_alloc table.
+type Tag struct {
+	Name        string    // biz_tag
+	MaxID       int64     // max_id: the highest id reserved so far (exclusive end of the last range)
+	Step        int       // step: the configured step; the engine may use more (dynamic step)
+	Description string    // description
+	UpdateTime  time.Time // update_time, as the store reports it (zero if unknown)
+}
+
+// Alloc is the result of one reservation: the row's max_id after it was
+// advanced by Step. The ids it grants are [MaxID-Step, MaxID), exactly as
+// Leaf's SegmentIDGenImpl uses a LeafAlloc (value = max_id - step).
+type Alloc struct {
+	Tag       string
+	MaxID     int64 // max_id after the update
+	Step      int   // the step that was added (the custom step, or the table's step)
+	TableStep int   // the step column as read in the same transaction
+}
+
+// Start is the first id of the range.
+func (a Alloc) Start() int64 { return a.MaxID - int64(a.Step) }
+
+// End is one past the last id of the range.
+func (a Alloc) End() int64 { return a.MaxID }
+
+// Store keeps one row per tag and advances it atomically. It is the seam
+// between the engine and a database (segment/mysql, segment/kvstore,
+// segment/memstore). Implementations are safe for concurrent use, including
+// from several processes sharing one database: two Next calls on the same tag
+// never return overlapping ranges, whichever node makes them.
+//
+// Every method returns an error wrapping ErrUnknownTag when the tag has no
+// row, ErrInvalid for bad arguments (checked before any I/O), and
+// ErrUnavailable when the backend cannot be reached; a context that ends
+// returns an error wrapping ctx.Err().
+type Store interface {
+	// Next advances the tag's max_id by its configured step and returns the
+	// new row, durably committed before it returns.
+	Next(ctx context.Context, tag string) (Alloc, error)
+	// NextStep advances max_id by step (1..MaxStep) instead of the configured
+	// step (Leaf's updateMaxIdByCustomStepAndGetLeafAlloc).
+	NextStep(ctx context.Context, tag string, step int) (Alloc, error)
+	// Tags lists every tag name (Leaf's getAllTags), sorted.
+	Tags(ctx context.Context) ([]string, error)
+	// Get reads one row.
+	Get(ctx context.Context, tag string) (Tag, error)
+	// Create inserts a row; ErrTagExists if there is one. MaxID 0 means 1,
+	// Step 0 means DefaultStep.
+	Create(ctx context.Context, t Tag) error
+	// SetStep changes the configured step of an existing tag.
+	SetStep(ctx context.Context, tag string, step int) error
+	// SetMaxID raises max_id. Lowering it would hand out ids twice, so a
+	// value below the current max_id is ErrInvalid.
+	SetMaxID(ctx context.Context, tag string, maxID int64) error
+	// Delete removes a row. Ids already handed out stay unique only if the
+	// tag is never recreated with a lower max_id; operators own that.
+	Delete(ctx context.Context, tag string) error
+	// Close releases the store's resources. Further calls return ErrClosed.
+	Close() error
+}
+
+// DefaultStep is the step of a tag created without one (Leaf's examples use 2000).
+const DefaultStep = 2000
+
+// ValidTag reports whether s can be a tag: 1..128 characters of
+// [A-Za-z0-9_-]. Such a name is a single NATS subject token and fits Leaf's
+// biz_tag column.
+func ValidTag(s string) bool {
+	if len(s) == 0 || len(s) > MaxTagLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// CheckTag returns an error wrapping ErrInvalid when s is not a valid tag.
+func CheckTag(s string) error {
+	if !ValidTag(s) {
+		return fmt.Errorf("%w: tag %q must be 1-%d characters of [A-Za-z0-9_-]", ErrInvalid, s, MaxTagLen)
+	}
+	return nil
+}
+
+// CheckStep returns an error wrapping ErrInvalid when step is out of 1..MaxStep.
+func CheckStep(step int) error {
+	if step < 1 || step > MaxStep {
+		return fmt.Errorf("%w: step %d must be 1-%d", ErrInvalid, step, MaxStep)
+	}
+	return nil
+}
+
+// Normalize checks a Tag for Create and fills its defaults (MaxID 1, Step
+// DefaultStep). Stores call it before any I/O.
+func Normalize(t Tag) (Tag, error) {
+	if err := CheckTag(t.Name); err != nil {
+		return t, err
+	}
+	if t.Step == 0 {
+		t.Step = DefaultStep
+	}
+	if err := CheckStep(t.Step); err != nil {
+		return t, err
+	}
+	if t.MaxID == 0 {
+		t.MaxID = 1
+	}
+	if t.MaxID < 0 {
+		return t, fmt.Errorf("%w: max_id %d must not be negative", ErrInvalid, t.MaxID)
+	}
+	if len(t.Description) > MaxDescLen {
+		return t, fmt.Errorf("%w: description longer than %d bytes", ErrInvalid, MaxDescLen)
+	}
+	return t, nil
+}
+
+// CheckAdvance returns an error wrapping ErrInvalid when advancing maxID by
+// step would overflow int64: the tag has run out of ids.
+func CheckAdvance(tag string, maxID int64, step int) error {
+	if maxID > (1<<63-1)-int64(step) {
+		return fmt.Errorf("%w: tag %q: max_id %d + step %d overflows int64", ErrInvalid, tag, maxID, step)
+	}
+	return nil
+}

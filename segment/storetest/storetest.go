@@ -1,0 +1,382 @@
+// Package storetest is the conformance suite every segment.Store must pass.
+// Each backend's tests call Run with a factory; the in-memory store runs it
+// in unit tests, MariaDB and JetStream KV run it against real servers.
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Factory{New: func(t testing.TB) segment.Store { ... }})
+//	}
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// Factory builds stores for the suite.
+type Factory struct {
+	// New returns a fresh, empty store that the suite may Close. Required.
+	New func(t testing.TB) segment.Store
+	// Unreachable returns a store whose backend cannot be reached (a dead
+	// address, a stopped server). The constructor may fail instead, with an
+	// error wrapping segment.ErrUnavailable. Nil skips that test.
+	Unreachable func(t testing.TB) (segment.Store, error)
+}
+
+// Run runs the whole suite as subtests of t.
+func Run(t *testing.T, f Factory) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s segment.Store)
+	}{
+		{"CreateGet", testCreateGet},
+		{"CreateDefaults", testCreateDefaults},
+		{"CreateExists", testCreateExists},
+		{"Invalid", testInvalid},
+		{"UnknownTag", testUnknownTag},
+		{"NextSequence", testNextSequence},
+		{"NextStep", testNextStep},
+		{"SetStep", testSetStep},
+		{"SetMaxID", testSetMaxID},
+		{"TagsAndDelete", testTagsAndDelete},
+		{"Overflow", testOverflow},
+		{"ConcurrentNoOverlap", testConcurrent},
+		{"ContextCanceled", testContextCanceled},
+		{"Closed", testClosed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := f.New(t)
+			t.Cleanup(func() { _ = s.Close() })
+			tc.fn(t, s)
+		})
+	}
+	t.Run("Unreachable", func(t *testing.T) {
+		if f.Unreachable == nil {
+			t.Skip("backend has no unreachable factory")
+		}
+		testUnreachable(t, f)
+	})
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func mustCreate(t *testing.T, s segment.Store, tag segment.Tag) {
+	t.Helper()
+	if err := s.Create(ctx(t), tag); err != nil {
+		t.Fatalf("Create(%+v): %v", tag, err)
+	}
+}
+
+func mustNext(t *testing.T, s segment.Store, tag string) segment.Alloc {
+	t.Helper()
+	a, err := s.Next(ctx(t), tag)
+	if err != nil {
+		t.Fatalf("Next(%q): %v", tag, err)
+	}
+	return a
+}
+
+func testCreateGet(t *testing.T, s segment.Store) {
+	desc := strings.Repeat("d", segment.MaxDescLen)
+	name := strings.Repeat("T", segment.MaxTagLen-3) + "_-9"
+	mustCreate(t, s, segment.Tag{Name: name, MaxID: 1000, Step: 50, Description: desc})
+	got, err := s.Get(ctx(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != name || got.MaxID != 1000 || got.Step != 50 || got.Description != desc {
+		t.Fatalf("Get = %+v, want name/max 1000/step 50/description", got)
+	}
+}
+
+func testCreateDefaults(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "defaults"})
+	got, err := s.Get(ctx(t), "defaults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxID != 1 || got.Step != segment.DefaultStep {
+		t.Fatalf("Get = %+v, want max_id 1 step %d", got, segment.DefaultStep)
+	}
+	a := mustNext(t, s, "defaults")
+	if a.Start() != 1 || a.End() != 1+segment.DefaultStep {
+		t.Fatalf("first range = [%d,%d), want [1,%d)", a.Start(), a.End(), 1+segment.DefaultStep)
+	}
+}
+
+func testCreateExists(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "dup", Step: 10})
+	err := s.Create(ctx(t), segment.Tag{Name: "dup", Step: 20})
+	if !errors.Is(err, segment.ErrTagExists) {
+		t.Fatalf("second Create = %v, want ErrTagExists", err)
+	}
+	got, err := s.Get(ctx(t), "dup")
+	if err != nil || got.Step != 10 {
+		t.Fatalf("after failed Create: %+v, %v; want step 10 kept", got, err)
+	}
+}
+
+func testInvalid(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "ok", Step: 10})
+	c := ctx(t)
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"create empty name", func() error { return s.Create(c, segment.Tag{Name: ""}) }},
+		{"create dotted name", func() error { return s.Create(c, segment.Tag{Name: "a.b"}) }},
+		{"create wildcard", func() error { return s.Create(c, segment.Tag{Name: "*"}) }},
+		{"create long name", func() error { return s.Create(c, segment.Tag{Name: strings.Repeat("a", 129)}) }},
+		{"create negative step", func() error { return s.Create(c, segment.Tag{Name: "neg", Step: -1}) }},
+		{"create negative max", func() error { return s.Create(c, segment.Tag{Name: "neg", MaxID: -5}) }},
+		{"create long description", func() error {
+			return s.Create(c, segment.Tag{Name: "neg", Description: strings.Repeat("x", 257)})
+		}},
+		{"next bad tag", func() error { _, err := s.Next(c, "a b"); return err }},
+		{"nextstep zero", func() error { _, err := s.NextStep(c, "ok", 0); return err }},
+		{"nextstep negative", func() error { _, err := s.NextStep(c, "ok", -3); return err }},
+		{"setstep zero", func() error { return s.SetStep(c, "ok", 0) }},
+		{"get bad tag", func() error { _, err := s.Get(c, ">"); return err }},
+	}
+	for _, tc := range cases {
+		if err := tc.call(); !errors.Is(err, segment.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", tc.name, err)
+		}
+	}
+	if _, err := s.Get(c, "neg"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Errorf("a rejected Create left a row: Get = %v", err)
+	}
+}
+
+func testUnknownTag(t *testing.T, s segment.Store) {
+	c := ctx(t)
+	calls := map[string]func() error{
+		"Next":     func() error { _, err := s.Next(c, "nope"); return err },
+		"NextStep": func() error { _, err := s.NextStep(c, "nope", 5); return err },
+		"Get":      func() error { _, err := s.Get(c, "nope"); return err },
+		"SetStep":  func() error { return s.SetStep(c, "nope", 5) },
+		"SetMaxID": func() error { return s.SetMaxID(c, "nope", 5) },
+		"Delete":   func() error { return s.Delete(c, "nope") },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, segment.ErrUnknownTag) {
+			t.Errorf("%s: err = %v, want ErrUnknownTag", name, err)
+		}
+	}
+}
+
+func testNextSequence(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "seq", MaxID: 1, Step: 100})
+	for i := 0; i < 3; i++ {
+		a := mustNext(t, s, "seq")
+		wantMax := int64(1 + 100*(i+1))
+		if a.Tag != "seq" || a.MaxID != wantMax || a.Step != 100 || a.TableStep != 100 {
+			t.Fatalf("Next #%d = %+v, want max %d step 100", i, a, wantMax)
+		}
+		if a.Start() != wantMax-100 || a.End() != wantMax {
+			t.Fatalf("range = [%d,%d)", a.Start(), a.End())
+		}
+	}
+	got, err := s.Get(ctx(t), "seq")
+	if err != nil || got.MaxID != 301 {
+		t.Fatalf("Get after 3 Next = %+v, %v; want max_id 301", got, err)
+	}
+}
+
+func testNextStep(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "custom", MaxID: 10, Step: 100})
+	a, err := s.NextStep(ctx(t), "custom", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MaxID != 17 || a.Step != 7 || a.TableStep != 100 || a.Start() != 10 {
+		t.Fatalf("NextStep = %+v, want max 17 step 7 table step 100", a)
+	}
+	a = mustNext(t, s, "custom")
+	if a.MaxID != 117 || a.Step != 100 {
+		t.Fatalf("Next after NextStep = %+v, want max 117", a)
+	}
+}
+
+func testSetStep(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "step", MaxID: 1, Step: 100})
+	if err := s.SetStep(ctx(t), "step", 3000); err != nil {
+		t.Fatal(err)
+	}
+	a := mustNext(t, s, "step")
+	if a.MaxID != 3001 || a.Step != 3000 || a.TableStep != 3000 {
+		t.Fatalf("Next after SetStep = %+v", a)
+	}
+}
+
+func testSetMaxID(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "max", MaxID: 100, Step: 10})
+	if err := s.SetMaxID(ctx(t), "max", 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetMaxID(ctx(t), "max", 4999); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("lowering max_id: err = %v, want ErrInvalid", err)
+	}
+	a := mustNext(t, s, "max")
+	if a.MaxID != 5010 {
+		t.Fatalf("Next after SetMaxID = %+v, want max 5010", a)
+	}
+}
+
+func testTagsAndDelete(t *testing.T, s segment.Store) {
+	for _, name := range []string{"b", "a", "c"} {
+		mustCreate(t, s, segment.Tag{Name: name})
+	}
+	tags, err := s.Tags(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(tags, ",") != "a,b,c" {
+		t.Fatalf("Tags = %v, want [a b c]", tags)
+	}
+	if err := s.Delete(ctx(t), "b"); err != nil {
+		t.Fatal(err)
+	}
+	tags, err = s.Tags(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(tags, ",") != "a,c" {
+		t.Fatalf("Tags after Delete = %v, want [a c]", tags)
+	}
+	if _, err := s.Next(ctx(t), "b"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Next of deleted tag = %v, want ErrUnknownTag", err)
+	}
+}
+
+func testOverflow(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "big", MaxID: 1, Step: 1000})
+	const top = 1<<63 - 1
+	if err := s.SetMaxID(ctx(t), "big", top-500); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(ctx(t), "big"); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("Next past int64 = %v, want ErrInvalid", err)
+	}
+	a, err := s.NextStep(ctx(t), "big", 500)
+	if err != nil || a.MaxID != top {
+		t.Fatalf("NextStep to the top = %+v, %v", a, err)
+	}
+}
+
+func testConcurrent(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "race", MaxID: 1, Step: 10})
+	const workers, each = 8, 25
+	var (
+		mu     sync.Mutex
+		ranges []segment.Alloc
+		wg     sync.WaitGroup
+		errs   = make(chan error, workers)
+	)
+	c := ctx(t)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				var a segment.Alloc
+				var err error
+				if (w+i)%3 == 0 {
+					a, err = s.NextStep(c, "race", 3+w)
+				} else {
+					a, err = s.Next(c, "race")
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d call %d: %w", w, i, err)
+					return
+				}
+				mu.Lock()
+				ranges = append(ranges, a)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].Start() < ranges[j].Start() })
+	var total int64
+	for i, r := range ranges {
+		total += int64(r.Step)
+		if i > 0 && r.Start() < ranges[i-1].End() {
+			t.Fatalf("ranges overlap: [%d,%d) and [%d,%d)", ranges[i-1].Start(), ranges[i-1].End(), r.Start(), r.End())
+		}
+	}
+	got, err := s.Get(c, "race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxID != 1+total {
+		t.Fatalf("max_id = %d, want %d (1 + sum of steps): an update was lost", got.MaxID, 1+total)
+	}
+	if ranges[0].Start() != 1 || ranges[len(ranges)-1].End() != got.MaxID {
+		t.Fatalf("ranges do not tile [1,%d)", got.MaxID)
+	}
+}
+
+func testContextCanceled(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "ctx", Step: 10})
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Next(c, "ctx"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with canceled context = %v, want context.Canceled", err)
+	}
+	got, err := s.Get(ctx(t), "ctx")
+	if err != nil || got.MaxID != 1 {
+		t.Fatalf("canceled Next changed the row: %+v, %v", got, err)
+	}
+}
+
+func testClosed(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "closed", Step: 10})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(ctx(t), "closed"); !errors.Is(err, segment.ErrClosed) {
+		t.Fatalf("Next after Close = %v, want ErrClosed", err)
+	}
+	_ = s.Close() // idempotent
+}
+
+func testUnreachable(t *testing.T, f Factory) {
+	start := time.Now()
+	s, err := f.Unreachable(t)
+	if err != nil {
+		if !errors.Is(err, segment.ErrUnavailable) {
+			t.Fatalf("constructor error = %v, want ErrUnavailable", err)
+		}
+		return
+	}
+	defer s.Close()
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Next(c, "any"); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Next on unreachable store = %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Tags(c); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Tags on unreachable store = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("unreachable store took %v to fail", d)
+	}
+}
