@@ -1,0 +1,296 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafmq/leafmq/ringbuf"
+	"github.com/leafmq/leafmq/segment"
+)
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("producer: closed")
+
+// Segments is what the producer needs of the segment engine.
+type Segments interface {
+	// Reserve returns up to max consecutive ids of tag, at least one.
+	Reserve(ctx context.Context, tag string, max int) (first int64, n int, err error)
+	// Known reports whether tag is in the engine's tag cache.
+	Known(tag string) bool
+	// Tags lists the cached tags.
+	Tags() []string
+}
+
+// Config configures a Producer. Zero values mean the defaults in comments.
+type Config struct {
+	Segments       Segments      // required
+	MinRing        int           // first ring size of a tag; default 256
+	MaxRing        int           // largest ring size; default 65536
+	GrowAfter      time.Duration // a ring refilled again sooner than this grows; default 200ms
+	PaddingPercent int           // refill below this fill percentage; default 50
+	Logger         *slog.Logger  // default slog.Default()
+}
+
+// Producer owns the rings and their refill goroutines.
+type Producer struct {
+	cfg    Config
+	log    *slog.Logger
+	mu     sync.Mutex // guards rings map writes and closed; reads go through the sync.Map
+	rings  sync.Map   // tag -> *tagRing
+	closed atomic.Bool
+	ctx    context.Context
+	cancel context.CancelFunc
+	growCh chan growReq  // to the grower goroutine
+	done   chan struct{} // closed when the grower has returned
+}
+
+type growReq struct {
+	tr  *tagRing
+	old *ringbuf.Ring[int64]
+}
+
+type tagRing struct {
+	tag      string
+	ring     atomic.Pointer[ringbuf.Ring[int64]]
+	lastFill atomic.Int64 // unix nanos of the last refill start
+	growing  atomic.Bool
+}
+
+// New validates cfg and returns a Producer with no rings yet.
+func New(cfg Config) (*Producer, error) {
+	if cfg.Segments == nil {
+		return nil, errors.New("producer: Config.Segments is required")
+	}
+	if cfg.MinRing == 0 {
+		cfg.MinRing = 256
+	}
+	if cfg.MaxRing == 0 {
+		cfg.MaxRing = 65536
+	}
+	if cfg.GrowAfter == 0 {
+		cfg.GrowAfter = 200 * time.Millisecond
+	}
+	if cfg.PaddingPercent == 0 {
+		cfg.PaddingPercent = 50
+	}
+	switch {
+	case cfg.MinRing < 2 || cfg.MaxRing < cfg.MinRing:
+		return nil, fmt.Errorf("producer: ring sizes must satisfy 2 <= MinRing (%d) <= MaxRing (%d)", cfg.MinRing, cfg.MaxRing)
+	case cfg.GrowAfter < 0:
+		return nil, fmt.Errorf("producer: GrowAfter %v is negative", cfg.GrowAfter)
+	case cfg.PaddingPercent < 1 || cfg.PaddingPercent > 100:
+		return nil, fmt.Errorf("producer: PaddingPercent %d is not 1-100", cfg.PaddingPercent)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Producer{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
+		growCh: make(chan growReq, 64), done: make(chan struct{})}
+	go p.grower()
+	return p, nil
+}
+
+// grower replaces rings that drain too fast. One goroutine for all tags, so
+// Close has a single thing to wait for.
+func (p *Producer) grower() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case g := <-p.growCh:
+			p.grow(g.tr, g.old)
+		}
+	}
+}
+
+// Preload creates and fills a ring for every tag the engine knows, so the
+// first request of a tag does not wait for the store.
+func (p *Producer) Preload() {
+	for _, tag := range p.cfg.Segments.Tags() {
+		if _, err := p.tagRing(tag); err != nil {
+			return
+		}
+	}
+}
+
+// Segment fills dst with fresh ids of tag: all of it, or an error.
+func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	tr, err := p.tagRing(tag)
+	if err != nil {
+		return err
+	}
+	// Fast path: the ring has them.
+	n, _ := tr.ring.Load().TakeN(dst)
+	for n < len(dst) {
+		first, got, err := p.cfg.Segments.Reserve(ctx, tag, len(dst)-n)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < got; i++ {
+			dst[n+i] = first + int64(i)
+		}
+		n += got
+	}
+	return nil
+}
+
+// tagRing returns the ring of tag, creating it on first use. Unknown tags get
+// no ring: the engine is asked first, so a flood of bad tags allocates nothing.
+func (p *Producer) tagRing(tag string) (*tagRing, error) {
+	if v, ok := p.rings.Load(tag); ok {
+		return v.(*tagRing), nil
+	}
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !p.cfg.Segments.Known(tag) {
+		// Let the engine decide (store lookup, auto-create, or ErrUnknownTag).
+		first, n, err := p.cfg.Segments.Reserve(p.ctx, tag, 1)
+		if err != nil {
+			return nil, err
+		}
+		_ = first
+		_ = n // one id lost to the probe: a gap, never a duplicate
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	if v, ok := p.rings.Load(tag); ok {
+		return v.(*tagRing), nil
+	}
+	tr := &tagRing{tag: tag}
+	r, err := p.newRing(tr, p.cfg.MinRing)
+	if err != nil {
+		return nil, err
+	}
+	tr.ring.Store(r)
+	p.rings.Store(tag, tr)
+	r.Start()
+	return tr, nil
+}
+
+func (p *Producer) newRing(tr *tagRing, size int) (*ringbuf.Ring[int64], error) {
+	return ringbuf.New(ringbuf.Config[int64]{
+		Size:           size,
+		PaddingPercent: p.cfg.PaddingPercent,
+		Fill:           func(ctx context.Context, dst []int64) (int, error) { return p.fill(ctx, tr, dst) },
+		OnFillError: func(err error) {
+			if !errors.Is(err, context.Canceled) {
+				p.log.Warn("ring refill failed", "tag", tr.tag, "err", err)
+			}
+		},
+	})
+}
+
+// fill is the rings' FillFunc: a chunk of consecutive ids from the engine.
+// It also notices rings that drain too fast and grows them.
+func (p *Producer) fill(ctx context.Context, tr *tagRing, dst []int64) (int, error) {
+	now := time.Now().UnixNano()
+	prev := tr.lastFill.Swap(now)
+	if prev != 0 && time.Duration(now-prev) < p.cfg.GrowAfter {
+		if r := tr.ring.Load(); r.Cap() < p.cfg.MaxRing && tr.growing.CompareAndSwap(false, true) {
+			select {
+			case p.growCh <- growReq{tr, r}:
+			default:
+				tr.growing.Store(false)
+			}
+		}
+	}
+	first, n, err := p.cfg.Segments.Reserve(ctx, tr.tag, len(dst))
+	if err != nil {
+		return 0, err
+	}
+	for i := 0; i < n; i++ {
+		dst[i] = first + int64(i)
+	}
+	return n, nil
+}
+
+// grow replaces tr's ring old with one four times larger.
+func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
+	defer tr.growing.Store(false)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() || tr.ring.Load() != old {
+		return
+	}
+	size := min(old.Cap()*4, p.cfg.MaxRing)
+	r, err := p.newRing(tr, size)
+	if err != nil {
+		p.log.Error("ring grow failed", "tag", tr.tag, "err", err)
+		return
+	}
+	r.Start()
+	tr.ring.Store(r)
+	_ = old.Close()
+	// Move what is left; takers that still hold old race for the same ids
+	// through the ring's own CAS, so each id goes one way only.
+	buf := make([]int64, 256)
+	for {
+		n, err := old.TakeN(buf)
+		if err != nil || n == 0 {
+			break
+		}
+		r.PutN(buf[:n])
+	}
+	p.log.Debug("ring grown", "tag", tr.tag, "size", size)
+}
+
+// RingState describes one tag's ring.
+type RingState struct {
+	Tag   string
+	Len   int
+	Cap   int
+	Stats ringbuf.Stats
+}
+
+// Rings snapshots every ring, for metrics and the status page.
+func (p *Producer) Rings() []RingState {
+	var out []RingState
+	p.rings.Range(func(k, v any) bool {
+		r := v.(*tagRing).ring.Load()
+		out = append(out, RingState{Tag: k.(string), Len: r.Len(), Cap: r.Cap(), Stats: r.Stats()})
+		return true
+	})
+	return out
+}
+
+// Forget drops the ring of a tag that no longer exists.
+func (p *Producer) Forget(tag string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v, ok := p.rings.LoadAndDelete(tag); ok {
+		_ = v.(*tagRing).ring.Load().Close()
+	}
+}
+
+// Close stops every refill goroutine and waits for them. Idempotent.
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	if p.closed.Swap(true) {
+		p.mu.Unlock()
+		return nil
+	}
+	p.cancel()
+	p.rings.Range(func(_, v any) bool {
+		_ = v.(*tagRing).ring.Load().Close()
+		return true
+	})
+	p.mu.Unlock()
+	<-p.done
+	return nil
+}
+
+var _ Segments = (*segment.Engine)(nil)

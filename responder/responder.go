@@ -1,0 +1,345 @@
+package responder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// IDSource hands out ids; producer.Producer implements it.
+type IDSource interface {
+	// Segment fills dst with fresh ids of tag, all of it or an error.
+	Segment(ctx context.Context, tag string, dst []int64) error
+}
+
+// Config configures a Responder. Zero values mean the defaults in comments.
+type Config struct {
+	Conn     *nats.Conn    // required
+	IDs      IDSource      // required
+	Store    segment.Store // answers leaf.admin.*; nil leaves admin out
+	Node     string        // node name, in the service metadata
+	Version  string        // SemVer; default "0.1.0"
+	MaxBatch int           // largest N; default wire.DefaultMaxBatch
+	Inline   int           // requests of at most this many ids run on the subscription goroutine; default 64
+	Workers  int           // workers for larger requests; default GOMAXPROCS
+	Timeout  time.Duration // per-request bound on waiting for ids; default 2s
+	Logger   *slog.Logger  // default slog.Default()
+}
+
+// Responder is a running micro service.
+type Responder struct {
+	cfg  Config
+	svc  micro.Service
+	jobs chan micro.Request
+	wg   sync.WaitGroup
+	once sync.Once
+	bufs sync.Pool // *[]int64 scratch for ids
+	outs sync.Pool // *[]byte scratch for replies
+}
+
+// Start validates cfg, adds the service and its endpoints, and starts workers.
+func Start(cfg Config) (*Responder, error) {
+	if cfg.Conn == nil || cfg.IDs == nil {
+		return nil, errors.New("responder: Config.Conn and Config.IDs are required")
+	}
+	if cfg.Version == "" {
+		cfg.Version = "0.1.0"
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = wire.DefaultMaxBatch
+	}
+	if cfg.Inline == 0 {
+		cfg.Inline = 64
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBatch < 1 || cfg.Inline < 0 || cfg.Workers < 1 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("responder: invalid config: max batch %d, inline %d, workers %d, timeout %v",
+			cfg.MaxBatch, cfg.Inline, cfg.Workers, cfg.Timeout)
+	}
+	r := &Responder{cfg: cfg, jobs: make(chan micro.Request, 4*cfg.Workers)}
+	r.bufs.New = func() any { b := make([]int64, 0, 64); return &b }
+	r.outs.New = func() any { b := make([]byte, 0, 1024); return &b }
+
+	svc, err := micro.AddService(cfg.Conn, micro.Config{
+		Name:        "leaf",
+		Version:     cfg.Version,
+		Description: "leafmq distributed unique ids",
+		QueueGroup:  wire.QueueGroup,
+		Metadata:    map[string]string{"node": cfg.Node},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("responder: add service: %w", err)
+	}
+	r.svc = svc
+	leaf := svc.AddGroup("leaf")
+	add := func(name, subject string, h micro.HandlerFunc) error {
+		return leaf.AddEndpoint(name, h, micro.WithEndpointSubject(subject))
+	}
+	if err := add("segment", "segment.*", r.handleSegment); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("responder: add segment endpoint: %w", err)
+	}
+	if cfg.Store != nil {
+		admin := []struct {
+			name, subject string
+			h             micro.HandlerFunc
+		}{
+			{"admin-tags", "admin.tags", r.handleTags},
+			{"admin-tag-create", "admin.tag.create", r.handleCreate},
+			{"admin-tag-step", "admin.tag.step", r.handleSetStep},
+			{"admin-tag-max", "admin.tag.max", r.handleSetMax},
+		}
+		for _, a := range admin {
+			if err := add(a.name, a.subject, a.h); err != nil {
+				_ = svc.Stop()
+				return nil, fmt.Errorf("responder: add %s endpoint: %w", a.name, err)
+			}
+		}
+	}
+	for i := 0; i < cfg.Workers; i++ {
+		r.wg.Add(1)
+		go r.worker()
+	}
+	return r, nil
+}
+
+// Service is the underlying micro service (for stats and info).
+func (r *Responder) Service() micro.Service { return r.svc }
+
+// Stop leaves the queue group, lets in-flight requests finish and stops the
+// workers. Idempotent.
+func (r *Responder) Stop() error {
+	var err error
+	r.once.Do(func() {
+		err = r.svc.Stop() // unsubscribes (drains) every endpoint: no new jobs after this
+		close(r.jobs)
+		r.wg.Wait()
+	})
+	return err
+}
+
+func (r *Responder) worker() {
+	defer r.wg.Done()
+	for req := range r.jobs {
+		r.serveSegment(req)
+	}
+}
+
+func (r *Responder) handleSegment(req micro.Request) {
+	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
+	if err != nil {
+		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
+		return
+	}
+	if n <= r.cfg.Inline {
+		r.serveSegmentN(req, n)
+		return
+	}
+	select {
+	case r.jobs <- req:
+	default:
+		r.serveSegmentN(req, n) // pool saturated: do it here rather than queue without bound
+	}
+}
+
+func (r *Responder) serveSegment(req micro.Request) {
+	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
+	if err != nil {
+		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
+		return
+	}
+	r.serveSegmentN(req, n)
+}
+
+func (r *Responder) serveSegmentN(req micro.Request, n int) {
+	tag := req.Subject()[len(wire.SegmentPrefix):]
+	if err := segment.CheckTag(tag); err != nil {
+		r.fail(req, err)
+		return
+	}
+	bp := r.bufs.Get().(*[]int64)
+	defer r.bufs.Put(bp)
+	if cap(*bp) < n {
+		*bp = make([]int64, n)
+	}
+	ids := (*bp)[:n]
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
+	err := r.cfg.IDs.Segment(ctx, tag, ids)
+	cancel()
+	if err != nil {
+		r.fail(req, err)
+		return
+	}
+	op := r.outs.Get().(*[]byte)
+	defer r.outs.Put(op)
+	if wire.WantsBinary(nats.Header(req.Headers())) {
+		*op = wire.AppendBinary((*op)[:0], ids)
+	} else {
+		*op = wire.AppendDecimal((*op)[:0], ids)
+	}
+	if err := req.Respond(*op); err != nil {
+		r.cfg.Logger.Debug("respond failed", "subject", req.Subject(), "err", err)
+	}
+}
+
+// codeOf is the one table from errors to wire codes.
+func codeOf(err error) string {
+	switch {
+	case errors.Is(err, segment.ErrInvalid), errors.Is(err, segment.ErrTagExists):
+		return wire.CodeBadRequest
+	case errors.Is(err, segment.ErrUnknownTag):
+		return wire.CodeNotFound
+	case errors.Is(err, segment.ErrNotReady), errors.Is(err, segment.ErrUnavailable),
+		errors.Is(err, segment.ErrClosed), errors.Is(err, context.DeadlineExceeded):
+		return wire.CodeUnavailable
+	default:
+		return wire.CodeInternal
+	}
+}
+
+func (r *Responder) fail(req micro.Request, err error) {
+	code := codeOf(err)
+	if code == wire.CodeInternal {
+		r.cfg.Logger.Error("request failed", "subject", req.Subject(), "err", err)
+	}
+	if rerr := req.Error(code, err.Error(), nil); rerr != nil {
+		r.cfg.Logger.Debug("error reply failed", "subject", req.Subject(), "err", rerr)
+	}
+}
+
+// TagRow is a tag as the admin subjects show it.
+type TagRow struct {
+	Tag         string    `json:"tag"`
+	MaxID       int64     `json:"max_id"`
+	Step        int       `json:"step"`
+	Description string    `json:"description,omitempty"`
+	UpdateTime  time.Time `json:"update_time,omitzero"`
+}
+
+// AdminRequest is the body of leaf.admin.tag.* requests.
+type AdminRequest struct {
+	Tag         string `json:"tag"`
+	Step        int    `json:"step,omitempty"`
+	MaxID       int64  `json:"max_id,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+func rowOf(t segment.Tag) TagRow {
+	return TagRow{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: t.UpdateTime}
+}
+
+func (r *Responder) adminCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), r.cfg.Timeout+3*time.Second)
+}
+
+func (r *Responder) handleTags(req micro.Request) {
+	ctx, cancel := r.adminCtx()
+	defer cancel()
+	names, err := r.cfg.Store.Tags(ctx)
+	if err != nil {
+		r.fail(req, err)
+		return
+	}
+	rows := make([]TagRow, 0, len(names))
+	for _, name := range names {
+		t, err := r.cfg.Store.Get(ctx, name)
+		if errors.Is(err, segment.ErrUnknownTag) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			r.fail(req, err)
+			return
+		}
+		rows = append(rows, rowOf(t))
+	}
+	r.respondJSON(req, rows)
+}
+
+func (r *Responder) decodeAdmin(req micro.Request) (AdminRequest, bool) {
+	var a AdminRequest
+	if err := json.Unmarshal(req.Data(), &a); err != nil {
+		r.fail(req, fmt.Errorf("%w: body must be JSON like {\"tag\":\"demo\",\"step\":1000}: %v", segment.ErrInvalid, err))
+		return a, false
+	}
+	if err := segment.CheckTag(a.Tag); err != nil {
+		r.fail(req, err)
+		return a, false
+	}
+	return a, true
+}
+
+func (r *Responder) handleCreate(req micro.Request) {
+	a, ok := r.decodeAdmin(req)
+	if !ok {
+		return
+	}
+	ctx, cancel := r.adminCtx()
+	defer cancel()
+	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: a.Tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description}); err != nil {
+		r.fail(req, err)
+		return
+	}
+	r.respondRow(ctx, req, a.Tag)
+}
+
+func (r *Responder) handleSetStep(req micro.Request) {
+	a, ok := r.decodeAdmin(req)
+	if !ok {
+		return
+	}
+	ctx, cancel := r.adminCtx()
+	defer cancel()
+	if err := r.cfg.Store.SetStep(ctx, a.Tag, a.Step); err != nil {
+		r.fail(req, err)
+		return
+	}
+	r.respondRow(ctx, req, a.Tag)
+}
+
+func (r *Responder) handleSetMax(req micro.Request) {
+	a, ok := r.decodeAdmin(req)
+	if !ok {
+		return
+	}
+	ctx, cancel := r.adminCtx()
+	defer cancel()
+	if err := r.cfg.Store.SetMaxID(ctx, a.Tag, a.MaxID); err != nil {
+		r.fail(req, err)
+		return
+	}
+	r.respondRow(ctx, req, a.Tag)
+}
+
+func (r *Responder) respondRow(ctx context.Context, req micro.Request, tag string) {
+	t, err := r.cfg.Store.Get(ctx, tag)
+	if err != nil {
+		r.fail(req, err)
+		return
+	}
+	r.respondJSON(req, rowOf(t))
+}
+
+func (r *Responder) respondJSON(req micro.Request, v any) {
+	if err := req.RespondJSON(v); err != nil {
+		r.cfg.Logger.Debug("respond failed", "subject", req.Subject(), "err", err)
+	}
+}

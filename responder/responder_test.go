@@ -1,0 +1,232 @@
+package responder_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/memstore"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// counter hands out ids 1, 2, 3… for known tags; "down" answers not ready.
+type counter struct {
+	next atomic.Int64
+	tags map[string]bool
+}
+
+func (c *counter) Segment(_ context.Context, tag string, dst []int64) error {
+	if tag == "down" {
+		return fmt.Errorf("%w: store is down", segment.ErrNotReady)
+	}
+	if !c.tags[tag] {
+		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	end := c.next.Add(int64(len(dst)))
+	for i := range dst {
+		dst[i] = end - int64(len(dst)) + int64(i) + 1
+	}
+	return nil
+}
+
+func setup(t *testing.T) (*nats.Conn, *memstore.Store) {
+	t.Helper()
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s.ClientURL())
+	store := memstore.New()
+	r, err := responder.Start(responder.Config{
+		Conn:  nc,
+		IDs:   &counter{tags: map[string]bool{"demo": true, "a-B_9": true}},
+		Store: store,
+		Node:  "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	return nc, store
+}
+
+func request(t *testing.T, nc *nats.Conn, subject, body string, binary bool) ([]int64, error) {
+	t.Helper()
+	msg := nats.NewMsg(subject)
+	msg.Data = []byte(body)
+	if binary {
+		msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
+	}
+	reply, err := nc.RequestMsg(msg, 5*time.Second)
+	if err != nil {
+		t.Fatalf("request %s %q: %v", subject, body, err)
+	}
+	if err := wire.ReplyError(reply); err != nil {
+		if len(reply.Data) != 0 {
+			t.Errorf("error reply carries data %q", reply.Data)
+		}
+		return nil, err
+	}
+	return wire.DecodeIDs(nil, reply.Data, binary)
+}
+
+func TestSegmentRequests(t *testing.T) {
+	nc, _ := setup(t)
+	for _, bin := range []bool{false, true} {
+		for _, n := range []int{1, 2, 64, 65, 5000, wire.DefaultMaxBatch} {
+			body := fmt.Sprint(n)
+			if n == 1 {
+				body = ""
+			}
+			ids, err := request(t, nc, "leaf.segment.demo", body, bin)
+			if err != nil {
+				t.Fatalf("n=%d binary=%v: %v", n, bin, err)
+			}
+			if len(ids) != n {
+				t.Fatalf("n=%d binary=%v: got %d ids", n, bin, len(ids))
+			}
+			for i := 1; i < len(ids); i++ {
+				if ids[i] != ids[i-1]+1 {
+					t.Fatalf("ids not consecutive from the counter: %d then %d", ids[i-1], ids[i])
+				}
+			}
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	nc, _ := setup(t)
+	tests := []struct {
+		name, subject, body string
+		want                error
+		msg                 string
+	}{
+		{"zero", "leaf.segment.demo", "0", wire.ErrBadRequest, "out of range"},
+		{"too many", "leaf.segment.demo", "10001", wire.ErrBadRequest, "out of range"},
+		{"negative", "leaf.segment.demo", "-5", wire.ErrBadRequest, "not a number"},
+		{"garbage", "leaf.segment.demo", "\x00\xffzz", wire.ErrBadRequest, "not a number"},
+		{"huge", "leaf.segment.demo", strings.Repeat("9", 5000), wire.ErrBadRequest, "not a number"},
+		{"bad tag char", "leaf.segment.a$b", "", wire.ErrBadRequest, "must be 1-128"},
+		{"long tag", "leaf.segment." + strings.Repeat("x", 129), "", wire.ErrBadRequest, "must be 1-128"},
+		{"unknown tag", "leaf.segment.nope", "", wire.ErrUnknownTag, "unknown tag"},
+		{"not ready", "leaf.segment.down", "3", wire.ErrUnavailable, "not ready"},
+		{"admin bad json", "leaf.admin.tag.create", "{", wire.ErrBadRequest, "must be JSON"},
+		{"admin bad tag", "leaf.admin.tag.create", `{"tag":"a.b"}`, wire.ErrBadRequest, "must be 1-128"},
+		{"admin bad step", "leaf.admin.tag.step", `{"tag":"nope","step":0}`, wire.ErrBadRequest, "step 0"},
+		{"admin unknown", "leaf.admin.tag.step", `{"tag":"nope","step":5}`, wire.ErrUnknownTag, "unknown tag"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := request(t, nc, tc.subject, tc.body, false)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v, want %v containing %q", err, tc.want, tc.msg)
+			}
+			// A good request right after still works.
+			if ids, err := request(t, nc, "leaf.segment.demo", "", false); err != nil || len(ids) != 1 {
+				t.Fatalf("good request after bad one: %v %v", ids, err)
+			}
+		})
+	}
+	// Subjects with more tokens are not ours: nobody answers.
+	if _, err := nc.Request("leaf.segment.a.b", nil, 200*time.Millisecond); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("leaf.segment.a.b: %v, want no responders", err)
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	nc, store := setup(t)
+	call := func(subject string, v any, out any) error {
+		t.Helper()
+		body, _ := json.Marshal(v)
+		reply, err := nc.Request(subject, body, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.ReplyError(reply); err != nil {
+			return err
+		}
+		return json.Unmarshal(reply.Data, out)
+	}
+	var row responder.TagRow
+	if err := call("leaf.admin.tag.create", responder.AdminRequest{Tag: "orders", Step: 500, Description: "order ids"}, &row); err != nil {
+		t.Fatal(err)
+	}
+	if row.Tag != "orders" || row.Step != 500 || row.MaxID != 1 || row.Description != "order ids" {
+		t.Fatalf("created row = %+v", row)
+	}
+	if err := call("leaf.admin.tag.create", responder.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrBadRequest) {
+		t.Fatalf("second create: %v, want bad request", err)
+	}
+	if err := call("leaf.admin.tag.step", responder.AdminRequest{Tag: "orders", Step: 9000}, &row); err != nil || row.Step != 9000 {
+		t.Fatalf("set step: %+v %v", row, err)
+	}
+	if err := call("leaf.admin.tag.max", responder.AdminRequest{Tag: "orders", MaxID: 100}, &row); err != nil || row.MaxID != 100 {
+		t.Fatalf("set max: %+v %v", row, err)
+	}
+	if err := call("leaf.admin.tag.max", responder.AdminRequest{Tag: "orders", MaxID: 50}, &row); !errors.Is(err, wire.ErrBadRequest) {
+		t.Fatalf("lower max: %v, want bad request", err)
+	}
+	var rows []responder.TagRow
+	if err := call("leaf.admin.tags", nil, &rows); err != nil || len(rows) != 1 || rows[0].Tag != "orders" {
+		t.Fatalf("tags: %+v %v", rows, err)
+	}
+	store.SetDown(true)
+	if err := call("leaf.admin.tags", nil, &rows); !errors.Is(err, wire.ErrUnavailable) {
+		t.Fatalf("tags with store down: %v, want unavailable", err)
+	}
+}
+
+// Large requests go to workers: many at once must all complete and be unique.
+func TestConcurrentBatches(t *testing.T) {
+	nc, _ := setup(t)
+	var (
+		mu   sync.Mutex
+		seen = map[int64]bool{}
+		wg   sync.WaitGroup
+		errs = make(chan error, 16)
+	)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				reply, err := nc.Request("leaf.segment.demo", []byte("1000"), 5*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids, err := wire.DecodeIDs(nil, reply.Data, false)
+				if err != nil || len(ids) != 1000 {
+					errs <- fmt.Errorf("bad reply: %d ids, %v", len(ids), err)
+					return
+				}
+				mu.Lock()
+				for _, id := range ids {
+					if seen[id] {
+						mu.Unlock()
+						errs <- fmt.Errorf("duplicate %d", id)
+						return
+					}
+					seen[id] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(seen) != 16*20*1000 {
+		t.Fatalf("got %d ids", len(seen))
+	}
+}

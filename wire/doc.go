@@ -1,0 +1,19 @@
+// Package wire is leafmq's NATS wire protocol, shared by the responder (the
+// server side) and by clients: how a request names its count, how ids are
+// encoded in a reply, and how errors travel in the NATS micro error headers.
+//
+// Request: the body is empty (one id) or a decimal count N, 1..max batch.
+// Surrounding ASCII white space is ignored, nothing else is.
+//
+// Reply: by default decimal ids, one per line, separated by "\n" (no trailing
+// newline), so `nats req leaf.segment.demo ”` prints them. A request with the
+// header "Leaf-Encoding: binary" gets packed big-endian uint64s instead,
+// 8 bytes per id.
+//
+// Errors: the reply carries the micro headers Nats-Service-Error-Code (an
+// HTTP-like code: 400 bad request, 404 unknown tag, 503 not ready or store
+// down, 500 internal) and Nats-Service-Error (a message). An error reply
+// never carries ids; a success never carries fewer ids than asked for.
+//
+// Everything here is pure and safe for concurrent use.
+package wire

@@ -1,0 +1,175 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Subjects and headers of the protocol.
+const (
+	// SegmentPrefix is followed by a tag: leaf.segment.<tag>.
+	SegmentPrefix = "leaf.segment."
+	// EncodingHeader selects the reply encoding; EncodingBinary is its only
+	// value other than the default decimal text.
+	EncodingHeader = "Leaf-Encoding"
+	EncodingBinary = "binary"
+	// ErrorCodeHeader and ErrorHeader are the NATS micro error headers.
+	ErrorCodeHeader = "Nats-Service-Error-Code"
+	ErrorHeader     = "Nats-Service-Error"
+	// DefaultMaxBatch is the largest count a request may ask for by default.
+	DefaultMaxBatch = 10000
+	// QueueGroup is the queue group every leafd responder joins.
+	QueueGroup = "leaf"
+)
+
+// Error codes carried in ErrorCodeHeader.
+const (
+	CodeBadRequest  = "400"
+	CodeNotFound    = "404"
+	CodeUnavailable = "503"
+	CodeInternal    = "500"
+)
+
+// Client-side sentinels for the error codes.
+var (
+	ErrBadRequest  = errors.New("bad request")
+	ErrUnknownTag  = errors.New("unknown tag")
+	ErrUnavailable = errors.New("unavailable")
+	ErrInternal    = errors.New("internal error")
+	ErrBadReply    = errors.New("malformed reply")
+)
+
+// ParseCount reads a request body: empty means 1, else a decimal count
+// 1..max. The error says what was wrong and is meant for the caller.
+func ParseCount(body []byte, max int) (int, error) {
+	b := trimSpace(body)
+	if len(b) == 0 {
+		return 1, nil
+	}
+	if len(b) > 19 {
+		return 0, fmt.Errorf("count %q is not a number from 1 to %d", clip(b), max)
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("count %q is not a number from 1 to %d", clip(b), max)
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n < 1 || n > max {
+		return 0, fmt.Errorf("count %d is out of range 1 to %d", n, max)
+	}
+	return n, nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// clip keeps error messages small and printable whatever the request held.
+func clip(b []byte) string {
+	if len(b) > 32 {
+		b = b[:32]
+	}
+	q := strconv.QuoteToASCII(string(b))
+	return q[1 : len(q)-1]
+}
+
+// AppendDecimal appends ids as decimal text separated by '\n'.
+func AppendDecimal(dst []byte, ids []int64) []byte {
+	for i, id := range ids {
+		if i > 0 {
+			dst = append(dst, '\n')
+		}
+		dst = strconv.AppendInt(dst, id, 10)
+	}
+	return dst
+}
+
+// AppendBinary appends ids as packed big-endian uint64s.
+func AppendBinary(dst []byte, ids []int64) []byte {
+	for _, id := range ids {
+		dst = binary.BigEndian.AppendUint64(dst, uint64(id))
+	}
+	return dst
+}
+
+// WantsBinary reports whether a request's headers ask for binary replies.
+func WantsBinary(h nats.Header) bool {
+	return h != nil && h.Get(EncodingHeader) == EncodingBinary
+}
+
+// DecodeIDs parses a reply body in the given encoding into dst (appended).
+func DecodeIDs(dst []int64, data []byte, binaryEnc bool) ([]int64, error) {
+	if binaryEnc {
+		if len(data) == 0 || len(data)%8 != 0 {
+			return dst, fmt.Errorf("%w: %d bytes is not a whole number of 8-byte ids", ErrBadReply, len(data))
+		}
+		for i := 0; i < len(data); i += 8 {
+			dst = append(dst, int64(binary.BigEndian.Uint64(data[i:])))
+		}
+		return dst, nil
+	}
+	if len(data) == 0 {
+		return dst, fmt.Errorf("%w: empty reply", ErrBadReply)
+	}
+	start := 0
+	for i := 0; i <= len(data); i++ {
+		if i < len(data) && data[i] != '\n' {
+			continue
+		}
+		id, err := strconv.ParseInt(string(data[start:i]), 10, 64)
+		if err != nil {
+			return dst, fmt.Errorf("%w: %q is not an id", ErrBadReply, clip(data[start:i]))
+		}
+		dst = append(dst, id)
+		start = i + 1
+	}
+	return dst, nil
+}
+
+// Error is an error reply: its code and message as the server sent them.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return "leafmq " + e.Code + ": " + e.Message }
+
+// Unwrap maps the code to a sentinel, so errors.Is(err, ErrUnknownTag) works.
+func (e *Error) Unwrap() error {
+	switch e.Code {
+	case CodeBadRequest:
+		return ErrBadRequest
+	case CodeNotFound:
+		return ErrUnknownTag
+	case CodeUnavailable:
+		return ErrUnavailable
+	default:
+		return ErrInternal
+	}
+}
+
+// ReplyError returns the error a reply carries in its micro headers, or nil.
+func ReplyError(msg *nats.Msg) error {
+	if msg.Header == nil {
+		return nil
+	}
+	code := msg.Header.Get(ErrorCodeHeader)
+	if code == "" {
+		return nil
+	}
+	return &Error{Code: code, Message: msg.Header.Get(ErrorHeader)}
+}

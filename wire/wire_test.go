@@ -1,0 +1,133 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+)
+
+func TestParseCount(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want int
+		err  string
+	}{
+		{"empty", "", 1, ""},
+		{"spaces", " \n", 1, ""},
+		{"one", "1", 1, ""},
+		{"max", "10000", 10000, ""},
+		{"padded", " 42\r\n", 42, ""},
+		{"zero", "0", 0, "out of range"},
+		{"over", "10001", 0, "out of range"},
+		{"negative", "-1", 0, "not a number"},
+		{"plus", "+5", 0, "not a number"},
+		{"hex", "0x10", 0, "not a number"},
+		{"float", "1.5", 0, "not a number"},
+		{"overflow", "99999999999999999999999", 0, "not a number"},
+		{"inner space", "1 2", 0, "not a number"},
+		{"binary", "\x00\xff", 0, "not a number"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseCount([]byte(tc.body), DefaultMaxBatch)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParseCount(%q) = %d, %v; want error containing %q", tc.body, got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseCount(%q) = %d, %v; want %d", tc.body, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	ids := []int64{1, 2, 1<<63 - 1, 1234567890123}
+	for _, bin := range []bool{false, true} {
+		var b []byte
+		if bin {
+			b = AppendBinary(nil, ids)
+		} else {
+			b = AppendDecimal(nil, ids)
+		}
+		got, err := DecodeIDs(nil, b, bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ids) {
+			t.Fatalf("binary=%v: got %v want %v", bin, got, ids)
+		}
+		for i := range ids {
+			if got[i] != ids[i] {
+				t.Fatalf("binary=%v: got %v want %v", bin, got, ids)
+			}
+		}
+	}
+	if s := string(AppendDecimal(nil, []int64{7, 8})); s != "7\n8" {
+		t.Fatalf("decimal = %q", s)
+	}
+}
+
+func TestDecodeBad(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		bin  bool
+	}{{"", false}, {"", true}, {"1\n\n2", false}, {"abc", false}, {"1234567", true}} {
+		if _, err := DecodeIDs(nil, []byte(tc.data), tc.bin); !errors.Is(err, ErrBadReply) {
+			t.Errorf("DecodeIDs(%q, %v) = %v, want ErrBadReply", tc.data, tc.bin, err)
+		}
+	}
+}
+
+func TestReplyError(t *testing.T) {
+	msg := &nats.Msg{Header: nats.Header{}}
+	if ReplyError(msg) != nil {
+		t.Fatal("no code must be no error")
+	}
+	for code, want := range map[string]error{"400": ErrBadRequest, "404": ErrUnknownTag, "503": ErrUnavailable, "500": ErrInternal} {
+		msg.Header.Set(ErrorCodeHeader, code)
+		msg.Header.Set(ErrorHeader, "boom")
+		err := ReplyError(msg)
+		if !errors.Is(err, want) || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("code %s: %v, want %v", code, err, want)
+		}
+	}
+}
+
+func FuzzParseCount(f *testing.F) {
+	for _, s := range []string{"", "1", "10000", "-1", "0x1", " 7 ", "99999999999999999999", "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n, err := ParseCount(body, DefaultMaxBatch)
+		if err == nil && (n < 1 || n > DefaultMaxBatch) {
+			t.Fatalf("ParseCount(%q) = %d without error", body, n)
+		}
+	})
+}
+
+func FuzzDecodeIDs(f *testing.F) {
+	f.Add([]byte("1\n2"), false)
+	f.Add(AppendBinary(nil, []int64{1, 2}), true)
+	f.Fuzz(func(t *testing.T, data []byte, bin bool) {
+		ids, err := DecodeIDs(nil, data, bin)
+		if err != nil {
+			return
+		}
+		var again []byte
+		if bin {
+			again = AppendBinary(nil, ids)
+		} else {
+			again = AppendDecimal(nil, ids)
+		}
+		back, err := DecodeIDs(nil, again, bin)
+		if err != nil || len(back) != len(ids) {
+			t.Fatalf("re-encoding %v failed: %v", ids, err)
+		}
+	})
+}
