@@ -1,0 +1,555 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// ErrSchema: the database or table is missing, or the table is not Leaf's
+// leaf_alloc (a column is missing, or its engine has no transactions).
+var ErrSchema = errors.New("leaf_alloc schema")
+
+// Defaults of Options.
+const (
+	DefaultTable           = "leaf_alloc"
+	DefaultTimeout         = 3 * time.Second
+	DefaultMaxOpenConns    = 16
+	DefaultMaxIdleConns    = 4
+	DefaultConnMaxLifetime = 3 * time.Minute
+)
+
+// Options configure a Store. The zero value means every default.
+type Options struct {
+	// Table is the name of the leaf_alloc table in the DSN's database;
+	// default DefaultTable. 1-64 characters of [A-Za-z0-9_$].
+	Table string
+	// CreateTable creates the table with Leaf's DDL if it is missing. An
+	// existing table is never altered. Default false: a missing table makes
+	// Open fail with ErrSchema.
+	CreateTable bool
+	// Timeout bounds every call, on top of the caller's context; default
+	// DefaultTimeout. Unless the DSN sets them, it is also the dial time-out
+	// (timeout) and, times 1.5, the read and write time-outs (readTimeout,
+	// writeTimeout) of each connection. A call that also commits may take up
+	// to 2.5 times Timeout against a server that hangs during COMMIT.
+	Timeout time.Duration
+	// MaxOpenConns caps the pool; default DefaultMaxOpenConns.
+	MaxOpenConns int
+	// MaxIdleConns is how many idle connections are kept; default
+	// DefaultMaxIdleConns, at most MaxOpenConns.
+	MaxIdleConns int
+	// ConnMaxLifetime recycles connections before a server or proxy drops
+	// them; default DefaultConnMaxLifetime.
+	ConnMaxLifetime time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if !validTable(o.Table) {
+		return o, fmt.Errorf("%w: table name %q must be 1-64 characters of [A-Za-z0-9_$]", segment.ErrInvalid, o.Table)
+	}
+	if o.Timeout < 0 || o.MaxOpenConns < 0 || o.MaxIdleConns < 0 || o.ConnMaxLifetime < 0 {
+		return o, fmt.Errorf("%w: negative time-out or pool size in %+v", segment.ErrInvalid, o)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxOpenConns == 0 {
+		o.MaxOpenConns = DefaultMaxOpenConns
+	}
+	if o.MaxIdleConns == 0 {
+		o.MaxIdleConns = DefaultMaxIdleConns
+	}
+	o.MaxIdleConns = min(o.MaxIdleConns, o.MaxOpenConns)
+	if o.ConnMaxLifetime == 0 {
+		o.ConnMaxLifetime = DefaultConnMaxLifetime
+	}
+	return o, nil
+}
+
+func validTable(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '$':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Store is a segment.Store on a MySQL/MariaDB leaf_alloc table.
+type Store struct {
+	db      *sql.DB
+	table   string // unquoted name
+	timeout time.Duration
+	closed  atomic.Bool
+	q       queries
+}
+
+// queries are the statements, with the table name filled in.
+type queries struct {
+	next, nextStep, alloc       string
+	get, tags, create           string
+	setStep, setMaxID, maxID    string
+	delete, createTable, verify string
+}
+
+func newQueries(table string) queries {
+	t := "`" + table + "`"
+	return queries{
+		next: "UPDATE " + t + " SET max_id = max_id + step" +
+			" WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step",
+		nextStep: "UPDATE " + t + " SET max_id = max_id + ?" +
+			" WHERE biz_tag = ? AND max_id <= 9223372036854775807 - ?",
+		alloc:    "SELECT max_id, step FROM " + t + " WHERE biz_tag = ?",
+		get:      "SELECT biz_tag, max_id, step, description, UNIX_TIMESTAMP(update_time) FROM " + t + " WHERE biz_tag = ?",
+		tags:     "SELECT biz_tag FROM " + t + " ORDER BY biz_tag",
+		create:   "INSERT INTO " + t + " (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
+		setStep:  "UPDATE " + t + " SET step = ? WHERE biz_tag = ?",
+		setMaxID: "UPDATE " + t + " SET max_id = ? WHERE biz_tag = ? AND max_id <= ?",
+		maxID:    "SELECT max_id FROM " + t + " WHERE biz_tag = ?",
+		delete:   "DELETE FROM " + t + " WHERE biz_tag = ?",
+		createTable: "CREATE TABLE IF NOT EXISTS " + t + " (\n" +
+			"  `biz_tag` varchar(128) NOT NULL DEFAULT '',\n" +
+			"  `max_id` bigint(20) NOT NULL DEFAULT '1',\n" +
+			"  `step` int(11) NOT NULL,\n" +
+			"  `description` varchar(256) DEFAULT NULL,\n" +
+			"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+			"  PRIMARY KEY (`biz_tag`)\n" +
+			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+		verify: "SELECT biz_tag, max_id, step, description, update_time FROM " + t + " LIMIT 0",
+	}
+}
+
+// Open connects to the database named by dsn (go-sql-driver syntax, e.g.
+// "leaf:secret@tcp(db:3306)/leaf"), creates the table if asked to, and checks
+// that it is Leaf's leaf_alloc. A server that cannot be reached is
+// segment.ErrUnavailable; a bad DSN or option is segment.ErrInvalid; a
+// missing or foreign table is ErrSchema.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	s, err := newStore(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.init(ctx, opts.CreateTable); err != nil {
+		_ = s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newStore builds a Store without touching the network.
+func newStore(dsn string, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := driver.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dsn: %w", segment.ErrInvalid, err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("%w: dsn names no database (want user:password@tcp(host:3306)/leaf)", segment.ErrInvalid)
+	}
+	// The context deadline interrupts dialling and statements; the I/O
+	// time-outs are the safety net for what it cannot reach (COMMIT runs
+	// without a context), a little longer so that the deadline, with its
+	// clearer error, normally fires first.
+	if cfg.Timeout == 0 {
+		cfg.Timeout = opts.Timeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = opts.Timeout + opts.Timeout/2
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = opts.Timeout + opts.Timeout/2
+	}
+	cfg.ClientFoundRows = true       // RowsAffected counts matched rows: 0 means no such tag
+	cfg.Logger = &driver.NopLogger{} // its lines repeat errors the store returns
+	// Interpolated parameters save a prepare and a close per statement; the
+	// driver refuses them with multi-byte collations such as gbk, which then
+	// keep server-side prepared statements.
+	cfg.InterpolateParams = true
+	conn, err := driver.NewConnector(cfg)
+	if err != nil {
+		cfg.InterpolateParams = false
+		conn, err = driver.NewConnector(cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: dsn: %w", segment.ErrInvalid, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(opts.MaxOpenConns)
+	db.SetMaxIdleConns(opts.MaxIdleConns)
+	db.SetConnMaxLifetime(opts.ConnMaxLifetime)
+	return &Store{db: db, table: opts.Table, timeout: opts.Timeout, q: newQueries(opts.Table)}, nil
+}
+
+// MySQL error numbers the store tells apart.
+const (
+	erDupEntry       = 1062 // ER_DUP_ENTRY
+	erBadDB          = 1049 // ER_BAD_DB_ERROR
+	erNoDB           = 1046 // ER_NO_DB_ERROR
+	erNoSuchTable    = 1146 // ER_NO_SUCH_TABLE
+	erBadField       = 1054 // ER_BAD_FIELD_ERROR
+	erWarnDataRange  = 1264 // ER_WARN_DATA_OUT_OF_RANGE
+	erTruncatedValue = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD (charset)
+	erDataTooLong    = 1406 // ER_DATA_TOO_LONG
+	erDataOutOfRange = 1690 // ER_DATA_OUT_OF_RANGE (BIGINT arithmetic)
+)
+
+func (s *Store) init(ctx context.Context, createTable bool) error {
+	return s.call(ctx, func(ctx context.Context) error {
+		if err := s.db.PingContext(ctx); err != nil {
+			return schemaErr(err)
+		}
+		if createTable {
+			if _, err := s.db.ExecContext(ctx, s.q.createTable); err != nil {
+				return schemaErr(err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx, s.q.verify); err != nil {
+			return schemaErr(err)
+		}
+		var engine, transactions sql.NullString
+		err := s.db.QueryRowContext(ctx,
+			"SELECT t.ENGINE, e.TRANSACTIONS FROM information_schema.TABLES t"+
+				" LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE"+
+				" WHERE t.TABLE_SCHEMA = DATABASE() AND t.TABLE_NAME = ?", s.table).Scan(&engine, &transactions)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: table %q not found in information_schema", ErrSchema, s.table)
+		}
+		if err != nil {
+			return err
+		}
+		if !strings.EqualFold(transactions.String, "YES") {
+			return fmt.Errorf("%w: table %q uses engine %q, which has no transactions; leafmq needs InnoDB",
+				ErrSchema, s.table, engine.String)
+		}
+		return nil
+	})
+}
+
+// schemaErr turns the server's "no such database/table/column" into ErrSchema.
+func schemaErr(err error) error {
+	var me *driver.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erBadDB, erNoDB, erNoSuchTable, erBadField:
+			return fmt.Errorf("%w: %w (create it with deploy/schema.sql, or set Options.CreateTable)", ErrSchema, err)
+		}
+	}
+	return err
+}
+
+// call runs f with the store's time-out and maps what it returns.
+func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("mysql: %w", segment.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := f(cctx)
+	if err == nil {
+		return nil
+	}
+	for _, known := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrInvalid, segment.ErrUnavailable, ErrSchema} {
+		if errors.Is(err, known) {
+			return err
+		}
+	}
+	switch {
+	case s.closed.Load():
+		return fmt.Errorf("mysql: %w (%v)", segment.ErrClosed, err)
+	case ctx.Err() != nil: // the caller's context, not ours
+		return fmt.Errorf("mysql: %w", ctx.Err())
+	case cctx.Err() != nil: // our time-out: not the caller's deadline
+		return fmt.Errorf("%w: mysql did not answer within %v (%v)", segment.ErrUnavailable, s.timeout, err)
+	}
+	var me *driver.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erDupEntry:
+			return fmt.Errorf("%w: %w", segment.ErrTagExists, err)
+		case erWarnDataRange, erTruncatedValue, erDataTooLong, erDataOutOfRange:
+			return fmt.Errorf("%w: %w", segment.ErrInvalid, err)
+		}
+	}
+	return fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+}
+
+// inTx runs f in a transaction and commits it; any error rolls it back.
+func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func unknownTag(tag string) error {
+	return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+}
+
+// Next implements segment.Store: Leaf's updateMaxIdAndGetLeafAlloc.
+func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
+	return s.advance(ctx, tag, 0)
+}
+
+// NextStep implements segment.Store: Leaf's
+// updateMaxIdByCustomStepAndGetLeafAlloc.
+func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+	if err := segment.CheckStep(step); err != nil {
+		return segment.Alloc{}, err
+	}
+	return s.advance(ctx, tag, step)
+}
+
+// advance adds step (0: the row's step) to max_id and reads the row back, in
+// one transaction.
+func (s *Store) advance(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+	if err := segment.CheckTag(tag); err != nil {
+		return segment.Alloc{}, err
+	}
+	var a segment.Alloc
+	err := s.call(ctx, func(ctx context.Context) error {
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			var (
+				res sql.Result
+				err error
+			)
+			if step == 0 {
+				res, err = tx.ExecContext(ctx, s.q.next, tag)
+			} else {
+				res, err = tx.ExecContext(ctx, s.q.nextStep, step, tag, step)
+			}
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			var maxID int64
+			var tableStep int
+			err = tx.QueryRowContext(ctx, s.q.alloc, tag).Scan(&maxID, &tableStep)
+			if errors.Is(err, sql.ErrNoRows) {
+				return unknownTag(tag)
+			}
+			if err != nil {
+				return err
+			}
+			used := step
+			if used == 0 {
+				used = tableStep
+			}
+			if n == 0 { // the row exists but the guard refused the update
+				if err := segment.CheckStep(used); err != nil {
+					return fmt.Errorf("tag %q has step %d in the table: %w", tag, used, err)
+				}
+				if err := segment.CheckAdvance(tag, maxID, used); err != nil {
+					return err
+				}
+				// Not updated, yet the guard holds now: the row appeared
+				// after the UPDATE looked. Nothing changed; retry.
+				return fmt.Errorf("%w: tag %q changed concurrently", segment.ErrUnavailable, tag)
+			}
+			a = segment.Alloc{Tag: tag, MaxID: maxID, Step: used, TableStep: tableStep}
+			return nil
+		})
+	})
+	if err != nil {
+		return segment.Alloc{}, err
+	}
+	return a, nil
+}
+
+// Tags implements segment.Store. The names are sorted bytewise, whatever the
+// column's collation.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	var tags []string
+	err := s.call(ctx, func(ctx context.Context) error {
+		rows, err := s.db.QueryContext(ctx, s.q.tags)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				return err
+			}
+			tags = append(tags, name)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(tags)
+	if tags == nil {
+		tags = []string{}
+	}
+	return tags, nil
+}
+
+// Get implements segment.Store. Name is the row's biz_tag as stored (its
+// case may differ from tag's; see the package doc).
+func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
+	if err := segment.CheckTag(tag); err != nil {
+		return segment.Tag{}, err
+	}
+	var t segment.Tag
+	err := s.call(ctx, func(ctx context.Context) error {
+		var (
+			desc sql.NullString
+			unix sql.NullFloat64
+		)
+		err := s.db.QueryRowContext(ctx, s.q.get, tag).Scan(&t.Name, &t.MaxID, &t.Step, &desc, &unix)
+		if errors.Is(err, sql.ErrNoRows) {
+			return unknownTag(tag)
+		}
+		if err != nil {
+			return err
+		}
+		t.Description = desc.String
+		if unix.Valid && unix.Float64 > 0 {
+			sec, frac := math.Modf(unix.Float64)
+			t.UpdateTime = time.Unix(int64(sec), int64(frac*1e9)).Round(time.Microsecond)
+		}
+		return nil
+	})
+	if err != nil {
+		return segment.Tag{}, err
+	}
+	return t, nil
+}
+
+// Create implements segment.Store. An empty description is stored as NULL,
+// as in rows inserted by hand without one.
+func (s *Store) Create(ctx context.Context, t segment.Tag) error {
+	t, err := segment.Normalize(t)
+	if err != nil {
+		return err
+	}
+	var desc any
+	if t.Description != "" {
+		desc = t.Description
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		_, err := s.db.ExecContext(ctx, s.q.create, t.Name, t.MaxID, t.Step, desc)
+		var me *driver.MySQLError
+		if errors.As(err, &me) && me.Number == erDupEntry {
+			return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+		}
+		return err
+	})
+}
+
+// SetStep implements segment.Store.
+func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	if err := segment.CheckStep(step); err != nil {
+		return err
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		return s.execOne(ctx, tag, s.q.setStep, step, tag)
+	})
+}
+
+// SetMaxID implements segment.Store: one UPDATE that only matches while the
+// row's max_id is not above maxID, so it can never lower it.
+func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	if maxID < 0 {
+		return fmt.Errorf("%w: max_id %d must not be negative", segment.ErrInvalid, maxID)
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		res, err := s.db.ExecContext(ctx, s.q.setMaxID, maxID, tag, maxID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n > 0 {
+			return err
+		}
+		var cur int64
+		err = s.db.QueryRowContext(ctx, s.q.maxID, tag).Scan(&cur)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return unknownTag(tag)
+		case err != nil:
+			return err
+		case cur > maxID:
+			return fmt.Errorf("%w: max_id %d is below the current %d of %q", segment.ErrInvalid, maxID, cur, tag)
+		default: // the row appeared after the UPDATE looked; nothing changed
+			return fmt.Errorf("%w: tag %q changed concurrently", segment.ErrUnavailable, tag)
+		}
+	})
+}
+
+// Delete implements segment.Store.
+func (s *Store) Delete(ctx context.Context, tag string) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		return s.execOne(ctx, tag, s.q.delete, tag)
+	})
+}
+
+// execOne runs a statement that must match tag's row.
+func (s *Store) execOne(ctx context.Context, tag, query string, args ...any) error {
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return unknownTag(tag)
+	}
+	return nil
+}
+
+// Close closes the pool after the statements already sent to the server have
+// finished. It is idempotent; later calls return segment.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.db.Close()
+}
+
+var _ segment.Store = (*Store)(nil)

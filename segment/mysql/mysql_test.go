@@ -1,0 +1,488 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/mysql"
+	"github.com/leafmq/leafmq/segment/storetest"
+)
+
+// leafDDL and leafInsert are verbatim from Leaf's README.
+const (
+	leafDDL = "CREATE TABLE `leaf_alloc` (\n" +
+		"  `biz_tag` varchar(128)  NOT NULL DEFAULT '',\n" +
+		"  `max_id` bigint(20) NOT NULL DEFAULT '1',\n" +
+		"  `step` int(11) NOT NULL,\n" +
+		"  `description` varchar(256)  DEFAULT NULL,\n" +
+		"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+		"  PRIMARY KEY (`biz_tag`)\n" +
+		") ENGINE=InnoDB"
+	leafInsert = "insert into leaf_alloc(biz_tag, max_id, step, description) " +
+		"values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')"
+)
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// open opens a Store on dsn, closed at clean-up.
+func open(t testing.TB, dsn string, opts mysql.Options) *mysql.Store {
+	t.Helper()
+	s, err := mysql.Open(testCtx(t), dsn, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// rawDB opens a plain database/sql pool on dsn, closed at clean-up.
+func rawDB(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func exec(t testing.TB, db *sql.DB, query string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(testCtx(t), query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// deadDSN names a database on a 127.0.0.1 port nothing listens on.
+func deadDSN(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return "root@tcp(" + addr + ")/leaf"
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Factory{
+		New: func(t testing.TB) segment.Store {
+			return open(t, testenv.MySQL(t), mysql.Options{CreateTable: true})
+		},
+		// Built without Open's ping, so that every call meets the dead port.
+		Unreachable: func(t testing.TB) (segment.Store, error) {
+			s, err := mysql.NewUnconnected(deadDSN(t), mysql.Options{Timeout: 500 * time.Millisecond})
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+	})
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	start := time.Now()
+	_, err := mysql.Open(testCtx(t), deadDSN(t), mysql.Options{Timeout: 500 * time.Millisecond})
+	if !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Open on a closed port = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Open took %v to fail", d)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	cfg, err := driver.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, dsn)
+	exec(t, db, "CREATE TABLE not_leaf (biz_tag varchar(128) PRIMARY KEY, max_id bigint NOT NULL)")
+	exec(t, db, "CREATE TABLE myisam_alloc (biz_tag varchar(128) NOT NULL PRIMARY KEY, max_id bigint NOT NULL DEFAULT 1,"+
+		" step int NOT NULL, description varchar(256), update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP) ENGINE=MyISAM")
+	noDB := *cfg
+	noDB.DBName = ""
+	otherDB := *cfg
+	otherDB.DBName = cfg.DBName + "_missing"
+
+	tests := []struct {
+		name string
+		dsn  string
+		opts mysql.Options
+		want error
+	}{
+		{"bad dsn", "root@tcp(127.0.0.1:1", mysql.Options{}, segment.ErrInvalid},
+		{"no database", noDB.FormatDSN(), mysql.Options{}, segment.ErrInvalid},
+		{"bad table name", dsn, mysql.Options{Table: "leaf.alloc"}, segment.ErrInvalid},
+		{"table name injection", dsn, mysql.Options{Table: "t`; DROP TABLE x; --"}, segment.ErrInvalid},
+		{"negative timeout", dsn, mysql.Options{Timeout: -time.Second}, segment.ErrInvalid},
+		{"negative pool", dsn, mysql.Options{MaxOpenConns: -1}, segment.ErrInvalid},
+		{"table missing", dsn, mysql.Options{}, mysql.ErrSchema},
+		{"database missing", otherDB.FormatDSN(), mysql.Options{CreateTable: true}, mysql.ErrSchema},
+		{"wrong columns", dsn, mysql.Options{Table: "not_leaf", CreateTable: true}, mysql.ErrSchema},
+		{"not transactional", dsn, mysql.Options{Table: "myisam_alloc"}, mysql.ErrSchema},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := mysql.Open(testCtx(t), tc.dsn, tc.opts)
+			if err == nil {
+				_ = s.Close()
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Open = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	var n int
+	if err := db.QueryRowContext(testCtx(t), "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("failed Opens left %d tables, want the 2 the test made", n)
+	}
+}
+
+// A database set up by Leaf's own README is used as it is.
+func TestLeafDatabase(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db := rawDB(t, dsn)
+	exec(t, db, leafDDL)
+	exec(t, db, leafInsert)
+	showCreate := func() string {
+		var name, ddl string
+		if err := db.QueryRowContext(testCtx(t), "SHOW CREATE TABLE leaf_alloc").Scan(&name, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		return ddl
+	}
+	before := showCreate()
+
+	for _, create := range []bool{false, true} {
+		s := open(t, dsn, mysql.Options{CreateTable: create})
+		_ = s.Close()
+	}
+	s := open(t, dsn, mysql.Options{CreateTable: true})
+	ctx := testCtx(t)
+	got, err := s.Get(ctx, "leaf-segment-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "leaf-segment-test" || got.MaxID != 1 || got.Step != 2000 ||
+		got.Description != "Test leaf Segment Mode Get Id" {
+		t.Fatalf("Get = %+v", got)
+	}
+	if d := time.Since(got.UpdateTime); d < -time.Minute || d > time.Minute {
+		t.Fatalf("update_time = %v, %v from now: time zone mix-up?", got.UpdateTime, d)
+	}
+	for i, want := range []int64{1, 2001, 4001} {
+		a, err := s.Next(ctx, "leaf-segment-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Start() != want || a.End() != want+2000 || a.TableStep != 2000 {
+			t.Fatalf("Next #%d = %+v, want [%d,%d)", i, a, want, want+2000)
+		}
+	}
+	tags, err := s.Tags(ctx)
+	if err != nil || len(tags) != 1 || tags[0] != "leaf-segment-test" {
+		t.Fatalf("Tags = %v, %v", tags, err)
+	}
+
+	// Rows leafmq writes read back as Leaf reads them.
+	if err := s.Create(ctx, segment.Tag{Name: "from-leafmq", Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		maxID int64
+		step  int
+		desc  sql.NullString
+		upd   time.Time
+	)
+	err = db.QueryRowContext(ctx, "SELECT max_id, step, description, update_time FROM leaf_alloc WHERE biz_tag = ?",
+		"from-leafmq").Scan(&maxID, &step, &desc, &upd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxID != 1 || step != 1000 || desc.Valid {
+		t.Fatalf("row = %d %d %v, want 1 1000 NULL", maxID, step, desc)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = 'leaf-segment-test'").Scan(&maxID); err != nil || maxID != 6001 {
+		t.Fatalf("max_id = %d, %v; want 6001", maxID, err)
+	}
+
+	// Leaf's table keeps the database's default charset (latin1 on a server
+	// without a config): in strict mode text it cannot hold is ErrInvalid.
+	var charset, sqlMode string
+	err = db.QueryRowContext(ctx, "SELECT CHARACTER_SET_NAME, @@SESSION.sql_mode FROM information_schema.COLUMNS"+
+		" WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'leaf_alloc' AND COLUMN_NAME = 'description'").Scan(&charset, &sqlMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Create(ctx, segment.Tag{Name: "cjk", Description: "美团点评"})
+	switch {
+	case strings.HasPrefix(charset, "utf8") && err != nil:
+		t.Fatalf("Create with a CJK description in %s = %v", charset, err)
+	case !strings.HasPrefix(charset, "utf8") && strings.Contains(sqlMode, "STRICT") && !errors.Is(err, segment.ErrInvalid):
+		t.Fatalf("Create with a CJK description in %s = %v, want ErrInvalid", charset, err)
+	}
+
+	if after := showCreate(); after != before {
+		t.Fatalf("the table was altered:\n%s\nbecame\n%s", before, after)
+	}
+}
+
+// Case-insensitive collation: one row, one counter, whatever the case.
+func TestTagCase(t *testing.T) {
+	s := open(t, testenv.MySQL(t), mysql.Options{CreateTable: true})
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "Order", Step: 10, Description: "美团点评"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, segment.Tag{Name: "order"}); !errors.Is(err, segment.ErrTagExists) {
+		t.Fatalf("Create(order) next to Order = %v, want ErrTagExists", err)
+	}
+	a, err := s.Next(ctx, "Order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Next(ctx, "order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Start() != a.End() {
+		t.Fatalf("Order %+v and order %+v do not share one counter", a, b)
+	}
+	got, err := s.Get(ctx, "ORDER")
+	if err != nil || got.Name != "Order" || got.Description != "美团点评" {
+		t.Fatalf("Get(ORDER) = %+v, %v", got, err)
+	}
+}
+
+func TestCustomTable(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	s := open(t, dsn, mysql.Options{Table: "ids_2", CreateTable: true})
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "x", Step: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Next(ctx, "x"); err != nil || a.End() != 6 {
+		t.Fatalf("Next = %+v, %v", a, err)
+	}
+	var n int
+	if err := rawDB(t, dsn).QueryRowContext(ctx, "SELECT COUNT(*) FROM ids_2").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("ids_2 has %d rows, %v", n, err)
+	}
+}
+
+// Two Stores, two pools, like two leafd nodes on one database.
+func TestTwoStoresNoOverlap(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	nodes := []*mysql.Store{
+		open(t, dsn, mysql.Options{CreateTable: true, MaxOpenConns: 4}),
+		open(t, dsn, mysql.Options{CreateTable: true, MaxOpenConns: 4}),
+	}
+	ctx := testCtx(t)
+	if err := nodes[0].Create(ctx, segment.Tag{Name: "shared", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 6, 30
+	var (
+		mu     sync.Mutex
+		ranges []segment.Alloc
+		wg     sync.WaitGroup
+		errs   = make(chan error, len(nodes)*workers)
+	)
+	for n, s := range nodes {
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					var a segment.Alloc
+					var err error
+					if i%4 == 0 {
+						a, err = s.NextStep(ctx, "shared", 1+w+n*10)
+					} else {
+						a, err = s.Next(ctx, "shared")
+					}
+					if err != nil {
+						errs <- fmt.Errorf("node %d worker %d call %d: %w", n, w, i, err)
+						return
+					}
+					mu.Lock()
+					ranges = append(ranges, a)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(ranges) != len(nodes)*workers*each {
+		t.Fatalf("%d ranges, want %d", len(ranges), len(nodes)*workers*each)
+	}
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].Start() < ranges[j].Start() })
+	next := int64(1)
+	for _, r := range ranges {
+		if r.Start() != next {
+			t.Fatalf("range [%d,%d) follows %d: overlap or lost update", r.Start(), r.End(), next)
+		}
+		next = r.End()
+	}
+	got, err := nodes[1].Get(ctx, "shared")
+	if err != nil || got.MaxID != next {
+		t.Fatalf("max_id = %+v, %v; want %d", got, err, next)
+	}
+}
+
+// A SIGSTOPped server (a hung MySQL) makes calls fail with ErrUnavailable
+// within the store's time-out; the store recovers once it runs again. The
+// server is shared with other packages' tests, so the stop lasts about a
+// second.
+func TestServerStopped(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	pid := testenv.MySQLPID()
+	if pid == 0 {
+		if testenv.Required() {
+			t.Fatal(testenv.EnvMySQLPID + " is not set")
+		}
+		t.Skip(testenv.EnvMySQLPID + " is not set")
+	}
+	const timeout = 400 * time.Millisecond
+	s := open(t, dsn, mysql.Options{CreateTable: true, Timeout: timeout})
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "hang", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Next(ctx, "hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %d: %v", pid, err)
+	}
+	stopped := true
+	resume := func() {
+		if stopped {
+			stopped = false
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT %d: %v", pid, err)
+			}
+		}
+	}
+	t.Cleanup(resume) // runs before testenv drops the database
+
+	start := time.Now()
+	_, nextErr := s.Next(ctx, "hang")
+	nextTook := time.Since(start)
+
+	short, cancel := context.WithTimeout(ctx, timeout/4)
+	start = time.Now()
+	_, tagsErr := s.Tags(short)
+	tagsTook := time.Since(start)
+	cancel()
+	resume()
+	t.Logf("stopped server: Next = %v after %v; Tags = %v after %v", nextErr, nextTook, tagsErr, tagsTook)
+
+	if !errors.Is(nextErr, segment.ErrUnavailable) || errors.Is(nextErr, context.DeadlineExceeded) {
+		t.Errorf("Next on a stopped server = %v, want ErrUnavailable (and not the caller's deadline)", nextErr)
+	}
+	if nextTook > timeout+time.Second {
+		t.Errorf("Next took %v to fail, time-out %v", nextTook, timeout)
+	}
+	if !errors.Is(tagsErr, context.DeadlineExceeded) {
+		t.Errorf("Tags with a caller deadline on a stopped server = %v, want context.DeadlineExceeded", tagsErr)
+	}
+	if tagsTook > timeout {
+		t.Errorf("Tags took %v to fail, caller deadline %v", tagsTook, timeout/4)
+	}
+
+	// Running again: the next call works and does not go back.
+	var after segment.Alloc
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after, err = s.Next(ctx, "hang")
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("Next after SIGCONT: %v", err)
+	}
+	if after.Start() < before.End() {
+		t.Fatalf("range after the stop %+v overlaps the one before %+v", after, before)
+	}
+}
+
+// deploy/schema.sql makes the same table as Options.CreateTable.
+func TestSchemaFile(t *testing.T) {
+	text, err := os.ReadFile("../../deploy/schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmt strings.Builder
+	for line := range strings.Lines(string(text)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			stmt.WriteString(line)
+		}
+	}
+	fromFile := testenv.MySQL(t)
+	exec(t, rawDB(t, fromFile), stmt.String())
+	open(t, fromFile, mysql.Options{}) // no CreateTable: the file's table must do
+
+	fromOpen := testenv.MySQL(t)
+	open(t, fromOpen, mysql.Options{CreateTable: true})
+
+	showCreate := func(dsn string) string {
+		var name, ddl string
+		if err := rawDB(t, dsn).QueryRowContext(testCtx(t), "SHOW CREATE TABLE leaf_alloc").Scan(&name, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		return ddl
+	}
+	if a, b := showCreate(fromFile), showCreate(fromOpen); a != b {
+		t.Fatalf("deploy/schema.sql makes\n%s\nbut Options.CreateTable makes\n%s", a, b)
+	}
+}
+
+// A gbk connection (common in Leaf shops) cannot use interpolated parameters;
+// the store falls back to prepared statements.
+func TestGBKConnection(t *testing.T) {
+	s := open(t, testenv.MySQL(t)+"&collation=gbk_chinese_ci", mysql.Options{CreateTable: true})
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "gbk", Step: 3, Description: "美团点评"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.NextStep(ctx, "gbk", 7); err != nil || a.End() != 8 {
+		t.Fatalf("NextStep = %+v, %v", a, err)
+	}
+	got, err := s.Get(ctx, "gbk")
+	if err != nil || got.Description != "美团点评" || got.MaxID != 8 {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
