@@ -153,14 +153,14 @@ func (p *Producer) tagRing(tag string) (*tagRing, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
+	var probe []int64
 	if !p.cfg.Segments.Known(tag) {
 		// Let the engine decide (store lookup, auto-create, or ErrUnknownTag).
-		first, n, err := p.cfg.Segments.Reserve(p.ctx, tag, 1)
+		first, _, err := p.cfg.Segments.Reserve(p.ctx, tag, 1)
 		if err != nil {
 			return nil, err
 		}
-		_ = first
-		_ = n // one id lost to the probe: a gap, never a duplicate
+		probe = []int64{first} // goes first into the new ring, so no id is skipped
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -175,6 +175,7 @@ func (p *Producer) tagRing(tag string) (*tagRing, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.PutN(probe)
 	tr.ring.Store(r)
 	p.rings.Store(tag, tr)
 	r.Start()

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/bench"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+const benchUsage = `leafctl bench: measure leafmq over NATS
+
+  --tag T          tag to take ids of (default bench; subject leaf.segment.T)
+  --subject S      any subject instead of a tag's
+  --batch N        ids per request (default 1)
+  --binary         ask for binary replies
+  --mode M         request (a goroutine per in-flight request) or pipelined (default request)
+  -c N             concurrent workers (default 8)
+  --depth N        requests in flight per worker when pipelined (default 16)
+  -d D             duration (default 10s)
+  --requests N     stop after N requests (default: no cap)
+  --rate R         target requests/s over all workers (default: as fast as possible)
+  --warmup D       not recorded (default 1s)
+  --baseline       also run the same load against a bare NATS echo responder and print the ratio
+  --check          verify every reply and count duplicate ids
+  --json           print results as JSON lines
+  --quiet          no progress display
+`
+
+func (c *cli) bench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o bench.Options
+	tag := fs.String("tag", "bench", "")
+	fs.StringVar(&o.Subject, "subject", "", "")
+	fs.IntVar(&o.Batch, "batch", 1, "")
+	fs.BoolVar(&o.Binary, "binary", false, "")
+	fs.StringVar(&o.Mode, "mode", "request", "")
+	fs.IntVar(&o.Concurrency, "c", 8, "")
+	fs.IntVar(&o.Depth, "depth", 16, "")
+	fs.DurationVar(&o.Duration, "d", 10*time.Second, "")
+	fs.IntVar(&o.Requests, "requests", 0, "")
+	fs.IntVar(&o.Rate, "rate", 0, "")
+	fs.DurationVar(&o.Warmup, "warmup", time.Second, "")
+	fs.BoolVar(&o.Baseline, "baseline", false, "")
+	fs.BoolVar(&o.Check, "check", false, "")
+	asJSON := fs.Bool("json", false, "")
+	quiet := fs.Bool("quiet", false, "")
+	if _, err := parse(fs, args, 0); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(c.stdout, benchUsage)
+		}
+		return err
+	}
+	switch {
+	case o.Subject == "" && !segment.ValidTag(*tag):
+		return fmt.Errorf("%w: --tag %q is not a valid tag", errUsage, *tag)
+	case o.Batch < 1, o.Concurrency < 1, o.Depth < 1, o.Duration <= 0, o.Requests < 0, o.Rate < 0, o.Warmup < 0:
+		return fmt.Errorf("%w: --batch, -c, --depth and -d must be positive; --requests, --rate, --warmup not negative", errUsage)
+	case o.Mode != "request" && o.Mode != "pipelined":
+		return fmt.Errorf("%w: --mode %q must be request or pipelined", errUsage, o.Mode)
+	}
+	if o.Subject == "" {
+		o.Subject = wire.SegmentPrefix + *tag
+	}
+	o.Timeout = c.timeout
+	if !*quiet && !*asJSON {
+		o.Progress = c.stderr
+	}
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, stop := signal.NotifyContext(c.ctx(), os.Interrupt)
+	defer stop()
+	res, err := bench.Run(ctx, nc, o)
+	if err != nil {
+		return err
+	}
+	results := []bench.Result{res}
+	if o.Baseline {
+		base, err := bench.RunBaseline(ctx, nc, o)
+		if err != nil {
+			return err
+		}
+		results = append(results, base)
+	}
+	if *asJSON {
+		for _, r := range results {
+			fmt.Fprintf(c.stdout, "%s\n", r.JSON())
+		}
+		return nil
+	}
+	bench.Report(c.stdout, results...)
+	return nil
+}

@@ -1,0 +1,304 @@
+// Command leafctl asks a leafmq cluster for ids, administers its tags and
+// measures it.
+//
+//	leafctl [--nats URL] next TAG [-n N]
+//	leafctl tag list | create TAG [--step S] [--max-id M] [--desc D] | set-step TAG STEP | set-max TAG MAX
+//	leafctl bench [flags]
+//
+// Exit codes: 0 success, 1 the request failed (the server's code and message
+// are printed), 2 bad arguments (usage is printed).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+const usage = `leafctl: ask leafmq for ids and administer it
+
+Usage:
+  leafctl [global flags] COMMAND [flags]
+
+Commands:
+  next TAG [-n N] [--binary]            take N ids (default 1) of TAG
+  tag list [--json]                     list every tag with max_id and step
+  tag create TAG [--step S] [--max-id M] [--desc D]
+  tag set-step TAG STEP                 change a tag's configured step
+  tag set-max TAG MAX                   raise a tag's max_id (never lowers it)
+  bench [flags]                         measure throughput and latency (bench -h)
+
+Global flags:
+  --nats URL       NATS server(s) (env LEAF_NATS; default nats://127.0.0.1:4222)
+  --timeout D      per-request timeout (default 5s)
+
+Exit codes: 0 ok, 1 request failed, 2 bad arguments.
+`
+
+// errUsage marks argument errors (exit code 2).
+var errUsage = errors.New("usage")
+
+type cli struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	natsURL        string
+	timeout        time.Duration
+}
+
+func main() {
+	c := &cli{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	os.Exit(c.run(os.Args[1:]))
+}
+
+func (c *cli) run(args []string) int {
+	fs := flag.NewFlagSet("leafctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	def := c.getenv("LEAF_NATS")
+	if def == "" {
+		def = nats.DefaultURL
+	}
+	fs.StringVar(&c.natsURL, "nats", def, "")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(c.stdout, usage)
+			return 0
+		}
+		return c.usageErr(err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return c.usageErr(errors.New("no command"))
+	}
+	var err error
+	switch rest[0] {
+	case "next":
+		err = c.next(rest[1:])
+	case "tag":
+		err = c.tag(rest[1:])
+	case "bench":
+		err = c.bench(rest[1:])
+	case "help":
+		fmt.Fprint(c.stdout, usage)
+		return 0
+	default:
+		err = fmt.Errorf("%w: unknown command %q", errUsage, rest[0])
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return c.usageErr(err)
+	default:
+		fmt.Fprintf(c.stderr, "leafctl: %v\n", err)
+		return 1
+	}
+}
+
+func (c *cli) usageErr(err error) int {
+	fmt.Fprintf(c.stderr, "leafctl: %v\n\n%s", err, usage)
+	return 2
+}
+
+// parse parses flags and positional arguments in any order.
+func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != positional {
+		return nil, fmt.Errorf("%w: %s wants %d argument(s), got %d", errUsage, fs.Name(), positional, len(pos))
+	}
+	return pos, nil
+}
+
+func (c *cli) connect() (*nats.Conn, error) {
+	nc, err := nats.Connect(c.natsURL, nats.Name("leafctl"), nats.Timeout(c.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", c.natsURL, err)
+	}
+	return nc, nil
+}
+
+func (c *cli) request(nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
+	reply, err := nc.RequestMsg(msg, c.timeout)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("no leafd is answering %s (is leafd running?)", msg.Subject)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", msg.Subject, err)
+	}
+	if err := wire.ReplyError(reply); err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+func (c *cli) next(args []string) error {
+	fs := flag.NewFlagSet("next", flag.ContinueOnError)
+	n := fs.Int("n", 1, "")
+	bin := fs.Bool("binary", false, "")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("%w: -n %d must be at least 1", errUsage, *n)
+	}
+	if err := segment.CheckTag(pos[0]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	msg := nats.NewMsg(wire.SegmentPrefix + pos[0])
+	if *n > 1 {
+		msg.Data = []byte(strconv.Itoa(*n))
+	}
+	if *bin {
+		msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
+	}
+	reply, err := c.request(nc, msg)
+	if err != nil {
+		return err
+	}
+	ids, err := wire.DecodeIDs(nil, reply.Data, *bin)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteByte('\n')
+	}
+	_, err = io.WriteString(c.stdout, b.String())
+	return err
+}
+
+func (c *cli) tag(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max", errUsage)
+	}
+	fs := flag.NewFlagSet("tag "+args[0], flag.ContinueOnError)
+	var req responder.AdminRequest
+	var subject string
+	var pos []string
+	var err error
+	asJSON := false
+	switch args[0] {
+	case "list":
+		fs.BoolVar(&asJSON, "json", false, "")
+		if _, err = parse(fs, args[1:], 0); err != nil {
+			return err
+		}
+		return c.tagList(asJSON)
+	case "create":
+		fs.IntVar(&req.Step, "step", 0, "")
+		fs.Int64Var(&req.MaxID, "max-id", 0, "")
+		fs.StringVar(&req.Description, "desc", "", "")
+		if pos, err = parse(fs, args[1:], 1); err != nil {
+			return err
+		}
+		subject = "leaf.admin.tag.create"
+	case "set-step":
+		if pos, err = parse(fs, args[1:], 2); err != nil {
+			return err
+		}
+		if req.Step, err = strconv.Atoi(pos[1]); err != nil {
+			return fmt.Errorf("%w: step %q is not a number", errUsage, pos[1])
+		}
+		subject = "leaf.admin.tag.step"
+	case "set-max":
+		if pos, err = parse(fs, args[1:], 2); err != nil {
+			return err
+		}
+		if req.MaxID, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
+			return fmt.Errorf("%w: max %q is not a number", errUsage, pos[1])
+		}
+		subject = "leaf.admin.tag.max"
+	default:
+		return fmt.Errorf("%w: unknown tag subcommand %q", errUsage, args[0])
+	}
+	req.Tag = pos[0]
+	var row responder.TagRow
+	if err := c.admin(subject, req, &row); err != nil {
+		return err
+	}
+	return printRows(c.stdout, []responder.TagRow{row})
+}
+
+func (c *cli) tagList(asJSON bool) error {
+	var rows []responder.TagRow
+	if err := c.admin("leaf.admin.tags", nil, &rows); err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	return printRows(c.stdout, rows)
+}
+
+func (c *cli) admin(subject string, req any, out any) error {
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	msg := nats.NewMsg(subject)
+	if req != nil {
+		if msg.Data, err = json.Marshal(req); err != nil {
+			return err
+		}
+	}
+	reply, err := c.request(nc, msg)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(reply.Data, out)
+}
+
+func printRows(w io.Writer, rows []responder.TagRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
+	for _, r := range rows {
+		updated := "-"
+		if !r.UpdateTime.IsZero() {
+			updated = r.UpdateTime.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Tag, r.MaxID, r.Step, updated, r.Description)
+	}
+	return tw.Flush()
+}
+
+func (c *cli) ctx() context.Context { return context.Background() }

@@ -1,0 +1,63 @@
+// Command leafd is the leafmq daemon: it serves unique ids over NATS.
+//
+// With no flags it embeds a nats-server with JetStream on 127.0.0.1:4222,
+// keeps its segment table in JetStream KV under ./data, serves /healthz and
+// /metrics on 127.0.0.1:8080, and prints how to ask it for an id. See
+// `leafd -h` for the flags and their LEAF_* environment equivalents.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/leafmq/leafmq/node"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := node.Parse(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leafd: %v\n", err)
+		return 2
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated by Parse
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := node.Start(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "leafd: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, `leafd %s is serving ids on %s
+
+Ask it for an id:
+  nats req leaf.segment.demo ''            # one id of tag "demo"
+  nats req leaf.segment.demo 1000          # a batch of 1000
+  go run ./cmd/leafctl next demo           # or bin/leafctl next demo -n 10
+Metrics: http://%s/metrics   Stop: Ctrl-C
+`, cfg.Name, n.ClientURL(), n.HTTPAddr())
+	<-ctx.Done()
+	stop()
+	fmt.Fprintln(stderr, "leafd: shutting down")
+	if err := n.Close(context.Background()); err != nil {
+		fmt.Fprintf(stderr, "leafd: shutdown: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,178 @@
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+const (
+	readyTimeout   = 10 * time.Second
+	clusterTimeout = 30 * time.Second
+	pollInterval   = 20 * time.Millisecond
+)
+
+// RunServer starts an embedded nats-server on 127.0.0.1 with a kernel-picked
+// client port and JetStream enabled (store under t.TempDir()), applies opts
+// to its Options before it starts, and waits until it accepts connections.
+// The server is shut down, and waited for, at clean-up.
+func RunServer(t testing.TB, opts ...func(*server.Options)) *server.Server {
+	t.Helper()
+	o := &server.Options{
+		Host:      "127.0.0.1",
+		Port:      -1,
+		JetStream: true,
+		StoreDir:  t.TempDir(),
+		NoLog:     true,
+		NoSigs:    true,
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	return start(t, o)
+}
+
+func start(t testing.TB, o *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatalf("natstest: new server: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	go s.Start()
+	if !s.ReadyForConnections(readyTimeout) {
+		t.Fatalf("natstest: server %q not ready within %v", o.ServerName, readyTimeout)
+	}
+	return s
+}
+
+// RunCluster starts n (>= 1) routed servers named "n0".."n<n-1>" in cluster
+// "natstest", each with JetStream and its own store directory, and waits
+// (bounded by 30 s) until every server routes to all others and sees a
+// JetStream meta leader. Servers are shut down at clean-up.
+//
+// Tests may shut one down (s.Shutdown()) to simulate node loss; clean-up
+// copes with that.
+func RunCluster(t testing.TB, n int) []*server.Server {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("natstest: RunCluster(%d): need at least one server", n)
+	}
+	ports := freePorts(t, n)
+	routes := make([]*url.URL, n)
+	for i, p := range ports {
+		routes[i] = &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)}
+	}
+	base := t.TempDir()
+	servers := make([]*server.Server, n)
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("n%d", i),
+			Host:       "127.0.0.1",
+			Port:       -1,
+			JetStream:  true,
+			StoreDir:   filepath.Join(base, fmt.Sprintf("n%d", i)),
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster: server.ClusterOpts{
+				Name: "natstest",
+				Host: "127.0.0.1",
+				Port: ports[i],
+			},
+			Routes: routes,
+		}
+		servers[i] = start(t, o)
+	}
+	waitCluster(t, servers)
+	return servers
+}
+
+// waitCluster polls until every server routes to all others, exactly one
+// is the JetStream meta leader, every server is current with the meta group,
+// and the leader sees all n servers as JetStream peers (an R=n stream can be
+// placed).
+func waitCluster(t testing.TB, servers []*server.Server) {
+	t.Helper()
+	deadline := time.Now().Add(clusterTimeout)
+	for !clusterReady(servers) {
+		if time.Now().After(deadline) {
+			t.Fatalf("natstest: cluster of %d not formed within %v", len(servers), clusterTimeout)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+func clusterReady(servers []*server.Server) bool {
+	var leader *server.Server
+	for _, s := range servers {
+		if s.NumRoutes() < len(servers)-1 || !s.JetStreamIsCurrent() {
+			return false
+		}
+		if len(servers) > 1 && !s.JetStreamIsClustered() {
+			return false
+		}
+		if s.JetStreamIsLeader() {
+			if leader != nil {
+				return false
+			}
+			leader = s
+		}
+	}
+	if len(servers) == 1 {
+		return true
+	}
+	return leader != nil && len(leader.JetStreamClusterPeers()) == len(servers)
+}
+
+// freePorts finds n distinct free TCP ports on 127.0.0.1 by listening on
+// port 0 and closing the listeners. Another process may grab one before the
+// server binds it; that is rare enough for tests.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	ls := make([]net.Listener, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("natstest: free port: %v", err)
+		}
+		ls[i] = l
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	return ports
+}
+
+// Connect connects to url (a comma-separated list is fine) with opts and
+// closes the connection at clean-up.
+func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("natstest: connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// ClientURLs returns the client URLs of servers joined by commas, suitable
+// for nats.Connect.
+func ClientURLs(servers []*server.Server) string {
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.ClientURL()
+	}
+	return strings.Join(urls, ",")
+}

@@ -1,0 +1,303 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/wire"
+)
+
+func startNode(t *testing.T, cfg node.Config) *node.Node {
+	t.Helper()
+	if cfg.HTTP == "" {
+		cfg.HTTP = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("start %s: %v", cfg.Name, err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
+}
+
+func admin(t *testing.T, nc *nats.Conn, subject string, req responder.AdminRequest) {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	reply, err := nc.Request(subject, body, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	if err := wire.ReplyError(reply); err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+}
+
+// take asks for n ids of tag and returns them, or the error.
+func take(nc *nats.Conn, tag string, n int, binary bool) ([]int64, error) {
+	msg := nats.NewMsg(wire.SegmentPrefix + tag)
+	if n > 1 {
+		msg.Data = []byte(strconv.Itoa(n))
+	}
+	if binary {
+		msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
+	}
+	reply, err := nc.RequestMsg(msg, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := wire.ReplyError(reply); err != nil {
+		return nil, err
+	}
+	ids, err := wire.DecodeIDs(nil, reply.Data, binary)
+	if err == nil && len(ids) != n {
+		err = fmt.Errorf("asked for %d ids, got %d", n, len(ids))
+	}
+	return ids, err
+}
+
+// load runs clients that take ids until want ids were taken, calling midway
+// once half of them are in. It fails the test on a duplicate or on more
+// failed requests than maxErrs.
+func load(t *testing.T, url, tag string, clients int, want int64, maxErrs int64, midway func()) {
+	t.Helper()
+	var (
+		taken, fails atomic.Int64
+		mu           sync.Mutex
+		all          = make([]int64, 0, want+want/10)
+		wg           sync.WaitGroup
+		once         sync.Once
+		errs         = make(chan error, clients)
+	)
+	for c := 0; c < clients; c++ {
+		nc := natstest.Connect(t, url)
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 42))
+			mine := make([]int64, 0, want/int64(clients))
+			defer func() {
+				mu.Lock()
+				all = append(all, mine...)
+				mu.Unlock()
+			}()
+			singles := 0
+			for taken.Load() < want {
+				n := 1
+				if singles >= 1500 { // each client: 1500 singles, then batches
+					n = []int{1, 10, 100, 1000, 2000}[rng.IntN(5)]
+				} else {
+					singles++
+				}
+				ids, err := take(nc, tag, n, rng.IntN(2) == 0)
+				if err != nil {
+					if f := fails.Add(1); f > maxErrs {
+						errs <- fmt.Errorf("client %d: %d failed requests, last: %w", c, f, err)
+						return
+					}
+					continue
+				}
+				mine = append(mine, ids...)
+				if taken.Add(int64(len(ids))) >= want/2 && midway != nil {
+					once.Do(midway)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	slices.Sort(all)
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			t.Fatalf("duplicate id %d", all[i])
+		}
+	}
+	if all[0] < 1 {
+		t.Fatalf("id %d handed out", all[0])
+	}
+	t.Logf("%d unique ids from %d clients, %d failed requests (retried)", len(all), clients, fails.Load())
+	if int64(len(all)) < want {
+		t.Fatalf("only %d ids", len(all))
+	}
+}
+
+// threeNodes runs the issue's end-to-end scenario on one store: three leafd
+// in one queue group, eight clients, a million ids in singles and batches,
+// one node stopped mid-run.
+func threeNodes(t *testing.T, base node.Config) {
+	s := natstest.RunServer(t)
+	var nodes []*node.Node
+	for i := 0; i < 3; i++ {
+		cfg := base
+		cfg.Name = fmt.Sprintf("e2e-%d", i)
+		cfg.NATS = s.ClientURL()
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	nc := natstest.Connect(t, s.ClientURL())
+	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "e2e", Step: 5000})
+	// A graceful stop lets in-flight requests finish; a request that races
+	// the unsubscribe may time out once and is retried: allow a handful.
+	load(t, s.ClientURL(), "e2e", 8, 1_000_000, 16, func() {
+		if err := nodes[1].Close(context.Background()); err != nil {
+			t.Errorf("stop node: %v", err)
+		}
+	})
+}
+
+func TestThreeNodesMySQL(t *testing.T) {
+	threeNodes(t, node.Config{MySQL: testenv.MySQL(t)})
+}
+
+func TestThreeNodesJetStreamKV(t *testing.T) {
+	threeNodes(t, node.Config{})
+}
+
+// privateMariaDB starts a MariaDB of this test's own, so stopping it with
+// SIGSTOP cannot disturb other packages' tests that share the make test one.
+func privateMariaDB(t *testing.T) (dsn string, pid int) {
+	t.Helper()
+	testenv.MySQL(t) // skips, or fails under LEAF_TEST_REQUIRE, without MariaDB
+	dir := t.TempDir()
+	out, err := exec.Command("../scripts/mariadb.sh", "start", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("start private MariaDB: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("../scripts/mariadb.sh", "stop", dir).Run() })
+	f, err := os.Open(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(strings.TrimPrefix(sc.Text(), "export "), "=")
+		v = strings.Trim(v, `'"`)
+		switch k {
+		case testenv.EnvMySQLDSN:
+			dsn = v + "leaf?parseTime=true"
+		case testenv.EnvMySQLPID:
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	if dsn == "" || pid == 0 {
+		t.Fatalf("no DSN or pid in %s/env", dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := exec.CommandContext(ctx, "mariadb", "--no-defaults", "-h127.0.0.1", "-P"+portOf(dsn), "-uroot",
+		"-e", "CREATE DATABASE leaf").Run(); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	return dsn, pid
+}
+
+func portOf(dsn string) string {
+	_, rest, _ := strings.Cut(dsn, "tcp(127.0.0.1:")
+	port, _, _ := strings.Cut(rest, ")")
+	return port
+}
+
+// With MariaDB frozen, a node keeps answering from its buffers.
+func TestStoreStoppedBuffersServe(t *testing.T) {
+	dsn, pid := privateMariaDB(t)
+	s := natstest.RunServer(t)
+	startNode(t, node.Config{Name: "frozen", NATS: s.ClientURL(), MySQL: dsn})
+	nc := natstest.Connect(t, s.ClientURL())
+	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "cold", Step: 20000})
+	// Use 20% of the first segment so the second one is loaded too.
+	for i := 0; i < 4; i++ {
+		if _, err := take(nc, "cold", 1000, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	var got int
+	for got < 20000 { // more than the rest of the first segment: crosses into the second
+		n := 1
+		if got > 100 {
+			n = 500
+		}
+		ids, err := take(nc, "cold", n, false)
+		if err != nil {
+			t.Fatalf("with MariaDB stopped, after %d ids: %v", got, err)
+		}
+		got += len(ids)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// And after the store is back, ids keep coming.
+	if _, err := take(nc, "cold", 1000, false); err != nil {
+		t.Fatalf("after MariaDB resumed: %v", err)
+	}
+}
+
+// Bad input over the whole stack: each gets its code and message, and the
+// node keeps serving.
+func TestBadInputEndToEnd(t *testing.T) {
+	s := natstest.RunServer(t)
+	startNode(t, node.Config{Name: "bad", NATS: s.ClientURL(), AutoCreate: "false"})
+	nc := natstest.Connect(t, s.ClientURL())
+	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "good"})
+	tests := []struct {
+		name, tag, body string
+		want            error
+		msg             string
+	}{
+		{"unknown tag", "missing", "", wire.ErrUnknownTag, "unknown tag"},
+		{"bad tag", "a$b", "", wire.ErrBadRequest, "must be 1-128"},
+		{"long tag", strings.Repeat("t", 129), "", wire.ErrBadRequest, "must be 1-128"},
+		{"zero", "good", "0", wire.ErrBadRequest, "out of range"},
+		{"too many", "good", "10001", wire.ErrBadRequest, "out of range"},
+		{"negative", "good", "-1", wire.ErrBadRequest, "not a number"},
+		{"garbage", "good", "\x01\x02", wire.ErrBadRequest, "not a number"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reply, err := nc.Request(wire.SegmentPrefix+tc.tag, []byte(tc.body), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = wire.ReplyError(reply)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("got %v, want %v with %q", err, tc.want, tc.msg)
+			}
+			if len(reply.Data) != 0 {
+				t.Fatalf("error reply carries %q", reply.Data)
+			}
+			if _, err := take(nc, "good", 3, false); err != nil {
+				t.Fatalf("good request after bad: %v", err)
+			}
+		})
+	}
+}

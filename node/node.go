@@ -1,0 +1,294 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leafmq/leafmq/producer"
+	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/kvstore"
+	"github.com/leafmq/leafmq/segment/mysql"
+)
+
+// Version is the leafd version, set at build time with -ldflags -X.
+var Version = "0.1.0"
+
+// Node is one running leafd.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	ns      *server.Server // nil when joining an existing NATS
+	nc      *nats.Conn
+	store   segment.Store
+	engine  *segment.Engine
+	prod    *producer.Producer
+	resp    *responder.Responder
+	http    *http.Server
+	httpLn  net.Listener
+	httpWG  sync.WaitGroup
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// Start builds and starts a node. On error everything started so far is
+// stopped again.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name)}
+	defer func() {
+		if err != nil {
+			_ = n.Close(context.Background())
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+
+	if err := n.startNATS(); err != nil {
+		return nil, err
+	}
+	if err := n.openStore(ctx); err != nil {
+		return nil, err
+	}
+	n.engine, err = segment.New(segment.Config{
+		Store:       n.store,
+		AutoCreate:  cfg.autoCreate(),
+		DefaultStep: cfg.DefaultStep,
+		Logger:      n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.engine.Start(ctx); err != nil {
+		return nil, fmt.Errorf("segment engine: %w", err)
+	}
+	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log})
+	if err != nil {
+		return nil, err
+	}
+	n.prod.Preload()
+	n.resp, err = responder.Start(responder.Config{
+		Conn:     n.nc,
+		IDs:      n.prod,
+		Store:    n.store,
+		Node:     cfg.Name,
+		Version:  Version,
+		MaxBatch: cfg.MaxBatch,
+		Logger:   n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.startHTTP(); err != nil {
+		return nil, err
+	}
+	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
+		"auto_create", cfg.autoCreate(), "tags", len(n.engine.Tags()))
+	return n, nil
+}
+
+func (n *Node) storeKind() string {
+	if n.cfg.MySQL != "" {
+		return "mysql"
+	}
+	return "jetstream-kv"
+}
+
+func (n *Node) startNATS() error {
+	url := n.cfg.NATS
+	opts := []nats.Option{
+		nats.Name(n.cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				n.log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { n.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+	}
+	if url == "" {
+		host, portStr, _ := net.SplitHostPort(n.cfg.NATSListen)
+		port, err := strconv.Atoi(portStr)
+		if err != nil {
+			return fmt.Errorf("%w: nats-listen port %q", ErrConfig, portStr)
+		}
+		ns, err := server.NewServer(&server.Options{
+			ServerName: n.cfg.Name,
+			Host:       host,
+			Port:       port,
+			JetStream:  true,
+			StoreDir:   filepath.Join(n.cfg.DataDir, "jetstream"),
+			NoSigs:     true,
+			NoLog:      true,
+		})
+		if err != nil {
+			return fmt.Errorf("embedded nats-server: %w", err)
+		}
+		go ns.Start()
+		if !ns.ReadyForConnections(10 * time.Second) {
+			ns.Shutdown()
+			return fmt.Errorf("embedded nats-server did not start on %s (is the port taken?)", n.cfg.NATSListen)
+		}
+		n.ns = ns
+		url = ns.ClientURL()
+		opts = append(opts, nats.InProcessServer(ns))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("connect to nats %s: %w", url, err)
+	}
+	n.nc = nc
+	return nil
+}
+
+func (n *Node) openStore(ctx context.Context) error {
+	var err error
+	if n.cfg.MySQL != "" {
+		n.store, err = mysql.Open(ctx, n.cfg.MySQL, mysql.Options{CreateTable: true})
+		if err != nil {
+			return fmt.Errorf("mysql store: %w", err)
+		}
+		return nil
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	// A fresh cluster may need a moment to elect a JetStream meta leader.
+	for {
+		n.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.KVReplicas})
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, segment.ErrUnavailable) {
+			return fmt.Errorf("jetstream kv store: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream kv store: %w", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) startHTTP() error {
+	if n.cfg.HTTP == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("http listen: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newCollector(n))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	n.httpLn = ln
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.httpWG.Add(1)
+	go func() {
+		defer n.httpWG.Done()
+		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+// ClientURL is the NATS URL the node is connected to.
+func (n *Node) ClientURL() string {
+	if n.ns != nil {
+		return n.ns.ClientURL()
+	}
+	if n.nc != nil {
+		return n.nc.ConnectedUrl()
+	}
+	return ""
+}
+
+// HTTPAddr is the address the HTTP port listens on, or "".
+func (n *Node) HTTPAddr() string {
+	if n.httpLn == nil {
+		return ""
+	}
+	return n.httpLn.Addr().String()
+}
+
+// Server is the embedded nats-server, or nil.
+func (n *Node) Server() *server.Server { return n.ns }
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Close stops the node gracefully: leave the queue group, finish in-flight
+// requests, stop refills, engine and store, drain NATS, stop the embedded
+// server. Idempotent.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
+	defer cancel()
+	var errs []error
+	if n.resp != nil {
+		errs = append(errs, n.resp.Stop())
+	}
+	if n.http != nil {
+		errs = append(errs, n.http.Shutdown(ctx))
+		n.httpWG.Wait()
+	}
+	if n.prod != nil {
+		errs = append(errs, n.prod.Close())
+	}
+	if n.engine != nil {
+		errs = append(errs, n.engine.Close())
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	if n.nc != nil {
+		closed := make(chan struct{})
+		n.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		if err := n.nc.Drain(); err != nil {
+			n.nc.Close()
+		} else {
+			select {
+			case <-closed:
+			case <-ctx.Done():
+				n.nc.Close()
+			}
+		}
+	}
+	if n.ns != nil {
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+	}
+	n.log.Info("leafd stopped")
+	return errors.Join(errs...)
+}

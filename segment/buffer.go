@@ -1,0 +1,386 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxEmptyLoads bounds how many segments in a row may hold no id >= 1 before
+// the loader reports an error and backs off (only a store with a negative
+// max_id can produce them).
+const maxEmptyLoads = 16
+
+// span is one segment: the ids [lo, end) of one Alloc, with the ids below 1
+// cut off. lo, end, mark and step never change after newSpan; a span is
+// published through tagBuf.cur (an atomic.Pointer) or under tagBuf.mu, both
+// of which order the initialisation before any read.
+type span struct {
+	lo, end int64 // ids [lo, end); lo >= 1; lo >= end means no id at all
+	mark    int64 // taking the id mark-1 starts loading the next segment
+	step    int   // Alloc.Step
+
+	// cursor is the next id to hand out. Callers reserve [old, old+k) with
+	// one atomic add, so the ranges of concurrent callers never overlap
+	// (the add is a single linearizable read-modify-write). It may run past
+	// end by at most one k per concurrent caller (see take), and may even
+	// wrap around to a negative value when end is near MaxInt64; both are
+	// read as "exhausted" because a valid cursor lies in [lo, end).
+	cursor atomic.Int64
+}
+
+func newSpan(a Alloc, loadFactor float64) *span {
+	s := &span{lo: max(a.Start(), 1), end: a.End(), step: a.Step}
+	s.mark = s.end
+	if s.lo < s.end {
+		s.mark = s.lo + markCount(s.end-s.lo, loadFactor)
+	}
+	s.cursor.Store(s.lo)
+	return s
+}
+
+// markCount is how many ids of a segment of size ids are used when the next
+// segment starts loading: ceil(size*f), but a product that is an integer up
+// to rounding error (2000*0.1) counts as that integer; at least 1, at most
+// size.
+func markCount(size int64, f float64) int64 {
+	x := float64(size) * f
+	r := math.Round(x)
+	m := int64(math.Ceil(x))
+	if math.Abs(x-r) <= 1e-9*math.Max(1, x) {
+		m = int64(r)
+	}
+	return min(max(m, 1), size)
+}
+
+// take reserves up to k (>= 1) consecutive ids. ok is false when the span is
+// exhausted.
+func (s *span) take(k int64) (first, n int64, ok bool) {
+	if size := s.end - s.lo; k > size {
+		k = size // also bounds how far the cursor can run past end
+	}
+	if k <= 0 {
+		return 0, 0, false
+	}
+	// The load is only a filter that keeps callers from pushing the cursor
+	// further once it is past end; correctness rests on the add below.
+	if c := s.cursor.Load(); c < s.lo || c >= s.end {
+		return 0, 0, false
+	}
+	old := s.cursor.Add(k) - k // exact even if the add wrapped around
+	if old < s.lo || old >= s.end {
+		return 0, 0, false
+	}
+	return old, min(k, s.end-old), true
+}
+
+// remaining is the number of ids left.
+func (s *span) remaining() int64 {
+	if s == nil {
+		return 0
+	}
+	c := s.cursor.Load()
+	if c < s.lo || c >= s.end {
+		return 0
+	}
+	return s.end - c
+}
+
+func (s *span) state() SegmentState {
+	if s == nil {
+		return SegmentState{}
+	}
+	st := SegmentState{Value: s.end, Max: s.end, Step: s.step}
+	if c := s.cursor.Load(); c >= s.lo && c < s.end {
+		st.Value, st.Ready = c, true
+	}
+	return st
+}
+
+// nextStep is Leaf's dynamic step: since is the time since the previous
+// load, minStep the step column of the row. The result is never below
+// minStep (an improvement on Leaf, where a raised table step only took effect
+// once the dynamic step caught up).
+func nextStep(step, minStep, maxStep int, since, window time.Duration) int {
+	switch {
+	case since < window:
+		if int64(step)*2 <= int64(maxStep) {
+			step *= 2
+		}
+	case since < 2*window:
+	default:
+		if step/2 >= minStep {
+			step /= 2
+		}
+	}
+	return max(step, minStep)
+}
+
+// tagBuf is the double buffer of one tag (Leaf's SegmentBuffer).
+//
+// Lock order: Engine.mu before tagBuf.mu; Engine.lifeMu is taken last (by
+// spawn). Engine.missMu is never held together with Engine.mu or tagBuf.mu.
+type tagBuf struct {
+	e      *Engine
+	name   string
+	gen    uint64             // Engine.gen when the tag was added to the cache
+	ctx    context.Context    // canceled when the tag is dropped or the engine closes
+	cancel context.CancelFunc // cancels ctx
+
+	// cur is the current segment, read lock-free on the hot path and
+	// written under mu.
+	cur atomic.Pointer[span]
+	// firstDone is closed when the first load attempt has finished.
+	firstDone chan struct{}
+
+	mu        sync.Mutex
+	next      *span         // the next segment, nil until loaded
+	pos       int           // index of cur in TagState.Segments; flips on a switch
+	loading   bool          // a loader goroutine is running
+	sleeping  bool          // the loader is waiting out a backoff after a failure
+	removed   bool          // dropped from the cache; no more loads
+	step      int           // step of the last load (0 before the first)
+	minStep   int           // step column of the row, as of the last load
+	loads     int           // successful store allocations
+	failures  int           // failed load attempts since the last success
+	lastLoad  time.Time     // Config.Now at the last successful load
+	lastErr   error         // error of the last attempt; nil after a success
+	changed   chan struct{} // closed and replaced whenever an attempt finishes
+	firstSeen bool          // firstDone is closed
+}
+
+func newTagBuf(e *Engine, name string, gen uint64) *tagBuf {
+	ctx, cancel := context.WithCancel(e.ctx)
+	return &tagBuf{
+		e: e, name: name, gen: gen, ctx: ctx, cancel: cancel,
+		firstDone: make(chan struct{}),
+		changed:   make(chan struct{}),
+	}
+}
+
+// take is the hot path: up to k ids from the current segment, no lock. The
+// one caller whose reservation covers the id at the load mark starts the
+// loader; ranges are disjoint, so exactly one caller per segment does.
+func (t *tagBuf) take(k int) (int64, int, bool) {
+	s := t.cur.Load()
+	if s == nil {
+		return 0, 0, false
+	}
+	first, n, ok := s.take(int64(k))
+	if !ok {
+		return 0, 0, false
+	}
+	if first < s.mark && first+n >= s.mark {
+		t.triggerLoad()
+	}
+	return first, int(n), true
+}
+
+func (t *tagBuf) triggerLoad() {
+	t.mu.Lock()
+	t.startLoadLocked()
+	t.mu.Unlock()
+}
+
+// startLoadLocked starts the loader unless one runs or the next segment is
+// already there.
+func (t *tagBuf) startLoadLocked() {
+	if t.loading || t.removed || t.next != nil {
+		return
+	}
+	if t.e.spawn(t.loadLoop) {
+		t.loading = true
+	}
+}
+
+// switchLocked makes the next segment current when the current one is
+// exhausted. It reports whether the current segment has ids now.
+func (t *tagBuf) switchLocked() bool {
+	cur := t.cur.Load()
+	if cur.remaining() > 0 {
+		return true
+	}
+	if t.next == nil {
+		return false
+	}
+	if cur != nil {
+		t.pos ^= 1
+	}
+	t.cur.Store(t.next)
+	t.next = nil
+	return true
+}
+
+func (t *tagBuf) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+	if !t.firstSeen {
+		t.firstSeen = true
+		close(t.firstDone)
+	}
+}
+
+// remove drops the tag: the loader stops and waiters get ErrUnknownTag once
+// the segments are empty.
+func (t *tagBuf) remove() {
+	t.mu.Lock()
+	t.removed = true
+	t.notifyLocked()
+	t.mu.Unlock()
+	t.cancel()
+}
+
+// loadLoop loads one segment, retrying failures with capped exponential
+// backoff until it succeeds, the tag is dropped or the engine closes.
+func (t *tagBuf) loadLoop() {
+	e := t.e
+	backoff := e.cfg.RetryBackoff
+	empty := 0
+	for {
+		s, ev, err := t.attempt()
+		if err == nil && s.lo >= s.end {
+			empty++
+			if empty < maxEmptyLoads {
+				e.log.Debug("segment: skipped a segment without ids >= 1", "tag", t.name, "start", ev.Start, "end", ev.End)
+				e.emit(ev)
+				continue
+			}
+			err = fmt.Errorf("%w: tag %q: %d segments in a row without ids >= 1 (last [%d,%d))", ErrInvalid, t.name, empty, ev.Start, ev.End)
+			ev.Err = err
+		}
+		if err == nil {
+			// Emit before installing: once loading is false another
+			// loader may start and emit, and events of a tag must come in
+			// order.
+			e.log.Debug("segment: loaded", "tag", t.name, "start", ev.Start, "end", ev.End, "step", ev.Step, "took", ev.Took)
+			e.emit(ev)
+			t.mu.Lock()
+			if cur := t.cur.Load(); cur.remaining() == 0 {
+				if cur != nil {
+					t.pos ^= 1
+				}
+				t.cur.Store(s)
+			} else {
+				t.next = s
+			}
+			failures := t.failures
+			t.failures, t.lastErr, t.loading = 0, nil, false
+			t.notifyLocked()
+			t.mu.Unlock()
+			if failures > 0 {
+				e.log.Info("segment: load recovered", "tag", t.name, "failures", failures)
+			}
+			return
+		}
+
+		stopping := t.ctx.Err() != nil
+		unknown := !stopping && errors.Is(err, ErrUnknownTag)
+		t.mu.Lock()
+		t.failures++
+		failures := t.failures
+		t.lastErr = err
+		if stopping || unknown {
+			t.loading = false
+			t.removed = t.removed || unknown
+		} else {
+			t.sleeping = true
+		}
+		t.notifyLocked()
+		t.mu.Unlock()
+		if stopping {
+			return // closing or dropped: not a load failure worth reporting
+		}
+		e.emit(ev)
+		if unknown {
+			e.log.Warn("segment: tag deleted from the store; dropping it", "tag", t.name)
+			e.forget(t)
+			t.cancel()
+			return
+		}
+		lvl := slog.LevelWarn
+		if failures > 1 {
+			lvl = slog.LevelDebug
+		}
+		e.log.Log(t.ctx, lvl, "segment: load failed; retrying", "tag", t.name, "err", err, "failures", failures, "backoff", backoff)
+		serr := e.sleep(t.ctx, backoff)
+		t.mu.Lock()
+		t.sleeping = false
+		if serr != nil || t.ctx.Err() != nil {
+			t.loading = false
+			t.notifyLocked()
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		backoff = min(2*backoff, e.cfg.MaxRetryBackoff)
+	}
+}
+
+// attempt asks the store for one segment and records the new step.
+func (t *tagBuf) attempt() (*span, LoadEvent, error) {
+	e := t.e
+	t.mu.Lock()
+	first := t.loads == 0
+	prev := t.step
+	step := prev
+	if !first {
+		step = nextStep(prev, t.minStep, e.cfg.MaxStep, e.now().Sub(t.lastLoad), e.cfg.StepWindow)
+	}
+	t.mu.Unlock()
+
+	ev := LoadEvent{Tag: t.name, Step: step, PrevStep: prev}
+	began := time.Now()
+	var a Alloc
+	var err error
+	if first {
+		a, err = e.store.Next(t.ctx, t.name)
+	} else {
+		a, err = e.store.NextStep(t.ctx, t.name, step)
+	}
+	ev.Took = time.Since(began)
+	if err == nil && a.Step < 1 {
+		err = fmt.Errorf("%w: store returned step %d", ErrInvalid, a.Step)
+	}
+	if err != nil {
+		ev.Err = fmt.Errorf("segment: loading tag %q: %w", t.name, err)
+		return nil, ev, ev.Err
+	}
+
+	t.mu.Lock()
+	t.step = a.Step
+	if a.TableStep > 0 {
+		t.minStep = a.TableStep
+	} else if first {
+		t.minStep = a.Step
+	}
+	t.lastLoad = e.now()
+	t.loads++
+	t.mu.Unlock()
+	ev.Start, ev.End, ev.Step = a.Start(), a.End(), a.Step
+	return newSpan(a, e.cfg.LoadFactor), ev, nil
+}
+
+func (t *tagBuf) state() TagState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := TagState{
+		Tag:      t.name,
+		Current:  t.pos,
+		Step:     t.step,
+		MinStep:  t.minStep,
+		Loading:  t.loading,
+		LastLoad: t.lastLoad,
+		Loads:    t.loads,
+	}
+	if t.lastErr != nil {
+		st.LastError = t.lastErr.Error()
+	}
+	st.Segments[t.pos] = t.cur.Load().state()
+	st.Segments[1-t.pos] = t.next.state()
+	return st
+}

@@ -1,0 +1,49 @@
+// Package segment is the Leaf-segment id engine: the Store seam to the
+// database (one row per biz_tag, advanced atomically by a step) and the
+// Engine that turns those rows into ids, as Meituan Leaf's SegmentIDGenImpl
+// does, with a few improvements.
+//
+// # Double buffer
+//
+// For every tag the Engine keeps two segments: the current one, from which
+// ids are handed out by an atomic add on its cursor, and the next one. When
+// the current segment has used LoadFactor (default 10%) of its ids, a single
+// background loader per tag asks the Store for the next segment. When the
+// current segment is exhausted the engine switches to the next one. A store
+// that is slow or down is therefore invisible until both segments are empty;
+// then a caller waits at most Config.ReadyWait for the loader and fails with
+// an error wrapping ErrNotReady (and the last load error, for example
+// ErrUnavailable). A failed load is retried in the background with capped
+// exponential backoff.
+//
+// # Dynamic step
+//
+// The first load of a tag uses the step of its row (Store.Next). Every later
+// load picks a step from the time since the previous load, exactly as Leaf
+// does (StepWindow defaults to 15 minutes, MaxStep to 1,000,000):
+//
+//	since previous load     next step
+//	< StepWindow            step*2, unless that exceeds MaxStep (then step)
+//	< 2*StepWindow          step
+//	otherwise               step/2, unless that is below the row's step (then step)
+//
+// and asks for it with Store.NextStep. The row's step (minStep) is re-read on
+// every load, so an operator's change is picked up by the next load; one
+// improvement over Leaf: a step below the row's step is raised to it.
+//
+// # Tags
+//
+// Start lists the tags of the store and preloads the first segment of each,
+// so that the first request does not wait; a refresher then adds new tags and
+// drops deleted ones every RefreshInterval. A tag missing from the cache is
+// looked up in the store (at most once per NegativeTTL per name) and, with
+// AutoCreate, created.
+//
+// # Guarantees
+//
+// An id is handed out at most once per Engine, and only from a range the
+// Store returned (so committed) before; ids below 1 are skipped. Ids left in
+// the buffers when the process stops are lost: a gap, never a duplicate.
+//
+// The Engine and every Store implementation are safe for concurrent use.
+package segment

@@ -1,0 +1,720 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultLoadFactor      = 0.1
+	DefaultMaxStep         = 1_000_000
+	DefaultStepWindow      = 15 * time.Minute
+	DefaultRefreshInterval = 60 * time.Second
+	DefaultNegativeTTL     = 5 * time.Second
+	DefaultReadyWait       = 50 * time.Millisecond
+	DefaultRetryBackoff    = 100 * time.Millisecond
+	DefaultMaxRetryBackoff = 5 * time.Second
+)
+
+// negativeCap bounds the negative cache of unknown tag names.
+const negativeCap = 10_000
+
+// preloadWorkers bounds the first loads Start runs at once.
+const preloadWorkers = 16
+
+// Config configures an Engine. The zero value of every field but Store means
+// its default.
+type Config struct {
+	// Store holds the tag rows. Required. The Engine does not close it.
+	Store Store
+	// LoadFactor is the share of a segment that is used when the next one
+	// starts loading, in (0,1). Default 0.1 (Leaf's 10%).
+	LoadFactor float64
+	// MaxStep caps the dynamic step, 1..segment.MaxStep. Default 1,000,000.
+	MaxStep int
+	// StepWindow is Leaf's SEGMENT_DURATION: loads closer than this double
+	// the step, loads further apart than twice this halve it. Default 15m.
+	StepWindow time.Duration
+	// RefreshInterval is how often the tag list is re-read from the store.
+	// Default 60s; negative disables the background refresher (Refresh can
+	// still be called).
+	RefreshInterval time.Duration
+	// NegativeTTL is how long an unknown tag name is answered with
+	// ErrUnknownTag without asking the store again. Default 5s.
+	NegativeTTL time.Duration
+	// ReadyWait bounds how long a call waits when the tag has no id left
+	// (both segments empty) or must first be looked up. Default 50ms.
+	// Measured with the real clock, not Now.
+	ReadyWait time.Duration
+	// RetryBackoff is the first pause after a failed load; it doubles after
+	// each further failure up to MaxRetryBackoff. Defaults 100ms and 5s.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// AutoCreate creates a tag that the store does not know, with
+	// DefaultStep, on its first request (instead of ErrUnknownTag). Any
+	// valid name a client sends becomes a row: enable only where clients are
+	// trusted.
+	AutoCreate bool
+	// DefaultStep is the step of auto-created tags. Default segment.DefaultStep.
+	DefaultStep int
+	// Now is the clock of the dynamic step and the negative cache.
+	// Default time.Now.
+	Now func() time.Time
+	// Sleep waits out a retry backoff; it returns early with ctx.Err() when
+	// ctx ends. Default: a real timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Logger receives load failures, recoveries and tag changes. Default
+	// slog.Default(); pass slog.New(slog.DiscardHandler) for silence.
+	Logger *slog.Logger
+	// OnLoad, if set, is called after every load attempt, successful (Err
+	// nil) or not, from the loader goroutine, in order for each tag. A
+	// successful segment is handed out only after OnLoad returns, so it
+	// must not block.
+	OnLoad func(LoadEvent)
+}
+
+// LoadEvent describes one attempt to load a segment.
+type LoadEvent struct {
+	Tag        string
+	Start, End int64 // ids [Start, End) granted by the store; zero on failure
+	Step       int   // step of this load (asked for, or granted)
+	PrevStep   int   // step of the previous load; 0 for a tag's first load
+	Took       time.Duration
+	Err        error // nil on success
+}
+
+// SegmentState is one half of a tag's double buffer.
+type SegmentState struct {
+	Value int64 // next id to hand out (Max when exhausted)
+	Max   int64 // one past the last id
+	Step  int   // size of the segment as loaded
+	Ready bool  // the segment has ids left
+}
+
+// TagState is a snapshot of a tag's buffer for status pages (Leaf's
+// /cache page).
+type TagState struct {
+	Tag      string
+	Segments [2]SegmentState // Segments[Current] is the current segment
+	Current  int
+	Step     int // step of the last load
+	MinStep  int // step column of the row, as of the last load
+	Loading  bool
+	LastLoad time.Time // Config.Now of the last successful load; zero before
+	Loads    int       // successful loads
+	// LastError is the error of the last load attempt, "" after a success.
+	LastError string
+}
+
+// Engine hands out ids of Leaf-segment tags. It is safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	store Store
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+	log   *slog.Logger
+
+	ctx    context.Context // canceled by Close; parent of every goroutine's context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the engine started
+
+	startMu sync.Mutex   // serializes Start
+	lifeMu  sync.RWMutex // guards closed and started, and wg.Add against Close's wg.Wait
+	closed  bool
+	started bool
+	done    atomic.Bool // closed, read on the hot path
+
+	// tags is the tag cache: an immutable map replaced (copy on write) under
+	// mu and read lock-free by every call.
+	tags atomic.Pointer[map[string]*tagBuf]
+	mu   sync.Mutex // serializes writers of tags; guards gen
+	gen  uint64     // bumped for every tag added to the cache
+
+	missMu   sync.Mutex
+	negative map[string]time.Time // unknown tag name -> expiry (Now)
+	negCap   int
+	inflight map[string]*lookup // store lookups under way, by tag name
+}
+
+// lookup is one store lookup of a tag missing from the cache, shared by all
+// callers asking for the name meanwhile.
+type lookup struct {
+	done chan struct{} // closed when t and err are set
+	t    *tagBuf
+	err  error
+}
+
+// New checks cfg, fills its defaults and returns an Engine. Call Start to
+// load the tags; Close to stop it.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:      cfg,
+		store:    cfg.Store,
+		now:      cfg.Now,
+		sleep:    cfg.Sleep,
+		log:      cfg.Logger,
+		negative: make(map[string]time.Time),
+		negCap:   negativeCap,
+		inflight: make(map[string]*lookup),
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.tags.Store(&map[string]*tagBuf{})
+	return e, nil
+}
+
+func (c *Config) fill() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: segment config: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	if c.Store == nil {
+		return bad("Store is required")
+	}
+	if c.LoadFactor == 0 {
+		c.LoadFactor = DefaultLoadFactor
+	}
+	if math.IsNaN(c.LoadFactor) || c.LoadFactor <= 0 || c.LoadFactor >= 1 {
+		return bad("LoadFactor %v must be in (0,1)", c.LoadFactor)
+	}
+	if c.MaxStep == 0 {
+		c.MaxStep = DefaultMaxStep
+	}
+	if c.MaxStep < 1 || c.MaxStep > MaxStep {
+		return bad("MaxStep %d must be 1-%d", c.MaxStep, MaxStep)
+	}
+	durations := []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"StepWindow", &c.StepWindow, DefaultStepWindow},
+		{"NegativeTTL", &c.NegativeTTL, DefaultNegativeTTL},
+		{"ReadyWait", &c.ReadyWait, DefaultReadyWait},
+		{"RetryBackoff", &c.RetryBackoff, DefaultRetryBackoff},
+		{"MaxRetryBackoff", &c.MaxRetryBackoff, DefaultMaxRetryBackoff},
+	}
+	for _, f := range durations {
+		if *f.d == 0 {
+			*f.d = f.def
+		}
+		if *f.d < 0 {
+			return bad("%s %v must not be negative", f.name, *f.d)
+		}
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		return bad("MaxRetryBackoff %v is below RetryBackoff %v", c.MaxRetryBackoff, c.RetryBackoff)
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = DefaultRefreshInterval
+	}
+	if c.DefaultStep == 0 {
+		c.DefaultStep = DefaultStep
+	}
+	if err := CheckStep(c.DefaultStep); err != nil {
+		return fmt.Errorf("segment config: DefaultStep: %w", err)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Start lists the tags of the store, preloads the first segment of each
+// (several at a time; a tag whose load fails keeps retrying in the
+// background and does not fail Start) and starts the refresher. It fails
+// when the store cannot be listed; it may then be called again. Calls
+// before Start work too, finding tags one by one as on a cache miss.
+func (e *Engine) Start(ctx context.Context) error {
+	e.startMu.Lock()
+	defer e.startMu.Unlock()
+	e.lifeMu.RLock()
+	closed, started := e.closed, e.started
+	e.lifeMu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	if started {
+		return fmt.Errorf("%w: segment engine already started", ErrInvalid)
+	}
+	added, err := e.refresh(ctx, false)
+	if err != nil {
+		return err
+	}
+	e.lifeMu.Lock()
+	if e.closed {
+		e.lifeMu.Unlock()
+		return ErrClosed
+	}
+	e.started = true
+	e.lifeMu.Unlock()
+	if e.cfg.RefreshInterval > 0 {
+		e.spawn(e.refresher)
+	}
+
+	// Preload with a few workers; each waits for its tag's first attempt.
+	work := make(chan *tagBuf)
+	var wg sync.WaitGroup
+	for range min(preloadWorkers, len(added)) {
+		wg.Go(func() {
+			for t := range work {
+				t.triggerLoad()
+				select {
+				case <-t.firstDone:
+				case <-ctx.Done():
+				case <-e.ctx.Done():
+				}
+			}
+		})
+	}
+feed:
+	for _, t := range added {
+		select {
+		case work <- t:
+		case <-ctx.Done():
+			break feed
+		case <-e.ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	failed := 0
+	for _, t := range added {
+		if t.cur.Load() == nil {
+			failed++
+		}
+	}
+	e.log.Info("segment: engine started", "tags", len(added), "failed_preloads", failed)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("segment: preloading tags: %w", err)
+	}
+	return nil
+}
+
+// Close stops the refresher and the loaders and waits for them. The store is
+// left open. The first call returns nil, later ones ErrClosed; calls that are
+// waiting return ErrClosed.
+func (e *Engine) Close() error {
+	e.lifeMu.Lock()
+	if e.closed {
+		e.lifeMu.Unlock()
+		return ErrClosed
+	}
+	e.closed = true
+	e.done.Store(true)
+	e.lifeMu.Unlock()
+	e.cancel()
+	e.wg.Wait()
+	return nil
+}
+
+// spawn runs f in a goroutine owned by the engine, unless it is closed.
+func (e *Engine) spawn(f func()) bool {
+	e.lifeMu.RLock()
+	defer e.lifeMu.RUnlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Go(f)
+	return true
+}
+
+func (e *Engine) emit(ev LoadEvent) {
+	if e.cfg.OnLoad != nil {
+		e.cfg.OnLoad(ev)
+	}
+}
+
+// Next returns one id of tag.
+func (e *Engine) Next(ctx context.Context, tag string) (int64, error) {
+	id, _, err := e.Reserve(ctx, tag, 1)
+	return id, err
+}
+
+// Reserve hands out up to max (>= 1) consecutive ids of tag: [first,
+// first+n) with 1 <= n <= max. It takes them from the current segment only,
+// so n is below max near the end of a segment; call again for more.
+//
+// The common case is one atomic add, without a lock. When both segments are
+// empty Reserve waits at most Config.ReadyWait, then fails with an error
+// wrapping ErrNotReady and the last load error (if any). Other errors wrap
+// ErrInvalid (bad tag name or max), ErrUnknownTag, ErrClosed or ctx.Err().
+func (e *Engine) Reserve(ctx context.Context, tag string, max int) (first int64, n int, err error) {
+	if max < 1 {
+		return 0, 0, fmt.Errorf("%w: reserve %d ids: must be at least 1", ErrInvalid, max)
+	}
+	if e.done.Load() {
+		return 0, 0, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	t := (*e.tags.Load())[tag]
+	if t != nil {
+		if first, n, ok := t.take(max); ok {
+			return first, n, nil
+		}
+	}
+	return e.reserveSlow(ctx, t, tag, max)
+}
+
+// budget is the ReadyWait of one call, its timer started on first use.
+type budget struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func (b *budget) C() <-chan time.Time {
+	if b.t == nil {
+		b.t = time.NewTimer(b.d)
+	}
+	return b.t.C
+}
+
+func (b *budget) stop() {
+	if b.t != nil {
+		b.t.Stop()
+	}
+}
+
+func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int) (int64, int, error) {
+	b := &budget{d: e.cfg.ReadyWait}
+	defer b.stop()
+	if t == nil {
+		var err error
+		if t, err = e.miss(ctx, tag, b); err != nil {
+			return 0, 0, err
+		}
+	}
+	for {
+		if first, n, ok := t.take(max); ok {
+			return first, n, nil
+		}
+		if e.done.Load() {
+			return 0, 0, ErrClosed
+		}
+		t.mu.Lock()
+		if t.switchLocked() {
+			t.mu.Unlock()
+			continue
+		}
+		if t.removed {
+			err := t.lastErr
+			t.mu.Unlock()
+			if errors.Is(err, ErrUnknownTag) {
+				return 0, 0, err
+			}
+			return 0, 0, fmt.Errorf("%w: %q (dropped from the cache)", ErrUnknownTag, tag)
+		}
+		t.startLoadLocked()
+		if t.sleeping {
+			// The last load failed and the loader is backing off: no
+			// point in waiting.
+			err := t.notReadyLocked("segments empty, store failing")
+			t.mu.Unlock()
+			return 0, 0, err
+		}
+		changed := t.changed
+		t.mu.Unlock()
+		select {
+		case <-changed:
+		case <-b.C():
+			if first, n, ok := t.take(max); ok {
+				return first, n, nil
+			}
+			t.mu.Lock()
+			err := t.notReadyLocked(fmt.Sprintf("no segment within %v", e.cfg.ReadyWait))
+			t.mu.Unlock()
+			return 0, 0, err
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("segment: tag %q: waiting for a segment: %w", tag, ctx.Err())
+		case <-e.ctx.Done():
+			return 0, 0, ErrClosed
+		}
+	}
+}
+
+func (t *tagBuf) notReadyLocked(why string) error {
+	if t.lastErr != nil {
+		return fmt.Errorf("%w: tag %q: %s: %w", ErrNotReady, t.name, why, t.lastErr)
+	}
+	return fmt.Errorf("%w: tag %q: %s", ErrNotReady, t.name, why)
+}
+
+// miss finds a tag that is not in the cache: from the negative cache, or by
+// asking the store (one lookup per name at a time, awaited at most until b).
+func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, error) {
+	if err := CheckTag(tag); err != nil {
+		return nil, err
+	}
+	e.missMu.Lock()
+	if t := (*e.tags.Load())[tag]; t != nil {
+		e.missMu.Unlock()
+		return t, nil
+	}
+	if exp, ok := e.negative[tag]; ok {
+		if e.now().Before(exp) {
+			e.missMu.Unlock()
+			return nil, fmt.Errorf("%w: %q", ErrUnknownTag, tag)
+		}
+		delete(e.negative, tag)
+	}
+	l := e.inflight[tag]
+	if l == nil {
+		l = &lookup{done: make(chan struct{})}
+		// The goroutine needs missMu to finish, so it cannot finish
+		// before l is in inflight.
+		if !e.spawn(func() { e.lookup(tag, l) }) {
+			e.missMu.Unlock()
+			return nil, ErrClosed
+		}
+		e.inflight[tag] = l
+	}
+	e.missMu.Unlock()
+	select {
+	case <-l.done:
+		if l.err != nil && e.done.Load() {
+			return nil, ErrClosed // the lookup failed because Close canceled it
+		}
+		return l.t, l.err
+	case <-b.C():
+		return nil, fmt.Errorf("%w: tag %q: store lookup took longer than %v", ErrNotReady, tag, e.cfg.ReadyWait)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("segment: tag %q: looking it up: %w", tag, ctx.Err())
+	case <-e.ctx.Done():
+		return nil, ErrClosed
+	}
+}
+
+// lookup asks the store for a tag missing from the cache and, when it
+// exists (or AutoCreate made it), adds it and starts its first load.
+func (e *Engine) lookup(tag string, l *lookup) {
+	_, err := e.store.Get(e.ctx, tag)
+	if errors.Is(err, ErrUnknownTag) && e.cfg.AutoCreate {
+		err = e.store.Create(e.ctx, Tag{Name: tag, Step: e.cfg.DefaultStep, Description: "created by leafmq (AutoCreate)"})
+		switch {
+		case err == nil:
+			e.log.Info("segment: created tag", "tag", tag, "step", e.cfg.DefaultStep)
+		case errors.Is(err, ErrTagExists):
+			err = nil // another node was quicker
+		}
+	}
+	var t *tagBuf
+	unknown := false
+	switch {
+	case err == nil:
+		t = e.addTag(tag)
+		t.triggerLoad()
+	case errors.Is(err, ErrUnknownTag):
+		unknown = true
+		err = fmt.Errorf("%w: %q", ErrUnknownTag, tag)
+	default:
+		err = fmt.Errorf("%w: tag %q: looking it up: %w", ErrNotReady, tag, err)
+	}
+	e.missMu.Lock()
+	if unknown {
+		e.addNegativeLocked(tag)
+	}
+	delete(e.inflight, tag)
+	l.t, l.err = t, err
+	close(l.done)
+	e.missMu.Unlock()
+}
+
+func (e *Engine) addNegativeLocked(tag string) {
+	now := e.now()
+	if len(e.negative) >= e.negCap {
+		for name, exp := range e.negative {
+			if !now.Before(exp) {
+				delete(e.negative, name)
+			}
+		}
+		for name := range e.negative {
+			if len(e.negative) < e.negCap {
+				break
+			}
+			delete(e.negative, name) // arbitrary victim
+		}
+	}
+	e.negative[tag] = now.Add(e.cfg.NegativeTTL)
+}
+
+// addTag puts tag in the cache (or returns the entry already there).
+func (e *Engine) addTag(tag string) *tagBuf {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := *e.tags.Load()
+	if t := old[tag]; t != nil {
+		return t
+	}
+	m := make(map[string]*tagBuf, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	e.gen++
+	t := newTagBuf(e, tag, e.gen)
+	m[tag] = t
+	e.tags.Store(&m)
+	return t
+}
+
+// forget drops t from the cache, if it is still there.
+func (e *Engine) forget(t *tagBuf) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := *e.tags.Load()
+	if old[t.name] != t {
+		return
+	}
+	m := make(map[string]*tagBuf, len(old))
+	for k, v := range old {
+		if k != t.name {
+			m[k] = v
+		}
+	}
+	e.tags.Store(&m)
+}
+
+// Refresh re-reads the tag list from the store now: new tags are added and
+// their first segment loaded in the background; deleted tags are dropped.
+// The refresher calls it every RefreshInterval.
+func (e *Engine) Refresh(ctx context.Context) error {
+	if e.done.Load() {
+		return ErrClosed
+	}
+	_, err := e.refresh(ctx, true)
+	return err
+}
+
+func (e *Engine) refresh(ctx context.Context, preload bool) ([]*tagBuf, error) {
+	e.mu.Lock()
+	gen := e.gen
+	e.mu.Unlock()
+	names, err := e.store.Tags(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("segment: listing tags: %w", err)
+	}
+	want := make(map[string]bool, len(names))
+	for _, name := range names {
+		if !ValidTag(name) {
+			e.log.Warn("segment: ignoring a tag with an invalid name", "tag", name)
+			continue
+		}
+		want[name] = true
+	}
+
+	e.mu.Lock()
+	old := *e.tags.Load()
+	m := make(map[string]*tagBuf, len(want))
+	var added, removed []*tagBuf
+	for name := range want {
+		if t := old[name]; t != nil {
+			m[name] = t
+			continue
+		}
+		e.gen++
+		t := newTagBuf(e, name, e.gen)
+		m[name] = t
+		added = append(added, t)
+	}
+	for name, t := range old {
+		switch {
+		case want[name]:
+		case t.gen > gen:
+			m[name] = t // added after the listing began: keep it
+		default:
+			removed = append(removed, t)
+		}
+	}
+	if len(added) > 0 || len(removed) > 0 {
+		e.tags.Store(&m)
+	}
+	e.mu.Unlock()
+
+	sort.Slice(added, func(i, j int) bool { return added[i].name < added[j].name })
+	for _, t := range removed {
+		t.remove()
+		e.log.Info("segment: tag dropped", "tag", t.name)
+	}
+	if len(added) > 0 {
+		e.missMu.Lock()
+		for _, t := range added {
+			delete(e.negative, t.name)
+		}
+		e.missMu.Unlock()
+	}
+	for _, t := range added {
+		if preload {
+			e.log.Info("segment: tag added", "tag", t.name)
+			t.triggerLoad()
+		}
+	}
+	return added, nil
+}
+
+func (e *Engine) refresher() {
+	tick := time.NewTicker(e.cfg.RefreshInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+			if err := e.Refresh(e.ctx); err != nil && e.ctx.Err() == nil {
+				e.log.Warn("segment: refreshing tags failed", "err", err)
+			}
+		}
+	}
+}
+
+// Tags returns the names of the cached tags, sorted.
+func (e *Engine) Tags() []string {
+	m := *e.tags.Load()
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Known reports whether tag is in the cache (it does not ask the store).
+func (e *Engine) Known(tag string) bool {
+	return (*e.tags.Load())[tag] != nil
+}
+
+// State returns a snapshot of tag's buffer; false if tag is not cached.
+func (e *Engine) State(tag string) (TagState, bool) {
+	t := (*e.tags.Load())[tag]
+	if t == nil {
+		return TagState{}, false
+	}
+	return t.state(), true
+}

@@ -1,0 +1,77 @@
+// Package kvstore is the embedded default segment.Store: Leaf's leaf_alloc
+// table kept in a NATS JetStream key-value bucket, advanced by
+// compare-and-swap. It needs nothing but the NATS servers leafd already
+// talks to (an embedded one by default).
+//
+// # Layout
+//
+// One bucket (Options.Bucket, default "leaf_alloc"; history 1, file
+// storage, Options.Replicas replicas — 3 on a cluster) holds one key per
+// tag. A tag is [A-Za-z0-9_-]{1,128}, which is always a valid KV key. The
+// value is a small JSON object:
+//
+//	{"max_id":2001,"step":1000,"description":"order ids","update_time":"2025-01-02T03:04:05.123456789Z"}
+//
+//	max_id       int64, the exclusive end of the last range handed out
+//	step         int, 1..2^31-1, the configured step
+//	description  string, up to 256 bytes
+//	update_time  RFC 3339 UTC time of the last write, as the writer's clock saw it
+//
+// max_id is a plain JSON number: tools reading it outside Go must parse
+// integers above 2^53 exactly. A value that does not decode, or whose step
+// or max_id is out of range, is reported as ErrCorrupt and never rewritten.
+// `nats kv get leaf_alloc <tag>` shows a row.
+//
+// # Compare-and-swap, and why no range is handed out twice
+//
+// Every write (Next, NextStep, SetStep, SetMaxID, Create, Delete) is a
+// read-modify-write on one key:
+//
+//  1. read the key's latest message and its revision (stream sequence);
+//  2. compute the new row (max_id += step, ...);
+//  3. publish it with Nats-Expected-Last-Subject-Sequence = that revision
+//     (kv.Update; kv.Purge with LastRevision for Delete; revision 0, "no
+//     message yet", or the delete marker's revision for Create).
+//
+// The stream leader applies a publish only if the key's last sequence is
+// still the one read, and acknowledges it only once a quorum of replicas
+// has stored it. So of two writers that read the same revision exactly one
+// wins; the loser gets "wrong last sequence" (error code 10071, or 10164 on
+// a replicated stream — both are tested) and starts over from step 1 after
+// a short jittered pause. A Next returns its range only after its own write
+// was acknowledged: the range [max_id-step, max_id) is then recorded as
+// taken on a quorum, and every later writer reads a max_id at or above its
+// end. This holds across nodes, processes and restarts, whichever server a
+// store is connected to.
+//
+// A write whose acknowledgement is lost (timeout, connection loss, leader
+// change) returns segment.ErrUnavailable: it may or may not have been
+// applied. Retrying re-reads the row, so the worst case is a gap of one
+// step, never an overlap.
+//
+// # Reads
+//
+// Reads use the stream leader's STREAM.MSG.GET API, not kv.Get: KV buckets
+// allow "direct get", answered by any replica (the local one first), and a
+// follower may lag the write just acknowledged. Stale reads would not break
+// uniqueness (the CAS rejects them) but would make Get and Next report a
+// just-created tag as unknown. Tags walks the bucket through the leader too
+// (one request per stored key) instead of an R1 ordered consumer, which may
+// be placed on a lagging follower.
+//
+// Delete purges the key: a purge marker stays in its place, so Get and
+// Next see no row (ErrUnknownTag), Tags omits it, and Create writes over
+// the marker by CAS.
+//
+// # Errors and time limits
+//
+// Every call, its retries included, is bounded by Options.Timeout (default
+// 3s) and by the caller's context. No answer within the timeout, no
+// responders, a closed or reconnecting connection, JetStream not enabled or
+// the bucket missing: an error wrapping segment.ErrUnavailable (and the NATS
+// error). The caller's context ending: an error wrapping ctx.Err(). Brief
+// outages such as a stream leader election are retried inside the timeout.
+//
+// A Store is safe for concurrent use. It does not own the NATS connection
+// unless Options.CloseConn is set; it starts no goroutines.
+package kvstore

@@ -1,0 +1,568 @@
+package kvstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// Defaults of Options.
+const (
+	DefaultBucket  = "leaf_alloc"
+	DefaultTimeout = 3 * time.Second
+)
+
+// ErrCorrupt: a value in the bucket is not a row this package wrote (bad
+// JSON, or a step or max_id out of range). The row is left as it is.
+var ErrCorrupt = errors.New("corrupt kv value")
+
+// Options configures Open. The zero value is usable: every field has a
+// default.
+type Options struct {
+	// Bucket is the KV bucket holding one key per tag. Default "leaf_alloc".
+	Bucket string
+	// Replicas is the bucket's replica count, used only when Open creates the
+	// bucket (an existing bucket is never reconfigured). Default 1; use 3 on a
+	// cluster of three or more servers.
+	Replicas int
+	// Timeout bounds every Store call, including its compare-and-swap
+	// retries; a call that does not finish in time returns an error wrapping
+	// segment.ErrUnavailable. It also bounds Open. Default 3s.
+	Timeout time.Duration
+	// CloseConn makes Close (and a failed Open) also close the NATS
+	// connection of the jetstream.JetStream given to Open. By default the
+	// caller owns it.
+	CloseConn bool
+}
+
+// Store is a segment.Store on a JetStream KV bucket. It is safe for
+// concurrent use, by any number of Stores on any number of nodes sharing the
+// bucket.
+type Store struct {
+	kv      jetstream.KeyValue
+	nc      *nats.Conn
+	bucket  string
+	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
+	keyPre  string // $KV.<bucket>.
+	timeout time.Duration
+	owns    bool
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	conflicts atomic.Int64 // CAS conflicts seen, for tests
+
+	now   func() time.Time                                 // for testing
+	sleep func(ctx context.Context, d time.Duration) error // for testing
+}
+
+// record is the JSON value stored under each tag's key.
+type record struct {
+	MaxID       int64     `json:"max_id"`
+	Step        int       `json:"step"`
+	Description string    `json:"description"`
+	UpdateTime  time.Time `json:"update_time"`
+}
+
+// Open returns a Store on the bucket opts.Bucket, creating the bucket (a KV
+// bucket with history 1, file storage and opts.Replicas replicas) when it
+// does not exist. An existing bucket is used as it is.
+//
+// Open fails with an error wrapping segment.ErrInvalid for bad options and
+// segment.ErrUnavailable when JetStream cannot be reached within
+// opts.Timeout.
+func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	if js == nil {
+		return nil, fmt.Errorf("%w: kvstore: nil JetStream", segment.ErrInvalid)
+	}
+	if opts.Bucket == "" {
+		opts.Bucket = DefaultBucket
+	}
+	if !segment.ValidTag(opts.Bucket) {
+		return nil, fmt.Errorf("%w: kvstore: bucket %q must be [A-Za-z0-9_-]+", segment.ErrInvalid, opts.Bucket)
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.Replicas < 1 || opts.Replicas > 5 {
+		return nil, fmt.Errorf("%w: kvstore: replicas %d must be 1-5", segment.ErrInvalid, opts.Replicas)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("%w: kvstore: negative timeout %v", segment.ErrInvalid, opts.Timeout)
+	}
+	s := &Store{
+		nc:      js.Conn(),
+		bucket:  opts.Bucket,
+		getSubj: apiPrefix(js.Options()) + "STREAM.MSG.GET.KV_" + opts.Bucket,
+		keyPre:  "$KV." + opts.Bucket + ".",
+		timeout: opts.Timeout,
+		owns:    opts.CloseConn,
+		now:     time.Now,
+		sleep:   sleepCtx,
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := s.retry(cctx, func() (bool, error) {
+		kv, err := js.KeyValue(cctx, opts.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(cctx, jetstream.KeyValueConfig{
+				Bucket:      opts.Bucket,
+				Description: "leafmq segment allocations (Leaf's leaf_alloc table)",
+				History:     1,
+				Storage:     jetstream.FileStorage,
+				Replicas:    opts.Replicas,
+			})
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				return true, err // created by another node meanwhile: look it up again
+			}
+		}
+		if err != nil {
+			return transient(err), err
+		}
+		s.kv = kv
+		return false, nil
+	})
+	if err != nil {
+		if s.owns {
+			s.nc.Close()
+		}
+		return nil, s.fail(ctx, cctx, "open bucket", opts.Bucket, err)
+	}
+	return s, nil
+}
+
+// apiPrefix returns the JetStream API subject prefix, with its final dot,
+// that js sends requests to.
+func apiPrefix(o jetstream.JetStreamOptions) string {
+	switch {
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	default:
+		return jetstream.DefaultAPIPrefix
+	}
+}
+
+// Bucket returns the name of the KV bucket.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Next implements segment.Store.
+func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
+	return s.advance(ctx, "next", tag, 0)
+}
+
+// NextStep implements segment.Store.
+func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+	if err := segment.CheckStep(step); err != nil {
+		return segment.Alloc{}, err
+	}
+	return s.advance(ctx, "next step", tag, step)
+}
+
+func (s *Store) advance(ctx context.Context, op, tag string, step int) (segment.Alloc, error) {
+	if err := segment.CheckTag(tag); err != nil {
+		return segment.Alloc{}, err
+	}
+	var a segment.Alloc
+	err := s.cas(ctx, op, tag, func(row *record) error {
+		n := step
+		if n == 0 {
+			n = row.Step
+		}
+		if err := segment.CheckAdvance(tag, row.MaxID, n); err != nil {
+			return err
+		}
+		row.MaxID += int64(n)
+		a = segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: n, TableStep: row.Step}
+		return nil
+	})
+	if err != nil {
+		return segment.Alloc{}, err
+	}
+	return a, nil
+}
+
+// SetStep implements segment.Store.
+func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	if err := segment.CheckStep(step); err != nil {
+		return err
+	}
+	return s.cas(ctx, "set step", tag, func(row *record) error {
+		row.Step = step
+		return nil
+	})
+}
+
+// SetMaxID implements segment.Store.
+func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	if maxID < 0 {
+		return fmt.Errorf("%w: max_id %d must not be negative", segment.ErrInvalid, maxID)
+	}
+	return s.cas(ctx, "set max_id", tag, func(row *record) error {
+		if maxID < row.MaxID {
+			return fmt.Errorf("%w: max_id %d is below the current %d of %q", segment.ErrInvalid, maxID, row.MaxID, tag)
+		}
+		row.MaxID = maxID
+		return nil
+	})
+}
+
+// cas runs read-modify-write on tag's row until the write lands on the
+// revision that was read: read the row from the stream leader, apply f,
+// kv.Update(key, value, revision). A conflict (another writer got there
+// first) re-reads and tries again after a short jittered pause, bounded by
+// the call's timeout. An error from f ends the loop unchanged.
+func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) error {
+	if s.closed.Load() {
+		return closedErr(op)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var ferr error
+	err := s.retry(cctx, func() (bool, error) {
+		m, err := s.last(cctx, tag)
+		if err != nil {
+			return transient(err), err
+		}
+		if m == nil || m.deleted() {
+			ferr = fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+			return false, ferr
+		}
+		row, err := s.decode(tag, m.Data)
+		if err != nil {
+			ferr = err
+			return false, err
+		}
+		if err := f(&row); err != nil {
+			ferr = err
+			return false, err
+		}
+		row.UpdateTime = s.now().UTC()
+		val, err := json.Marshal(row)
+		if err != nil {
+			ferr = err
+			return false, err
+		}
+		_, err = s.kv.Update(cctx, tag, val, m.Sequence)
+		return s.again(err), err
+	})
+	if err != nil && err == ferr {
+		return err
+	}
+	return s.fail(ctx, cctx, op, tag, err)
+}
+
+// Get implements segment.Store.
+func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
+	if err := segment.CheckTag(tag); err != nil {
+		return segment.Tag{}, err
+	}
+	if s.closed.Load() {
+		return segment.Tag{}, closedErr("get")
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var m *storedMsg
+	err := s.retry(cctx, func() (bool, error) {
+		var err error
+		m, err = s.last(cctx, tag)
+		return transient(err), err
+	})
+	if err != nil {
+		return segment.Tag{}, s.fail(ctx, cctx, "get", tag, err)
+	}
+	if m == nil || m.deleted() {
+		return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	row, err := s.decode(tag, m.Data)
+	if err != nil {
+		return segment.Tag{}, err
+	}
+	return segment.Tag{Name: tag, MaxID: row.MaxID, Step: row.Step, Description: row.Description, UpdateTime: row.UpdateTime}, nil
+}
+
+// Create implements segment.Store. It writes with an expected revision: 0
+// for a key that never existed, or the revision of the delete marker of a
+// deleted tag, so two concurrent Creates cannot both succeed.
+func (s *Store) Create(ctx context.Context, t segment.Tag) error {
+	t, err := segment.Normalize(t)
+	if err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return closedErr("create")
+	}
+	val, err := json.Marshal(record{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: s.now().UTC()})
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var exists error
+	err = s.retry(cctx, func() (bool, error) {
+		m, err := s.last(cctx, t.Name)
+		if err != nil {
+			return transient(err), err
+		}
+		var rev uint64
+		if m != nil {
+			if !m.deleted() {
+				exists = fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+				return false, exists
+			}
+			rev = m.Sequence
+		}
+		_, err = s.kv.Update(cctx, t.Name, val, rev)
+		return s.again(err), err
+	})
+	if err != nil && err == exists {
+		return err
+	}
+	return s.fail(ctx, cctx, "create", t.Name, err)
+}
+
+// Delete implements segment.Store. It purges the key (a purge marker
+// replaces the row) with the revision it read, so a concurrent allocation
+// is never half-deleted.
+func (s *Store) Delete(ctx context.Context, tag string) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return closedErr("delete")
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var unknown error
+	err := s.retry(cctx, func() (bool, error) {
+		m, err := s.last(cctx, tag)
+		if err != nil {
+			return transient(err), err
+		}
+		if m == nil || m.deleted() {
+			unknown = fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+			return false, unknown
+		}
+		err = s.kv.Purge(cctx, tag, jetstream.LastRevision(m.Sequence))
+		return s.again(err), err
+	})
+	if err != nil && err == unknown {
+		return err
+	}
+	return s.fail(ctx, cctx, "delete", tag, err)
+}
+
+// Tags implements segment.Store. It walks the bucket's messages through the
+// stream leader (one request per stored message), so it sees every write
+// acknowledged before it started.
+func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	if s.closed.Load() {
+		return nil, closedErr("tags")
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	live := make(map[string]bool)
+	seq := uint64(1)
+	err := s.retry(cctx, func() (bool, error) {
+		for {
+			m, err := s.msgGet(cctx, msgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
+			if err != nil {
+				return transient(err), err
+			}
+			if m == nil {
+				return false, nil
+			}
+			// Messages come in sequence order, so the last one seen for a
+			// key is its current value (there is only one with history 1).
+			live[strings.TrimPrefix(m.Subject, s.keyPre)] = !m.deleted()
+			seq = m.Sequence + 1
+		}
+	})
+	if err != nil {
+		return nil, s.fail(ctx, cctx, "tags", "", err)
+	}
+	tags := make([]string, 0, len(live))
+	for k, ok := range live {
+		if ok {
+			tags = append(tags, k)
+		}
+	}
+	sort.Strings(tags)
+	return tags, nil
+}
+
+// Close implements segment.Store. It is idempotent; later calls of every
+// other method return segment.ErrClosed. Calls already under way finish
+// (within their timeout). With Options.CloseConn it also closes the NATS
+// connection.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.owns {
+			s.nc.Close()
+		}
+	})
+	return nil
+}
+
+func (s *Store) decode(tag string, data []byte) (record, error) {
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, tag, err)
+	}
+	if segment.CheckStep(r.Step) != nil || r.MaxID < 0 {
+		return r, fmt.Errorf("%w: bucket %q key %q: max_id %d step %d out of range", ErrCorrupt, s.bucket, tag, r.MaxID, r.Step)
+	}
+	return r, nil
+}
+
+// retry calls f until it returns a nil error or says not to retry, pausing
+// a jittered, growing while (1ms doubling to 64ms) between attempts, and
+// stops when ctx ends. It returns f's last error.
+func (s *Store) retry(ctx context.Context, f func() (again bool, err error)) error {
+	for attempt := 0; ; attempt++ {
+		again, err := f()
+		if err == nil || !again {
+			return err
+		}
+		if s.closed.Load() {
+			return err
+		}
+		d := time.Millisecond << min(attempt, 6)
+		d = d/2 + rand.N(d) // jitter: 0.5d..1.5d
+		if s.sleep(ctx, d) != nil {
+			return err
+		}
+	}
+}
+
+// again reports whether a failed write should start over: a CAS conflict
+// or a transient error.
+func (s *Store) again(err error) bool {
+	if conflict(err) {
+		s.conflicts.Add(1)
+		return true
+	}
+	return transient(err)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fail turns err from a call on tag into the error the caller sees. ctx is
+// the caller's context, cctx the call's (ctx bounded by the timeout).
+func (s *Store) fail(ctx, cctx context.Context, op, tag string, err error) error {
+	if err == nil {
+		return nil
+	}
+	what := fmt.Sprintf("kvstore: %s", op)
+	if tag != "" {
+		what = fmt.Sprintf("%s %q", what, tag)
+	}
+	switch {
+	case s.closed.Load():
+		return fmt.Errorf("%w: %s: %v", segment.ErrClosed, what, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w (%v)", what, ctx.Err(), err)
+	case cctx.Err() != nil:
+		// Our own timeout, not the caller's: do not wrap the
+		// context error, which would read as the caller's deadline.
+		return fmt.Errorf("%w: %s: no answer within %v: %v", segment.ErrUnavailable, what, s.timeout, err)
+	case unavailable(err):
+		return fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, what, err)
+	case errors.Is(err, jetstream.ErrInvalidBucketName):
+		return fmt.Errorf("%w: %s: %w", segment.ErrInvalid, what, err)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+}
+
+func closedErr(op string) error {
+	return fmt.Errorf("%w: kvstore: %s", segment.ErrClosed, op)
+}
+
+// conflict reports whether err is a compare-and-swap conflict. Clustered
+// (R>1) streams answer code 10164 instead of 10071; nats.go maps both to
+// ErrKeyRevisionMismatch for Update, and the code check keeps us right if
+// a path does not.
+func conflict(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// transient reports whether err may go away by itself soon (a stream or
+// meta leader election, a reconnect), so the call retries it within its
+// timeout.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrStaleConnection) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503 &&
+		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabled &&
+		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabledForAccount
+}
+
+// unavailable reports whether err means JetStream (or the bucket) cannot be
+// reached or answered nothing in time: segment.ErrUnavailable.
+func unavailable(err error) bool {
+	for _, target := range []error{
+		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed,
+		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
+		nats.ErrDisconnected, nats.ErrNoServers, nats.ErrStaleConnection,
+		jetstream.ErrNoStreamResponse, jetstream.ErrConnectionClosed,
+		jetstream.ErrServerShutdown, jetstream.ErrJetStreamNotEnabled,
+		jetstream.ErrJetStreamNotEnabledForAccount, jetstream.ErrBucketNotFound,
+		jetstream.ErrStreamNotFound, context.DeadlineExceeded,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.Code == 504 || apiErr.Code == 408)
+}
+
+var _ segment.Store = (*Store)(nil)
