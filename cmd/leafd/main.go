@@ -50,8 +50,8 @@ Ask it for an id:
   nats req leaf.segment.demo ''            # one id of tag "demo"
   nats req leaf.segment.demo 1000          # a batch of 1000
   go run ./cmd/leafctl next demo           # or bin/leafctl next demo -n 10
-Metrics: http://%s/metrics   Stop: Ctrl-C
-`, cfg.Name, n.ClientURL(), n.HTTPAddr())
+%s   Stop: Ctrl-C
+`, cfg.Name, n.ClientURL(), metricsLine(n.HTTPAddr()))
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(stderr, "leafd: shutting down")
@@ -60,4 +60,11 @@ Metrics: http://%s/metrics   Stop: Ctrl-C
 		return 1
 	}
 	return 0
+}
+
+func metricsLine(addr string) string {
+	if addr == "" {
+		return "HTTP: off"
+	}
+	return "Health: http://" + addr + "/healthz   Metrics: http://" + addr + "/metrics"
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
+)
+
+func startLeafd(t *testing.T) string {
+	t.Helper()
+	s := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Name: "ctl", NATS: s.ClientURL(), HTTP: "off"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return s.ClientURL()
+}
+
+func leafctl(url string, args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	c := &cli{stdout: &o, stderr: &e, getenv: func(k string) string {
+		if k == "LEAF_NATS" {
+			return url
+		}
+		return ""
+	}}
+	code = c.run(args)
+	return code, o.String(), e.String()
+}
+
+func TestCommands(t *testing.T) {
+	url := startLeafd(t)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"next", []string{"next", "demo"}, 0, "1\n", ""},
+		{"next n", []string{"next", "demo", "-n", "3"}, 0, "2\n3\n4\n", ""},
+		{"next flag first", []string{"next", "-n", "2", "--binary", "demo"}, 0, "5\n6\n", ""},
+		{"create", []string{"tag", "create", "orders", "--step", "100", "--desc", "order ids"}, 0, "orders  1       100", ""},
+		{"create again", []string{"tag", "create", "orders"}, 1, "", "400"},
+		{"set-step", []string{"tag", "set-step", "orders", "300"}, 0, "300", ""},
+		{"set-max", []string{"tag", "set-max", "orders", "1000"}, 0, "1000", ""},
+		{"set-max lower", []string{"tag", "set-max", "orders", "10"}, 1, "", "below the current"},
+		{"list", []string{"tag", "list"}, 0, "orders", ""},
+		{"list json", []string{"tag", "list", "--json"}, 0, `"tag": "demo"`, ""},
+		{"too many", []string{"next", "demo", "-n", "20000"}, 1, "", "out of range"},
+		{"bad tag", []string{"next", "a.b"}, 2, "", "must be 1-128"},
+		{"no tag", []string{"next"}, 2, "", "wants 1 argument"},
+		{"bad n", []string{"next", "demo", "-n", "0"}, 2, "", "at least 1"},
+		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command"},
+		{"no command", nil, 2, "", "no command"},
+		{"bad step", []string{"tag", "set-step", "orders", "many"}, 2, "", "not a number"},
+		{"help", []string{"-h"}, 0, "Usage:", ""},
+		{"bench bad mode", []string{"bench", "--mode", "fast"}, 2, "", "request or pipelined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := leafctl(url, tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.stdout) || !strings.Contains(errOut, tc.stderr) {
+				t.Fatalf("leafctl %v = %d\nstdout: %s\nstderr: %s\nwant code %d, stdout with %q, stderr with %q",
+					tc.args, code, out, errOut, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestNoServer(t *testing.T) {
+	code, _, errOut := leafctl("nats://127.0.0.1:1", "next", "demo")
+	if code != 1 || !strings.Contains(errOut, "connect to") {
+		t.Fatalf("code %d, stderr %s", code, errOut)
+	}
+}
+
+func TestBench(t *testing.T) {
+	url := startLeafd(t)
+	code, out, errOut := leafctl(url, "bench", "-d", "300ms", "--warmup", "0s", "-c", "2", "--batch", "10", "--check", "--baseline", "--quiet")
+	if code != 0 || !strings.Contains(out, "ratio") {
+		t.Fatalf("bench = %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the daemon goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func noEnv(string) string { return "" }
+
+func TestBadArguments(t *testing.T) {
+	var out, errOut syncBuffer
+	if code := run([]string{"--max-batch", "x"}, noEnv, &out, &errOut); code != 2 {
+		t.Fatalf("bad flag: exit %d, want 2; stderr: %s", code, errOut.String())
+	}
+	if code := run([]string{"-h"}, noEnv, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "-nats-listen") {
+		t.Fatalf("-h: exit %d; stderr: %s", code, errOut.String())
+	}
+}
+
+// leafd starts with an embedded server, prints how to ask for an id, and
+// stops cleanly on SIGINT.
+func TestRunAndSignal(t *testing.T) {
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	args := []string{"--nats-listen", "127.0.0.1:-1", "--http", "127.0.0.1:0", "--data", t.TempDir(), "--name", "sigtest"}
+	go func() { done <- run(args, noEnv, &out, &errOut) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "nats req leaf.segment.demo") {
+		select {
+		case code := <-done:
+			t.Fatalf("leafd exited %d early: %s", code, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leafd did not print its greeting: %s %s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after SIGINT: %s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("leafd did not stop on SIGINT")
+	}
+	if !strings.Contains(errOut.String(), "leafd stopped") {
+		t.Fatalf("no clean stop in the log: %s", errOut.String())
+	}
+}

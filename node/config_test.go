@@ -1,0 +1,95 @@
+package node_test
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/leafmq/leafmq/node"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseDefaults(t *testing.T) {
+	c, err := node.Parse(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NATS != "" || c.NATSListen != "127.0.0.1:4222" || c.HTTP != "127.0.0.1:8080" || c.DataDir != "data" ||
+		c.MySQL != "" || c.DefaultStep != 2000 || c.MaxBatch != 10000 || c.KVReplicas != 1 {
+		t.Fatalf("defaults = %+v", c)
+	}
+	if !strings.HasPrefix(c.Name, "leafd-") {
+		t.Fatalf("default name %q", c.Name)
+	}
+}
+
+func TestParseEnvAndFlags(t *testing.T) {
+	c, err := node.Parse([]string{"--http", "127.0.0.1:9999", "--name", "flag-name"}, env(map[string]string{
+		"LEAF_NATS":         "nats://10.0.0.1:4222",
+		"LEAF_HTTP":         "127.0.0.1:1111",
+		"LEAF_NAME":         "env-name",
+		"LEAF_MYSQL":        "u:p@tcp(db:3306)/leaf",
+		"LEAF_DEFAULT_STEP": "5000",
+		"LEAF_AUTO_CREATE":  "true",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NATS != "nats://10.0.0.1:4222" || c.HTTP != "127.0.0.1:9999" || c.Name != "flag-name" ||
+		c.MySQL != "u:p@tcp(db:3306)/leaf" || c.DefaultStep != 5000 || c.AutoCreate != "true" {
+		t.Fatalf("config = %+v (flags must win over env)", c)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"bad flag", []string{"--nope"}, nil, "flag provided but not defined"},
+		{"extra arg", []string{"serve"}, nil, "unexpected argument"},
+		{"bad env int", nil, map[string]string{"LEAF_DEFAULT_STEP": "lots"}, "LEAF_DEFAULT_STEP"},
+		{"step zero", []string{"--default-step", "-1"}, nil, "default-step"},
+		{"bad listen", []string{"--nats-listen", "4222"}, nil, "nats-listen"},
+		{"bad http", []string{"--http", "localhost"}, nil, "http"},
+		{"bad auto", []string{"--auto-create", "maybe"}, nil, "auto-create"},
+		{"bad replicas", []string{"--kv-replicas", "7"}, nil, "kv-replicas"},
+		{"bad batch", []string{"--max-batch", "-5"}, nil, "max-batch"},
+		{"bad level", []string{"--log-level", "loud"}, nil, "log-level"},
+		{"bad name", []string{"--name", "a b"}, nil, "name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := node.Parse(tc.args, env(tc.env), io.Discard)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+	_, err := node.Parse([]string{"--kv-replicas", "9"}, env(nil), io.Discard)
+	if !errors.Is(err, node.ErrConfig) {
+		t.Fatalf("validation error %v does not wrap ErrConfig", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("--http", "127.0.0.1:1", "LEAF_DEFAULT_STEP", "10")
+	f.Add("--nats-listen", "[::1]:4222", "LEAF_MAX_BATCH", "-1")
+	f.Add("--name", "x", "LEAF_AUTO_CREATE", "false")
+	f.Fuzz(func(t *testing.T, flagName, flagVal, envName, envVal string) {
+		c, err := node.Parse([]string{flagName, flagVal}, env(map[string]string{envName: envVal}), io.Discard)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config that Validate rejects: %v", err)
+		}
+	})
+}

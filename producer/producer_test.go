@@ -1,0 +1,302 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/producer"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/memstore"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newEngine(t testing.TB, store *memstore.Store, autoCreate bool) *segment.Engine {
+	t.Helper()
+	e, err := segment.New(segment.Config{Store: store, AutoCreate: autoCreate, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+func newProducer(t testing.TB, cfg producer.Config) *producer.Producer {
+	t.Helper()
+	cfg.Logger = quiet()
+	p, err := producer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestNewValidation(t *testing.T) {
+	e := newEngine(t, memstore.New(), false)
+	tests := []struct {
+		name string
+		cfg  producer.Config
+	}{
+		{"no segments", producer.Config{}},
+		{"min above max", producer.Config{Segments: e, MinRing: 1024, MaxRing: 512}},
+		{"min too small", producer.Config{Segments: e, MinRing: 1}},
+		{"negative grow", producer.Config{Segments: e, GrowAfter: -time.Second}},
+		{"padding over 100", producer.Config{Segments: e, PaddingPercent: 101}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if p, err := producer.New(tc.cfg); err == nil {
+				_ = p.Close()
+				t.Fatal("New accepted a bad config")
+			}
+		})
+	}
+}
+
+func TestSegmentFillsAll(t *testing.T) {
+	store := memstore.New()
+	if err := store.Create(context.Background(), segment.Tag{Name: "a", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, store, false)
+	p := newProducer(t, producer.Config{Segments: e, MinRing: 16})
+	p.Preload()
+	var got []int64
+	for _, n := range []int{1, 5, 16, 17, 250, 1000} {
+		dst := make([]int64, n)
+		if err := p.Segment(context.Background(), "a", dst); err != nil {
+			t.Fatalf("n=%d: %v", n, err)
+		}
+		got = append(got, dst...)
+	}
+	slices.Sort(got)
+	for i := 1; i < len(got); i++ {
+		if got[i] == got[i-1] {
+			t.Fatalf("duplicate %d", got[i])
+		}
+	}
+	row, _ := store.Get(context.Background(), "a")
+	if got[0] < 1 || got[len(got)-1] >= row.MaxID {
+		t.Fatalf("ids [%d,%d] outside what the store reserved (max_id %d)", got[0], got[len(got)-1], row.MaxID)
+	}
+}
+
+func TestUnknownAndAutoCreate(t *testing.T) {
+	p := newProducer(t, producer.Config{Segments: newEngine(t, memstore.New(), false)})
+	err := p.Segment(context.Background(), "nope", make([]int64, 1))
+	if !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("unknown tag: %v", err)
+	}
+	if n := len(p.Rings()); n != 0 {
+		t.Fatalf("an unknown tag got a ring (%d rings)", n)
+	}
+	if err := p.Segment(context.Background(), "a.b", make([]int64, 1)); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("bad tag: %v", err)
+	}
+
+	auto := newProducer(t, producer.Config{Segments: newEngine(t, memstore.New(), true)})
+	dst := make([]int64, 3)
+	if err := auto.Segment(context.Background(), "fresh", dst); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != 1 || dst[1] != 2 || dst[2] != 3 {
+		t.Fatalf("first ids of a new tag = %v, want [1 2 3] (the probe id must not be skipped)", dst)
+	}
+}
+
+// A hot tag's ring grows; a cold one stays at MinRing.
+func TestRingGrowsWithTraffic(t *testing.T) {
+	store := memstore.New()
+	for _, tag := range []string{"hot", "cold"} {
+		if err := store.Create(context.Background(), segment.Tag{Name: tag, Step: 100000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newProducer(t, producer.Config{Segments: newEngine(t, store, false), MinRing: 64, MaxRing: 4096, GrowAfter: time.Second})
+	p.Preload()
+	dst := make([]int64, 60)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := p.Segment(context.Background(), "hot", dst); err != nil {
+			t.Fatal(err)
+		}
+		if ringCap(p, "hot") == 4096 {
+			break
+		}
+	}
+	if c := ringCap(p, "hot"); c != 4096 {
+		t.Fatalf("hot ring capacity %d, want it grown to 4096", c)
+	}
+	if c := ringCap(p, "cold"); c != 64 {
+		t.Fatalf("cold ring capacity %d, want 64", c)
+	}
+}
+
+func ringCap(p *producer.Producer, tag string) int {
+	for _, r := range p.Rings() {
+		if r.Tag == tag {
+			return r.Cap
+		}
+	}
+	return 0
+}
+
+// Many goroutines, a growing ring, small segments: every id unique.
+func TestConcurrentUnique(t *testing.T) {
+	store := memstore.New()
+	if err := store.Create(context.Background(), segment.Tag{Name: "c", Step: 5000}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, producer.Config{Segments: newEngine(t, store, false), MinRing: 16, MaxRing: 1024, GrowAfter: time.Second})
+	var (
+		mu   sync.Mutex
+		all  []int64
+		wg   sync.WaitGroup
+		errs = make(chan error, 8)
+	)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var mine []int64
+			for i := 0; i < 400; i++ {
+				dst := make([]int64, 1+(i*7+w)%40)
+				if err := p.Segment(context.Background(), "c", dst); err != nil {
+					errs <- fmt.Errorf("worker %d: %w", w, err)
+					return
+				}
+				mine = append(mine, dst...)
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	slices.Sort(all)
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			t.Fatalf("duplicate %d", all[i])
+		}
+	}
+}
+
+// The store going down is invisible while the ring and buffers last, and
+// then a clear ErrNotReady, not a hang.
+func TestStoreDown(t *testing.T) {
+	store := memstore.New()
+	if err := store.Create(context.Background(), segment.Tag{Name: "d", Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, producer.Config{Segments: newEngine(t, store, false), MinRing: 64})
+	p.Preload()
+	dst := make([]int64, 10)
+	if err := p.Segment(context.Background(), "d", dst); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the second segment loads
+	store.SetDown(true)
+	if err := p.Segment(context.Background(), "d", make([]int64, 500)); err != nil {
+		t.Fatalf("store down, buffers full: %v", err)
+	}
+	start := time.Now()
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		err = p.Segment(context.Background(), "d", make([]int64, 500))
+	}
+	if !errors.Is(err, segment.ErrNotReady) {
+		t.Fatalf("buffers exhausted: %v, want ErrNotReady", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v to give up", d)
+	}
+	store.SetDown(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err = p.Segment(context.Background(), "d", make([]int64, 5)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery after the store came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCloseStopsGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	store := memstore.New()
+	for i := 0; i < 20; i++ {
+		_ = store.Create(context.Background(), segment.Tag{Name: fmt.Sprint("t", i)})
+	}
+	e, err := segment.New(segment.Config{Store: store, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := producer.New(producer.Config{Segments: e, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Preload()
+	_ = p.Segment(context.Background(), "t1", make([]int64, 100))
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Close() // idempotent
+	_ = e.Close()
+	if err := p.Segment(context.Background(), "t2", make([]int64, 1)); err == nil {
+		// rings drain after Close; t2's may still hold ids, which is fine,
+		// but a new tag must be refused
+		if err := p.Segment(context.Background(), "t99", make([]int64, 1)); err == nil {
+			t.Fatal("a closed producer created a ring")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines left after Close (before: %d)\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func BenchmarkSegment(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("batch%d", n), func(b *testing.B) {
+			store := memstore.New()
+			_ = store.Create(context.Background(), segment.Tag{Name: "b", Step: 1_000_000})
+			p := newProducer(b, producer.Config{Segments: newEngine(b, store, false)})
+			p.Preload()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				dst := make([]int64, n)
+				for pb.Next() {
+					if err := p.Segment(context.Background(), "b", dst); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "ids/s")
+		})
+	}
+}
