@@ -18,6 +18,9 @@ type collector struct {
 	rejPuts  *prometheus.Desc
 	refills  *prometheus.Desc
 	tags     *prometheus.Desc
+	loads    *prometheus.Desc
+	step     *prometheus.Desc
+	ready    *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -37,12 +40,15 @@ func newCollector(n *Node) *collector {
 		rejPuts:  d("ring_rejected_puts_total", "Ids dropped because the ring of a tag was full.", "tag"),
 		refills:  d("ring_refills_total", "Refills of the ring of a tag.", "tag"),
 		tags:     d("segment_tags", "Tags known to the segment engine."),
+		loads:    d("segment_loads_total", "Segments loaded from the store (one store transaction each), by tag.", "tag"),
+		step:     d("segment_step", "Step of the last segment loaded, by tag (dynamic step).", "tag"),
+		ready:    d("segment_ids_ready", "Ids left in both segment buffers of a tag.", "tag"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
-		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags} {
+		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready} {
 		ch <- d
 	}
 }
@@ -74,6 +80,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if n.engine != nil {
-		ch <- prometheus.MustNewConstMetric(c.tags, prometheus.GaugeValue, float64(len(n.engine.Tags())))
+		tags := n.engine.Tags()
+		ch <- prometheus.MustNewConstMetric(c.tags, prometheus.GaugeValue, float64(len(tags)))
+		for i, tag := range tags {
+			if i == maxTagSeries {
+				break
+			}
+			st, ok := n.engine.State(tag)
+			if !ok {
+				continue
+			}
+			var ready int64
+			for _, sg := range st.Segments {
+				if sg.Ready {
+					ready += sg.Max - sg.Value
+				}
+			}
+			ch <- prometheus.MustNewConstMetric(c.loads, prometheus.CounterValue, float64(st.Loads), tag)
+			ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(st.Step), tag)
+			ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(ready), tag)
+		}
 	}
 }

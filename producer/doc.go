@@ -9,9 +9,12 @@
 // Ids left in a replaced ring move to the new one where they fit; any that do
 // not are dropped (a gap, never a duplicate).
 //
-// Take never blocks on the store while the ring has ids; when a request needs
-// more ids than the ring holds, the rest come straight from the engine, which
-// waits at most its ReadyWait. A caller gets all the ids it asked for or an
+// Single ids and small batches (up to Config.DirectOver) come from the ring;
+// larger batches come straight from the segment engine's double buffer as
+// consecutive runs (one atomic add per run), which is cheaper than moving
+// thousands of ids through ring slots. Neither waits for the store while the
+// buffers have ids; when a request needs more ids than the ring holds, the
+// rest come from the engine, which waits at most its ReadyWait. A caller gets all the ids it asked for or an
 // error; ids taken for a request that then fails are lost (a gap).
 //
 // A Producer is safe for concurrent use.

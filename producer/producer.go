@@ -33,6 +33,7 @@ type Config struct {
 	MaxRing        int           // largest ring size; default 65536
 	GrowAfter      time.Duration // a ring refilled again sooner than this grows; default 200ms
 	PaddingPercent int           // refill below this fill percentage; default 50
+	DirectOver     int           // requests of more ids come straight from the segment buffers; default 64
 	Logger         *slog.Logger  // default slog.Default()
 }
 
@@ -78,6 +79,9 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.PaddingPercent == 0 {
 		cfg.PaddingPercent = 50
 	}
+	if cfg.DirectOver == 0 {
+		cfg.DirectOver = 64
+	}
 	switch {
 	case cfg.MinRing < 2 || cfg.MaxRing < cfg.MinRing:
 		return nil, fmt.Errorf("producer: ring sizes must satisfy 2 <= MinRing (%d) <= MaxRing (%d)", cfg.MinRing, cfg.MaxRing)
@@ -85,6 +89,8 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("producer: GrowAfter %v is negative", cfg.GrowAfter)
 	case cfg.PaddingPercent < 1 || cfg.PaddingPercent > 100:
 		return nil, fmt.Errorf("producer: PaddingPercent %d is not 1-100", cfg.PaddingPercent)
+	case cfg.DirectOver < 0:
+		return nil, fmt.Errorf("producer: DirectOver %d is negative", cfg.DirectOver)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -129,8 +135,14 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 	if err != nil {
 		return err
 	}
-	// Fast path: the ring has them.
-	n, _ := tr.ring.Load().TakeN(dst)
+	// Singles and small batches come from the ring. A large batch is a few
+	// consecutive runs straight from the segment buffers (one atomic add
+	// each, never waiting for the store while they last): copying thousands
+	// of ids through ring slots would cost more than it saves.
+	n := 0
+	if len(dst) <= p.cfg.DirectOver {
+		n, _ = tr.ring.Load().TakeN(dst)
+	}
 	for n < len(dst) {
 		first, got, err := p.cfg.Segments.Reserve(ctx, tag, len(dst)-n)
 		if err != nil {

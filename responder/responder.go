@@ -39,13 +39,15 @@ type Config struct {
 
 // Responder is a running micro service.
 type Responder struct {
-	cfg  Config
-	svc  micro.Service
-	jobs chan micro.Request
-	wg   sync.WaitGroup
-	once sync.Once
-	bufs sync.Pool // *[]int64 scratch for ids
-	outs sync.Pool // *[]byte scratch for replies
+	cfg    Config
+	svc    micro.Service
+	ctx    context.Context // ends at Stop
+	cancel context.CancelFunc
+	jobs   chan micro.Request
+	wg     sync.WaitGroup
+	once   sync.Once
+	bufs   sync.Pool // *[]int64 scratch for ids
+	outs   sync.Pool // *[]byte scratch for replies
 }
 
 // Start validates cfg, adds the service and its endpoints, and starts workers.
@@ -76,6 +78,7 @@ func Start(cfg Config) (*Responder, error) {
 			cfg.MaxBatch, cfg.Inline, cfg.Workers, cfg.Timeout)
 	}
 	r := &Responder{cfg: cfg, jobs: make(chan micro.Request, 4*cfg.Workers)}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.bufs.New = func() any { b := make([]int64, 0, 64); return &b }
 	r.outs.New = func() any { b := make([]byte, 0, 1024); return &b }
 
@@ -87,6 +90,7 @@ func Start(cfg Config) (*Responder, error) {
 		Metadata:    map[string]string{"node": cfg.Node},
 	})
 	if err != nil {
+		r.cancel()
 		return nil, fmt.Errorf("responder: add service: %w", err)
 	}
 	r.svc = svc
@@ -96,6 +100,7 @@ func Start(cfg Config) (*Responder, error) {
 	}
 	if err := add("segment", "segment.*", r.handleSegment); err != nil {
 		_ = svc.Stop()
+		r.cancel()
 		return nil, fmt.Errorf("responder: add segment endpoint: %w", err)
 	}
 	if cfg.Store != nil {
@@ -111,6 +116,7 @@ func Start(cfg Config) (*Responder, error) {
 		for _, a := range admin {
 			if err := add(a.name, a.subject, a.h); err != nil {
 				_ = svc.Stop()
+				r.cancel()
 				return nil, fmt.Errorf("responder: add %s endpoint: %w", a.name, err)
 			}
 		}
@@ -133,6 +139,7 @@ func (r *Responder) Stop() error {
 		err = r.svc.Stop() // unsubscribes (drains) every endpoint: no new jobs after this
 		close(r.jobs)
 		r.wg.Wait()
+		r.cancel()
 	})
 	return err
 }
@@ -182,10 +189,10 @@ func (r *Responder) serveSegmentN(req micro.Request, n int) {
 		*bp = make([]int64, n)
 	}
 	ids := (*bp)[:n]
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
-	err := r.cfg.IDs.Segment(ctx, tag, ids)
-	cancel()
-	if err != nil {
+	// No per-request deadline (a timer per request costs more than the
+	// rest of the fast path): the engine bounds every wait by its ReadyWait,
+	// and r.ctx ends when the responder stops.
+	if err := r.cfg.IDs.Segment(r.ctx, tag, ids); err != nil {
 		r.fail(req, err)
 		return
 	}

@@ -307,13 +307,14 @@ func TestNoGoroutineLeak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = r.Close() })
 		r.Start()
 		for range i * 10 {
 			_, _ = r.Take()
 		}
 		rings[i] = r
 	}
-	if n := refillGoroutines(); n != len(rings) {
+	if n := waitRefillGoroutines(t, len(rings)); n != len(rings) {
 		t.Fatalf("%d refill goroutines running, want %d", n, len(rings))
 	}
 	for _, r := range rings {

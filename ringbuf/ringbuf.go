@@ -578,7 +578,7 @@ func (r *Ring[T]) refill(ctx context.Context) {
 					r.onFillError(err)
 				}
 			}
-			break
+			continue
 		}
 		if k == 0 {
 			break

@@ -3,6 +3,7 @@ package ringbuf
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -383,13 +384,25 @@ func (f *fillRecorder) calls() []int {
 	return slices.Clone(f.sizes)
 }
 
+// goroutinesStarted returns how many goroutines f started: a goroutine is
+// counted from its go statement, so a delta right after f is exact unless
+// an unrelated goroutine exits meanwhile (which can only lower it).
+func goroutinesStarted(f func()) int {
+	before := runtime.NumGoroutine()
+	f()
+	return runtime.NumGoroutine() - before
+}
+
 func TestStartCloseIdempotent(t *testing.T) {
 	f := &fillRecorder{}
 	r := newRing(t, Config[int]{Size: 8, Fill: f.fill})
-	r.Start()
-	r.Start()
+	if n := goroutinesStarted(func() { r.Start(); r.Start() }); n != 1 {
+		t.Errorf("two Starts started %d goroutines, want 1", n)
+	}
 	waitFor(t, "initial fill", func() bool { return r.Stats().Refills == 1 })
-	r.Start()
+	if n := goroutinesStarted(r.Start); n > 0 {
+		t.Errorf("a third Start started %d goroutines", n)
+	}
 	if n := waitRefillGoroutines(t, 1); n != 1 {
 		t.Errorf("%d refill goroutines after three Starts, want 1", n)
 	}
@@ -405,9 +418,8 @@ func TestStartCloseIdempotent(t *testing.T) {
 	if n := waitRefillGoroutines(t, 0); n != 0 {
 		t.Errorf("%d refill goroutines after Close, want 0", n)
 	}
-	r.Start() // after Close: nothing
-	if n := refillGoroutines(); n != 0 {
-		t.Errorf("%d refill goroutines after Start following Close, want 0", n)
+	if n := goroutinesStarted(r.Start); n > 0 { // after Close: nothing
+		t.Errorf("Start after Close started %d goroutines", n)
 	}
 	if got := len(f.calls()); got != 1 {
 		t.Errorf("Fill called %d times, want 1", got)
@@ -416,9 +428,8 @@ func TestStartCloseIdempotent(t *testing.T) {
 
 func TestStartWithoutFill(t *testing.T) {
 	r := newRing(t, Config[int]{Size: 8})
-	r.Start()
-	if n := refillGoroutines(); n != 0 {
-		t.Errorf("%d refill goroutines after Start without Fill, want 0", n)
+	if n := goroutinesStarted(r.Start); n > 0 {
+		t.Errorf("Start without Fill started %d goroutines", n)
 	}
 	r.Put(1)
 	if v := mustTake(t, r); v != 1 {
@@ -454,41 +465,48 @@ func TestCloseWaitsForFill(t *testing.T) {
 	}
 }
 
-func TestRefillThreshold(t *testing.T) {
-	f := &fillRecorder{}
-	r := newRing(t, Config[int]{Size: 16, PaddingPercent: 50, Fill: f.fill})
-	r.Start()
-	waitFor(t, "initial fill", func() bool { return r.Stats().Refills == 1 && r.Len() == 16 })
+// The threshold tests leave the ring unstarted until the end, so that a
+// trigger stays pending in r.kick where the test can see it.
 
+func TestRefillThreshold(t *testing.T) {
+	f := &fillRecorder{next: 100}
+	r := newRing(t, Config[int]{Size: 16, PaddingPercent: 50, Fill: f.fill})
+	for i := 1; i <= 16; i++ {
+		r.Put(i)
+	}
 	// Down to the threshold (8 left): no trigger.
 	for want := 1; want <= 8; want++ {
 		if v := mustTake(t, r); v != want {
 			t.Fatalf("Take = %d, want %d", v, want)
 		}
+		if len(r.kick) != 0 {
+			t.Fatalf("refill triggered with %d of 16 left, threshold 8", r.Len())
+		}
 	}
-	if len(r.kick) != 0 {
-		t.Fatal("a refill was triggered at the threshold, want only below it")
-	}
-	// Below it: one refill, back to full.
+	// Below it: triggered.
 	if v := mustTake(t, r); v != 9 {
 		t.Fatalf("Take = %d, want 9", v)
 	}
-	waitFor(t, "refill below the threshold", func() bool { return r.Stats().Refills == 2 && r.Len() == 16 })
-	if got := f.calls(); !slices.Equal(got, []int{16, 9}) {
-		t.Errorf("Fill sizes %v, want [16 9]", got)
+	if len(r.kick) != 1 {
+		t.Fatal("no refill triggered with 7 of 16 left, threshold 8")
 	}
-	// FIFO across the refill.
-	dst := make([]int, 16)
-	if n, _ := r.TakeN(dst); n != 16 || dst[0] != 10 || dst[15] != 25 {
-		t.Errorf("TakeN = %v, want 10..25", dst[:n])
+	// The refill tops the ring up, behind what is left.
+	r.Start()
+	waitFor(t, "refill", func() bool { return r.Stats().Refills == 1 })
+	if got := f.calls(); !slices.Equal(got, []int{9}) {
+		t.Errorf("Fill sizes %v, want [9]", got)
+	}
+	dst := make([]int, 20)
+	n, _ := r.TakeN(dst)
+	want := []int{10, 11, 12, 13, 14, 15, 16, 101, 102, 103, 104, 105, 106, 107, 108, 109}
+	if !slices.Equal(dst[:n], want) {
+		t.Errorf("ring holds %v, want %v", dst[:n], want)
 	}
 }
 
 func TestRefillTriggeredByTakeN(t *testing.T) {
-	f := &fillRecorder{}
-	r := newRing(t, Config[int]{Size: 16, PaddingPercent: 25, Fill: f.fill})
-	r.Start()
-	waitFor(t, "initial fill", func() bool { return r.Stats().Refills == 1 })
+	r := newRing(t, Config[int]{Size: 16, PaddingPercent: 25, Fill: (&fillRecorder{}).fill})
+	r.PutN(make([]int, 16))
 	dst := make([]int, 12)
 	if n, _ := r.TakeN(dst); n != 12 {
 		t.Fatalf("TakeN = %d, want 12", n)
@@ -499,7 +517,36 @@ func TestRefillTriggeredByTakeN(t *testing.T) {
 	if n, _ := r.TakeN(dst[:1]); n != 1 {
 		t.Fatalf("TakeN = %d, want 1", n)
 	}
-	waitFor(t, "refill", func() bool { return r.Stats().Refills == 2 && r.Len() == 16 })
+	if len(r.kick) != 1 {
+		t.Fatal("no refill triggered with 3 of 16 left, threshold 4")
+	}
+}
+
+func TestEmptyTakeTriggersRefill(t *testing.T) {
+	r := newRing(t, Config[int]{Size: 16, Fill: (&fillRecorder{}).fill})
+	if _, err := r.Take(); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("Take = %v, want ErrEmpty", err)
+	}
+	if len(r.kick) != 1 {
+		t.Error("an empty take did not trigger a refill")
+	}
+	<-r.kick
+	if _, err := r.TakeN(make([]int, 2)); !errors.Is(err, ErrEmpty) {
+		t.Fatalf("TakeN = %v, want ErrEmpty", err)
+	}
+	if len(r.kick) != 1 {
+		t.Error("an empty TakeN did not trigger a refill")
+	}
+}
+
+func TestNoFillNoTrigger(t *testing.T) {
+	r := newRing(t, Config[int]{Size: 4})
+	r.Put(1)
+	mustTake(t, r)
+	_, _ = r.Take()
+	if len(r.kick) != 0 {
+		t.Error("a ring without Fill triggered a refill")
+	}
 }
 
 func TestTriggerRefillCoalesces(t *testing.T) {
@@ -559,7 +606,11 @@ func TestScheduledRefill(t *testing.T) {
 		t.Fatalf("Len = %d, want 0", r.Len())
 	}
 	enabled.Store(true)
-	tick <- time.Now() // no take, no trigger: only the tick
+	select { // no take, no trigger: only the tick
+	case tick <- time.Now():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refill goroutine does not listen to the ticker")
+	}
 	waitFor(t, "scheduled refill", func() bool { return r.Len() == 8 && r.Stats().Refills == 2 })
 	if got := r.Stats().Takes; got != 0 {
 		t.Errorf("Takes = %d, want 0", got)

@@ -85,10 +85,12 @@ type Config struct {
 type LoadEvent struct {
 	Tag        string
 	Start, End int64 // ids [Start, End) granted by the store; zero on failure
-	Step       int   // step of this load (asked for, or granted)
-	PrevStep   int   // step of the previous load; 0 for a tag's first load
-	Took       time.Duration
-	Err        error // nil on success
+	// Step is the size of the segment granted; on failure, the step asked
+	// for (0 for a first load, which uses the row's step).
+	Step     int
+	PrevStep int // step of the previous load; 0 for a tag's first load
+	Took     time.Duration
+	Err      error // nil on success
 }
 
 // SegmentState is one half of a tag's double buffer.
@@ -310,6 +312,9 @@ feed:
 		if t.cur.Load() == nil {
 			failed++
 		}
+	}
+	if e.done.Load() {
+		return ErrClosed
 	}
 	e.log.Info("segment: engine started", "tags", len(added), "failed_preloads", failed)
 	if err := ctx.Err(); err != nil {

@@ -372,6 +372,9 @@ type stepDriver struct {
 
 func (d *stepDriver) load(after time.Duration) segment.LoadEvent {
 	d.t.Helper()
+	// The previous loader emits its event just before it installs the
+	// segment and finishes: wait for that.
+	waitFor(d.t, "previous loader to finish", func() bool { return !state(d.t, d.e, "t").Loading })
 	d.clock.Advance(after)
 	loads := state(d.t, d.e, "t").Loads
 	for range 10_000_000 {
@@ -668,7 +671,8 @@ func TestBackoff(t *testing.T) {
 		}
 		close(sl.next(t).release) // a retry that raced SetDown(false)
 	}
-	if st := state(t, e, "t"); st.LastError != "" || st.Loading || !st.Segments[1-st.Current].Ready {
+	waitFor(t, "loader to finish", func() bool { return !state(t, e, "t").Loading })
+	if st := state(t, e, "t"); st.LastError != "" || !st.Segments[1-st.Current].Ready {
 		t.Fatalf("State after recovery = %+v", st)
 	}
 }

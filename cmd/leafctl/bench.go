@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -77,18 +79,14 @@ func (c *cli) bench(args []string) error {
 	defer nc.Close()
 	ctx, stop := signal.NotifyContext(c.ctx(), os.Interrupt)
 	defer stop()
-	res, err := bench.Run(ctx, nc, o)
-	if err != nil {
+	if o.Warmup == 0 {
+		o.Warmup = -1 // bench reads 0 as its default; the user asked for none
+	}
+	results, err := bench.RunAll(ctx, nc, o)
+	if err != nil && !(errors.Is(err, context.Canceled) && len(results) > 0) {
 		return err
 	}
-	results := []bench.Result{res}
-	if o.Baseline {
-		base, err := bench.RunBaseline(ctx, nc, o)
-		if err != nil {
-			return err
-		}
-		results = append(results, base)
-	}
+	// Interrupted with Ctrl-C: report what was measured so far.
 	if *asJSON {
 		for _, r := range results {
 			fmt.Fprintf(c.stdout, "%s\n", r.JSON())

@@ -252,7 +252,12 @@ func (r *runner) result(name string) Result {
 			res.ErrorsByCode[c] += n
 		}
 		h.merge(&w.hist)
-		res.Duplicates += w.dups + set.merge(&w.set)
+		res.Duplicates += w.dups
+		if set.chunks == nil {
+			set = w.set // the worker is done with it: adopt rather than copy
+		} else {
+			res.Duplicates += set.merge(&w.set)
+		}
 		if w.last.After(last) {
 			last = w.last
 		}

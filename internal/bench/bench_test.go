@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/leafmq/leafmq/internal/natstest"
@@ -93,7 +94,7 @@ func bodyFor(batch int) []byte {
 // goroutine count is taken).
 func setup(t *testing.T, f *fakeLeaf) *nats.Conn {
 	t.Helper()
-	srv := natstest.RunServer(t)
+	srv := natstest.RunServer(t, func(o *server.Options) { o.JetStream = false })
 	if f != nil {
 		startFake(t, srv.ClientURL(), f)
 	}

@@ -23,7 +23,8 @@
 // shows 100ms of late requests in the percentiles instead of quietly lowering
 // the send rate (coordinated omission), so "p99.9 at 50k req/s" means what it
 // says. If the achieved req/s is well under Rate, the client or the server
-// could not keep up and the latencies include the backlog.
+// could not keep up and the latencies include the backlog; the run still
+// ends after Duration, leaving the rest of the backlog unsent.
 //
 // The first Warmup of load is not recorded (connections, buffers, ring
 // refills and the Go scheduler settle). Requests that end in an error reply,
