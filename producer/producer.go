@@ -156,6 +156,17 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 	return nil
 }
 
+// TrySegment fills a prefix of dst from the tag's ring without waiting and
+// returns its length: 0 for a tag that has no ring yet or an empty ring.
+func (p *Producer) TrySegment(tag string, dst []int64) int {
+	v, ok := p.rings.Load(tag)
+	if !ok {
+		return 0
+	}
+	n, _ := v.(*tagRing).ring.Load().TakeN(dst)
+	return n
+}
+
 // tagRing returns the ring of tag, creating it on first use. Unknown tags get
 // no ring: the engine is asked first, so a flood of bad tags allocates nothing.
 func (p *Producer) tagRing(tag string) (*tagRing, error) {

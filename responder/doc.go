@@ -15,7 +15,10 @@
 // engines' sentinel errors by one table (codeOf): 400 for bad input, 404 for
 // an unknown tag, 503 when no id can be had now, 500 otherwise.
 //
-// Small requests are answered on the subscription's own goroutine, which
-// costs no hand-off; large batches go to a pool of workers so that one big
-// request never holds up the rest. A Responder is safe for concurrent use.
+// The subscription's own goroutine never waits: it answers a small request
+// at once when the tag's ring holds every id asked for (the common case, with
+// no hand-off), and passes everything else — large batches, an empty ring,
+// a tag not seen yet — to a pool of workers that may wait (boundedly) for the
+// store. So one slow tag or a store outage never holds up the other requests
+// of a node. A Responder is safe for concurrent use.
 package responder

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,8 +19,16 @@ import (
 
 // IDSource hands out ids; producer.Producer implements it.
 type IDSource interface {
-	// Segment fills dst with fresh ids of tag, all of it or an error.
+	// Segment fills dst with fresh ids of tag, all of it or an error. It
+	// may wait (boundedly) for the store.
 	Segment(ctx context.Context, tag string, dst []int64) error
+}
+
+// TrySource is an IDSource that can also hand out ids without ever
+// waiting: TrySegment fills a prefix of dst from memory and returns its
+// length (0 when it has none ready). producer.Producer implements it.
+type TrySource interface {
+	TrySegment(tag string, dst []int64) int
 }
 
 // Config configures a Responder. Zero values mean the defaults in comments.
@@ -40,10 +48,12 @@ type Config struct {
 // Responder is a running micro service.
 type Responder struct {
 	cfg    Config
+	try    TrySource    // cfg.IDs, if it is one
+	active atomic.Int64 // handlers running now
 	svc    micro.Service
 	ctx    context.Context // ends at Stop
 	cancel context.CancelFunc
-	jobs   chan micro.Request
+	jobs   chan job
 	wg     sync.WaitGroup
 	once   sync.Once
 	bufs   sync.Pool // *[]int64 scratch for ids
@@ -65,7 +75,7 @@ func Start(cfg Config) (*Responder, error) {
 		cfg.Inline = 64
 	}
 	if cfg.Workers == 0 {
-		cfg.Workers = runtime.GOMAXPROCS(0)
+		cfg.Workers = 32
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 2 * time.Second
@@ -77,7 +87,8 @@ func Start(cfg Config) (*Responder, error) {
 		return nil, fmt.Errorf("responder: invalid config: max batch %d, inline %d, workers %d, timeout %v",
 			cfg.MaxBatch, cfg.Inline, cfg.Workers, cfg.Timeout)
 	}
-	r := &Responder{cfg: cfg, jobs: make(chan micro.Request, 4*cfg.Workers)}
+	r := &Responder{cfg: cfg, jobs: make(chan job, 4*cfg.Workers)}
+	r.try, _ = cfg.IDs.(TrySource)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.bufs.New = func() any { b := make([]int64, 0, 64); return &b }
 	r.outs.New = func() any { b := make([]byte, 0, 1024); return &b }
@@ -133,78 +144,125 @@ func (r *Responder) Service() micro.Service { return r.svc }
 
 // Stop leaves the queue group, lets in-flight requests finish and stops the
 // workers. Idempotent.
+//
+// micro drains the endpoint subscriptions asynchronously, so a handler may
+// still run after svc.Stop returns: Stop waits until no handler is running
+// and no job is queued for a few polls in a row (at most stopGrace), and a
+// handler that comes later still gets an answer (503) instead of a hang.
 func (r *Responder) Stop() error {
 	var err error
 	r.once.Do(func() {
-		err = r.svc.Stop() // unsubscribes (drains) every endpoint: no new jobs after this
-		close(r.jobs)
-		r.wg.Wait()
+		err = r.svc.Stop()
+		deadline := time.Now().Add(stopGrace)
+		for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
+			if r.active.Load() == 0 && len(r.jobs) == 0 {
+				quiet++
+			} else {
+				quiet = 0
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 		r.cancel()
+		r.wg.Wait()
+		for {
+			select {
+			case j := <-r.jobs:
+				r.fail(j.req, fmt.Errorf("%w: node is stopping", segment.ErrClosed))
+				r.bufs.Put(j.ids)
+			default:
+				return
+			}
+		}
 	})
 	return err
 }
 
+// stopGrace bounds how long Stop waits for in-flight requests.
+const stopGrace = 2 * time.Second
+
 func (r *Responder) worker() {
 	defer r.wg.Done()
-	for req := range r.jobs {
-		r.serveSegment(req)
+	for {
+		select {
+		case j := <-r.jobs:
+			r.finish(j)
+		case <-r.ctx.Done():
+			return
+		}
 	}
 }
 
+// job is a segment request handed to a worker, with the ids that the
+// subscription goroutine already took (ids[:have]).
+type job struct {
+	req  micro.Request
+	tag  string
+	ids  *[]int64
+	have int
+}
+
+// handleSegment runs on the endpoint's subscription goroutine, one request
+// at a time, so it never waits: it answers from the tag's ring when the ring
+// has every id asked for, and hands anything else (a large batch, an empty
+// ring, a tag not seen yet) to the workers, which may wait for the engine.
 func (r *Responder) handleSegment(req micro.Request) {
+	r.active.Add(1)
+	defer r.active.Add(-1)
 	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
 	if err != nil {
 		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
 		return
 	}
-	if n <= r.cfg.Inline {
-		r.serveSegmentN(req, n)
-		return
-	}
-	select {
-	case r.jobs <- req:
-	default:
-		r.serveSegmentN(req, n) // pool saturated: do it here rather than queue without bound
-	}
-}
-
-func (r *Responder) serveSegment(req micro.Request) {
-	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
-	if err != nil {
-		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
-		return
-	}
-	r.serveSegmentN(req, n)
-}
-
-func (r *Responder) serveSegmentN(req micro.Request, n int) {
 	tag := req.Subject()[len(wire.SegmentPrefix):]
 	if err := segment.CheckTag(tag); err != nil {
 		r.fail(req, err)
 		return
 	}
 	bp := r.bufs.Get().(*[]int64)
-	defer r.bufs.Put(bp)
 	if cap(*bp) < n {
 		*bp = make([]int64, n)
 	}
-	ids := (*bp)[:n]
-	// No per-request deadline (a timer per request costs more than the
-	// rest of the fast path): the engine bounds every wait by its ReadyWait,
-	// and r.ctx ends when the responder stops.
-	if err := r.cfg.IDs.Segment(r.ctx, tag, ids); err != nil {
-		r.fail(req, err)
+	have := 0
+	if n <= r.cfg.Inline && r.try != nil {
+		have = r.try.TrySegment(tag, (*bp)[:n])
+	}
+	j := job{req: req, tag: tag, ids: bp, have: have}
+	if have == n {
+		r.finish(j)
 		return
+	}
+	select {
+	case r.jobs <- j: // blocks when every worker is busy: back-pressure, not an unbounded queue
+	case <-r.ctx.Done():
+		r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed))
+		r.bufs.Put(bp)
+	}
+}
+
+// finish completes a job (the ids it lacks come from the IDSource, which
+// may wait) and sends the reply.
+func (r *Responder) finish(j job) {
+	defer r.bufs.Put(j.ids)
+	n, _ := wire.ParseCount(j.req.Data(), r.cfg.MaxBatch) // parsed once already: cannot fail
+	ids := (*j.ids)[:n]
+	if j.have < n {
+		// No per-request deadline (a timer per request costs more than
+		// the rest of the path): the engine bounds every wait by its
+		// ReadyWait, and r.ctx ends when the responder stops.
+		if err := r.cfg.IDs.Segment(r.ctx, j.tag, ids[j.have:]); err != nil {
+			r.fail(j.req, err)
+			return
+		}
 	}
 	op := r.outs.Get().(*[]byte)
 	defer r.outs.Put(op)
-	if wire.WantsBinary(nats.Header(req.Headers())) {
+	if wire.WantsBinary(nats.Header(j.req.Headers())) {
 		*op = wire.AppendBinary((*op)[:0], ids)
 	} else {
 		*op = wire.AppendDecimal((*op)[:0], ids)
 	}
-	if err := req.Respond(*op); err != nil {
-		r.cfg.Logger.Debug("respond failed", "subject", req.Subject(), "err", err)
+	if err := j.req.Respond(*op); err != nil {
+		r.cfg.Logger.Debug("respond failed", "subject", j.req.Subject(), "err", err)
 	}
 }
 

@@ -20,13 +20,34 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// counter hands out ids 1, 2, 3… for known tags; "down" answers not ready.
+// counter hands out ids 1, 2, 3… for known tags; "down" answers not ready;
+// "slow" waits until release is closed.
 type counter struct {
-	next atomic.Int64
-	tags map[string]bool
+	next    atomic.Int64
+	tags    map[string]bool
+	release chan struct{}
 }
 
-func (c *counter) Segment(_ context.Context, tag string, dst []int64) error {
+// TrySegment makes the counter a TrySource: "demo" is always in memory.
+func (c *counter) TrySegment(tag string, dst []int64) int {
+	if tag != "demo" || len(dst) > 10 {
+		return 0
+	}
+	if err := c.Segment(context.Background(), tag, dst); err != nil {
+		return 0
+	}
+	return len(dst)
+}
+
+func (c *counter) Segment(ctx context.Context, tag string, dst []int64) error {
+	if tag == "slow" {
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		tag = "demo"
+	}
 	if tag == "down" {
 		return fmt.Errorf("%w: store is down", segment.ErrNotReady)
 	}
@@ -41,13 +62,19 @@ func (c *counter) Segment(_ context.Context, tag string, dst []int64) error {
 }
 
 func setup(t *testing.T) (*nats.Conn, *memstore.Store) {
+	nc, store, _ := setupCounter(t)
+	return nc, store
+}
+
+func setupCounter(t *testing.T) (*nats.Conn, *memstore.Store, *counter) {
 	t.Helper()
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s.ClientURL())
 	store := memstore.New()
+	c := &counter{tags: map[string]bool{"demo": true, "a-B_9": true}, release: make(chan struct{})}
 	r, err := responder.Start(responder.Config{
 		Conn:  nc,
-		IDs:   &counter{tags: map[string]bool{"demo": true, "a-B_9": true}},
+		IDs:   c,
 		Store: store,
 		Node:  "test",
 	})
@@ -55,7 +82,46 @@ func setup(t *testing.T) (*nats.Conn, *memstore.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop() })
-	return nc, store
+	t.Cleanup(func() {
+		select {
+		case <-c.release:
+		default:
+			close(c.release)
+		}
+	})
+	return nc, store, c
+}
+
+// A request that waits (a tag whose store is slow) holds up nothing else:
+// small and large requests of other tags are answered meanwhile.
+func TestSlowTagBlocksNothing(t *testing.T) {
+	nc, _, c := setupCounter(t)
+	slow := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			reply, err := nc.Request("leaf.segment.slow", []byte("5"), 10*time.Second)
+			if err == nil {
+				err = wire.ReplyError(reply)
+			}
+			slow <- err
+		}()
+	}
+	for _, body := range []string{"", "3", "500"} {
+		if ids, err := request(t, nc, "leaf.segment.demo", body, false); err != nil || len(ids) == 0 {
+			t.Fatalf("demo %q while slow requests wait: %v %v", body, ids, err)
+		}
+	}
+	select {
+	case err := <-slow:
+		t.Fatalf("slow request finished before release: %v", err)
+	default:
+	}
+	close(c.release)
+	for i := 0; i < 4; i++ {
+		if err := <-slow; err != nil {
+			t.Fatalf("slow request: %v", err)
+		}
+	}
 }
 
 func request(t *testing.T, nc *nats.Conn, subject, body string, binary bool) ([]int64, error) {

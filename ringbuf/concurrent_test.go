@@ -1,6 +1,9 @@
 package ringbuf
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -52,6 +55,19 @@ func waitGoroutines(tb testing.TB, want int) int {
 	}
 }
 
+// retry returns nil, after yielding, if err is ErrEmpty and ctx is live:
+// the caller should try again. Otherwise it returns the error to report.
+func retry(ctx context.Context, err error) error {
+	if !errors.Is(err, ErrEmpty) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("still empty: %w", ctx.Err())
+	}
+	runtime.Gosched()
+	return nil
+}
+
 // TestManyProducersConsumers: 4 producers (Put and PutN, retrying what the
 // full ring refuses) and 4 consumers (Take and TakeN) move 200k unique
 // values through a small ring; each value must come out exactly once.
@@ -62,6 +78,10 @@ func TestManyProducersConsumers(t *testing.T) {
 		total     = 200_000
 	)
 	r := newRing(t, Config[int]{Size: 64})
+	// A broken ring would make the retry loops spin: bound them.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	errs := make(chan error, producers+consumers)
 	var failedPuts atomic.Uint64
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -86,13 +106,16 @@ func TestManyProducersConsumers(t *testing.T) {
 						continue
 					}
 				}
+				if ctx.Err() != nil {
+					errs <- fmt.Errorf("producer %d: %d values not put: %w", p, len(vs), ctx.Err())
+					return
+				}
 				runtime.Gosched()
 			}
 		})
 	}
 	var taken atomic.Int64
 	got := make([][]int, consumers)
-	errs := make(chan error, consumers)
 	for c := range consumers {
 		wg.Go(func() {
 			dst := make([]int, 5)
@@ -100,11 +123,10 @@ func TestManyProducersConsumers(t *testing.T) {
 				if c%2 == 0 {
 					v, err := r.Take()
 					if err != nil {
-						if err != ErrEmpty {
+						if err := retry(ctx, err); err != nil {
 							errs <- err
 							return
 						}
-						runtime.Gosched()
 						continue
 					}
 					got[c] = append(got[c], v)
@@ -113,11 +135,10 @@ func TestManyProducersConsumers(t *testing.T) {
 				}
 				n, err := r.TakeN(dst)
 				if err != nil {
-					if err != ErrEmpty {
+					if err := retry(ctx, err); err != nil {
 						errs <- err
 						return
 					}
-					runtime.Gosched()
 					continue
 				}
 				got[c] = append(got[c], dst[:n]...)
@@ -246,6 +267,9 @@ func TestRefillConcurrentConsumers(t *testing.T) {
 	)
 	r := newRing(t, Config[uint64]{Size: 256, FillChunk: 64, Fill: counterFill()})
 	r.Start()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	errs := make(chan error, consumers)
 	var taken atomic.Int64
 	got := make([][]uint64, consumers)
 	var wg sync.WaitGroup
@@ -253,25 +277,30 @@ func TestRefillConcurrentConsumers(t *testing.T) {
 		wg.Go(func() {
 			dst := make([]uint64, 4)
 			for taken.Load() < total {
+				n := 1
+				var err error
 				if c%2 == 0 {
-					if v, err := r.Take(); err == nil {
-						got[c] = append(got[c], v)
-						taken.Add(1)
-					} else {
-						runtime.Gosched()
+					dst[0], err = r.Take()
+				} else {
+					n, err = r.TakeN(dst)
+				}
+				if err != nil {
+					if err := retry(ctx, err); err != nil {
+						errs <- err
+						return
 					}
 					continue
 				}
-				if n, err := r.TakeN(dst); err == nil {
-					got[c] = append(got[c], dst[:n]...)
-					taken.Add(int64(n))
-				} else {
-					runtime.Gosched()
-				}
+				got[c] = append(got[c], dst[:n]...)
+				taken.Add(int64(n))
 			}
 		})
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 	var all []uint64
 	for c, vs := range got {
 		if !slices.IsSorted(vs) {

@@ -219,7 +219,7 @@ func realTicker(d time.Duration) (<-chan time.Time, func()) {
 func (r *Ring[T]) Start() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.started || r.closed.Load() {
+	if r.closed.Load() {
 		return
 	}
 	r.started = true
@@ -578,7 +578,7 @@ func (r *Ring[T]) refill(ctx context.Context) {
 					r.onFillError(err)
 				}
 			}
-			continue
+			break
 		}
 		if k == 0 {
 			break

@@ -530,7 +530,10 @@ func TestEmptyTakeTriggersRefill(t *testing.T) {
 	if len(r.kick) != 1 {
 		t.Error("an empty take did not trigger a refill")
 	}
-	<-r.kick
+	select {
+	case <-r.kick:
+	default:
+	}
 	if _, err := r.TakeN(make([]int, 2)); !errors.Is(err, ErrEmpty) {
 		t.Fatalf("TakeN = %v, want ErrEmpty", err)
 	}
@@ -584,6 +587,29 @@ func TestRefillChunks(t *testing.T) {
 	}
 	if r.Len() != 64 {
 		t.Errorf("Len = %d, want 64", r.Len())
+	}
+}
+
+// recvErr receives from errs or fails t after a deadline.
+func recvErr(t *testing.T, errs <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errs:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fill error reported")
+		return nil
+	}
+}
+
+// sendTo returns an OnFillError that sends to errs without ever blocking
+// the refill goroutine (errors beyond its buffer are dropped).
+func sendTo(errs chan<- error) func(error) {
+	return func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
 	}
 }
 
@@ -644,9 +670,9 @@ func TestFillError(t *testing.T) {
 		return 0, nil, false
 	}}
 	errs := make(chan error, 10)
-	r := newRing(t, Config[int]{Size: 8, FillChunk: 4, Fill: f.fill, OnFillError: func(err error) { errs <- err }})
+	r := newRing(t, Config[int]{Size: 8, FillChunk: 4, Fill: f.fill, OnFillError: sendTo(errs)})
 	r.Start()
-	if err := <-errs; !errors.Is(err, errBoom) {
+	if err := recvErr(t, errs); !errors.Is(err, errBoom) {
 		t.Fatalf("OnFillError got %v, want %v", err, errBoom)
 	}
 	waitFor(t, "failed pass", func() bool { return r.Stats().Refills == 1 })
@@ -671,9 +697,9 @@ func TestFillValuesWithError(t *testing.T) {
 		return 2, errBoom, true
 	}}
 	errs := make(chan error, 10)
-	r := newRing(t, Config[int]{Size: 8, Fill: f.fill, OnFillError: func(err error) { errs <- err }})
+	r := newRing(t, Config[int]{Size: 8, Fill: f.fill, OnFillError: sendTo(errs)})
 	r.Start()
-	if err := <-errs; !errors.Is(err, errBoom) {
+	if err := recvErr(t, errs); !errors.Is(err, errBoom) {
 		t.Fatalf("OnFillError got %v", err)
 	}
 	waitFor(t, "pass", func() bool { return r.Stats().Refills == 1 })
@@ -702,10 +728,10 @@ func TestFillBadCount(t *testing.T) {
 					}
 					return tt.n(dst), nil
 				},
-				OnFillError: func(err error) { errs <- err },
+				OnFillError: sendTo(errs),
 			})
 			r.Start()
-			if err := <-errs; !errors.Is(err, ErrBadFill) {
+			if err := recvErr(t, errs); !errors.Is(err, ErrBadFill) {
 				t.Fatalf("OnFillError got %v, want ErrBadFill", err)
 			}
 			waitFor(t, "pass", func() bool { return r.Stats().Refills == 1 })
