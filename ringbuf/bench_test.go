@@ -133,3 +133,25 @@ func BenchmarkPutTake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCASFloor is the reference for BenchmarkTake: one successful CAS
+// per op on a single shared word from b.RunParallel goroutines, the least
+// any take that claims its position on a shared head cursor pays. Take
+// adds the slot release store and the refill's work on top.
+func BenchmarkCASFloor(b *testing.B) {
+	var head struct {
+		_ [cacheLine]byte
+		atomic.Uint64
+		_ [cacheLine - 8]byte
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			for {
+				pos := head.Load()
+				if head.CompareAndSwap(pos, pos+1) {
+					break
+				}
+			}
+		}
+	})
+}

@@ -106,6 +106,11 @@ type slot[T any] struct {
 // Ring is a bounded multi-producer multi-consumer lock-free FIFO with an
 // optional refill goroutine. Create it with New. All methods are safe for
 // concurrent use.
+//
+// Layout: head and tail each sit alone between paddings, so consumers
+// CASing head and producers CASing tail do not invalidate each other's
+// line, nor the read-mostly fields every operation loads, which follow on
+// lines of their own.
 type Ring[T any] struct {
 	_ [cacheLine]byte
 	// head is the next position to take. Written by consumers (CAS).
@@ -219,7 +224,7 @@ func realTicker(d time.Duration) (<-chan time.Time, func()) {
 func (r *Ring[T]) Start() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed.Load() {
+	if r.started || r.closed.Load() {
 		return
 	}
 	r.started = true
@@ -295,24 +300,27 @@ func (r *Ring[T]) Stats() Stats {
 }
 
 // Memory order. Go's sync/atomic operations are sequentially consistent,
-// and the Go memory model makes an atomic write that an atomic read
-// observes synchronize with that read. Each slot is handed between a
-// producer and a consumer through its seq alone:
+// and the Go memory model makes an atomic write synchronize with the atomic
+// read that observes it. Values are handed between goroutines through each
+// slot's seq alone:
 //
-//   - A producer wins position pos by CAS on tail, writes val (plain
+//   - A producer claims position pos by CAS on tail, writes val (a plain
 //     write), then Stores seq = pos+1. A consumer that Loads seq == pos+1
-//     therefore happens after the val write, so its plain read of val
-//     sees it and does not race.
-//   - A consumer wins pos by CAS on head, reads (and clears) val, then
-//     Stores seq = pos+size. A producer that Loads seq == pos+size for
-//     position pos+size happens after that read, so its plain write of val
-//     cannot race with it.
+//     happens after that write, so its plain read of val sees it and does
+//     not race.
+//   - A consumer claims pos by CAS on head, reads and clears val, then
+//     Stores seq = pos+size. A producer that Loads seq == pos+size before
+//     writing val for position pos+size happens after that read, so its
+//     write cannot race with it.
 //
 // The cursor CASes only decide which goroutine owns a position; they never
-// publish data. Cursors only grow (64-bit, no wrap in practice), so a
-// successful CAS from pos proves no other goroutine claimed pos since the
-// seq check: a slot whose seq was observed ready stays ready until its
-// owner (the CAS winner) moves it on.
+// publish data. Cursors only grow (64 bits do not wrap in practice), so a
+// CAS from pos to pos+k that succeeds proves nobody claimed any of
+// pos..pos+k-1 since their seqs were seen ready, and a slot seen ready stays
+// ready until its claimer moves seq on. That is what lets PutN and TakeN
+// claim a checked run of k slots with one CAS. Len, Stats and the padding
+// check read the cursors without publishing anything, so staleness there
+// only makes them approximate.
 
 // Put puts v. It returns false, and applies the rejected-put policy, if the
 // ring is full or closed.
@@ -327,7 +335,7 @@ func (r *Ring[T]) Put(v T) bool {
 		seq := s.seq.Load()
 		switch dif := int64(seq - pos); {
 		case dif == 0:
-			if r.tail.CompareAndSwap(pos, pos+1) {
+			if r.tail.CompareAndSwap(pos, pos+1) { // claim
 				s.val = v
 				s.seq.Store(pos + 1) // publish: see Memory order
 				return true
@@ -448,7 +456,7 @@ func (r *Ring[T]) Take() (T, error) {
 		seq := s.seq.Load()
 		switch dif := int64(seq - (pos + 1)); {
 		case dif == 0:
-			if r.head.CompareAndSwap(pos, pos+1) {
+			if r.head.CompareAndSwap(pos, pos+1) { // claim
 				v := s.val
 				var zero T
 				s.val = zero                            // drop the reference for the GC
