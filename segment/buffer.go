@@ -109,9 +109,10 @@ func (s *span) state() SegmentState {
 func nextStep(step, minStep, maxStep int, since, window time.Duration) int {
 	switch {
 	case since < window:
-		if int64(step)*2 <= int64(maxStep) {
-			step *= 2
-		}
+		// Leaf keeps the step when doubling would pass MAX_STEP, so a table
+		// step of 2000 tops out at 512,000; clamping reaches the cap and
+		// with it one store transaction per MaxStep ids under load.
+		step = int(min(int64(step)*2, int64(maxStep)))
 	case since < 2*window:
 	default:
 		if step/2 >= minStep {

@@ -19,17 +19,20 @@
 // # Dynamic step
 //
 // The first load of a tag uses the step of its row (Store.Next). Every later
-// load picks a step from the time since the previous load, exactly as Leaf
-// does (StepWindow defaults to 15 minutes, MaxStep to 1,000,000):
+// load picks a step from the time since the previous load, as Leaf does
+// (StepWindow defaults to 15 minutes, MaxStep to 1,000,000):
 //
 //	since previous load     next step
-//	< StepWindow            step*2, unless that exceeds MaxStep (then step)
+//	< StepWindow            min(step*2, MaxStep)
 //	< 2*StepWindow          step
 //	otherwise               step/2, unless that is below the row's step (then step)
 //
 // and asks for it with Store.NextStep. The row's step (minStep) is re-read on
-// every load, so an operator's change is picked up by the next load; one
-// improvement over Leaf: a step below the row's step is raised to it.
+// every load, so an operator's change is picked up by the next load. Two
+// improvements over Leaf: a step below the row's step is raised to it, and
+// doubling clamps at MaxStep (Leaf keeps the step when doubling would pass
+// MAX_STEP, so a row step of 2000 never gets past 512,000 and a busy tag
+// costs twice the store transactions it needs).
 //
 // # Tags
 //
