@@ -301,3 +301,72 @@ func TestBadInputEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// The README's second node: `leafd --nats <first node's URL>` joins the
+// first node's embedded server, shares its JetStream KV store and its queue
+// group, and the two hand out disjoint ids of the same tag.
+func TestSecondNodeJoinsEmbedded(t *testing.T) {
+	first := startNode(t, node.Config{Name: "first", NATSListen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	if first.Server() == nil {
+		t.Fatal("first node did not embed a server")
+	}
+	second := startNode(t, node.Config{Name: "second", NATS: first.ClientURL()})
+	if second.Server() != nil {
+		t.Fatal("second node embedded a server instead of joining")
+	}
+	nc := natstest.Connect(t, first.ClientURL())
+	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "shared", Step: 100})
+	seen := map[int64]bool{}
+	for i := 0; i < 200; i++ {
+		ids, err := take(nc, "shared", 7, i%2 == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("duplicate %d", id)
+			}
+			seen[id] = true
+		}
+	}
+	// Both nodes served: the queue group spread the requests.
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishRequest("$SRV.STATS.leaf", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	for i := 0; i < 2; i++ {
+		msg, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("stats reply %d: %v", i, err)
+		}
+		var stats struct {
+			Endpoints []struct {
+				Name        string `json:"name"`
+				NumRequests int    `json:"num_requests"`
+			} `json:"endpoints"`
+		}
+		if err := json.Unmarshal(msg.Data, &stats); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range stats.Endpoints {
+			if e.Name == "segment" && e.NumRequests > 0 {
+				served++
+			}
+		}
+	}
+	if served != 2 {
+		t.Fatalf("%d of 2 nodes served segment requests", served)
+	}
+	// With the second node gone, the first still answers.
+	if err := second.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := take(nc, "shared", 3, false); err != nil {
+		t.Fatal(err)
+	}
+}
