@@ -1,12 +1,3 @@
-// Command leafctl asks a leafmq cluster for ids, administers its tags and
-// measures it.
-//
-//	leafctl [--nats URL] next TAG [-n N]
-//	leafctl tag list | create TAG [--step S] [--max-id M] [--desc D] | set-step TAG STEP | set-max TAG MAX
-//	leafctl bench [flags]
-//
-// Exit codes: 0 success, 1 the request failed (the server's code and message
-// are printed), 2 bad arguments (usage is printed).
 package main
 
 import (
