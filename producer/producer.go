@@ -20,6 +20,8 @@ var ErrClosed = errors.New("producer: closed")
 type Segments interface {
 	// Reserve returns up to max consecutive ids of tag, at least one.
 	Reserve(ctx context.Context, tag string, max int) (first int64, n int, err error)
+	// TryReserve is Reserve without waiting: ok false when nothing is ready.
+	TryReserve(tag string, max int) (first int64, n int, ok bool)
 	// Known reports whether tag is in the engine's tag cache.
 	Known(tag string) bool
 	// Tags lists the cached tags.
@@ -156,14 +158,29 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 	return nil
 }
 
-// TrySegment fills a prefix of dst from the tag's ring without waiting and
-// returns its length: 0 for a tag that has no ring yet or an empty ring.
+// TrySegment fills a prefix of dst without waiting and returns its length:
+// small requests from the tag's ring, large ones from the segment buffers'
+// fast path (see Segment). 0 for a tag that has no ring yet or nothing ready.
 func (p *Producer) TrySegment(tag string, dst []int64) int {
 	v, ok := p.rings.Load(tag)
 	if !ok {
 		return 0
 	}
-	n, _ := v.(*tagRing).ring.Load().TakeN(dst)
+	if len(dst) <= p.cfg.DirectOver {
+		n, _ := v.(*tagRing).ring.Load().TakeN(dst)
+		return n
+	}
+	n := 0
+	for n < len(dst) {
+		first, got, ok := p.cfg.Segments.TryReserve(tag, len(dst)-n)
+		if !ok {
+			break
+		}
+		for i := 0; i < got; i++ {
+			dst[n+i] = first + int64(i)
+		}
+		n += got
+	}
 	return n
 }
 

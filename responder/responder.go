@@ -39,7 +39,6 @@ type Config struct {
 	Node     string        // node name, in the service metadata
 	Version  string        // SemVer; default "0.1.0"
 	MaxBatch int           // largest N; default wire.DefaultMaxBatch
-	Inline   int           // requests of at most this many ids run on the subscription goroutine; default 64
 	Workers  int           // workers for larger requests; default GOMAXPROCS
 	Timeout  time.Duration // per-request bound on waiting for ids; default 2s
 	Logger   *slog.Logger  // default slog.Default()
@@ -71,9 +70,6 @@ func Start(cfg Config) (*Responder, error) {
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = wire.DefaultMaxBatch
 	}
-	if cfg.Inline == 0 {
-		cfg.Inline = 64
-	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 32
 	}
@@ -83,9 +79,9 @@ func Start(cfg Config) (*Responder, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.MaxBatch < 1 || cfg.Inline < 0 || cfg.Workers < 1 || cfg.Timeout < 0 {
-		return nil, fmt.Errorf("responder: invalid config: max batch %d, inline %d, workers %d, timeout %v",
-			cfg.MaxBatch, cfg.Inline, cfg.Workers, cfg.Timeout)
+	if cfg.MaxBatch < 1 || cfg.Workers < 1 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("responder: invalid config: max batch %d, workers %d, timeout %v",
+			cfg.MaxBatch, cfg.Workers, cfg.Timeout)
 	}
 	r := &Responder{cfg: cfg, jobs: make(chan job, 4*cfg.Workers)}
 	r.try, _ = cfg.IDs.(TrySource)
@@ -223,7 +219,7 @@ func (r *Responder) handleSegment(req micro.Request) {
 		*bp = make([]int64, n)
 	}
 	have := 0
-	if n <= r.cfg.Inline && r.try != nil {
+	if r.try != nil {
 		have = r.try.TrySegment(tag, (*bp)[:n])
 	}
 	j := job{req: req, tag: tag, ids: bp, have: have}

@@ -390,6 +390,20 @@ func (e *Engine) Reserve(ctx context.Context, tag string, max int) (first int64,
 	return e.reserveSlow(ctx, t, tag, max)
 }
 
+// TryReserve is Reserve's fast path alone: up to max consecutive ids of
+// tag from its current segment, or ok false, without ever waiting, looking a
+// tag up or starting anything but the next segment's load. Callers fall back
+// to Reserve when it fails.
+func (e *Engine) TryReserve(tag string, max int) (first int64, n int, ok bool) {
+	if max < 1 || e.done.Load() {
+		return 0, 0, false
+	}
+	if t := (*e.tags.Load())[tag]; t != nil {
+		return t.take(max)
+	}
+	return 0, 0, false
+}
+
 // budget is the ReadyWait of one call, its timer started on first use.
 type budget struct {
 	d time.Duration

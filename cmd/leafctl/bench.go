@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"time"
 
 	"github.com/leafmq/leafmq/internal/bench"
@@ -28,6 +29,8 @@ const benchUsage = `leafctl bench: measure leafmq over NATS
   --rate R         target requests/s over all workers (default: as fast as possible)
   --warmup D       not recorded (default 1s)
   --baseline       also run the same load against a bare NATS echo responder and print the ratio
+  --rounds N       with --baseline: alternate leafd and echo runs N times and print the median ratio
+                   (the robust figure on a noisy machine; default 1)
   --check          verify every reply and count duplicate ids
   --json           print results as JSON lines
   --quiet          no progress display
@@ -49,6 +52,7 @@ func (c *cli) bench(args []string) error {
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "")
 	fs.BoolVar(&o.Baseline, "baseline", false, "")
 	fs.BoolVar(&o.Check, "check", false, "")
+	rounds := fs.Int("rounds", 1, "")
 	asJSON := fs.Bool("json", false, "")
 	quiet := fs.Bool("quiet", false, "")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -62,6 +66,8 @@ func (c *cli) bench(args []string) error {
 		return fmt.Errorf("%w: --tag %q is not a valid tag", errUsage, *tag)
 	case o.Batch < 1, o.Concurrency < 1, o.Depth < 1, o.Duration <= 0, o.Requests < 0, o.Rate < 0, o.Warmup < 0:
 		return fmt.Errorf("%w: --batch, -c, --depth and -d must be positive; --requests, --rate, --warmup not negative", errUsage)
+	case *rounds < 1:
+		return fmt.Errorf("%w: --rounds %d must be at least 1", errUsage, *rounds)
 	case o.Mode != "request" && o.Mode != "pipelined":
 		return fmt.Errorf("%w: --mode %q must be request or pipelined", errUsage, o.Mode)
 	}
@@ -82,9 +88,27 @@ func (c *cli) bench(args []string) error {
 	if o.Warmup == 0 {
 		o.Warmup = -1 // bench reads 0 as its default; the user asked for none
 	}
-	results, err := bench.RunAll(ctx, nc, o)
-	if err != nil && !(errors.Is(err, context.Canceled) && len(results) > 0) {
-		return err
+	var results []bench.Result
+	var ratios []float64
+	for round := 0; round < *rounds; round++ {
+		rs, err := bench.RunAll(ctx, nc, o)
+		results = append(results, rs...)
+		if err != nil {
+			if errors.Is(err, context.Canceled) && len(results) > 0 {
+				break
+			}
+			return err
+		}
+		if len(rs) == 2 && rs[1].IDsPerSec > 0 {
+			ratios = append(ratios, rs[0].IDsPerSec/rs[1].IDsPerSec)
+		}
+	}
+	if *rounds > 1 && len(ratios) > 0 {
+		defer func() {
+			slices.Sort(ratios)
+			fmt.Fprintf(c.stdout, "median ratio over %d rounds: %.2f (min %.2f, max %.2f)\n",
+				len(ratios), ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+		}()
 	}
 	// Interrupted with Ctrl-C: report what was measured so far.
 	if *asJSON {
