@@ -50,13 +50,14 @@ tidy-check:
 
 ## bench: Go benchmarks of the hot paths (ring, engine, responder)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -cpu 2 ./ringbuf/ ./segment/ ./producer/ ./responder/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -cpu 2 ./ringbuf/ ./segment/ ./producer/ ./wire/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseCount -fuzztime $(FUZZTIME) ./wire/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeIDs -fuzztime $(FUZZTIME) ./wire/
+	$(GO) test -run '^$$' -fuzz FuzzAppendDecimal -fuzztime $(FUZZTIME) ./wire/
 	$(GO) test -run '^$$' -fuzz FuzzRing -fuzztime $(FUZZTIME) ./ringbuf/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./node/
 

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,6 +129,69 @@ func FuzzDecodeIDs(f *testing.F) {
 		back, err := DecodeIDs(nil, again, bin)
 		if err != nil || len(back) != len(ids) {
 			t.Fatalf("re-encoding %v failed: %v", ids, err)
+		}
+	})
+}
+
+func BenchmarkAppend(b *testing.B) {
+	ids := make([]int64, 1000)
+	for i := range ids {
+		ids[i] = 7_000_000_000_000 + int64(i)
+	}
+	buf := make([]byte, 0, 32<<10)
+	b.Run("binary1000", func(b *testing.B) {
+		for b.Loop() {
+			buf = AppendBinary(buf[:0], ids)
+		}
+	})
+	b.Run("decimal1000", func(b *testing.B) {
+		for b.Loop() {
+			buf = AppendDecimal(buf[:0], ids)
+		}
+	})
+}
+
+// AppendDecimal's consecutive-id shortcut must match plain formatting,
+// across digit-count changes and at the edges of int64.
+func TestAppendDecimalConsecutive(t *testing.T) {
+	starts := []int64{0, 1, 7, 8, 9, 95, 998, 9_999_990, 1<<63 - 5, -3}
+	for _, s := range starts {
+		var ids []int64
+		for i := int64(0); i < 12 && s+i >= s; i++ {
+			ids = append(ids, s+i)
+		}
+		ids = append(ids, 42, 43, 1<<63-1, -(1 << 63)) // breaks in the run, and an overflowing "next"
+		got := string(AppendDecimal([]byte("x"), ids))
+		want := "x"
+		for i, id := range ids {
+			if i > 0 {
+				want += "\n"
+			}
+			want += strconv.FormatInt(id, 10)
+		}
+		if got != want {
+			t.Fatalf("start %d:\ngot  %q\nwant %q", s, got, want)
+		}
+	}
+}
+
+func FuzzAppendDecimal(f *testing.F) {
+	f.Add(int64(99), uint8(5), int64(7))
+	f.Add(int64(1<<63-3), uint8(5), int64(-1))
+	f.Fuzz(func(t *testing.T, start int64, n uint8, extra int64) {
+		ids := []int64{extra}
+		for i := int64(0); i < int64(n) && start+i >= start; i++ {
+			ids = append(ids, start+i)
+		}
+		var want []byte
+		for i, id := range ids {
+			if i > 0 {
+				want = append(want, '\n')
+			}
+			want = strconv.AppendInt(want, id, 10)
+		}
+		if got := AppendDecimal(nil, ids); string(got) != string(want) {
+			t.Fatalf("got %q want %q", got, want)
 		}
 	})
 }
