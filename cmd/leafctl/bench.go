@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/leafmq/leafmq/internal/bench"
@@ -29,6 +31,8 @@ const benchUsage = `leafctl bench: measure leafmq over NATS
   --rate R         target requests/s over all workers (default: as fast as possible)
   --warmup D       not recorded (default 1s)
   --baseline       also run the same load against a bare NATS echo responder and print the ratio
+  --echo-inprocess run the echo responder inside leafctl instead of a child process
+                   (a child process pays for its own process as leafd does: the fair default)
   --rounds N       with --baseline: alternate leafd and echo runs N times and print the median ratio
                    (the robust figure on a noisy machine; default 1)
   --check          verify every reply and count duplicate ids
@@ -53,6 +57,7 @@ func (c *cli) bench(args []string) error {
 	fs.BoolVar(&o.Baseline, "baseline", false, "")
 	fs.BoolVar(&o.Check, "check", false, "")
 	rounds := fs.Int("rounds", 1, "")
+	echoInProcess := fs.Bool("echo-inprocess", false, "")
 	asJSON := fs.Bool("json", false, "")
 	quiet := fs.Bool("quiet", false, "")
 	if _, err := parse(fs, args, 0); err != nil {
@@ -75,6 +80,13 @@ func (c *cli) bench(args []string) error {
 		o.Subject = wire.SegmentPrefix + *tag
 	}
 	o.Timeout = c.timeout
+	if o.Baseline && !*echoInProcess {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find leafctl's own binary for the echo process: %w", err)
+		}
+		o.EchoProcess = []string{self, "bench-echo"}
+	}
 	if !*quiet && !*asJSON {
 		o.Progress = c.stderr
 	}
@@ -119,4 +131,19 @@ func (c *cli) bench(args []string) error {
 	}
 	bench.Report(c.stdout, results...)
 	return nil
+}
+
+// benchEcho is the hidden "bench-echo URL SUBJECT" command: the baseline's
+// echo responder in a process of its own (see bench.Options.EchoProcess).
+func (c *cli) benchEcho(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("%w: bench-echo URL SUBJECT (payload on stdin)", errUsage)
+	}
+	payload, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.ctx(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return bench.ServeEcho(ctx, args[0], args[1], payload, func() { fmt.Fprintln(c.stdout, "ready") })
 }

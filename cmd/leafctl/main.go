@@ -83,6 +83,8 @@ func (c *cli) run(args []string) int {
 		err = c.tag(rest[1:])
 	case "bench":
 		err = c.bench(rest[1:])
+	case "bench-echo":
+		err = c.benchEcho(rest[1:])
 	case "help":
 		fmt.Fprint(c.stdout, usage)
 		return 0

@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +100,15 @@ func RunBaseline(ctx context.Context, nc *nats.Conn, o Options) (Result, error) 
 		return Result{Name: baselineName}, fmt.Errorf("bench: baseline: %w", ErrNotConnected)
 	}
 	payload := baselinePayload(nc, o)
+	if len(o.EchoProcess) > 0 {
+		o.Subject = "_leafbench.echo." + nuid.Next()
+		stop, err := startEchoProcess(ctx, o.EchoProcess, url, o.Subject, payload)
+		if err != nil {
+			return Result{Name: baselineName}, fmt.Errorf("bench: baseline: %w", err)
+		}
+		defer stop()
+		return run(ctx, nc, o, baselineName, false)
+	}
 
 	// Copy the client's options so that the echo authenticates the same way
 	// (user, token, nkey, creds, TLS), but none of the caller's callbacks
@@ -535,4 +548,64 @@ func (r *runner) progress(stop <-chan struct{}) {
 			prevOK, prevIDs, prevAt = ok, ids, now
 		}
 	}
+}
+
+// ServeEcho is the echo responder of an EchoProcess: it connects to url,
+// answers every request on subject (in leafd's queue group) with payload,
+// calls ready once subscribed, and returns when ctx ends.
+func ServeEcho(ctx context.Context, url, subject string, payload []byte, ready func()) error {
+	nc, err := nats.Connect(url, nats.Name("leafbench-echo"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if _, err := nc.QueueSubscribe(subject, wire.QueueGroup, func(m *nats.Msg) { _ = m.Respond(payload) }); err != nil {
+		return err
+	}
+	if err := nc.Flush(); err != nil {
+		return err
+	}
+	ready()
+	<-ctx.Done()
+	return nil
+}
+
+// startEchoProcess runs cmd with url and subject, feeds it payload and waits
+// for its "ready" line. stop kills it and waits for it.
+func startEchoProcess(ctx context.Context, cmd []string, url, subject string, payload []byte) (stop func(), err error) {
+	c := exec.Command(cmd[0], append(cmd[1:len(cmd):len(cmd)], url, subject)...)
+	c.Stdin = bytes.NewReader(payload)
+	c.Stderr = os.Stderr
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("start echo process %q: %w", cmd[0], err)
+	}
+	stop = func() {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	line := make(chan string, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		s.Scan()
+		line <- s.Text()
+		_, _ = io.Copy(io.Discard, out) // keep the pipe drained
+	}()
+	select {
+	case l := <-line:
+		if l != "ready" {
+			stop()
+			return nil, fmt.Errorf("echo process %q said %q, not ready", cmd[0], l)
+		}
+	case <-time.After(10 * time.Second):
+		stop()
+		return nil, fmt.Errorf("echo process %q not ready within 10s", cmd[0])
+	case <-ctx.Done():
+		stop()
+		return nil, ctx.Err()
+	}
+	return stop, nil
 }

@@ -51,6 +51,14 @@ type Options struct {
 	Baseline    bool          // for the caller: also run RunBaseline and Report the ratio
 	Check       bool          // parse every reply, check it has Batch ids, count duplicates
 	Progress    io.Writer     // if non-nil, a one-line progress display rewritten every ~500ms
+	// EchoProcess, if set, runs the baseline's echo responder in a child
+	// process instead of this one, so that it pays for its own process as
+	// leafd does (on a 2-core machine three busy processes share the cores
+	// less well than two). The command gets the server URL and the subject
+	// as two more arguments and the payload on standard input; it must
+	// print a line "ready" once subscribed (ServeEcho does all that), and is
+	// killed after the run. Credentials are not passed on.
+	EchoProcess []string
 }
 
 // withDefaults fills in defaults and validates.
