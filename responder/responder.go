@@ -257,7 +257,14 @@ func (r *Responder) finish(j job) {
 	} else {
 		*op = wire.AppendDecimal((*op)[:0], ids)
 	}
-	if err := j.req.Respond(*op); err != nil {
+	// Publish straight to the reply subject: micro's Respond builds a
+	// message (an allocation) per reply for header support a success
+	// reply does not need. Errors still go through micro (its stats).
+	reply := j.req.Reply()
+	if reply == "" {
+		return // a publish, not a request: nobody to answer
+	}
+	if err := r.cfg.Conn.Publish(reply, *op); err != nil {
 		r.cfg.Logger.Debug("respond failed", "subject", j.req.Subject(), "err", err)
 	}
 }
