@@ -36,6 +36,7 @@ type Config struct {
 	GrowAfter      time.Duration // a ring refilled again sooner than this grows; default 200ms
 	PaddingPercent int           // refill below this fill percentage; default 50
 	DirectOver     int           // requests of more ids come straight from the segment buffers; default 64
+	PruneInterval  time.Duration // how often rings of tags the engine dropped are freed; default 60s
 	Logger         *slog.Logger  // default slog.Default()
 }
 
@@ -84,6 +85,9 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.DirectOver == 0 {
 		cfg.DirectOver = 64
 	}
+	if cfg.PruneInterval == 0 {
+		cfg.PruneInterval = 60 * time.Second
+	}
 	switch {
 	case cfg.MinRing < 2 || cfg.MaxRing < cfg.MinRing:
 		return nil, fmt.Errorf("producer: ring sizes must satisfy 2 <= MinRing (%d) <= MaxRing (%d)", cfg.MinRing, cfg.MaxRing)
@@ -91,6 +95,8 @@ func New(cfg Config) (*Producer, error) {
 		return nil, fmt.Errorf("producer: GrowAfter %v is negative", cfg.GrowAfter)
 	case cfg.PaddingPercent < 1 || cfg.PaddingPercent > 100:
 		return nil, fmt.Errorf("producer: PaddingPercent %d is not 1-100", cfg.PaddingPercent)
+	case cfg.PruneInterval < 0:
+		return nil, fmt.Errorf("producer: PruneInterval %v is negative", cfg.PruneInterval)
 	case cfg.DirectOver < 0:
 		return nil, fmt.Errorf("producer: DirectOver %d is negative", cfg.DirectOver)
 	}
@@ -104,18 +110,38 @@ func New(cfg Config) (*Producer, error) {
 	return p, nil
 }
 
-// grower replaces rings that drain too fast. One goroutine for all tags, so
-// Close has a single thing to wait for.
+// grower replaces rings that drain too fast and prunes the rings of tags
+// the engine no longer knows. One goroutine for all tags, so Close has a
+// single thing to wait for.
 func (p *Producer) grower() {
 	defer close(p.done)
+	prune := time.NewTicker(p.cfg.PruneInterval)
+	defer prune.Stop()
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
 		case g := <-p.growCh:
 			p.grow(g.tr, g.old)
+		case <-prune.C:
+			p.Prune()
 		}
 	}
+}
+
+// Prune frees the rings of tags that the engine has dropped (deleted from
+// the store), so memory follows the live tags. Their remaining ids are
+// lost: a gap. It returns how many rings it freed.
+func (p *Producer) Prune() int {
+	n := 0
+	p.rings.Range(func(k, _ any) bool {
+		if tag := k.(string); !p.cfg.Segments.Known(tag) {
+			p.Forget(tag)
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // Preload creates and fills a ring for every tag the engine knows, so the

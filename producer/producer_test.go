@@ -300,3 +300,38 @@ func BenchmarkSegment(b *testing.B) {
 		})
 	}
 }
+
+// A tag deleted from the store loses its ring once the engine drops it.
+func TestPruneDeletedTag(t *testing.T) {
+	store := memstore.New()
+	ctx := context.Background()
+	for _, tag := range []string{"keep", "gone"} {
+		if err := store.Create(ctx, segment.Tag{Name: tag, Step: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEngine(t, store, false)
+	p := newProducer(t, producer.Config{Segments: e, PruneInterval: time.Hour})
+	p.Preload()
+	if n := len(p.Rings()); n != 2 {
+		t.Fatalf("%d rings, want 2", n)
+	}
+	if n := p.Prune(); n != 0 {
+		t.Fatalf("pruned %d rings of live tags", n)
+	}
+	if err := store.Delete(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Prune(); n != 1 {
+		t.Fatalf("pruned %d rings, want 1", n)
+	}
+	if rs := p.Rings(); len(rs) != 1 || rs[0].Tag != "keep" {
+		t.Fatalf("rings left: %+v", rs)
+	}
+	if err := p.Segment(ctx, "gone", make([]int64, 1)); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("deleted tag: %v, want ErrUnknownTag", err)
+	}
+}
