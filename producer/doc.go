@@ -7,7 +7,8 @@
 // (Config.MinRing) and is replaced by one four times larger whenever it is
 // drained faster than Config.GrowAfter between refills, up to Config.MaxRing.
 // Ids left in a replaced ring move to the new one where they fit; any that do
-// not are dropped (a gap, never a duplicate).
+// not are dropped (a gap, never a duplicate). Rings of tags that the engine
+// has dropped (deleted from the store) are freed every Config.PruneInterval.
 //
 // Single ids and small batches (up to Config.DirectOver) come from the ring;
 // larger batches come straight from the segment engine's double buffer as
