@@ -1,0 +1,50 @@
+// Package snowflake is the snowflake id engine: the bit Layout of an id
+// (Meituan Leaf-snowflake's by default, Baidu UidGenerator's as a preset, or
+// any other) and the Generator that issues the ids of one worker, guarding
+// against a clock that moves backwards.
+//
+// # Layout
+//
+// An id is a positive int64: a zero sign bit, the time since the layout's
+// epoch in ticks of TimeUnit, the worker id and the sequence within the tick.
+// Leaf's layout (LeafLayout, the zero Layout):
+//
+//	+--------------------------------------------------------------------------+
+//	| 1 bit unused | 41 bits time (ms) | 10 bits worker id | 12 bits sequence  |
+//	+--------------------------------------------------------------------------+
+//
+// 4096 ids per ms per worker, 1024 workers, time since the Twitter epoch
+// 2010-11-04T01:42:54.657Z until 2080. Layout.Decompose gives what Leaf's
+// /decodeSnowflakeId does: timestamp = (id>>22)+twepoch,
+// workerId = (id>>12)&1023, sequence = id&4095.
+//
+// UidGenerator's default (UidGenLayout):
+//
+//	+--------------------------------------------------------------------------+
+//	| 1 bit unused | 28 bits time (s)  | 22 bits worker id | 13 bits sequence  |
+//	+--------------------------------------------------------------------------+
+//
+// 8192 ids per s per worker, 4M disposable worker ids, but 28 bits of seconds
+// last only 8.5 years: from UidGenerator's default epoch 2016-05-20 they ran
+// out on 2024-11-20 (Layout.Expires, Layout.Remaining).
+//
+// # Generator
+//
+// A Generator issues the ids of one worker. Within a tick the sequence
+// counts up from a random start below Config.RandomStart (as Leaf does); when
+// it is used up the Generator waits for the next tick. NextN fills a slice a
+// whole tick at a time, the path that ring buffers take.
+//
+// The Generator never issues the same id twice nor an id whose time is before
+// that of an id it issued before. If the clock steps back by at most
+// Config.MaxBackward (5ms) it waits twice the step and retries once; a larger
+// step, or a clock still behind after the wait, fails with ErrClockBackwards.
+// Across restarts the same holds through Config.Lease and Config.LastIssued:
+// before it uses a time beyond its last lease the Generator has Lease persist
+// a new one (Now + LeaseAhead); started again with LastIssued set to the last
+// lease, it issues nothing until the clock has passed it.
+//
+// Every wait goes through Config.Sleep and ends when the caller's context
+// does. Layout is a value and safe to share; the Generator is safe for
+// concurrent use (calls are serialized).
+package snowflake
