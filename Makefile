@@ -50,7 +50,7 @@ tidy-check:
 
 ## bench: Go benchmarks of the hot paths (ring, engine, responder)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -cpu 2 ./ringbuf/ ./segment/ ./producer/ ./wire/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -cpu 2 ./ringbuf/ ./segment/ ./producer/ ./wire/ ./snowflake/
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
@@ -60,6 +60,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzAppendDecimal -fuzztime $(FUZZTIME) ./wire/
 	$(GO) test -run '^$$' -fuzz FuzzRing -fuzztime $(FUZZTIME) ./ringbuf/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./node/
+	$(GO) test -run '^$$' -fuzz FuzzDecompose -fuzztime $(FUZZTIME) ./snowflake/
 
 clean:
 	rm -rf $(BIN)
