@@ -1,0 +1,125 @@
+package snowflake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Errors of registries, shared by every backend.
+var (
+	// ErrNoWorker: every worker id of the layout is taken (or the one a
+	// backend would reuse is beyond the layout's range, Leaf #57).
+	ErrNoWorker = errors.New("no worker id available")
+	// ErrRegistryUnavailable: the backend cannot be reached.
+	ErrRegistryUnavailable = errors.New("worker registry unavailable")
+	// ErrNotRegistered: Lease before Register, or after the claim was lost.
+	ErrNotRegistered = errors.New("worker not registered")
+	// ErrRegistryClosed: the registry was closed.
+	ErrRegistryClosed = errors.New("worker registry closed")
+)
+
+// Registration is a claimed worker id.
+type Registration struct {
+	// Worker is unique among the live nodes of the registry, 0..MaxWorker.
+	Worker int64
+	// LastLease is the highest time lease ever recorded for this worker id,
+	// by this node or any earlier holder; zero if none. The generator must
+	// not issue ids until its clock is past it (Config.LastIssued).
+	LastLease time.Time
+}
+
+// Registry hands out worker ids and keeps their time leases: the seam
+// between the generator and ZooKeeper, a WORKER_NODE table, JetStream KV or
+// static configuration. Implementations are safe for concurrent use.
+//
+// The contract every backend passes (snowflake/registrytest):
+//   - Register claims a worker id that no other live registration holds and
+//     returns it with its LastLease.
+//   - Lease durably records that the worker will use no time beyond until,
+//     before it returns; a later Register of the same worker id (by anyone)
+//     reports a LastLease at or after it. Leases never move backwards: a
+//     lower until is a no-op.
+//   - Lost is closed when the claim can no longer be guaranteed (a lease or
+//     session that could not be kept alive); the node must stop issuing ids.
+//   - Close releases what it can and is idempotent; later calls return
+//     ErrRegistryClosed.
+type Registry interface {
+	Register(ctx context.Context) (Registration, error)
+	Lease(ctx context.Context, until time.Time) error
+	Lost() <-chan struct{}
+	Close() error
+}
+
+// Static is a Registry with a worker id from configuration. It keeps leases
+// in memory only, so a restarted node learns nothing of its previous leases:
+// give it Config.LastIssued from elsewhere, or use it only where clocks are
+// trusted. Two nodes configured with one id issue duplicates: operators own
+// that.
+type Static struct {
+	worker int64
+	mu     sync.Mutex
+	reg    bool
+	closed bool
+	lease  time.Time
+	lost   chan struct{}
+}
+
+// NewStatic returns a Static registry for worker, which must fit layout.
+func NewStatic(layout Layout, worker int64) (*Static, error) {
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	if worker < 0 || worker > layout.MaxWorker() {
+		return nil, fmt.Errorf("%w: worker %d is outside 0..%d of layout %s", ErrNoWorker, worker, layout.MaxWorker(), layout)
+	}
+	return &Static{worker: worker, lost: make(chan struct{})}, nil
+}
+
+// Register implements Registry.
+func (s *Static) Register(ctx context.Context) (Registration, error) {
+	if err := ctx.Err(); err != nil {
+		return Registration{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return Registration{}, ErrRegistryClosed
+	}
+	s.reg = true
+	return Registration{Worker: s.worker, LastLease: s.lease}, nil
+}
+
+// Lease implements Registry.
+func (s *Static) Lease(ctx context.Context, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrRegistryClosed
+	case !s.reg:
+		return ErrNotRegistered
+	}
+	if until.After(s.lease) {
+		s.lease = until
+	}
+	return nil
+}
+
+// Lost implements Registry: a static claim is never lost.
+func (s *Static) Lost() <-chan struct{} { return s.lost }
+
+// Close implements Registry.
+func (s *Static) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+var _ Registry = (*Static)(nil)
