@@ -1,0 +1,56 @@
+// Package kvlease is the embedded default snowflake.Registry: worker ids
+// and their time leases in a JetStream KV bucket, so a leafd cluster that
+// already runs NATS needs no ZooKeeper or database for its workers.
+//
+// # Keys
+//
+// The bucket (default "leaf_workers", history 1, created with
+// LimitMarkerTTL so keys can carry their own TTL) holds two keys per worker
+// id N:
+//
+//	w<N>  the claim: {"node", "lease", "updated"} (unix ms), with a per-key
+//	      TTL (Options.TTL, default 10s). Whoever created it holds N.
+//	t<N>  the lease: {"lease", "node", "updated"}, the highest time lease
+//	      ever recorded for N. It has no TTL and is never lowered.
+//
+// Register scans the ids from a random start (so starting nodes rarely try
+// the same id) and claims the first free one with kv.Create(w<N>, …,
+// jetstream.KeyTTL(TTL)): Create succeeds only if the key is absent,
+// deleted or expired, so two nodes cannot hold one id. It then reads t<N>
+// and returns it as Registration.LastLease. With every id claimed it fails
+// with snowflake.ErrNoWorker.
+//
+// A goroutine keeps the claim alive: every Options.Refresh (default TTL/3)
+// it publishes the claim again to $KV.<bucket>.w<N> with
+// WithExpectLastSequencePerSubject (the revision it wrote last) and
+// WithMsgTTL(TTL) — kv.Update would drop the TTL. If a refresh fails and
+// the next one could come after the claim expires, or the claim changed
+// under it, the Registry closes Lost before another node can take the id:
+// the node must stop issuing ids then. Close stops that goroutine, waits
+// for it, and purges w<N> so the id is free at once; t<N> stays.
+//
+// # Why the lease key makes restarts safe
+//
+// Lease(until) raises t<N> to until with a compare-and-swap (on the
+// revision read from the stream leader) before it returns, so once the
+// generator uses a time it has durably promised not to go beyond until. The
+// claim key expires and is purged, but t<N> is never removed: whichever
+// node gets N next — this one after a restart, or another one after a crash
+// and TTL expiry — reads t<N> in Register and waits until its clock has
+// passed it (Config.LastIssued). A node whose clock is behind the previous
+// holder's cannot issue ids that the previous holder already issued.
+//
+// # Reads and errors
+//
+// Reads that must see this node's own writes (t<N> before each CAS) go to
+// the stream leader through $JS.API.STREAM.MSG.GET, as in segment/kvstore:
+// on an R>1 bucket kv.Get may be answered by a lagging follower.
+// Compare-and-swap conflicts (10071, or 10164 on clustered streams) are
+// retried within Options.Timeout. JetStream that cannot be reached within
+// it gives an error wrapping snowflake.ErrRegistryUnavailable; bad options,
+// or an existing bucket without LimitMarkerTTL, ErrInvalid.
+//
+// A Registry is safe for concurrent use. Register holds the Registry's
+// lock while it talks to the server, so a concurrent Close waits for it
+// (at most Options.Timeout).
+package kvlease

@@ -1,0 +1,450 @@
+package kvlease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/snowflake"
+)
+
+// Defaults of Options.
+const (
+	DefaultBucket  = "leaf_workers"
+	DefaultTTL     = 10 * time.Second
+	DefaultTimeout = 3 * time.Second
+)
+
+// ErrInvalid: bad Options, or a bucket that cannot hold per-key TTLs.
+var ErrInvalid = errors.New("invalid kvlease options")
+
+// Options configures Open. The zero value is usable: every field has a
+// default.
+type Options struct {
+	// Bucket is the KV bucket of claims and leases. Default "leaf_workers".
+	// Open creates it (with LimitMarkerTTL, so per-key TTLs work) when it does
+	// not exist; an existing bucket must allow per-key TTLs.
+	Bucket string
+	// Replicas is the bucket's replica count when Open creates it. Default 1.
+	Replicas int
+	// TTL: a claim key not refreshed for TTL expires and frees its worker
+	// id. Default 10s; at least 1s (the server's minimum message TTL),
+	// whole seconds (the server keeps TTLs in seconds).
+	TTL time.Duration
+	// Refresh is how often the claim key's TTL is renewed. Default TTL/3;
+	// must be below TTL/2.
+	Refresh time.Duration
+	// Timeout bounds Open, Register, Lease and Close (each call, retries
+	// included). Default 3s.
+	Timeout time.Duration
+	// Node names this node in the claim value, for operators. Default the
+	// empty string.
+	Node string
+}
+
+// Registry is a snowflake.Registry on a JetStream KV bucket. It is safe for
+// concurrent use, by any number of Registries on any number of nodes
+// sharing the bucket.
+type Registry struct {
+	kv      jetstream.KeyValue
+	js      jetstream.JetStream
+	nc      *nats.Conn
+	layout  snowflake.Layout
+	opts    Options
+	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
+	keyPre  string // $KV.<bucket>.
+
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     context.CancelFunc // stops the refresher
+	wg       sync.WaitGroup     // the refresher
+
+	// leaseMu serializes Lease calls; mu guards the fields below. Order:
+	// leaseMu before mu.
+	leaseMu    sync.Mutex
+	mu         sync.Mutex
+	registered bool
+	closed     bool
+	worker     int64
+	rev        uint64    // revision of the claim key w<worker>
+	lease      time.Time // highest lease recorded for worker (durably)
+
+	now  func() time.Time // for testing
+	rand func(n int64) int64
+}
+
+// claim is the JSON value of a claim key w<id>.
+type claim struct {
+	Node    string `json:"node"`
+	Lease   int64  `json:"lease"`   // unix ms of the worker's time lease
+	Updated int64  `json:"updated"` // unix ms of the write
+}
+
+// leaseRec is the JSON value of a lease key t<id>.
+type leaseRec struct {
+	Lease   int64  `json:"lease"` // unix ms, never lowered
+	Node    string `json:"node"`
+	Updated int64  `json:"updated"`
+}
+
+// Open returns a Registry for layout on the bucket opts.Bucket, creating
+// the bucket when it does not exist. It does not claim a worker id:
+// Register does. Errors wrap ErrInvalid for bad options and
+// snowflake.ErrRegistryUnavailable when JetStream cannot be reached within
+// opts.Timeout.
+func Open(ctx context.Context, js jetstream.JetStream, layout snowflake.Layout, opts Options) (*Registry, error) {
+	if js == nil {
+		return nil, fmt.Errorf("%w: nil JetStream", ErrInvalid)
+	}
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	if err := defaults(&opts); err != nil {
+		return nil, err
+	}
+	r := &Registry{
+		js:      js,
+		nc:      js.Conn(),
+		layout:  layout,
+		opts:    opts,
+		getSubj: apiPrefix(js.Options()) + "STREAM.MSG.GET.KV_" + opts.Bucket,
+		keyPre:  "$KV." + opts.Bucket + ".",
+		lost:    make(chan struct{}),
+		now:     time.Now,
+		rand:    rand.Int64N,
+	}
+	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	err := retry(cctx, func() (bool, error) {
+		kv, err := js.KeyValue(cctx, opts.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(cctx, jetstream.KeyValueConfig{
+				Bucket:         opts.Bucket,
+				Description:    "leafmq snowflake worker ids and time leases",
+				History:        1,
+				Storage:        jetstream.FileStorage,
+				Replicas:       opts.Replicas,
+				LimitMarkerTTL: opts.TTL,
+			})
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				return true, err // created by another node meanwhile
+			}
+		}
+		if err != nil {
+			return transient(err), err
+		}
+		r.kv = kv
+		return false, nil
+	})
+	if err != nil {
+		return nil, fail(ctx, cctx, "open bucket "+opts.Bucket, err)
+	}
+	st, err := r.kv.Status(cctx)
+	if err != nil {
+		return nil, fail(ctx, cctx, "bucket status "+opts.Bucket, err)
+	}
+	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
+		return nil, fmt.Errorf("%w: bucket %q has no LimitMarkerTTL: per-key TTLs are off", ErrInvalid, opts.Bucket)
+	}
+	return r, nil
+}
+
+func defaults(o *Options) error {
+	if o.Bucket == "" {
+		o.Bucket = DefaultBucket
+	}
+	if strings.Trim(o.Bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return fmt.Errorf("%w: bucket %q must be [A-Za-z0-9_-]+", ErrInvalid, o.Bucket)
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Replicas < 1 || o.Replicas > 5 {
+		return fmt.Errorf("%w: replicas %d must be 1-5", ErrInvalid, o.Replicas)
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.TTL < time.Second || o.TTL%time.Second != 0 {
+		return fmt.Errorf("%w: ttl %v must be a whole number of seconds, at least 1s", ErrInvalid, o.TTL)
+	}
+	if o.Refresh == 0 {
+		o.Refresh = o.TTL / 3
+	}
+	if o.Refresh <= 0 || o.Refresh >= o.TTL/2 {
+		return fmt.Errorf("%w: refresh %v must be positive and below ttl/2 (%v)", ErrInvalid, o.Refresh, o.TTL/2)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("%w: negative timeout %v", ErrInvalid, o.Timeout)
+	}
+	return nil
+}
+
+func claimKey(w int64) string { return "w" + strconv.FormatInt(w, 10) }
+func leaseKey(w int64) string { return "t" + strconv.FormatInt(w, 10) }
+
+// Register implements snowflake.Registry: it claims the first free worker
+// id scanning from a random start (kv.Create of w<id> with a per-key TTL,
+// which fails if another node holds it), reads the id's lease key and
+// starts refreshing the claim. Called again, it returns the same worker
+// (or, once Lost is closed, an error wrapping snowflake.ErrNotRegistered).
+func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error) {
+	if err := ctx.Err(); err != nil {
+		return snowflake.Registration{}, fmt.Errorf("kvlease: register: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return snowflake.Registration{}, fmt.Errorf("%w: kvlease: register", snowflake.ErrRegistryClosed)
+	}
+	if r.registered {
+		if r.isLost() {
+			return snowflake.Registration{}, fmt.Errorf("%w: kvlease: register: claim of worker %d lost; open a new Registry", snowflake.ErrNotRegistered, r.worker)
+		}
+		return snowflake.Registration{Worker: r.worker, LastLease: r.lease}, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+
+	n := r.layout.MaxWorker() + 1
+	start := r.rand(n)
+	now := r.now()
+	val, err := json.Marshal(claim{Node: r.opts.Node, Updated: now.UnixMilli()})
+	if err != nil {
+		return snowflake.Registration{}, err
+	}
+	worker, rev := int64(-1), uint64(0)
+	for i := int64(0); i < n && worker < 0; i++ {
+		id := (start + i) % n
+		err := retry(cctx, func() (bool, error) {
+			var err error
+			rev, err = r.kv.Create(cctx, claimKey(id), val, jetstream.KeyTTL(r.opts.TTL))
+			return transient(err), err
+		})
+		switch {
+		case err == nil:
+			worker = id
+		case errors.Is(err, jetstream.ErrKeyExists) || conflict(err):
+			// held by another node (or a racing Create won)
+		default:
+			return snowflake.Registration{}, fail(ctx, cctx, "register "+claimKey(id), err)
+		}
+	}
+	if worker < 0 {
+		return snowflake.Registration{}, fmt.Errorf("%w: kvlease: all %d worker ids of bucket %q are claimed", snowflake.ErrNoWorker, n, r.opts.Bucket)
+	}
+	var last time.Time
+	err = retry(cctx, func() (bool, error) {
+		rec, _, err := r.readLease(cctx, worker)
+		if err == nil && rec.Lease > 0 {
+			last = time.UnixMilli(rec.Lease)
+		}
+		return transient(err), err
+	})
+	if err != nil {
+		// Give the id back; it expires anyway if this fails too.
+		pctx, pcancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+		_ = r.kv.Purge(pctx, claimKey(worker), jetstream.LastRevision(rev))
+		pcancel()
+		return snowflake.Registration{}, fail(ctx, cctx, "register: read "+leaseKey(worker), err)
+	}
+	r.registered, r.worker, r.rev, r.lease = true, worker, rev, last
+	rctx, stop := context.WithCancel(context.Background())
+	r.stop = stop
+	r.wg.Add(1)
+	go r.refresh(rctx, worker, rev, now)
+	return snowflake.Registration{Worker: worker, LastLease: last}, nil
+}
+
+// Lease implements snowflake.Registry: it raises the lease key t<worker>
+// to until by compare-and-swap (never lowering it) before it returns.
+func (r *Registry) Lease(ctx context.Context, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kvlease: lease: %w", err)
+	}
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	r.mu.Lock()
+	closed, registered, worker, cur := r.closed, r.registered, r.worker, r.lease
+	r.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("%w: kvlease: lease", snowflake.ErrRegistryClosed)
+	case !registered:
+		return fmt.Errorf("%w: kvlease: lease", snowflake.ErrNotRegistered)
+	case r.isLost():
+		return fmt.Errorf("%w: kvlease: lease: claim of worker %d lost", snowflake.ErrNotRegistered, worker)
+	}
+	ms := until.UnixMilli()
+	if until.Sub(time.UnixMilli(ms)) > 0 {
+		ms++ // round up: the stored lease must not be below until
+	}
+	if ms <= cur.UnixMilli() {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	key := leaseKey(worker)
+	err := retry(cctx, func() (bool, error) {
+		rec, rev, err := r.readLease(cctx, worker)
+		if err != nil {
+			return transient(err), err
+		}
+		if rec.Lease >= ms {
+			return false, nil
+		}
+		val, err := json.Marshal(leaseRec{Lease: ms, Node: r.opts.Node, Updated: r.now().UnixMilli()})
+		if err != nil {
+			return false, err
+		}
+		_, err = r.kv.Update(cctx, key, val, rev)
+		return conflict(err) || transient(err), err
+	})
+	if err != nil {
+		return fail(ctx, cctx, "lease "+key, err)
+	}
+	r.mu.Lock()
+	if t := time.UnixMilli(ms); t.After(r.lease) {
+		r.lease = t
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// Lost implements snowflake.Registry: it is closed when the claim key could
+// not be refreshed in time (or was taken over), before another node can
+// claim the worker id.
+func (r *Registry) Lost() <-chan struct{} { return r.lost }
+
+func (r *Registry) isLost() bool {
+	select {
+	case <-r.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *Registry) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }
+
+// Close implements snowflake.Registry: it stops the refresher and, if the
+// claim is still held, purges the claim key so the worker id is free at
+// once. The lease key stays. Close is idempotent; later calls of Register
+// and Lease return snowflake.ErrRegistryClosed.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	registered := r.registered
+	r.mu.Unlock()
+	if !registered {
+		return nil
+	}
+	r.stop()
+	r.wg.Wait()
+	if r.isLost() {
+		return nil // not ours any more: leave it
+	}
+	r.markLost() // a closed registry holds no claim
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+	defer cancel()
+	r.mu.Lock()
+	key, rev := claimKey(r.worker), r.rev
+	r.mu.Unlock()
+	err := retry(ctx, func() (bool, error) {
+		err := r.kv.Purge(ctx, key, jetstream.LastRevision(rev))
+		return transient(err), err
+	})
+	if err != nil && !conflict(err) {
+		// It expires after TTL anyway.
+		return fail(context.Background(), ctx, "close: purge "+key, err)
+	}
+	return nil
+}
+
+// refresh renews the claim key's TTL every Refresh by publishing its value
+// again, expecting the revision it last wrote. The claim expires at
+// ok+TTL, ok being when the last successful refresh was sent. If a refresh
+// fails and the next one could land after that, or the key changed under
+// us, it closes Lost and ends.
+func (r *Registry) refresh(ctx context.Context, worker int64, rev uint64, ok time.Time) {
+	defer r.wg.Done()
+	subj := r.keyPre + claimKey(worker)
+	tick := time.NewTicker(r.opts.Refresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		sent := r.now()
+		if sent.Add(r.opts.Refresh / 2).After(ok.Add(r.opts.TTL)) {
+			r.markLost() // too late already (a stalled process)
+			return
+		}
+		r.mu.Lock()
+		lease := r.lease
+		r.mu.Unlock()
+		c := claim{Node: r.opts.Node, Updated: sent.UnixMilli()}
+		if !lease.IsZero() {
+			c.Lease = lease.UnixMilli()
+		}
+		val, _ := json.Marshal(c) // cannot fail: strings and ints
+		pctx, cancel := context.WithTimeout(ctx, min(r.opts.Timeout, r.opts.Refresh/2))
+		ack, err := r.js.Publish(pctx, subj, val,
+			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(r.opts.TTL))
+		cancel()
+		switch {
+		case err == nil:
+			rev, ok = ack.Sequence, sent
+			r.mu.Lock()
+			r.rev = rev
+			r.mu.Unlock()
+			continue
+		case ctx.Err() != nil:
+			return // closing
+		case conflict(err):
+			r.markLost() // expired and claimed again, or purged
+			return
+		}
+		if r.now().Add(r.opts.Refresh).After(ok.Add(r.opts.TTL)) {
+			r.markLost()
+			return
+		}
+	}
+}
+
+// readLease reads the lease key of worker from the stream leader: its
+// value (zero if absent) and revision (0 if absent).
+func (r *Registry) readLease(ctx context.Context, worker int64) (leaseRec, uint64, error) {
+	var rec leaseRec
+	m, err := r.msgGet(ctx, r.keyPre+leaseKey(worker))
+	if err != nil || m == nil {
+		return rec, 0, err
+	}
+	if m.deleted() {
+		return rec, m.Sequence, nil
+	}
+	if err := json.Unmarshal(m.Data, &rec); err != nil {
+		return rec, 0, fmt.Errorf("kvlease: bucket %q key %s: bad value: %v", r.opts.Bucket, leaseKey(worker), err)
+	}
+	return rec, m.Sequence, nil
+}
+
+var _ snowflake.Registry = (*Registry)(nil)
