@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # make test: everything the tests need, then every test. Works on a fresh
-# Debian 12 machine (installs MariaDB with apt-get) and on a warm one.
+# Debian 12 machine (installs MariaDB and ZooKeeper with apt-get) and on a warm one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 
 work=$(mktemp -d /tmp/leafmq-test.XXXXXX)
 cleanup() {
+	./scripts/zookeeper.sh stop "$work/zookeeper" >/dev/null 2>&1 || true
 	./scripts/mariadb.sh stop "$work/mariadb" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -19,6 +20,11 @@ echo "== MariaDB"
 ./scripts/mariadb.sh start "$work/mariadb"
 # shellcheck disable=SC1091
 source "$work/mariadb/env"
+
+echo "== ZooKeeper"
+./scripts/zookeeper.sh start "$work/zookeeper"
+# shellcheck disable=SC1091
+source "$work/zookeeper/env"
 export LEAF_TEST_REQUIRE=1
 
 echo "== go test -race"

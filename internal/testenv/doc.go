@@ -23,5 +23,10 @@
 //	go test ./segment/mysql/
 //	scripts/mariadb.sh stop /tmp/leafmy
 //
+// ZooKeeper works the same way: scripts/zookeeper.sh exports
+// LEAF_TEST_ZK_ADDR=127.0.0.1:PORT and LEAF_TEST_ZK_PID, and
+// testenv.ZooKeeper(t) returns the address (skipping or failing as above).
+// The server is shared, so each test uses its own random root znode.
+//
 // The helpers are safe to call from parallel tests.
 package testenv

@@ -154,3 +154,29 @@ func ctxT(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func TestZooKeeperWithoutServer(t *testing.T) {
+	t.Setenv(testenv.EnvZKAddr, "")
+	for _, tc := range []struct {
+		name, require string
+		wantSkip      bool
+	}{
+		{"skips", "", true},
+		{"required fails", "1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(testenv.EnvRequire, tc.require)
+			r := &recorder{TB: t}
+			r.run(func() { testenv.ZooKeeper(r) })
+			if tc.wantSkip && (r.skip == "" || r.fatal != "") {
+				t.Fatalf("skip=%q fatal=%q, want a skip", r.skip, r.fatal)
+			}
+			if !tc.wantSkip && (r.fatal == "" || r.skip != "") {
+				t.Fatalf("skip=%q fatal=%q, want a failure", r.skip, r.fatal)
+			}
+			if msg := r.skip + r.fatal; !strings.Contains(msg, "make test") {
+				t.Fatalf("message %q does not say to run make test", msg)
+			}
+		})
+	}
+}
