@@ -19,6 +19,7 @@ type collector struct {
 	refills  *prometheus.Desc
 	tags     *prometheus.Desc
 	loads    *prometheus.Desc
+	asyncErr *prometheus.Desc
 	step     *prometheus.Desc
 	ready    *prometheus.Desc
 }
@@ -33,6 +34,7 @@ func newCollector(n *Node) *collector {
 		requests: d("requests_total", "Requests answered by endpoint.", "endpoint"),
 		errors:   d("request_errors_total", "Requests answered with an error, by endpoint.", "endpoint"),
 		procSecs: d("request_processing_seconds_total", "Time spent in handlers, by endpoint.", "endpoint"),
+		asyncErr: d("worker_request_errors_total", "Segment requests answered with an error by a worker (not in request_errors_total)."),
 		ringLen:  d("ring_ids", "Ids ready in the ring of a tag.", "tag"),
 		ringCap:  d("ring_capacity", "Capacity of the ring of a tag.", "tag"),
 		takes:    d("ring_takes_total", "Ids taken from the ring of a tag.", "tag"),
@@ -48,7 +50,7 @@ func newCollector(n *Node) *collector {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
-		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready} {
+		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr} {
 		ch <- d
 	}
 }
@@ -60,6 +62,7 @@ const maxTagSeries = 500
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	if n.resp != nil {
+		ch <- prometheus.MustNewConstMetric(c.asyncErr, prometheus.CounterValue, float64(n.resp.AsyncErrors()))
 		for _, e := range n.resp.Service().Stats().Endpoints {
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(e.NumRequests), e.Name)
 			ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(e.NumErrors), e.Name)

@@ -46,17 +46,18 @@ type Config struct {
 
 // Responder is a running micro service.
 type Responder struct {
-	cfg    Config
-	try    TrySource    // cfg.IDs, if it is one
-	active atomic.Int64 // handlers running now
-	svc    micro.Service
-	ctx    context.Context // ends at Stop
-	cancel context.CancelFunc
-	jobs   chan job
-	wg     sync.WaitGroup
-	once   sync.Once
-	bufs   sync.Pool // *[]int64 scratch for ids
-	outs   sync.Pool // *[]byte scratch for replies
+	cfg         Config
+	try         TrySource    // cfg.IDs, if it is one
+	active      atomic.Int64 // handlers running now
+	asyncErrors atomic.Uint64
+	svc         micro.Service
+	ctx         context.Context // ends at Stop
+	cancel      context.CancelFunc
+	jobs        chan job
+	wg          sync.WaitGroup
+	once        sync.Once
+	bufs        sync.Pool // *[]int64 scratch for ids
+	outs        sync.Pool // *[]byte scratch for replies
 }
 
 // Start validates cfg, adds the service and its endpoints, and starts workers.
@@ -163,7 +164,7 @@ func (r *Responder) Stop() error {
 		for {
 			select {
 			case j := <-r.jobs:
-				r.fail(j.req, fmt.Errorf("%w: node is stopping", segment.ErrClosed))
+				r.failAsync(j.req, fmt.Errorf("%w: node is stopping", segment.ErrClosed))
 				r.bufs.Put(j.ids)
 			default:
 				return
@@ -246,7 +247,7 @@ func (r *Responder) finish(j job) {
 		// the rest of the path): the engine bounds every wait by its
 		// ReadyWait, and r.ctx ends when the responder stops.
 		if err := r.cfg.IDs.Segment(r.ctx, j.tag, ids[j.have:]); err != nil {
-			r.fail(j.req, err)
+			r.failAsync(j.req, err)
 			return
 		}
 	}
@@ -284,15 +285,46 @@ func codeOf(err error) string {
 	}
 }
 
+// fail answers req with err's code and message through micro, which also
+// counts it in the endpoint's stats. Only for the handler's own goroutine:
+// micro reads the request's error state once the handler returns.
 func (r *Responder) fail(req micro.Request, err error) {
-	code := codeOf(err)
-	if code == wire.CodeInternal {
-		r.cfg.Logger.Error("request failed", "subject", req.Subject(), "err", err)
-	}
+	code := r.logFailure(req, err)
 	if rerr := req.Error(code, err.Error(), nil); rerr != nil {
 		r.cfg.Logger.Debug("error reply failed", "subject", req.Subject(), "err", rerr)
 	}
 }
+
+// failAsync is fail for a request whose handler may already have returned
+// (a worker's): the same headers, published directly, so nothing races with
+// micro's bookkeeping. Such errors are counted in AsyncErrors instead of
+// micro's stats.
+func (r *Responder) failAsync(req micro.Request, err error) {
+	code := r.logFailure(req, err)
+	r.asyncErrors.Add(1)
+	reply := req.Reply()
+	if reply == "" {
+		return
+	}
+	msg := &nats.Msg{Subject: reply, Header: nats.Header{}}
+	msg.Header.Set(wire.ErrorCodeHeader, code)
+	msg.Header.Set(wire.ErrorHeader, err.Error())
+	if perr := r.cfg.Conn.PublishMsg(msg); perr != nil {
+		r.cfg.Logger.Debug("error reply failed", "subject", req.Subject(), "err", perr)
+	}
+}
+
+func (r *Responder) logFailure(req micro.Request, err error) string {
+	code := codeOf(err)
+	if code == wire.CodeInternal {
+		r.cfg.Logger.Error("request failed", "subject", req.Subject(), "err", err)
+	}
+	return code
+}
+
+// AsyncErrors counts error replies sent by workers, which micro's endpoint
+// stats do not include.
+func (r *Responder) AsyncErrors() uint64 { return r.asyncErrors.Load() }
 
 // TagRow is a tag as the admin subjects show it.
 type TagRow struct {
