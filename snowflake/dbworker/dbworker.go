@@ -1,0 +1,352 @@
+package dbworker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
+
+	"github.com/leafmq/leafmq/snowflake"
+)
+
+// Errors of Open.
+var (
+	// ErrInvalid: bad Options or DSN.
+	ErrInvalid = errors.New("invalid dbworker options")
+	// ErrSchema: WORKER_NODE (or the database) is missing or lacks a column.
+	ErrSchema = errors.New("worker_node schema")
+)
+
+// Node types of WORKER_NODE.TYPE, as UidGenerator's WorkerNodeType.
+const (
+	TypeActual    = 1 // a host: UidGenerator's ACTUAL
+	TypeContainer = 2 // a container: UidGenerator's CONTAINER
+)
+
+// Defaults of Options.
+const (
+	DefaultType    = TypeContainer
+	DefaultTimeout = 3 * time.Second
+)
+
+// maxColumn is the width of HOST_NAME and PORT (VARCHAR(64)).
+const maxColumn = 64
+
+// Options configures Open. The zero value means every default.
+type Options struct {
+	// Host is WORKER_NODE.HOST_NAME. Default os.Hostname(). At most 64
+	// characters.
+	Host string
+	// Port is WORKER_NODE.PORT. Default "{unix ms}-{pid}" of Open, in the
+	// shape of UidGenerator's "{unix ms}-{random}" ports for hosts without
+	// a configured port: it tells starts apart and names the process. At
+	// most 64 characters.
+	Port string
+	// Type is WORKER_NODE.TYPE: TypeActual or TypeContainer. Default
+	// TypeContainer.
+	Type int
+	// CreateTable creates WORKER_NODE with UidGenerator's DDL if it is
+	// missing. An existing table is never altered. Default false: a missing
+	// table makes Open fail with ErrSchema. LEAF_WORKER_LEASE is always
+	// created if missing.
+	CreateTable bool
+	// Timeout bounds Open and every call, on top of the caller's context.
+	// Unless the DSN sets them it is also the dial time-out and, times 1.5,
+	// the read and write time-outs. Default DefaultTimeout.
+	Timeout time.Duration
+}
+
+func (o Options) withDefaults(now time.Time) (Options, error) {
+	if o.Host == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return o, fmt.Errorf("%w: no Host and no hostname (%v)", ErrInvalid, err)
+		}
+		o.Host = h
+	}
+	if o.Port == "" {
+		o.Port = fmt.Sprintf("%d-%d", now.UnixMilli(), os.Getpid())
+	}
+	if o.Type == 0 {
+		o.Type = DefaultType
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	switch {
+	case utf8.RuneCountInString(o.Host) > maxColumn || !utf8.ValidString(o.Host):
+		return o, fmt.Errorf("%w: host %q must be at most %d characters of UTF-8", ErrInvalid, o.Host, maxColumn)
+	case utf8.RuneCountInString(o.Port) > maxColumn || !utf8.ValidString(o.Port):
+		return o, fmt.Errorf("%w: port %q must be at most %d characters of UTF-8", ErrInvalid, o.Port, maxColumn)
+	case o.Type != TypeActual && o.Type != TypeContainer:
+		return o, fmt.Errorf("%w: type %d must be %d (ACTUAL) or %d (CONTAINER)", ErrInvalid, o.Type, TypeActual, TypeContainer)
+	case o.Timeout < 0:
+		return o, fmt.Errorf("%w: negative timeout %v", ErrInvalid, o.Timeout)
+	}
+	return o, nil
+}
+
+// Statements. WORKER_NODE's DDL is UidGenerator's, with IF NOT EXISTS.
+const (
+	createWorkerNode = "CREATE TABLE IF NOT EXISTS WORKER_NODE\n" +
+		"(\n" +
+		"ID BIGINT NOT NULL AUTO_INCREMENT COMMENT 'auto increment id',\n" +
+		"HOST_NAME VARCHAR(64) NOT NULL COMMENT 'host name',\n" +
+		"PORT VARCHAR(64) NOT NULL COMMENT 'port',\n" +
+		"TYPE INT NOT NULL COMMENT 'node type: ACTUAL or CONTAINER',\n" +
+		"LAUNCH_DATE DATE NOT NULL COMMENT 'launch date',\n" +
+		"MODIFIED TIMESTAMP NOT NULL COMMENT 'modified time',\n" +
+		"CREATED TIMESTAMP NOT NULL COMMENT 'created time',\n" +
+		"PRIMARY KEY(ID)\n" +
+		")\n" +
+		" COMMENT='DB WorkerID Assigner for UID Generator',ENGINE = INNODB"
+	createLease = "CREATE TABLE IF NOT EXISTS LEAF_WORKER_LEASE (\n" +
+		"WORKER_ID BIGINT NOT NULL COMMENT 'WORKER_NODE.ID',\n" +
+		"LEASE_MS BIGINT NOT NULL COMMENT 'time lease in unix ms, never lowered',\n" +
+		"PRIMARY KEY(WORKER_ID)\n" +
+		") COMMENT='leafmq time leases of WORKER_NODE worker ids',ENGINE = INNODB"
+	verifyWorkerNode = "SELECT ID, HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED FROM WORKER_NODE LIMIT 0"
+	insertWorkerNode = "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED)" +
+		" VALUES (?, ?, ?, CURDATE(), NOW(), NOW())"
+	selectLease = "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE WORKER_ID = ?"
+	upsertLease = "INSERT INTO LEAF_WORKER_LEASE (WORKER_ID, LEASE_MS) VALUES (?, ?)" +
+		" ON DUPLICATE KEY UPDATE LEASE_MS = GREATEST(LEASE_MS, VALUES(LEASE_MS))"
+)
+
+// MySQL error numbers that mean a missing schema.
+const (
+	erBadDB       = 1049 // ER_BAD_DB_ERROR
+	erNoDB        = 1046 // ER_NO_DB_ERROR
+	erNoSuchTable = 1146 // ER_NO_SUCH_TABLE
+	erBadField    = 1054 // ER_BAD_FIELD_ERROR
+)
+
+// Registry is a snowflake.Registry on UidGenerator's WORKER_NODE table. It
+// is safe for concurrent use.
+type Registry struct {
+	db     *sql.DB
+	layout snowflake.Layout
+	opts   Options
+	lost   chan struct{} // never closed
+
+	// mu guards the fields below and is held by Register and Lease while
+	// they talk to the database.
+	mu         sync.Mutex
+	closed     bool
+	registered bool
+	worker     int64
+	lease      time.Time // highest lease stored for worker
+}
+
+// Open connects to the database named by dsn (go-sql-driver syntax, e.g.
+// "uid:secret@tcp(db:3306)/uid"), creates WORKER_NODE if asked to and
+// LEAF_WORKER_LEASE if missing, and checks that WORKER_NODE has
+// UidGenerator's columns. A server that cannot be reached gives an error
+// wrapping snowflake.ErrRegistryUnavailable; bad options or DSN ErrInvalid;
+// a missing table ErrSchema.
+func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options) (*Registry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dbworker: open: %w", err)
+	}
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	opts, err := opts.withDefaults(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := driver.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dsn: %w", ErrInvalid, err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("%w: dsn names no database (want user:password@tcp(host:3306)/uid)", ErrInvalid)
+	}
+	// As in segment/mysql: the context deadline interrupts dialling and
+	// statements, the I/O time-outs are the safety net.
+	if cfg.Timeout == 0 {
+		cfg.Timeout = opts.Timeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = opts.Timeout + opts.Timeout/2
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = opts.Timeout + opts.Timeout/2
+	}
+	cfg.Logger = &driver.NopLogger{} // its lines repeat errors we return
+	conn, err := driver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dsn: %w", ErrInvalid, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(2)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(3 * time.Minute)
+	r := &Registry{db: db, layout: layout, opts: opts, lost: make(chan struct{})}
+	err = r.call(ctx, "open", func(ctx context.Context) error {
+		if err := db.PingContext(ctx); err != nil {
+			return err
+		}
+		if opts.CreateTable {
+			if _, err := db.ExecContext(ctx, createWorkerNode); err != nil {
+				return err
+			}
+		}
+		if _, err := db.ExecContext(ctx, verifyWorkerNode); err != nil {
+			return err
+		}
+		_, err := db.ExecContext(ctx, createLease)
+		return err
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// call runs f with the registry's time-out and maps its error: the
+// caller's context error as is, a missing schema to ErrSchema, anything
+// else (our time-out, connection failures) to
+// snowflake.ErrRegistryUnavailable.
+func (r *Registry) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dbworker: %s: %w", op, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	err := f(cctx)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, snowflake.ErrNoWorker) {
+		return err
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("dbworker: %s: %w", op, ctx.Err())
+	case cctx.Err() != nil:
+		return fmt.Errorf("%w: dbworker: %s: no answer within %v (%v)", snowflake.ErrRegistryUnavailable, op, r.opts.Timeout, err)
+	}
+	var me *driver.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erBadDB, erNoDB, erNoSuchTable, erBadField:
+			return fmt.Errorf("%w: dbworker: %s: %w (create WORKER_NODE with snowflake/dbworker/schema.sql, or set Options.CreateTable)", ErrSchema, op, err)
+		}
+	}
+	return fmt.Errorf("%w: dbworker: %s: %w", snowflake.ErrRegistryUnavailable, op, err)
+}
+
+// Register implements snowflake.Registry: it inserts this node's WORKER_NODE
+// row and returns its ID as the worker id, with the id's lease from
+// LEAF_WORKER_LEASE (normally none) as LastLease. An ID beyond the layout's
+// MaxWorker gives snowflake.ErrNoWorker. Called again, it returns the same
+// registration without inserting a row.
+func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error) {
+	if err := ctx.Err(); err != nil {
+		return snowflake.Registration{}, fmt.Errorf("dbworker: register: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return snowflake.Registration{}, fmt.Errorf("%w: dbworker: register", snowflake.ErrRegistryClosed)
+	}
+	if r.registered {
+		return snowflake.Registration{Worker: r.worker, LastLease: r.lease}, nil
+	}
+	var (
+		worker int64
+		last   time.Time
+	)
+	err := r.call(ctx, "register", func(ctx context.Context) error {
+		res, err := r.db.ExecContext(ctx, insertWorkerNode, r.opts.Host, r.opts.Port, r.opts.Type)
+		if err != nil {
+			return err
+		}
+		if worker, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		if hi := r.layout.MaxWorker(); worker > hi {
+			return fmt.Errorf("%w: dbworker: register: WORKER_NODE gave ID %d, beyond worker id %d of layout %s; "+
+				"disposable ids are never reused, so %d bits of worker id allow only %d starts over the table's life "+
+				"(UidGenerator's 22 bits allow about 4 million, Leaf's 10 only 1024): use a registry that reuses ids "+
+				"(zk, kvlease) or a layout with more worker bits",
+				snowflake.ErrNoWorker, worker, hi, r.layout, r.layout.WorkerBits, hi)
+		}
+		var ms int64
+		err = r.db.QueryRowContext(ctx, selectLease, worker).Scan(&ms)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		last = time.UnixMilli(ms)
+		return nil
+	})
+	if err != nil {
+		return snowflake.Registration{}, err
+	}
+	r.registered, r.worker, r.lease = true, worker, last
+	return snowflake.Registration{Worker: worker, LastLease: last}, nil
+}
+
+// Lease implements snowflake.Registry: it raises the worker's LEASE_MS in
+// LEAF_WORKER_LEASE to until, rounded up to a millisecond, before it
+// returns. A lease at or below one already stored is a no-op.
+func (r *Registry) Lease(ctx context.Context, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dbworker: lease: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return fmt.Errorf("%w: dbworker: lease", snowflake.ErrRegistryClosed)
+	case !r.registered:
+		return fmt.Errorf("%w: dbworker: lease", snowflake.ErrNotRegistered)
+	}
+	ms := until.UnixMilli()
+	if time.UnixMilli(ms).Before(until) {
+		ms++ // round up: the lease must cover until
+	}
+	up := time.UnixMilli(ms)
+	if !up.After(r.lease) {
+		return nil
+	}
+	err := r.call(ctx, "lease", func(ctx context.Context) error {
+		_, err := r.db.ExecContext(ctx, upsertLease, r.worker, ms)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.lease = up
+	return nil
+}
+
+// Lost implements snowflake.Registry. It is never closed: no other node can
+// be given a disposable worker id.
+func (r *Registry) Lost() <-chan struct{} { return r.lost }
+
+// Close closes the connection pool; the WORKER_NODE row stays, as in
+// UidGenerator. It is idempotent; later Register and Lease calls return
+// snowflake.ErrRegistryClosed.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.db.Close()
+}
+
+var _ snowflake.Registry = (*Registry)(nil)

@@ -1,0 +1,331 @@
+package dbworker_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // the "mysql" driver, for the tests' own queries
+
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/snowflake/dbworker"
+	"github.com/leafmq/leafmq/snowflake/registrytest"
+)
+
+// uidGenDDL is UidGenerator's WORKER_NODE DDL, verbatim.
+const uidGenDDL = `CREATE TABLE WORKER_NODE
+(
+ID BIGINT NOT NULL AUTO_INCREMENT COMMENT 'auto increment id',
+HOST_NAME VARCHAR(64) NOT NULL COMMENT 'host name',
+PORT VARCHAR(64) NOT NULL COMMENT 'port',
+TYPE INT NOT NULL COMMENT 'node type: ACTUAL or CONTAINER',
+LAUNCH_DATE DATE NOT NULL COMMENT 'launch date',
+MODIFIED TIMESTAMP NOT NULL COMMENT 'modified time',
+CREATED TIMESTAMP NOT NULL COMMENT 'created time',
+PRIMARY KEY(ID)
+)
+ COMMENT='DB WorkerID Assigner for UID Generator',ENGINE = INNODB`
+
+// layoutBits returns Leaf's layout with 2^bits worker ids.
+func layoutBits(bits int) snowflake.Layout {
+	l := snowflake.LeafLayout()
+	l.WorkerBits, l.SequenceBits = bits, 22-bits
+	return l
+}
+
+func ctxT(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func open(t testing.TB, dsn string, l snowflake.Layout, o dbworker.Options) *dbworker.Registry {
+	t.Helper()
+	r, err := dbworker.Open(ctxT(t), dsn, l, o)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func sqlDB(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	registrytest.Run(t, registrytest.Factory{
+		New: func(t testing.TB) snowflake.Registry {
+			return open(t, dsn, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+		},
+		Distinct: true,
+		Durable:  false, // a disposable id is never handed out again
+	})
+}
+
+func TestRowsLikeUidGenerator(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db := sqlDB(t, dsn)
+	ctx := ctxT(t)
+	if _, err := db.ExecContext(ctx, uidGenDDL); err != nil {
+		t.Fatalf("UidGenerator DDL: %v", err)
+	}
+	// A row as UidGenerator's DisposableWorkerIdAssigner writes it on a host.
+	if _, err := db.ExecContext(ctx, "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED)"+
+		" VALUES ('10.1.2.3', '1700000000000-12345', 1, CURDATE(), NOW(), NOW())"); err != nil {
+		t.Fatal(err)
+	}
+	showCreate := func() string {
+		var name, ddl string
+		if err := db.QueryRowContext(ctx, "SHOW CREATE TABLE WORKER_NODE").Scan(&name, &ddl); err != nil {
+			t.Fatal(err)
+		}
+		// The AUTO_INCREMENT counter is the one thing Register must change.
+		var kept []string
+		for _, f := range strings.Fields(ddl) {
+			if !strings.HasPrefix(f, "AUTO_INCREMENT=") {
+				kept = append(kept, f)
+			}
+		}
+		return strings.Join(kept, " ")
+	}
+	before := showCreate()
+
+	tests := []struct {
+		name string
+		opts dbworker.Options
+		host string
+		port string // "" checks the default's shape
+		typ  int
+	}{
+		{"defaults", dbworker.Options{}, "", "", dbworker.TypeContainer},
+		{"actual", dbworker.Options{Host: "10.9.8.7", Port: "8080", Type: dbworker.TypeActual}, "10.9.8.7", "8080", dbworker.TypeActual},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := open(t, dsn, snowflake.LeafLayout(), tc.opts)
+			reg, err := r.Register(ctx)
+			if err != nil {
+				t.Fatalf("Register: %v", err)
+			}
+			if want := int64(i + 2); reg.Worker != want || !reg.LastLease.IsZero() {
+				t.Fatalf("Register = %+v, want worker %d and no lease", reg, want)
+			}
+			var (
+				host, port string
+				typ        int
+				today      bool
+				fresh      bool
+			)
+			err = db.QueryRowContext(ctx, "SELECT HOST_NAME, PORT, TYPE, LAUNCH_DATE = CURDATE(),"+
+				" ABS(TIMESTAMPDIFF(SECOND, MODIFIED, NOW())) < 60 AND MODIFIED = CREATED FROM WORKER_NODE WHERE ID = ?",
+				reg.Worker).Scan(&host, &port, &typ, &today, &fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" && host != tc.host || host == "" {
+				t.Errorf("HOST_NAME %q, want %q", host, tc.host)
+			}
+			if tc.port != "" && port != tc.port {
+				t.Errorf("PORT %q, want %q", port, tc.port)
+			}
+			if tc.port == "" {
+				var ms, pid int64
+				if _, err := fmt.Sscanf(port, "%d-%d", &ms, &pid); err != nil || pid <= 0 {
+					t.Errorf("default PORT %q, want {unix ms}-{pid}", port)
+				}
+			}
+			if typ != tc.typ || !today || !fresh {
+				t.Errorf("TYPE %d (want %d), LAUNCH_DATE today %v, MODIFIED/CREATED now %v", typ, tc.typ, today, fresh)
+			}
+			again, err := r.Register(ctx)
+			if err != nil || again != reg {
+				t.Fatalf("second Register = %+v, %v; want %+v", again, err, reg)
+			}
+		})
+	}
+	if after := showCreate(); after != before {
+		t.Fatalf("WORKER_NODE changed:\n%s\nwas\n%s", after, before)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM WORKER_NODE").Scan(&n); err != nil || n != 3 {
+		t.Fatalf("%d rows (%v), want 3: one per Registry", n, err)
+	}
+}
+
+func TestMissingTable(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	_, err := dbworker.Open(ctxT(t), dsn, snowflake.LeafLayout(), dbworker.Options{})
+	if !errors.Is(err, dbworker.ErrSchema) {
+		t.Fatalf("Open without WORKER_NODE: %v, want ErrSchema", err)
+	}
+}
+
+func TestNoWorkerBeyondLayout(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	l := layoutBits(4) // worker ids 0..15
+	open(t, dsn, l, dbworker.Options{CreateTable: true})
+	if _, err := sqlDB(t, dsn).ExecContext(ctxT(t), "ALTER TABLE WORKER_NODE AUTO_INCREMENT = 15"); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := open(t, dsn, l, dbworker.Options{}).Register(ctxT(t))
+	if err != nil || reg.Worker != 15 {
+		t.Fatalf("Register = %+v, %v; want worker 15", reg, err)
+	}
+	_, err = open(t, dsn, l, dbworker.Options{}).Register(ctxT(t))
+	if !errors.Is(err, snowflake.ErrNoWorker) {
+		t.Fatalf("Register past the layout: %v, want ErrNoWorker", err)
+	}
+	for _, s := range []string{"ID 16", "never reused", "1024"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not mention %q", err, s)
+		}
+	}
+}
+
+func TestLeaseInSideTable(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db := sqlDB(t, dsn)
+	ctx := ctxT(t)
+	r := open(t, dsn, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+	reg, err := r.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() int64 {
+		t.Helper()
+		var ms int64
+		if err := db.QueryRowContext(ctx, "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE WORKER_ID = ?", reg.Worker).Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	base := time.UnixMilli(2_000_000_000_000)
+	steps := []struct {
+		name  string
+		until time.Time
+		want  int64
+	}{
+		{"first", base, base.UnixMilli()},
+		{"higher, rounded up", base.Add(1500 * time.Microsecond), base.UnixMilli() + 2},
+		{"lower is a no-op", base.Add(-time.Hour), base.UnixMilli() + 2},
+	}
+	for _, s := range steps {
+		if err := r.Lease(ctx, s.until); err != nil {
+			t.Fatalf("%s: Lease: %v", s.name, err)
+		}
+		if got := stored(); got != s.want {
+			t.Fatalf("%s: LEASE_MS %d, want %d", s.name, got, s.want)
+		}
+	}
+	// Another registry (this one's id seen again, say after a TRUNCATE)
+	// must not lower it either: the upsert keeps the greatest.
+	if _, err := db.ExecContext(ctx, "INSERT INTO LEAF_WORKER_LEASE (WORKER_ID, LEASE_MS) VALUES (?, 1)"+
+		" ON DUPLICATE KEY UPDATE LEASE_MS = GREATEST(LEASE_MS, VALUES(LEASE_MS))", reg.Worker); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); got != base.UnixMilli()+2 {
+		t.Fatalf("LEASE_MS %d after a lower upsert", got)
+	}
+	// A recycled id (counter reset) reports the previous holder's lease.
+	if _, err := db.ExecContext(ctx, "TRUNCATE TABLE WORKER_NODE"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := open(t, dsn, snowflake.LeafLayout(), dbworker.Options{}).Register(ctx)
+	if err != nil || again.Worker != reg.Worker || again.LastLease.UnixMilli() != base.UnixMilli()+2 {
+		t.Fatalf("Register after TRUNCATE = %+v, %v; want worker %d with its lease", again, err, reg.Worker)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	start := time.Now()
+	_, err = dbworker.Open(ctxT(t), "root@tcp("+addr+")/leaf", snowflake.LeafLayout(), dbworker.Options{Timeout: time.Second})
+	if !errors.Is(err, snowflake.ErrRegistryUnavailable) {
+		t.Fatalf("Open on a closed port: %v, want ErrRegistryUnavailable", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Open took %v with a 1s timeout", d)
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		dsn  string
+		opts dbworker.Options
+	}{
+		{"no database", "root@tcp(127.0.0.1:1)/", dbworker.Options{}},
+		{"bad dsn", "root@tcp(127.0.0.1:1", dbworker.Options{}},
+		{"type", "root@tcp(127.0.0.1:1)/x", dbworker.Options{Type: 3}},
+		{"long host", "root@tcp(127.0.0.1:1)/x", dbworker.Options{Host: strings.Repeat("h", 65)}},
+		{"long port", "root@tcp(127.0.0.1:1)/x", dbworker.Options{Port: strings.Repeat("p", 65)}},
+		{"negative timeout", "root@tcp(127.0.0.1:1)/x", dbworker.Options{Timeout: -time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := dbworker.Open(ctxT(t), tc.dsn, snowflake.LeafLayout(), tc.opts)
+			if !errors.Is(err, dbworker.ErrInvalid) {
+				t.Fatalf("Open: %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// schema.sql makes the same tables as Options.CreateTable.
+func TestSchemaFile(t *testing.T) {
+	text, err := os.ReadFile("schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmt strings.Builder
+	for line := range strings.Lines(string(text)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			stmt.WriteString(line)
+		}
+	}
+	ctx := ctxT(t)
+	fromFile := testenv.MySQL(t)
+	for s := range strings.SplitSeq(stmt.String(), ";") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		if _, err := sqlDB(t, fromFile).ExecContext(ctx, s); err != nil {
+			t.Fatalf("schema.sql: %v", err)
+		}
+	}
+	open(t, fromFile, snowflake.LeafLayout(), dbworker.Options{}) // no CreateTable: the file's table must do
+	fromOpen := testenv.MySQL(t)
+	open(t, fromOpen, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+	for _, table := range []string{"WORKER_NODE", "LEAF_WORKER_LEASE"} {
+		showCreate := func(dsn string) string {
+			var name, ddl string
+			if err := sqlDB(t, dsn).QueryRowContext(ctx, "SHOW CREATE TABLE "+table).Scan(&name, &ddl); err != nil {
+				t.Fatal(err)
+			}
+			return ddl
+		}
+		if a, b := showCreate(fromFile), showCreate(fromOpen); a != b {
+			t.Fatalf("schema.sql makes\n%s\nbut Open makes\n%s", a, b)
+		}
+	}
+}

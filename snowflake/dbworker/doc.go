@@ -1,0 +1,66 @@
+// Package dbworker is a snowflake.Registry on Baidu UidGenerator's
+// WORKER_NODE table: DisposableWorkerIdAssigner, so a leafd node and a
+// UidGenerator service can share one table.
+//
+// # Rows
+//
+// Register inserts one row, as UidGenerator's WorkerNodeDAO.addWorkerNode
+// does, and the row's AUTO_INCREMENT ID is the worker id:
+//
+//	INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED)
+//	VALUES (Options.Host, Options.Port, Options.Type, CURDATE(), NOW(), NOW())
+//
+// The id is disposable: every Registry (every start of a node) gets a new
+// one, and no id is ever handed out twice while the table keeps its
+// AUTO_INCREMENT counter. Calling Register again on the same Registry
+// returns the same worker id without inserting another row. WORKER_NODE is
+// never altered, updated or read beyond that insert; Options.CreateTable
+// creates it with UidGenerator's DDL (schema.sql in this package) if it
+// is missing.
+//
+// # Running out of ids
+//
+// UidGenerator's layout has 22 worker bits: about 4 million starts before
+// the ids run out. Leaf's layout has 10: only 1024 starts, counted over the
+// table's whole life, including UidGenerator's own rows. Once ID exceeds
+// the layout's MaxWorker, Register fails with snowflake.ErrNoWorker and
+// says so (the inserted row stays, as UidGenerator leaves its rows). Use a
+// registry that reuses ids (snowflake/zk, snowflake/kvlease) for Leaf's
+// layout, or reset the counter knowing what that means (below).
+//
+// # Time leases
+//
+// UidGenerator keeps no time on WORKER_NODE, and this package does not add
+// any: leases live in a leafmq-owned side table in the same database,
+// created by Open if missing,
+//
+//	LEAF_WORKER_LEASE (WORKER_ID BIGINT PRIMARY KEY, LEASE_MS BIGINT NOT NULL)
+//
+// Lease(until) stores until (unix ms, rounded up) with
+// INSERT … ON DUPLICATE KEY UPDATE LEASE_MS = GREATEST(LEASE_MS, VALUES(LEASE_MS))
+// before it returns, so a lease is durable and never moves backwards.
+// Register reads the new id's row as Registration.LastLease. Normally there
+// is none (the id is new), so LastLease is zero; but if WORKER_NODE was
+// truncated or its AUTO_INCREMENT lowered, ids come round again, and the
+// side table makes the generator wait for the previous holder's lease.
+//
+// # Lost
+//
+// Lost is never closed: a disposable id belongs to its row, and no other
+// node can be given it, whatever happens to connections. A Lease that
+// fails (the database is unreachable) returns an error, so the generator
+// cannot move past its last stored lease.
+//
+// # Errors
+//
+// A database that cannot be reached, or does not answer within
+// Options.Timeout, gives an error wrapping snowflake.ErrRegistryUnavailable;
+// bad options or DSN ErrInvalid; a missing WORKER_NODE (without
+// CreateTable) ErrSchema. After Close, Register and Lease return
+// snowflake.ErrRegistryClosed.
+//
+// A Registry is safe for concurrent use. Register and Lease hold the
+// Registry's lock while they talk to the database, so a concurrent Close
+// waits for them (at most Options.Timeout). The Registry starts no
+// goroutines.
+package dbworker
