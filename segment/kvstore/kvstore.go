@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -107,7 +108,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	s := &Store{
 		nc:      js.Conn(),
 		bucket:  opts.Bucket,
-		getSubj: apiPrefix(js.Options()) + "STREAM.MSG.GET.KV_" + opts.Bucket,
+		getSubj: jskv.GetSubject(js, opts.Bucket),
 		keyPre:  "$KV." + opts.Bucket + ".",
 		timeout: opts.Timeout,
 		owns:    opts.CloseConn,
@@ -143,19 +144,6 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		return nil, s.fail(ctx, cctx, "open bucket", opts.Bucket, err)
 	}
 	return s, nil
-}
-
-// apiPrefix returns the JetStream API subject prefix, with its final dot,
-// that js sends requests to.
-func apiPrefix(o jetstream.JetStreamOptions) string {
-	switch {
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	default:
-		return jetstream.DefaultAPIPrefix
-	}
 }
 
 // Bucket returns the name of the KV bucket.
@@ -245,7 +233,7 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 		if err != nil {
 			return transient(err), err
 		}
-		if m == nil || m.deleted() {
+		if m == nil || m.Deleted() {
 			ferr = fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 			return false, ferr
 		}
@@ -283,7 +271,7 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var m *storedMsg
+	var m *jskv.StoredMsg
 	err := s.retry(cctx, func() (bool, error) {
 		var err error
 		m, err = s.last(cctx, tag)
@@ -292,7 +280,7 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	if err != nil {
 		return segment.Tag{}, s.fail(ctx, cctx, "get", tag, err)
 	}
-	if m == nil || m.deleted() {
+	if m == nil || m.Deleted() {
 		return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 	}
 	row, err := s.decode(tag, m.Data)
@@ -327,7 +315,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 		}
 		var rev uint64
 		if m != nil {
-			if !m.deleted() {
+			if !m.Deleted() {
 				exists = fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 				return false, exists
 			}
@@ -360,7 +348,7 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 		if err != nil {
 			return transient(err), err
 		}
-		if m == nil || m.deleted() {
+		if m == nil || m.Deleted() {
 			unknown = fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 			return false, unknown
 		}
@@ -386,7 +374,7 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 	seq := uint64(1)
 	err := s.retry(cctx, func() (bool, error) {
 		for {
-			m, err := s.msgGet(cctx, msgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
+			m, err := s.msgGet(cctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
 			if err != nil {
 				return transient(err), err
 			}
@@ -395,7 +383,7 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 			}
 			// Messages come in sequence order, so the last one seen for a
 			// key is its current value (there is only one with history 1).
-			live[strings.TrimPrefix(m.Subject, s.keyPre)] = !m.deleted()
+			live[strings.TrimPrefix(m.Subject, s.keyPre)] = !m.Deleted()
 			seq = m.Sequence + 1
 		}
 	})
@@ -510,59 +498,11 @@ func closedErr(op string) error {
 	return fmt.Errorf("%w: kvstore: %s", segment.ErrClosed, op)
 }
 
-// conflict reports whether err is a compare-and-swap conflict. Clustered
-// (R>1) streams answer code 10164 instead of 10071; nats.go maps both to
-// ErrKeyRevisionMismatch for Update, and the code check keeps us right if
-// a path does not.
-func conflict(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// transient reports whether err may go away by itself soon (a stream or
-// meta leader election, a reconnect), so the call retries it within its
-// timeout.
-func transient(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
-		errors.Is(err, nats.ErrStaleConnection) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code == 503 &&
-		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabled &&
-		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabledForAccount
-}
-
-// unavailable reports whether err means JetStream (or the bucket) cannot be
-// reached or answered nothing in time: segment.ErrUnavailable.
-func unavailable(err error) bool {
-	for _, target := range []error{
-		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed,
-		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
-		nats.ErrDisconnected, nats.ErrNoServers, nats.ErrStaleConnection,
-		jetstream.ErrNoStreamResponse, jetstream.ErrConnectionClosed,
-		jetstream.ErrServerShutdown, jetstream.ErrJetStreamNotEnabled,
-		jetstream.ErrJetStreamNotEnabledForAccount, jetstream.ErrBucketNotFound,
-		jetstream.ErrStreamNotFound, context.DeadlineExceeded,
-	} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.Code == 504 || apiErr.Code == 408)
-}
+// The error classes of the shared JetStream KV code.
+var (
+	conflict    = jskv.Conflict
+	transient   = jskv.Transient
+	unavailable = jskv.Unavailable
+)
 
 var _ segment.Store = (*Store)(nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -116,7 +117,7 @@ func Open(ctx context.Context, js jetstream.JetStream, layout snowflake.Layout, 
 		nc:      js.Conn(),
 		layout:  layout,
 		opts:    opts,
-		getSubj: apiPrefix(js.Options()) + "STREAM.MSG.GET.KV_" + opts.Bucket,
+		getSubj: jskv.GetSubject(js, opts.Bucket),
 		keyPre:  "$KV." + opts.Bucket + ".",
 		lost:    make(chan struct{}),
 		now:     time.Now,
@@ -438,7 +439,7 @@ func (r *Registry) readLease(ctx context.Context, worker int64) (leaseRec, uint6
 	if err != nil || m == nil {
 		return rec, 0, err
 	}
-	if m.deleted() {
+	if m.Deleted() {
 		return rec, m.Sequence, nil
 	}
 	if err := json.Unmarshal(m.Data, &rec); err != nil {

@@ -1,0 +1,161 @@
+// Package jskv holds what leafmq's JetStream KV backends (segment/kvstore
+// and snowflake/kvlease) share: reads through the stream leader, and the
+// classification of JetStream errors into conflicts, transient failures and
+// an unreachable JetStream.
+//
+// Why leader reads: a KV bucket allows "direct get", which any replica
+// answers (a client's own server's replica first). On an R>1 bucket a
+// follower may not have applied the latest committed write yet, so kv.Get
+// right after a write can miss it, and ListKeys (an R1 consumer that may sit
+// on a follower) can still list a deleted key. STREAM.MSG.GET is answered by
+// the stream leader, which has applied every write it acknowledged. Stale
+// reads could never cause duplicates (every write is a compare-and-swap on
+// the revision read), only spurious "not found" answers and extra conflicts.
+//
+// Everything here is safe for concurrent use.
+package jskv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrBadReply: STREAM.MSG.GET answered something that is not a message.
+var ErrBadReply = errors.New("bad STREAM.MSG.GET reply")
+
+// GetSubject is the STREAM.MSG.GET subject of a KV bucket's stream, with the
+// API prefix (or domain) js uses.
+func GetSubject(js jetstream.JetStream, bucket string) string {
+	o := js.Options()
+	prefix := jetstream.DefaultAPIPrefix
+	switch {
+	case o.APIPrefix != "":
+		prefix = strings.TrimSuffix(o.APIPrefix, ".") + "."
+	case o.Domain != "":
+		prefix = "$JS." + o.Domain + ".API."
+	}
+	return prefix + "STREAM.MSG.GET.KV_" + bucket
+}
+
+// MsgGetRequest is the body of $JS.API.STREAM.MSG.GET.<stream>.
+type MsgGetRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+}
+
+type msgGetResponse struct {
+	Error   *jetstream.APIError `json:"error,omitempty"`
+	Message *StoredMsg          `json:"message,omitempty"`
+}
+
+// StoredMsg is a message as STREAM.MSG.GET returns it.
+type StoredMsg struct {
+	Subject  string    `json:"subject"`
+	Sequence uint64    `json:"seq"`
+	Header   []byte    `json:"hdrs,omitempty"`
+	Data     []byte    `json:"data,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+// Deleted reports whether m is a delete or purge marker (KV-Operation) or a
+// server-written marker (per-key TTL, MaxAge) rather than a value.
+func (m *StoredMsg) Deleted() bool {
+	if len(m.Header) == 0 {
+		return false
+	}
+	h, err := nats.DecodeHeadersMsg(m.Header)
+	if err != nil {
+		return false
+	}
+	return h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != ""
+}
+
+// MsgGet asks the stream leader (on subject, see GetSubject) for one
+// message; nil, nil when there is no such message.
+func MsgGet(ctx context.Context, nc *nats.Conn, subject string, req MsgGetRequest) (*StoredMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := nc.RequestWithContext(ctx, subject, body)
+	if err != nil {
+		return nil, err
+	}
+	var resp msgGetResponse
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadReply, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, nil
+		}
+		return nil, resp.Error
+	}
+	if resp.Message == nil {
+		return nil, fmt.Errorf("%w: no message", ErrBadReply)
+	}
+	return resp.Message, nil
+}
+
+// Conflict reports whether err is a compare-and-swap conflict. Clustered
+// (R>1) streams answer code 10164 instead of 10071; nats.go maps both to
+// ErrKeyRevisionMismatch for Update, and the code check keeps us right if a
+// path does not.
+func Conflict(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// Transient reports whether err may go away by itself soon (a stream or
+// meta leader election, a reconnect), so a call retries it within its
+// timeout.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected) ||
+		errors.Is(err, nats.ErrStaleConnection) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503 &&
+		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabled &&
+		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabledForAccount
+}
+
+// Unavailable reports whether err means JetStream (or the bucket) cannot be
+// reached or answered nothing in time.
+func Unavailable(err error) bool {
+	for _, target := range []error{
+		nats.ErrNoResponders, nats.ErrTimeout, nats.ErrConnectionClosed,
+		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
+		nats.ErrDisconnected, nats.ErrNoServers, nats.ErrStaleConnection,
+		jetstream.ErrNoStreamResponse, jetstream.ErrConnectionClosed,
+		jetstream.ErrServerShutdown, jetstream.ErrJetStreamNotEnabled,
+		jetstream.ErrJetStreamNotEnabledForAccount, jetstream.ErrBucketNotFound,
+		jetstream.ErrStreamNotFound, context.DeadlineExceeded,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.Code == 504 || apiErr.Code == 408)
+}
