@@ -24,78 +24,21 @@ readonly START_TIMEOUT=60 # seconds to wait for the server to answer
 readonly STOP_TIMEOUT=30  # seconds to wait for it to exit before SIGKILL
 readonly BIND_ATTEMPTS=5  # ports to try if the one picked is taken meanwhile
 
-die() {
-	echo "mariadb.sh: $*" >&2
-	exit 1
-}
+SCRIPT=mariadb.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 usage() {
 	echo "usage: $0 start|stop DIR" >&2
 	exit 2
 }
 
-# install puts mariadb-server on the machine if mariadbd is missing. The
-# package lists are refreshed only when the first attempt fails, so a warm
-# machine stays fast. Services are kept from starting during the install (no
-# server on 3306 from the package's postinst), unless a policy already exists.
+# install puts mariadb-server on the machine if mariadbd is missing (see
+# apt_install in lib.sh).
 install() {
 	command -v mariadbd >/dev/null 2>&1 && return 0
-	[ "$(id -u)" -eq 0 ] || die "mariadbd is missing and installing it needs root"
-	command -v apt-get >/dev/null 2>&1 || die "mariadbd is missing and there is no apt-get"
-	local policy=/usr/sbin/policy-rc.d made_policy=
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy"
-		chmod 755 "$policy"
-		made_policy=1
-	fi
-	echo "mariadb.sh: installing mariadb-server" >&2
-	local rc=0
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get install -y --no-install-recommends mariadb-server >&2 || {
-		echo "mariadb.sh: install failed; refreshing package lists once" >&2
-		apt-get update >&2 &&
-			apt-get install -y --no-install-recommends mariadb-server >&2
-	} || rc=$?
-	[ -n "$made_policy" ] && rm -f "$policy"
-	[ "$rc" -eq 0 ] || die "apt-get install mariadb-server failed ($rc)"
+	apt_install mariadb-server
 	command -v mariadbd >/dev/null 2>&1 || die "mariadb-server installed but mariadbd not found"
-}
-
-# port_free reports whether nothing accepts connections on 127.0.0.1:$1.
-port_free() {
-	! timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-}
-
-# free_port prints a TCP port that is free on 127.0.0.1 right now: one the
-# kernel hands out when python3 is there, else a probed one below the
-# ephemeral range (so outgoing connections do not take it meanwhile). The
-# caller still retries if mariadbd then fails to bind it.
-free_port() {
-	local p
-	if command -v python3 >/dev/null 2>&1 &&
-		p=$(python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])' 2>/dev/null) && [ -n "$p" ]; then
-		echo "$p"
-		return 0
-	fi
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 12000))
-		if port_free "$p"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free TCP port found on 127.0.0.1"
-}
-
-# running reports whether pid $1 exists and is not a zombie.
-running() {
-	local stat
-	[ -n "${1:-}" ] && stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	stat=${stat##*) }
-	[ "${stat%% *}" != Z ]
 }
 
 # alive reports whether pid $1 is a running (or SIGSTOPped) mariadbd.
