@@ -195,6 +195,7 @@ type job struct {
 	req  micro.Request
 	tag  string
 	ids  *[]int64
+	n    int // ids asked for
 	have int
 }
 
@@ -223,7 +224,7 @@ func (r *Responder) handleSegment(req micro.Request) {
 	if r.try != nil {
 		have = r.try.TrySegment(tag, (*bp)[:n])
 	}
-	j := job{req: req, tag: tag, ids: bp, have: have}
+	j := job{req: req, tag: tag, ids: bp, n: n, have: have}
 	if have == n {
 		r.finish(j)
 		return
@@ -240,9 +241,8 @@ func (r *Responder) handleSegment(req micro.Request) {
 // may wait) and sends the reply.
 func (r *Responder) finish(j job) {
 	defer r.bufs.Put(j.ids)
-	n, _ := wire.ParseCount(j.req.Data(), r.cfg.MaxBatch) // parsed once already: cannot fail
-	ids := (*j.ids)[:n]
-	if j.have < n {
+	ids := (*j.ids)[:j.n]
+	if j.have < j.n {
 		// No per-request deadline (a timer per request costs more than
 		// the rest of the path): the engine bounds every wait by its
 		// ReadyWait, and r.ctx ends when the responder stops.
