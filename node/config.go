@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -29,6 +30,27 @@ type Config struct {
 	KVReplicas  int    // replicas of the KV bucket; default 1
 	MaxBatch    int    // largest ids per request; default wire.DefaultMaxBatch
 	LogLevel    string // debug, info, warn, error; default info
+
+	// Snowflake.
+	Registry      string        // worker ids: kv, zk, mysql, static or off; default mysql with MySQL, else kv
+	WorkerID      int64         // static worker id
+	ZK            string        // ZooKeeper servers host:port,... for Registry zk
+	ZKName        string        // Leaf's leaf.name: znodes under /snowflake/<name>; default leafmq
+	ZKAddr        string        // this node's ip:port identity in ZooKeeper; default 127.0.0.1:<http port>
+	WorkerMySQL   string        // DSN of the WORKER_NODE database; default MySQL
+	Layout        string        // leaf, uidgen or TIME+WORKER+SEQ bits; default leaf
+	TimeUnit      string        // ms or s; default the layout's
+	Epoch         string        // date, RFC 3339 time or Unix ms; default the layout's
+	LeaseAhead    time.Duration // persisted time lease reach; default 3s
+	MaxBackward   time.Duration // clock steps back waited out; default 5ms
+	MaxStartWait  time.Duration // clock behind the last lease by more fails the start; default 30s
+	PeerClockMax  time.Duration // refuse to start when off the peers' average by more; default 1s; negative disables
+	LayoutWarn    time.Duration // warn when the layout has less time left; default 8760h (a year)
+	SnowflakeRing int           // snowflake ring size; default 65536
+
+	// Fault drills only: run this node's snowflake clock off the real one.
+	FaultClockOffset time.Duration // added to the clock from the start
+	FaultClockStep   string        // "BY@AFTER": add BY to the clock AFTER the start, e.g. -10s@5s
 }
 
 // FlagSet describes the flags of leafd.
@@ -46,6 +68,23 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.KVReplicas, "kv-replicas", c.KVReplicas, "replicas of the JetStream KV bucket, 1 or 3 (LEAF_KV_REPLICAS)")
 	fs.IntVar(&c.MaxBatch, "max-batch", c.MaxBatch, "largest number of ids one request may ask for (LEAF_MAX_BATCH)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (LEAF_LOG_LEVEL)")
+	fs.StringVar(&c.Registry, "worker-registry", c.Registry, "snowflake worker ids from kv (JetStream KV leases), zk, mysql (WORKER_NODE), static or off; default mysql with --mysql, else kv (LEAF_WORKER_REGISTRY)")
+	fs.Int64Var(&c.WorkerID, "worker-id", c.WorkerID, "worker id for --worker-registry static (LEAF_WORKER_ID)")
+	fs.StringVar(&c.ZK, "zk", c.ZK, "ZooKeeper servers host:port[,host:port...] for --worker-registry zk (LEAF_ZK)")
+	fs.StringVar(&c.ZKName, "zk-name", c.ZKName, "Leaf's leaf.name: worker znodes under /snowflake/<name>/forever (LEAF_ZK_NAME)")
+	fs.StringVar(&c.ZKAddr, "zk-addr", c.ZKAddr, "this node's ip:port in ZooKeeper, which keeps its worker id across restarts; default 127.0.0.1:<http port> (LEAF_ZK_ADDR)")
+	fs.StringVar(&c.WorkerMySQL, "worker-mysql", c.WorkerMySQL, "DSN of UidGenerator's WORKER_NODE database; default --mysql (LEAF_WORKER_MYSQL)")
+	fs.StringVar(&c.Layout, "snowflake-layout", c.Layout, "snowflake bit layout: leaf (41+10+12 ms), uidgen (28+22+13 s) or TIME+WORKER+SEQ (LEAF_SNOWFLAKE_LAYOUT)")
+	fs.StringVar(&c.TimeUnit, "snowflake-unit", c.TimeUnit, "time unit of the layout: ms or s (LEAF_SNOWFLAKE_UNIT)")
+	fs.StringVar(&c.Epoch, "snowflake-epoch", c.Epoch, "epoch of the layout: 2016-05-20, an RFC 3339 time or Unix ms (LEAF_SNOWFLAKE_EPOCH)")
+	fs.DurationVar(&c.LeaseAhead, "lease-ahead", c.LeaseAhead, "how far ahead of the clock the persisted time lease reaches (LEAF_LEASE_AHEAD)")
+	fs.DurationVar(&c.MaxBackward, "max-backward", c.MaxBackward, "backwards clock steps up to this are waited out (LEAF_MAX_BACKWARD)")
+	fs.DurationVar(&c.MaxStartWait, "max-start-wait", c.MaxStartWait, "a clock behind the worker's last lease by more fails the start (LEAF_MAX_START_WAIT)")
+	fs.DurationVar(&c.PeerClockMax, "peer-clock-max", c.PeerClockMax, "refuse to start when the clock is off the live nodes' average by more; negative disables (LEAF_PEER_CLOCK_MAX)")
+	fs.DurationVar(&c.LayoutWarn, "layout-warn", c.LayoutWarn, "warn when the layout's time bits run out sooner (LEAF_LAYOUT_WARN)")
+	fs.IntVar(&c.SnowflakeRing, "snowflake-ring", c.SnowflakeRing, "size of the pre-filled snowflake ring (LEAF_SNOWFLAKE_RING)")
+	fs.DurationVar(&c.FaultClockOffset, "fault-clock-offset", c.FaultClockOffset, "fault drills only: run the snowflake clock this far off (LEAF_FAULT_CLOCK_OFFSET)")
+	fs.StringVar(&c.FaultClockStep, "fault-clock-step", c.FaultClockStep, "fault drills only: BY@AFTER steps the snowflake clock by BY, AFTER the start, e.g. -10s@5s (LEAF_FAULT_CLOCK_STEP)")
 	return fs
 }
 
@@ -65,14 +104,22 @@ func Defaults() Config {
 		host = "host"
 	}
 	return Config{
-		Name:        fmt.Sprintf("leafd-%s-%d", host, os.Getpid()),
-		NATSListen:  "127.0.0.1:4222",
-		HTTP:        "127.0.0.1:8080",
-		DataDir:     "data",
-		DefaultStep: segment.DefaultStep,
-		KVReplicas:  1,
-		MaxBatch:    wire.DefaultMaxBatch,
-		LogLevel:    "info",
+		Name:          fmt.Sprintf("leafd-%s-%d", host, os.Getpid()),
+		NATSListen:    "127.0.0.1:4222",
+		HTTP:          "127.0.0.1:8080",
+		DataDir:       "data",
+		DefaultStep:   segment.DefaultStep,
+		KVReplicas:    1,
+		MaxBatch:      wire.DefaultMaxBatch,
+		LogLevel:      "info",
+		ZKName:        "leafmq",
+		Layout:        "leaf",
+		LeaseAhead:    snowflake.DefaultLeaseAhead,
+		MaxBackward:   snowflake.DefaultMaxBackward,
+		MaxStartWait:  snowflake.DefaultMaxStartWait,
+		PeerClockMax:  time.Second,
+		LayoutWarn:    365 * 24 * time.Hour,
+		SnowflakeRing: 65536,
 	}
 }
 
@@ -160,7 +207,7 @@ func (c *Config) Validate() error {
 	if _, err := c.level(); err != nil {
 		return err
 	}
-	return nil
+	return c.validateSnowflake(d)
 }
 
 // autoCreate resolves the AutoCreate default.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -25,6 +26,7 @@ import (
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/segment/mysql"
+	"github.com/leafmq/leafmq/snowflake"
 )
 
 // Version is the leafd version, set at build time with -ldflags -X.
@@ -45,6 +47,15 @@ type Node struct {
 	httpWG  sync.WaitGroup
 	closeMu sync.Mutex
 	closed  bool
+
+	layout        snowflake.Layout
+	now           func() time.Time // snowflake clock
+	src           *snowflake.Source
+	sfRing        *producer.Snowflake
+	sfEvents      chan snowflake.State
+	sfStop        chan struct{}
+	sfWG          sync.WaitGroup
+	sfTransitions atomic.Uint64
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -88,7 +99,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	n.prod.Preload()
-	n.resp, err = responder.Start(responder.Config{
+	if err := n.startSnowflake(ctx); err != nil {
+		return nil, err
+	}
+	rc := responder.Config{
 		Conn:     n.nc,
 		IDs:      n.prod,
 		Store:    n.store,
@@ -96,15 +110,28 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Version:  Version,
 		MaxBatch: cfg.MaxBatch,
 		Logger:   n.log,
-	})
+		Layout:   n.layout,
+		Now:      n.now,
+	}
+	if n.sfRing != nil {
+		rc.Snowflake = n.sfRing
+	}
+	n.resp, err = responder.Start(rc)
 	if err != nil {
 		return nil, err
+	}
+	if n.src != nil {
+		n.sfStop = make(chan struct{})
+		n.sfWG.Add(1)
+		go n.applySnowflake()
+		n.sfEvents <- n.src.State()
 	}
 	if err := n.startHTTP(); err != nil {
 		return nil, err
 	}
 	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
-		"auto_create", cfg.autoCreate(), "tags", len(n.engine.Tags()))
+		"auto_create", cfg.autoCreate(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry,
+		"worker", n.snowflakeWorker())
 	return n, nil
 }
 
@@ -260,8 +287,18 @@ func (n *Node) Close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
 	var errs []error
+	if n.sfStop != nil {
+		close(n.sfStop)
+		n.sfWG.Wait()
+	}
 	if n.resp != nil {
 		errs = append(errs, n.resp.Stop())
+	}
+	if n.sfRing != nil {
+		errs = append(errs, n.sfRing.Close())
+	}
+	if n.src != nil {
+		errs = append(errs, n.src.Close())
 	}
 	if n.http != nil {
 		errs = append(errs, n.http.Shutdown(ctx))
@@ -295,4 +332,11 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.log.Info("leafd stopped")
 	return errors.Join(errs...)
+}
+
+func (n *Node) snowflakeWorker() int64 {
+	if n.src == nil {
+		return -1
+	}
+	return n.src.Worker()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -42,6 +43,22 @@ type Config struct {
 	Workers  int           // workers for larger requests; default GOMAXPROCS
 	Timeout  time.Duration // per-request bound on waiting for ids; default 2s
 	Logger   *slog.Logger  // default slog.Default()
+
+	// Snowflake answers leaf.snowflake once SetSnowflake(true) is called;
+	// nil leaves the snowflake endpoints out.
+	Snowflake SnowflakeSource
+	// Layout decodes ids on leaf.snowflake.decode; default Leaf's.
+	Layout snowflake.Layout
+	// Now is the clock answered on leaf.admin.time; default time.Now.
+	Now func() time.Time
+}
+
+// SnowflakeSource hands out snowflake ids; producer.Snowflake implements it.
+type SnowflakeSource interface {
+	// Next fills all of dst or fails; it may wait for the clock.
+	Next(ctx context.Context, dst []int64) error
+	// Try fills a prefix of dst without waiting and returns its length.
+	Try(dst []int64) int
 }
 
 // Responder is a running micro service.
@@ -58,6 +75,9 @@ type Responder struct {
 	once        sync.Once
 	bufs        sync.Pool // *[]int64 scratch for ids
 	outs        sync.Pool // *[]byte scratch for replies
+
+	sfMu  sync.Mutex    // guards sfSvc
+	sfSvc micro.Service // the snowflake endpoints while in the queue group, else nil
 }
 
 // Start validates cfg, adds the service and its endpoints, and starts workers.
@@ -79,6 +99,12 @@ func Start(cfg Config) (*Responder, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := cfg.Layout.Validate(); err != nil {
+		return nil, fmt.Errorf("responder: %w", err)
 	}
 	if cfg.MaxBatch < 1 || cfg.Workers < 1 || cfg.Timeout < 0 {
 		return nil, fmt.Errorf("responder: invalid config: max batch %d, workers %d, timeout %v",
@@ -110,6 +136,19 @@ func Start(cfg Config) (*Responder, error) {
 		_ = svc.Stop()
 		r.cancel()
 		return nil, fmt.Errorf("responder: add segment endpoint: %w", err)
+	}
+	if err := leaf.AddEndpoint("admin-time", micro.HandlerFunc(r.handleTime), micro.WithEndpointSubject("admin.time"),
+		micro.WithEndpointQueueGroupDisabled()); err != nil {
+		_ = svc.Stop()
+		r.cancel()
+		return nil, fmt.Errorf("responder: add admin-time endpoint: %w", err)
+	}
+	if cfg.Snowflake != nil {
+		if err := add("snowflake-decode", "snowflake.decode", r.handleDecode); err != nil {
+			_ = svc.Stop()
+			r.cancel()
+			return nil, fmt.Errorf("responder: add snowflake-decode endpoint: %w", err)
+		}
 	}
 	if cfg.Store != nil {
 		admin := []struct {
@@ -149,7 +188,7 @@ func (r *Responder) Service() micro.Service { return r.svc }
 func (r *Responder) Stop() error {
 	var err error
 	r.once.Do(func() {
-		err = r.svc.Stop()
+		err = errors.Join(r.svc.Stop(), r.SetSnowflake(false))
 		deadline := time.Now().Add(stopGrace)
 		for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
 			if r.active.Load() == 0 && len(r.jobs) == 0 {
@@ -193,6 +232,7 @@ func (r *Responder) worker() {
 // subscription goroutine already took (ids[:have]).
 type job struct {
 	req  micro.Request
+	sf   bool // a snowflake request (tag is empty)
 	tag  string
 	ids  *[]int64
 	n    int // ids asked for
@@ -246,7 +286,13 @@ func (r *Responder) finish(j job) {
 		// No per-request deadline (a timer per request costs more than
 		// the rest of the path): the engine bounds every wait by its
 		// ReadyWait, and r.ctx ends when the responder stops.
-		if err := r.cfg.IDs.Segment(r.ctx, j.tag, ids[j.have:]); err != nil {
+		var err error
+		if j.sf {
+			err = r.cfg.Snowflake.Next(r.ctx, ids[j.have:])
+		} else {
+			err = r.cfg.IDs.Segment(r.ctx, j.tag, ids[j.have:])
+		}
+		if err != nil {
 			r.failAsync(j.req, err)
 			return
 		}
@@ -278,7 +324,10 @@ func codeOf(err error) string {
 	case errors.Is(err, segment.ErrUnknownTag):
 		return wire.CodeNotFound
 	case errors.Is(err, segment.ErrNotReady), errors.Is(err, segment.ErrUnavailable),
-		errors.Is(err, segment.ErrClosed), errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, segment.ErrClosed), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, snowflake.ErrNotServing), errors.Is(err, snowflake.ErrClockBackwards),
+		errors.Is(err, snowflake.ErrLeaseFailed), errors.Is(err, snowflake.ErrExpired),
+		errors.Is(err, snowflake.ErrOutOfRange):
 		return wire.CodeUnavailable
 	default:
 		return wire.CodeInternal

@@ -257,3 +257,64 @@ func (g *Generator) fillLocked(dst []int64, retried bool) (n int, wait time.Dura
 	g.seq += k
 	return int(k), 0, false, nil
 }
+
+// Last is the start of the tick after the last one this generator used (or
+// the LastIssued it was given): its clock must be at or past Last before it
+// can issue an id with a time it has not used. Zero if none.
+func (g *Generator) Last() time.Time {
+	g.sem <- struct{}{}
+	last := g.last
+	<-g.sem
+	if last < 0 {
+		return time.Time{}
+	}
+	return g.s.start(g.s.epoch + last + 1)
+}
+
+// Borrow fills dst with increasing ids without ever waiting for the clock,
+// as UidGenerator's CachedUidGenerator does: it goes on with the current
+// tick, then takes the ticks after it, each no earlier than the clock's, and
+// reaches ahead of the clock up to the tick of limit. It returns how many
+// ids it filled: fewer than len(dst) (maybe 0, with a nil error) when the
+// tick of limit is used up. Config.Lease is not called: the caller must have
+// durably leased every time up to limit before calling. Errors wrap
+// ErrExpired or ErrOutOfRange, or are ctx.Err() while waiting for the lock.
+func (g *Generator) Borrow(ctx context.Context, dst []int64, limit time.Time) (int, error) {
+	select {
+	case g.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-g.sem }()
+	now := g.now()
+	nowTick := g.s.units(now) - g.s.epoch
+	if nowTick < 0 {
+		return 0, fmt.Errorf("%w: clock %v is before the epoch %v", ErrOutOfRange, now, g.s.l.Epoch)
+	}
+	limTick := min(g.s.units(limit)-g.s.epoch, g.s.maxTick)
+	g.leased = max(g.leased, limTick)
+	n := 0
+	for n < len(dst) {
+		if g.seq > g.s.maxSeq || g.last < nowTick { // a new tick
+			next := max(g.last+1, nowTick)
+			if next > g.s.maxTick && n == 0 {
+				return 0, fmt.Errorf("%w: at %v", ErrExpired, g.s.expires())
+			}
+			if next > limTick {
+				break
+			}
+			g.last, g.seq = next, 0
+			if g.randomStart > 1 {
+				g.seq = int64(rand.IntN(g.randomStart))
+			}
+		}
+		k := min(int64(len(dst)-n), g.s.maxSeq+1-g.seq)
+		base := g.last<<g.s.timeShift | g.worker<<g.s.seqBits | g.seq
+		for i := range dst[n : n+int(k)] {
+			dst[n+i] = base + int64(i)
+		}
+		g.seq += k
+		n += int(k)
+	}
+	return n, nil
+}

@@ -15,6 +15,17 @@ import (
 const (
 	// SegmentPrefix is followed by a tag: leaf.segment.<tag>.
 	SegmentPrefix = "leaf.segment."
+	// SnowflakeSubject answers snowflake ids; SnowflakePrefix is followed by
+	// a key, accepted and ignored as Leaf does (leaf.snowflake.<key>),
+	// except the reserved key "decode".
+	SnowflakeSubject = "leaf.snowflake"
+	SnowflakePrefix  = "leaf.snowflake."
+	// DecodeSubject takes a decimal snowflake id and answers its fields as
+	// JSON (Decoded).
+	DecodeSubject = "leaf.snowflake.decode"
+	// TimeSubject is answered by every node (no queue group) with its clock
+	// as JSON (NodeTime); nodes ask it before they serve snowflake ids.
+	TimeSubject = "leaf.admin.time"
 	// EncodingHeader selects the reply encoding; EncodingBinary is its only
 	// value other than the default decimal text.
 	EncodingHeader = "Leaf-Encoding"
@@ -199,4 +210,21 @@ func ReplyError(msg *nats.Msg) error {
 		return nil
 	}
 	return &Error{Code: code, Message: msg.Header.Get(ErrorHeader)}
+}
+
+// Decoded is the reply of DecodeSubject: the fields of a snowflake id, named
+// as in Leaf's /decodeSnowflakeId and UidGenerator's parseUID.
+type Decoded struct {
+	ID        int64  `json:"id"`
+	Timestamp int64  `json:"timestamp"` // ticks since the Unix epoch (ms, or s for second layouts)
+	Time      string `json:"time"`      // RFC 3339, UTC
+	Worker    int64  `json:"workerId"`
+	Sequence  int64  `json:"sequence"`
+	Layout    string `json:"layout"`
+}
+
+// NodeTime is the reply of TimeSubject.
+type NodeTime struct {
+	Node     string `json:"node"`
+	UnixNano int64  `json:"unix_nano"`
 }

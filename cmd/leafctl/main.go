@@ -27,6 +27,10 @@ Usage:
 
 Commands:
   next TAG [-n N] [--binary]            take N ids (default 1) of TAG
+  snowflake [-n N] [--binary] [--key K] take N snowflake ids (leaf.snowflake[.K])
+  decode ID [--local [--layout L] [--unit U] [--epoch E]]
+                                        split a snowflake id into time, worker and
+                                        sequence (by the nodes' layout, or --local)
   tag list [--json]                     list every tag with max_id and step
   tag create TAG [--step S] [--max-id M] [--desc D]
   tag set-step TAG STEP                 change a tag's configured step
@@ -81,6 +85,10 @@ func (c *cli) run(args []string) int {
 		err = c.next(rest[1:])
 	case "tag":
 		err = c.tag(rest[1:])
+	case "snowflake":
+		err = c.snowflake(rest[1:])
+	case "decode":
+		err = c.decode(rest[1:])
 	case "bench":
 		err = c.bench(rest[1:])
 	case "bench-echo":
@@ -168,23 +176,28 @@ func (c *cli) next(args []string) error {
 	if err := segment.CheckTag(pos[0]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	return c.takeIDs(wire.SegmentPrefix+pos[0], *n, *bin)
+}
+
+// takeIDs asks subject for n ids and prints them, one per line.
+func (c *cli) takeIDs(subject string, n int, bin bool) error {
 	nc, err := c.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	msg := nats.NewMsg(wire.SegmentPrefix + pos[0])
-	if *n > 1 {
-		msg.Data = []byte(strconv.Itoa(*n))
+	msg := nats.NewMsg(subject)
+	if n > 1 {
+		msg.Data = []byte(strconv.Itoa(n))
 	}
-	if *bin {
+	if bin {
 		msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
 	}
 	reply, err := c.request(nc, msg)
 	if err != nil {
 		return err
 	}
-	ids, err := wire.DecodeIDs(nil, reply.Data, *bin)
+	ids, err := wire.DecodeIDs(nil, reply.Data, bin)
 	if err != nil {
 		return err
 	}

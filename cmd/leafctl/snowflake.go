@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
+)
+
+func (c *cli) snowflake(args []string) error {
+	fs := flag.NewFlagSet("snowflake", flag.ContinueOnError)
+	n := fs.Int("n", 1, "")
+	bin := fs.Bool("binary", false, "")
+	key := fs.String("key", "", "")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("%w: -n %d must be at least 1", errUsage, *n)
+	}
+	subject := wire.SnowflakeSubject
+	if *key != "" {
+		if err := segment.CheckTag(*key); err != nil || *key == "decode" {
+			return fmt.Errorf("%w: --key %q must be a tag-like token other than decode", errUsage, *key)
+		}
+		subject = wire.SnowflakePrefix + *key
+	}
+	return c.takeIDs(subject, *n, *bin)
+}
+
+func (c *cli) decode(args []string) error {
+	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
+	local := fs.Bool("local", false, "")
+	layout := fs.String("layout", "leaf", "")
+	unit := fs.String("unit", "", "")
+	epoch := fs.String("epoch", "", "")
+	asJSON := fs.Bool("json", false, "")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(pos[0]), 10, 64)
+	if err != nil || id < 0 {
+		return fmt.Errorf("%w: %q is not a snowflake id (a non-negative decimal int64)", errUsage, pos[0])
+	}
+	var d wire.Decoded
+	if *local {
+		l, err := snowflake.ParseLayout(*layout, *unit, *epoch)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		d = responder.Decode(l, id)
+	} else {
+		nc, err := c.connect()
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		msg := nats.NewMsg(wire.DecodeSubject)
+		msg.Data = []byte(strconv.FormatInt(id, 10))
+		reply, err := c.request(nc, msg)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(reply.Data, &d); err != nil {
+			return fmt.Errorf("decode reply: %w", err)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	_, err = fmt.Fprintf(c.stdout, "id         %d\ntime       %s\ntimestamp  %d\nworker     %d\nsequence   %d\nlayout     %s\n",
+		d.ID, d.Time, d.Timestamp, d.Worker, d.Sequence, d.Layout)
+	return err
+}

@@ -1,0 +1,304 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/producer"
+	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/snowflake/dbworker"
+	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/zk"
+)
+
+// Registries of --worker-registry.
+const (
+	RegistryKV     = "kv"
+	RegistryZK     = "zk"
+	RegistryMySQL  = "mysql"
+	RegistryStatic = "static"
+	RegistryOff    = "off"
+)
+
+// EventsPrefix is followed by the kind of event: leaf.events.<kind>.
+const EventsPrefix = "leaf.events."
+
+// SnowflakeEvent is published on leaf.events.snowflake at every change of a
+// node's snowflake state.
+type SnowflakeEvent struct {
+	Node   string    `json:"node"`
+	Kind   string    `json:"kind"`  // "snowflake" or "layout"
+	State  string    `json:"state"` // waiting, serving, paused, lost, closed; "expiring" for kind layout
+	Worker int64     `json:"worker"`
+	Until  time.Time `json:"until,omitzero"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+func (c *Config) validateSnowflake(d Config) error {
+	if c.Registry == "" {
+		c.Registry = RegistryKV
+		if c.MySQL != "" {
+			c.Registry = RegistryMySQL
+		}
+	}
+	if c.ZKName == "" {
+		c.ZKName = d.ZKName
+	}
+	if c.LeaseAhead == 0 {
+		c.LeaseAhead = d.LeaseAhead
+	}
+	if c.MaxBackward == 0 {
+		c.MaxBackward = d.MaxBackward
+	}
+	if c.MaxStartWait == 0 {
+		c.MaxStartWait = d.MaxStartWait
+	}
+	if c.PeerClockMax == 0 {
+		c.PeerClockMax = d.PeerClockMax
+	}
+	if c.LayoutWarn == 0 {
+		c.LayoutWarn = d.LayoutWarn
+	}
+	if c.SnowflakeRing == 0 {
+		c.SnowflakeRing = d.SnowflakeRing
+	}
+	if c.WorkerMySQL == "" {
+		c.WorkerMySQL = c.MySQL
+	}
+	if c.ZKAddr == "" && c.HTTP != "off" {
+		_, port, _ := net.SplitHostPort(c.HTTP)
+		c.ZKAddr = net.JoinHostPort("127.0.0.1", port)
+	}
+	switch c.Registry {
+	case RegistryOff:
+		return nil
+	case RegistryKV, RegistryStatic:
+	case RegistryZK:
+		if c.ZK == "" {
+			return fmt.Errorf("%w: --worker-registry zk needs --zk host:port", ErrConfig)
+		}
+		if _, _, err := net.SplitHostPort(c.ZKAddr); err != nil {
+			return fmt.Errorf("%w: --zk-addr %q must be ip:port (it names this node's worker znode)", ErrConfig, c.ZKAddr)
+		}
+		if strings.Contains(c.ZKName, "/") {
+			return fmt.Errorf("%w: --zk-name %q must not contain /", ErrConfig, c.ZKName)
+		}
+	case RegistryMySQL:
+		if c.WorkerMySQL == "" {
+			return fmt.Errorf("%w: --worker-registry mysql needs --worker-mysql or --mysql", ErrConfig)
+		}
+	default:
+		return fmt.Errorf("%w: worker-registry %q must be kv, zk, mysql, static or off", ErrConfig, c.Registry)
+	}
+	l, err := c.layout()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.Registry == RegistryStatic && (c.WorkerID < 0 || c.WorkerID > l.MaxWorker()) {
+		return fmt.Errorf("%w: worker-id %d must be 0-%d for layout %s", ErrConfig, c.WorkerID, l.MaxWorker(), l)
+	}
+	if c.LeaseAhead < 4*l.TimeUnit || c.MaxBackward < 0 || c.MaxStartWait < 0 || c.LayoutWarn < 0 {
+		return fmt.Errorf("%w: lease-ahead %v (at least 4 ticks), max-backward %v, max-start-wait %v, layout-warn %v",
+			ErrConfig, c.LeaseAhead, c.MaxBackward, c.MaxStartWait, c.LayoutWarn)
+	}
+	if c.SnowflakeRing < 2 || c.SnowflakeRing > 1<<22 {
+		return fmt.Errorf("%w: snowflake-ring %d must be 2-4194304", ErrConfig, c.SnowflakeRing)
+	}
+	if _, _, err := parseStep(c.FaultClockStep); err != nil {
+		return fmt.Errorf("%w: fault-clock-step: %v", ErrConfig, err)
+	}
+	return nil
+}
+
+func (c *Config) layout() (snowflake.Layout, error) {
+	return snowflake.ParseLayout(c.Layout, c.TimeUnit, c.Epoch)
+}
+
+// parseStep parses BY@AFTER.
+func parseStep(s string) (by, after time.Duration, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	b, a, ok := strings.Cut(s, "@")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q: want BY@AFTER like -10s@5s", s)
+	}
+	if by, err = time.ParseDuration(b); err != nil {
+		return 0, 0, fmt.Errorf("%q: %v", s, err)
+	}
+	if after, err = time.ParseDuration(a); err != nil || after < 0 {
+		return 0, 0, fmt.Errorf("%q: AFTER must be a non-negative duration", s)
+	}
+	return by, after, nil
+}
+
+// clock is the node's snowflake clock: the real one, unless a fault drill
+// offsets or steps it.
+func (c *Config) clock() func() time.Time {
+	by, after, _ := parseStep(c.FaultClockStep)
+	off := c.FaultClockOffset
+	if off == 0 && by == 0 {
+		return time.Now
+	}
+	stepAt := time.Now().Add(after)
+	return func() time.Time {
+		now := time.Now()
+		if by != 0 && !now.Before(stepAt) {
+			return now.Add(off + by)
+		}
+		return now.Add(off)
+	}
+}
+
+// startSnowflake checks the clock against the peers, claims a worker id and
+// starts the source and its ring. The responder joins the snowflake queue
+// group later, once the source serves (applySnowflake).
+func (n *Node) startSnowflake(ctx context.Context) error {
+	cfg := n.cfg
+	if cfg.Registry == RegistryOff {
+		return nil
+	}
+	layout, err := cfg.layout()
+	if err != nil {
+		return err
+	}
+	n.layout = layout
+	now := cfg.clock()
+	n.now = now
+	if cfg.FaultClockOffset != 0 || cfg.FaultClockStep != "" {
+		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.FaultClockOffset, "step", cfg.FaultClockStep)
+	}
+	left := layout.Remaining(now())
+	n.log.Info("snowflake layout", "layout", layout.String(), "expires", layout.Expires(), "left", left.Round(time.Hour))
+	if left < cfg.LayoutWarn {
+		msg := fmt.Sprintf("the snowflake layout %s runs out of time bits at %v (%v from now): choose a later epoch or more time bits before then",
+			layout, layout.Expires().UTC(), left.Round(time.Hour))
+		n.log.Error(msg)
+		n.publishEvent(SnowflakeEvent{Kind: "layout", State: "expiring", Worker: -1, Until: layout.Expires(), Reason: msg})
+	}
+	if cfg.PeerClockMax > 0 {
+		pc, err := responder.AskPeerClocks(ctx, n.nc, 500*time.Millisecond, now)
+		if err != nil {
+			return err
+		}
+		if len(pc.Peers) > 0 {
+			n.log.Info("peer clocks", "peers", len(pc.Peers), "offset", pc.Offset, "max", pc.Max)
+			if pc.Offset.Abs() > cfg.PeerClockMax {
+				return fmt.Errorf("snowflake: this clock is %v off the average of %d live nodes (%s), more than --peer-clock-max %v: fix the clock",
+					(-pc.Offset).Round(time.Millisecond), len(pc.Peers), strings.Join(pc.Peers, ", "), cfg.PeerClockMax)
+			}
+		}
+	}
+	open, err := n.registryOpener(layout)
+	if err != nil {
+		return err
+	}
+	n.sfEvents = make(chan snowflake.State, 16)
+	n.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
+		Open:         open,
+		Layout:       layout,
+		Now:          now,
+		LeaseAhead:   cfg.LeaseAhead,
+		MaxBackward:  cfg.MaxBackward,
+		MaxStartWait: cfg.MaxStartWait,
+		Logger:       n.log,
+		OnEvent:      n.onSnowflake,
+	})
+	if err != nil {
+		return err
+	}
+	n.sfRing, err = producer.NewSnowflake(producer.SnowflakeConfig{IDs: n.src, Size: cfg.SnowflakeRing, Logger: n.log})
+	return err
+}
+
+// registryOpener returns the Open function of the configured registry.
+func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (snowflake.Registry, error), error) {
+	cfg := n.cfg
+	switch cfg.Registry {
+	case RegistryKV:
+		js, err := jetstream.New(n.nc)
+		if err != nil {
+			return nil, fmt.Errorf("jetstream: %w", err)
+		}
+		return func(ctx context.Context) (snowflake.Registry, error) {
+			return kvlease.Open(ctx, js, layout, kvlease.Options{Replicas: cfg.KVReplicas, Node: cfg.Name})
+		}, nil
+	case RegistryZK:
+		servers := strings.Split(cfg.ZK, ",")
+		cache := filepath.Join(cfg.DataDir, "snowflake", "zk-"+strings.ReplaceAll(cfg.ZKAddr, ":", "-")+".json")
+		return func(ctx context.Context) (snowflake.Registry, error) {
+			return zk.Open(ctx, servers, layout, zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache})
+		}, nil
+	case RegistryMySQL:
+		return func(ctx context.Context) (snowflake.Registry, error) {
+			return dbworker.Open(ctx, cfg.WorkerMySQL, layout, dbworker.Options{CreateTable: true, Host: cfg.Name})
+		}, nil
+	case RegistryStatic:
+		path := filepath.Join(cfg.DataDir, "snowflake", fmt.Sprintf("static-%d.json", cfg.WorkerID))
+		return func(context.Context) (snowflake.Registry, error) {
+			st, err := snowflake.NewStatic(layout, cfg.WorkerID)
+			if err != nil {
+				return nil, err
+			}
+			return snowflake.NewLeaseFile(st, path), nil
+		}, nil
+	}
+	return nil, fmt.Errorf("%w: worker-registry %q", ErrConfig, cfg.Registry)
+}
+
+// onSnowflake is the source's OnEvent: publish the event and hand the state
+// to applySnowflake (never joining or leaving the queue group from a
+// handler's goroutine).
+func (n *Node) onSnowflake(ev snowflake.Event) {
+	n.sfTransitions.Add(1)
+	n.publishEvent(SnowflakeEvent{Kind: "snowflake", State: ev.State.String(), Worker: ev.Worker, Until: ev.Until, Reason: ev.Reason})
+	select {
+	case n.sfEvents <- ev.State:
+	default: // applySnowflake reads the source's state anyway
+	}
+}
+
+// applySnowflake keeps the responder in the snowflake queue group exactly
+// while the source serves.
+func (n *Node) applySnowflake() {
+	defer n.sfWG.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.sfStop:
+			return
+		case <-n.sfEvents:
+		case <-t.C:
+		}
+		on := n.src.State() == snowflake.StateServing
+		if err := n.resp.SetSnowflake(on); err != nil {
+			n.log.Warn("snowflake queue group change failed", "join", on, "err", err)
+		}
+	}
+}
+
+// publishEvent sends ev on leaf.events.<kind>, best effort.
+func (n *Node) publishEvent(ev SnowflakeEvent) {
+	ev.Node = n.cfg.Name
+	ev.Time = time.Now().UTC()
+	b, err := json.Marshal(ev)
+	if err != nil || n.nc == nil {
+		return
+	}
+	if err := n.nc.Publish(EventsPrefix+ev.Kind, b); err != nil {
+		n.log.Debug("event publish failed", "kind", ev.Kind, "err", err)
+	}
+}
+
+// Snowflake is the node's snowflake source, or nil when it has none.
+func (n *Node) Snowflake() *snowflake.Source { return n.src }

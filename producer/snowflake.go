@@ -1,0 +1,181 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/leafmq/leafmq/ringbuf"
+	"github.com/leafmq/leafmq/snowflake"
+)
+
+// SnowflakeIDs is what the snowflake ring needs of the engine;
+// *snowflake.Source implements it.
+type SnowflakeIDs interface {
+	// Fill fills a prefix of dst without waiting; 0 when the clock must
+	// move on first.
+	Fill(ctx context.Context, dst []int64) (int, error)
+	// Next fills all of dst, waiting for the clock if it must.
+	Next(ctx context.Context, dst []int64) error
+}
+
+// SnowflakeConfig configures a Snowflake ring. Zero values mean the
+// defaults in comments.
+type SnowflakeConfig struct {
+	IDs            SnowflakeIDs  // required
+	Size           int           // ring size; default 65536 (16 ticks of Leaf's layout)
+	PaddingPercent int           // refill below this fill percentage; default 50
+	DirectOver     int           // requests of more ids go straight to IDs; default 64
+	MaxAge         time.Duration // ids idle in the ring longer are thrown away (a gap) so ids stay close to their time; default 1s
+	Logger         *slog.Logger  // default slog.Default()
+}
+
+// Snowflake is UidGenerator's CachedUidGenerator over NATS: a ring
+// pre-filled with snowflake ids a whole tick at a time, refilled
+// asynchronously below its padding threshold. Ids idle in the ring for
+// longer than MaxAge are dropped, so an id's time stays within about MaxAge
+// of when it was handed out.
+type Snowflake struct {
+	cfg    SnowflakeConfig
+	log    *slog.Logger
+	ring   *ringbuf.Ring[int64]
+	filled atomic.Int64 // unix nanos of the last refill that added ids
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	drops  atomic.Uint64
+}
+
+// NewSnowflake builds and starts the ring.
+func NewSnowflake(cfg SnowflakeConfig) (*Snowflake, error) {
+	if cfg.IDs == nil {
+		return nil, errors.New("producer: SnowflakeConfig.IDs is required")
+	}
+	if cfg.Size == 0 {
+		cfg.Size = 65536
+	}
+	if cfg.DirectOver == 0 {
+		cfg.DirectOver = 64
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxAge < 0 || cfg.DirectOver < 0 {
+		return nil, fmt.Errorf("producer: invalid snowflake config: max age %v, direct over %d", cfg.MaxAge, cfg.DirectOver)
+	}
+	s := &Snowflake{cfg: cfg, log: cfg.Logger}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var err error
+	s.ring, err = ringbuf.New(ringbuf.Config[int64]{
+		Size:           cfg.Size,
+		PaddingPercent: cfg.PaddingPercent,
+		FillChunk:      4096,
+		Fill:           s.fill,
+		OnFillError: func(err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, snowflake.ErrNotServing) {
+				s.log.Warn("snowflake ring refill failed", "err", err)
+			}
+		},
+	})
+	if err != nil {
+		s.cancel()
+		return nil, err
+	}
+	s.ring.Start()
+	s.wg.Add(1)
+	go s.freshen()
+	return s, nil
+}
+
+func (s *Snowflake) fill(ctx context.Context, dst []int64) (int, error) {
+	n, err := s.cfg.IDs.Fill(ctx, dst)
+	if n > 0 {
+		s.filled.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// freshen throws away ids that sat in the ring for longer than MaxAge and
+// refills it; it also retries refills that stopped because the clock had to
+// move on.
+func (s *Snowflake) freshen() {
+	defer s.wg.Done()
+	t := time.NewTicker(min(s.cfg.MaxAge/2, 100*time.Millisecond))
+	defer t.Stop()
+	var scratch []int64
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, s.filled.Load())) > s.cfg.MaxAge && s.ring.Len() > 0 {
+			if scratch == nil {
+				scratch = make([]int64, 4096)
+			}
+			for {
+				n, _ := s.ring.TakeN(scratch)
+				s.drops.Add(uint64(n))
+				if n < len(scratch) {
+					break
+				}
+			}
+		}
+		if s.ring.Len() < s.ring.Cap()/2 {
+			s.ring.TriggerRefill()
+		}
+	}
+}
+
+// Next fills dst with fresh snowflake ids: all of it, or an error. Small
+// requests come from the ring; the rest straight from the engine, which may
+// wait for the clock.
+func (s *Snowflake) Next(ctx context.Context, dst []int64) error {
+	n := s.Try(dst)
+	if n == len(dst) {
+		return nil
+	}
+	return s.cfg.IDs.Next(ctx, dst[n:])
+}
+
+// Try fills a prefix of dst without waiting and returns its length.
+func (s *Snowflake) Try(dst []int64) int {
+	if len(dst) <= s.cfg.DirectOver {
+		n, _ := s.ring.TakeN(dst)
+		return n
+	}
+	n, _ := s.cfg.IDs.Fill(s.ctx, dst)
+	return n
+}
+
+// SnowflakeStats is a snapshot of the ring.
+type SnowflakeStats struct {
+	Ring    ringbuf.Stats
+	Len     int
+	Cap     int
+	Dropped uint64 // ids thrown away for being older than MaxAge
+}
+
+// Stats returns the ring's counters.
+func (s *Snowflake) Stats() SnowflakeStats {
+	return SnowflakeStats{Ring: s.ring.Stats(), Len: s.ring.Len(), Cap: s.ring.Cap(), Dropped: s.drops.Load()}
+}
+
+// Close stops the refills. The ids left in the ring are a gap. Idempotent.
+func (s *Snowflake) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		err = s.ring.Close()
+	})
+	return err
+}

@@ -1,0 +1,191 @@
+package responder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// SetSnowflake joins (on) or leaves (off) the queue group of the snowflake
+// endpoints, leaf.snowflake and leaf.snowflake.<key>. A node leaves while
+// its clock is behind the last time it used, so NATS sends its share to the
+// other nodes; with no other node, requesters get "no responders". It is a
+// separate micro service (same name and queue group) so it can come and go
+// without the segment endpoints. Idempotent; an error if the Responder has
+// no Snowflake source or is stopped.
+func (r *Responder) SetSnowflake(on bool) error {
+	r.sfMu.Lock()
+	defer r.sfMu.Unlock()
+	if !on {
+		if r.sfSvc == nil {
+			return nil
+		}
+		err := r.sfSvc.Stop()
+		r.sfSvc = nil
+		return err
+	}
+	if r.cfg.Snowflake == nil {
+		return errors.New("responder: no snowflake source configured")
+	}
+	if r.ctx.Err() != nil {
+		return errors.New("responder: stopped")
+	}
+	if r.sfSvc != nil {
+		return nil
+	}
+	svc, err := micro.AddService(r.cfg.Conn, micro.Config{
+		Name:        "leaf",
+		Version:     r.cfg.Version,
+		Description: "leafmq snowflake ids",
+		QueueGroup:  wire.QueueGroup,
+		Metadata:    map[string]string{"node": r.cfg.Node, "engine": "snowflake"},
+	})
+	if err != nil {
+		return fmt.Errorf("responder: add snowflake service: %w", err)
+	}
+	g := svc.AddGroup("leaf")
+	if err := errors.Join(
+		g.AddEndpoint("snowflake", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject("snowflake")),
+		g.AddEndpoint("snowflake-key", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject("snowflake.*")),
+	); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("responder: add snowflake endpoints: %w", err)
+	}
+	r.sfSvc = svc
+	return nil
+}
+
+// SnowflakeService is the snowflake micro service while it is in the queue
+// group, else nil.
+func (r *Responder) SnowflakeService() micro.Service {
+	r.sfMu.Lock()
+	defer r.sfMu.Unlock()
+	return r.sfSvc
+}
+
+// handleSnowflake answers leaf.snowflake and leaf.snowflake.<key> like
+// handleSegment: at once from the ring when it holds every id asked for,
+// else through a worker (which may wait for the next tick).
+func (r *Responder) handleSnowflake(req micro.Request) {
+	r.active.Add(1)
+	defer r.active.Add(-1)
+	if subj := req.Subject(); subj != wire.SnowflakeSubject {
+		key := subj[len(wire.SnowflakePrefix):]
+		if key == "decode" {
+			return // leaf.snowflake.decode answers it: this wildcard only sees it too
+		}
+		if err := segment.CheckTag(key); err != nil {
+			r.fail(req, fmt.Errorf("%w: key: %w", segment.ErrInvalid, err))
+			return
+		}
+	}
+	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
+	if err != nil {
+		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
+		return
+	}
+	bp := r.bufs.Get().(*[]int64)
+	if cap(*bp) < n {
+		*bp = make([]int64, n)
+	}
+	have := r.cfg.Snowflake.Try((*bp)[:n])
+	j := job{req: req, sf: true, ids: bp, n: n, have: have}
+	if have == n {
+		r.finish(j)
+		return
+	}
+	select {
+	case r.jobs <- j:
+	case <-r.ctx.Done():
+		r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed))
+		r.bufs.Put(bp)
+	}
+}
+
+// handleDecode answers leaf.snowflake.decode: the body is a decimal id.
+func (r *Responder) handleDecode(req micro.Request) {
+	body := strings.TrimSpace(string(req.Data()))
+	id, err := strconv.ParseInt(body, 10, 64)
+	if err != nil || id < 0 {
+		r.fail(req, fmt.Errorf("%w: body must be a snowflake id, a decimal integer 0-%d, not %q", segment.ErrInvalid, int64(1<<63-1), body))
+		return
+	}
+	r.respondJSON(req, Decode(r.cfg.Layout, id))
+}
+
+// Decode splits id by layout into the fields of leaf.snowflake.decode.
+func Decode(layout snowflake.Layout, id int64) wire.Decoded {
+	d := layout.Decompose(id)
+	return wire.Decoded{
+		ID:        id,
+		Timestamp: d.Timestamp,
+		Time:      d.Time.UTC().Format(time.RFC3339Nano),
+		Worker:    d.Worker,
+		Sequence:  d.Sequence,
+		Layout:    layout.String(),
+	}
+}
+
+// handleTime answers leaf.admin.time with this node's clock. Every node
+// answers (no queue group).
+func (r *Responder) handleTime(req micro.Request) {
+	r.respondJSON(req, wire.NodeTime{Node: r.cfg.Node, UnixNano: r.cfg.Now().UnixNano()})
+}
+
+// PeerClock is what the live nodes said of their clocks.
+type PeerClock struct {
+	Peers  []string      // names of the nodes that answered
+	Offset time.Duration // average of (peer clock - our clock), each corrected by half its round trip
+	Max    time.Duration // largest |offset| of a single peer
+}
+
+// AskPeerClocks asks every node on nc for its time (leaf.admin.time) and
+// gathers the answers that arrive within window. now is this node's clock.
+// No answer is not an error (the first node has no peers): Peers is empty.
+func AskPeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time) (PeerClock, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return PeerClock{}, fmt.Errorf("peer clocks: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	sent := now()
+	if err := nc.PublishRequest(wire.TimeSubject, inbox, nil); err != nil {
+		return PeerClock{}, fmt.Errorf("peer clocks: publish: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	var pc PeerClock
+	var sum time.Duration
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break // window over
+		}
+		got := now()
+		var t wire.NodeTime
+		if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 {
+			continue
+		}
+		mid := sent.Add(got.Sub(sent) / 2)
+		off := time.Unix(0, t.UnixNano).Sub(mid)
+		pc.Peers = append(pc.Peers, t.Node)
+		sum += off
+		pc.Max = max(pc.Max, off.Abs())
+	}
+	if len(pc.Peers) > 0 {
+		pc.Offset = sum / time.Duration(len(pc.Peers))
+	}
+	return pc, nil
+}

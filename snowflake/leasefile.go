@@ -1,0 +1,106 @@
+package snowflake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// LeaseFile wraps a Registry whose leases do not survive a restart (Static)
+// so they do: every Lease is first written to a local file (written to a
+// temporary file, synced, renamed), and Register reports the later of the
+// file's lease and the registry's. The file belongs to one worker id: a
+// Register that gets another id ignores it (and the next Lease replaces it).
+type LeaseFile struct {
+	Registry
+	path string
+	mu   sync.Mutex
+	w    int64     // worker of the registration, -1 before
+	last time.Time // lease in the file
+}
+
+type leaseFileData struct {
+	Worker int64     `json:"worker"`
+	Lease  time.Time `json:"lease"`
+}
+
+// NewLeaseFile wraps reg with the lease file at path.
+func NewLeaseFile(reg Registry, path string) *LeaseFile {
+	return &LeaseFile{Registry: reg, path: path, w: -1}
+}
+
+// Register implements Registry.
+func (f *LeaseFile) Register(ctx context.Context) (Registration, error) {
+	r, err := f.Registry.Register(ctx)
+	if err != nil {
+		return r, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w = r.Worker
+	b, err := os.ReadFile(f.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return r, nil
+	case err != nil:
+		return Registration{}, fmt.Errorf("snowflake: lease file: %w", err)
+	}
+	var d leaseFileData
+	if err := json.Unmarshal(b, &d); err != nil {
+		return Registration{}, fmt.Errorf("snowflake: lease file %s is corrupt (remove it only if the clock is known to be past every id issued): %w", f.path, err)
+	}
+	if d.Worker == r.Worker {
+		f.last = d.Lease
+		if d.Lease.After(r.LastLease) {
+			r.LastLease = d.Lease
+		}
+	}
+	return r, nil
+}
+
+// Lease implements Registry: the file first, then the registry.
+func (f *LeaseFile) Lease(ctx context.Context, until time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.w < 0 {
+		return ErrNotRegistered
+	}
+	if until.After(f.last) {
+		b, _ := json.Marshal(leaseFileData{Worker: f.w, Lease: until.UTC()})
+		if err := writeFileSync(f.path, b); err != nil {
+			return fmt.Errorf("%w: lease file: %w", ErrRegistryUnavailable, err)
+		}
+		f.last = until
+	}
+	return f.Registry.Lease(ctx, until)
+}
+
+// writeFileSync replaces path with b durably.
+func writeFileSync(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

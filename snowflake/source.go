@@ -1,0 +1,520 @@
+package snowflake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrNotServing: the Source is not handing out ids now (waiting for its
+// clock to pass its last lease, paused after the clock moved backwards, its
+// worker id lost, or closed). The message says which, and until when.
+var ErrNotServing = errors.New("snowflake not serving")
+
+// State is what a Source is doing.
+type State int32
+
+// States of a Source.
+const (
+	// StateWaiting: registered, waiting for the clock to pass the worker's
+	// last lease (at start, or after re-registering).
+	StateWaiting State = iota
+	// StateServing: handing out ids.
+	StateServing
+	// StatePaused: the clock moved backwards further than can be waited
+	// out; waiting for it to pass the last tick used.
+	StatePaused
+	// StateLost: the registry claim was lost; re-registering.
+	StateLost
+	// StateClosed: Close was called.
+	StateClosed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateWaiting:
+		return "waiting"
+	case StateServing:
+		return "serving"
+	case StatePaused:
+		return "paused"
+	case StateLost:
+		return "lost"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("State(%d)", int32(s))
+}
+
+// Event is a change of a Source's state, for logs, metrics and the
+// leaf.events subjects.
+type Event struct {
+	State  State     // the new state
+	Worker int64     // worker id (-1 when none)
+	Until  time.Time // Waiting, Paused: when the clock will have passed the last time used
+	Reason string    // human-readable
+}
+
+// Defaults of SourceConfig.
+const (
+	DefaultMaxStartWait = 30 * time.Second
+	defaultCheck        = 50 * time.Millisecond
+	defaultRetry        = time.Second
+)
+
+// SourceConfig configures a Source. Zero values mean the defaults in comments.
+type SourceConfig struct {
+	// Open opens a new Registry. It is called at start and again after a
+	// claim is lost (a lost Registry cannot register again). Required.
+	Open func(ctx context.Context) (Registry, error)
+	// Layout, RandomStart and Now are the Generator's (Config).
+	Layout      Layout
+	RandomStart int
+	Now         func() time.Time
+	// LeaseAhead is how far ahead of the clock the persisted time lease
+	// reaches; it is renewed every LeaseAhead/4. A restarted worker waits up
+	// to this long for its clock to pass its last lease. Default 3s.
+	LeaseAhead time.Duration
+	// BorrowAhead is how far ahead of the clock ids may be made when they
+	// are taken faster than the layout's rate (UidGenerator's borrowing of
+	// future seconds); never beyond the persisted lease. Default LeaseAhead;
+	// negative: never ahead of the clock.
+	BorrowAhead time.Duration
+	// MaxBackward is the largest backwards step of the clock (beyond what
+	// was borrowed) that Next waits out; a larger one pauses the Source
+	// until the clock is past the last tick used. Default 5ms.
+	MaxBackward time.Duration
+	// MaxStartWait: a clock behind the worker's last lease by more than
+	// this at start fails Start with ErrClockBackwards instead of waiting.
+	// Default 30s.
+	MaxStartWait time.Duration
+	// OnEvent, if set, is called (from the Source's goroutine or a caller
+	// of Fill, never concurrently with itself) at every change of state.
+	OnEvent func(Event)
+	// Logger: default slog.Default().
+	Logger *slog.Logger
+}
+
+// Source runs a Generator on a worker id claimed from a Registry: it keeps
+// the worker's time lease renewed ahead of the clock, refuses ids until the
+// clock has passed the last lease (so a restart with the clock behind never
+// reissues an id), pauses when the clock steps back, and claims a new worker
+// id when the claim is lost. It is safe for concurrent use.
+type Source struct {
+	cfg   SourceConfig
+	log   *slog.Logger
+	s     spec
+	check time.Duration
+	retry time.Duration
+
+	mu     sync.Mutex // guards reg, gen, until, reason, closed; state transitions
+	reg    Registry
+	gen    *Generator
+	until  time.Time // Waiting/Paused: resume when the clock passes it
+	reason string
+	closed bool
+
+	state  atomic.Int32
+	worker atomic.Int64
+	leased atomic.Int64 // unix nanos up to which the lease is persisted
+
+	evMu   sync.Mutex // serializes OnEvent
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartSource opens the registry, claims a worker id and starts the
+// Source's lease and clock goroutine. If the clock is behind the worker's
+// last lease by at most MaxStartWait the Source starts Waiting and serves
+// once the clock has passed it; by more, StartSource fails with an error
+// wrapping ErrClockBackwards.
+func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
+	if cfg.Open == nil {
+		return nil, fmt.Errorf("%w: SourceConfig.Open is required", ErrInvalidConfig)
+	}
+	s, err := cfg.Layout.spec()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Layout = s.l
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LeaseAhead == 0 {
+		cfg.LeaseAhead = DefaultLeaseAhead
+	}
+	if cfg.BorrowAhead == 0 {
+		cfg.BorrowAhead = cfg.LeaseAhead
+	}
+	if cfg.BorrowAhead < 0 {
+		cfg.BorrowAhead = 0
+	}
+	if cfg.MaxBackward == 0 {
+		cfg.MaxBackward = DefaultMaxBackward
+	}
+	if cfg.MaxBackward < 0 {
+		cfg.MaxBackward = 0
+	}
+	if cfg.MaxStartWait == 0 {
+		cfg.MaxStartWait = DefaultMaxStartWait
+	}
+	switch {
+	case cfg.LeaseAhead < 4*s.l.TimeUnit:
+		return nil, fmt.Errorf("%w: LeaseAhead %v must be at least 4 ticks of %v", ErrInvalidConfig, cfg.LeaseAhead, s.l.TimeUnit)
+	case cfg.BorrowAhead > cfg.LeaseAhead:
+		return nil, fmt.Errorf("%w: BorrowAhead %v is beyond LeaseAhead %v", ErrInvalidConfig, cfg.BorrowAhead, cfg.LeaseAhead)
+	case cfg.MaxStartWait < 0:
+		return nil, fmt.Errorf("%w: MaxStartWait %v is negative", ErrInvalidConfig, cfg.MaxStartWait)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	src := &Source{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		s:     s,
+		check: defaultCheck,
+		retry: defaultRetry,
+		done:  make(chan struct{}),
+	}
+	src.worker.Store(-1)
+	src.state.Store(int32(StateLost))
+	if err := src.register(ctx, true); err != nil {
+		return nil, err
+	}
+	src.ctx, src.cancel = context.WithCancel(context.Background())
+	go src.run()
+	return src, nil
+}
+
+// register opens a registry, claims a worker id and builds its generator.
+// At start (first) a clock too far behind the last lease is an error; later
+// it only makes the Source wait longer.
+func (src *Source) register(ctx context.Context, first bool) error {
+	reg, err := src.cfg.Open(ctx)
+	if err != nil {
+		return fmt.Errorf("snowflake: open registry: %w", err)
+	}
+	r, err := reg.Register(ctx)
+	if err != nil {
+		_ = reg.Close()
+		return fmt.Errorf("snowflake: register: %w", err)
+	}
+	if r.Worker < 0 || r.Worker > src.s.maxWorker {
+		_ = reg.Close()
+		return fmt.Errorf("%w: registry gave worker %d, outside 0-%d of layout %s", ErrNoWorker, r.Worker, src.s.maxWorker, src.s.l)
+	}
+	now := src.cfg.Now()
+	behind := r.LastLease.Sub(now)
+	if first && behind > src.cfg.MaxStartWait {
+		_ = reg.Close()
+		return fmt.Errorf("%w: the clock (%v) is %v behind the last time lease of worker %d (%v), more than the %v a start waits: fix the clock, or start later",
+			ErrClockBackwards, now.UTC(), behind.Round(time.Millisecond), r.Worker, r.LastLease.UTC(), src.cfg.MaxStartWait)
+	}
+	gen, err := New(Config{
+		Layout:      src.s.l,
+		Worker:      r.Worker,
+		Now:         src.cfg.Now,
+		RandomStart: src.cfg.RandomStart,
+		LastIssued:  r.LastLease,
+	})
+	if err != nil {
+		_ = reg.Close()
+		return err
+	}
+	src.mu.Lock()
+	if src.closed {
+		src.mu.Unlock()
+		_ = reg.Close()
+		return fmt.Errorf("%w: closed", ErrNotServing)
+	}
+	src.reg, src.gen = reg, gen
+	src.worker.Store(r.Worker)
+	src.leased.Store(r.LastLease.UnixNano())
+	until := gen.Last()
+	src.mu.Unlock()
+	src.log.Info("snowflake worker registered", "worker", r.Worker, "last_lease", r.LastLease, "layout", src.s.l.String())
+	if !now.Before(until) {
+		// Lease before serving, so the first ids never wait for the registry.
+		if err := src.renew(ctx, now); err != nil {
+			src.log.Warn("snowflake: first time lease failed; retrying", "err", err)
+		}
+		src.setState(StateServing, time.Time{}, "registered")
+		return nil
+	}
+	src.setState(StateWaiting, until, fmt.Sprintf("clock is %v behind the last time lease of worker %d",
+		until.Sub(now).Round(time.Millisecond), r.Worker))
+	return nil
+}
+
+// setState changes the state and reports the event.
+func (src *Source) setState(st State, until time.Time, reason string) {
+	src.mu.Lock()
+	if src.closed && st != StateClosed {
+		src.mu.Unlock()
+		return
+	}
+	old := State(src.state.Swap(int32(st)))
+	src.until, src.reason = until, reason
+	src.mu.Unlock()
+	if old == st {
+		return
+	}
+	ev := Event{State: st, Worker: src.worker.Load(), Until: until, Reason: reason}
+	lvl := slog.LevelInfo
+	if st == StatePaused || st == StateLost {
+		lvl = slog.LevelError
+	} else if st == StateWaiting {
+		lvl = slog.LevelWarn
+	}
+	src.log.Log(context.Background(), lvl, "snowflake "+st.String(), "worker", ev.Worker, "until", until, "reason", reason)
+	if src.cfg.OnEvent != nil {
+		src.evMu.Lock()
+		src.cfg.OnEvent(ev)
+		src.evMu.Unlock()
+	}
+}
+
+// renew extends the persisted lease to now+LeaseAhead.
+func (src *Source) renew(ctx context.Context, now time.Time) error {
+	until := now.Add(src.cfg.LeaseAhead)
+	if until.UnixNano() <= src.leased.Load() {
+		return nil
+	}
+	src.mu.Lock()
+	reg := src.reg
+	src.mu.Unlock()
+	if reg == nil {
+		return fmt.Errorf("%w: no registry", ErrNotRegistered)
+	}
+	ctx, cancel := context.WithTimeout(ctx, src.cfg.LeaseAhead/2)
+	defer cancel()
+	if err := reg.Lease(ctx, until); err != nil {
+		return err
+	}
+	for {
+		old := src.leased.Load()
+		if until.UnixNano() <= old || src.leased.CompareAndSwap(old, until.UnixNano()) {
+			return nil
+		}
+	}
+}
+
+// run renews the lease, resumes a waiting or paused Source once its clock
+// is past the last time used, and re-registers after a lost claim.
+func (src *Source) run() {
+	defer close(src.done)
+	t := time.NewTicker(src.check)
+	defer t.Stop()
+	nextRenew := time.Time{}
+	failing := false
+	for {
+		src.mu.Lock()
+		reg := src.reg
+		src.mu.Unlock()
+		var lost <-chan struct{}
+		if reg != nil {
+			lost = reg.Lost()
+		}
+		select {
+		case <-src.ctx.Done():
+			return
+		case <-lost:
+			src.relost("the registry reported the claim lost")
+			continue
+		case <-t.C:
+		}
+		now := src.cfg.Now()
+		switch src.State() {
+		case StateLost:
+			if err := src.register(src.ctx, false); err != nil {
+				src.log.Warn("snowflake: re-register failed", "err", err)
+				if !sleepCtx(src.ctx, src.retry) {
+					return
+				}
+			}
+			continue
+		case StateWaiting, StatePaused:
+			src.mu.Lock()
+			until := src.until
+			src.mu.Unlock()
+			if !now.Before(until) {
+				src.setState(StateServing, time.Time{}, "the clock has passed the last time used")
+			}
+		}
+		if now.Before(nextRenew) {
+			continue
+		}
+		if err := src.renew(src.ctx, now); err != nil {
+			if errors.Is(err, ErrNotRegistered) {
+				src.relost(err.Error())
+				continue
+			}
+			if !failing {
+				src.log.Warn("snowflake: time lease renewal failing", "err", err)
+			}
+			failing = true
+			continue
+		}
+		if failing {
+			src.log.Info("snowflake: time lease renewed again")
+		}
+		failing = false
+		nextRenew = now.Add(src.cfg.LeaseAhead / 4)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// relost drops the current registration after its claim was lost.
+func (src *Source) relost(reason string) {
+	src.mu.Lock()
+	reg := src.reg
+	src.reg, src.gen = nil, nil
+	src.mu.Unlock()
+	if reg != nil {
+		_ = reg.Close()
+	}
+	src.setState(StateLost, time.Time{}, reason)
+	src.worker.Store(-1)
+}
+
+// State is the Source's state now.
+func (src *Source) State() State { return State(src.state.Load()) }
+
+// Worker is the worker id in use, or -1 while there is none.
+func (src *Source) Worker() int64 { return src.worker.Load() }
+
+// Layout is the layout of the ids.
+func (src *Source) Layout() Layout { return src.s.l }
+
+// Leased is the time up to which the lease is persisted.
+func (src *Source) Leased() time.Time { return time.Unix(0, src.leased.Load()) }
+
+// notServing is the error for a Source that is not serving.
+func (src *Source) notServing(st State) error {
+	src.mu.Lock()
+	until, reason := src.until, src.reason
+	src.mu.Unlock()
+	switch st {
+	case StateWaiting, StatePaused:
+		return fmt.Errorf("%w: %s: %s; back after %v", ErrNotServing, st, reason, until.UTC().Format(time.RFC3339Nano))
+	default:
+		return fmt.Errorf("%w: %s: %s", ErrNotServing, st, reason)
+	}
+}
+
+// Fill fills a prefix of dst with fresh ids without waiting for the clock
+// and returns its length: up to a whole tick at a time, borrowing future
+// ticks up to BorrowAhead and never past the persisted lease. It returns 0
+// and a nil error when the ticks it may use are used up (the clock must
+// move on). An error wraps ErrNotServing (the Source pauses itself when it
+// finds the clock behind the last tick used by more than BorrowAhead plus
+// MaxBackward), ErrExpired or ErrOutOfRange.
+func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
+	if st := src.State(); st != StateServing {
+		return 0, src.notServing(st)
+	}
+	src.mu.Lock()
+	gen := src.gen
+	src.mu.Unlock()
+	if gen == nil {
+		return 0, src.notServing(src.State())
+	}
+	now := src.cfg.Now()
+	limit := min(src.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano())
+	n, err := gen.Borrow(ctx, dst, time.Unix(0, limit))
+	if err != nil || n == len(dst) {
+		return n, err
+	}
+	// Short: the clock must move on, unless it went backwards or the lease
+	// is not being renewed.
+	if n == 0 && limit == src.leased.Load() && limit < now.UnixNano() {
+		return 0, fmt.Errorf("%w: %w: the time lease (up to %v) is behind the clock: the worker registry cannot be reached",
+			ErrNotServing, ErrLeaseFailed, time.Unix(0, limit).UTC())
+	}
+	if last := gen.Last(); last.Sub(now) > src.cfg.BorrowAhead+src.cfg.MaxBackward+src.s.l.TimeUnit {
+		src.setState(StatePaused, last, fmt.Sprintf("the clock moved backwards: it is %v behind the last time used by worker %d",
+			last.Sub(now).Round(time.Millisecond), gen.Worker()))
+		if n == 0 {
+			return 0, fmt.Errorf("%w (%w)", src.notServing(StatePaused), ErrClockBackwards)
+		}
+	}
+	return n, nil
+}
+
+// Next fills all of dst, waiting tick by tick while Fill finds none (the
+// layout's rate is reached and borrowing is used up, or the clock went back
+// by at most MaxBackward). It fails when the Source is not serving or ctx
+// ends; on error no id of dst is valid (those filled are a gap).
+func (src *Source) Next(ctx context.Context, dst []int64) error {
+	n := 0
+	for n < len(dst) {
+		k, err := src.Fill(ctx, dst[n:])
+		if err != nil {
+			return err
+		}
+		n += k
+		if n == len(dst) {
+			return nil
+		}
+		if k == 0 {
+			if err := sleep(ctx, src.wait()); err != nil {
+				return fmt.Errorf("%w: waiting for the clock to reach the next tick: %w", ErrNotServing, err)
+			}
+		}
+	}
+	return nil
+}
+
+// wait is how long to wait before Fill can make ids again.
+func (src *Source) wait() time.Duration {
+	src.mu.Lock()
+	gen := src.gen
+	src.mu.Unlock()
+	now := src.cfg.Now()
+	d := src.s.l.TimeUnit
+	if gen != nil {
+		lim := time.Unix(0, min(src.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano()))
+		if w := gen.Last().Sub(lim); w > 0 && w < d {
+			d = w
+		}
+	}
+	return max(d, 50*time.Microsecond)
+}
+
+// Close stops the Source and closes its registry. Idempotent.
+func (src *Source) Close() error {
+	src.mu.Lock()
+	if src.closed {
+		src.mu.Unlock()
+		return nil
+	}
+	src.mu.Unlock()
+	src.setState(StateClosed, time.Time{}, "closed")
+	src.mu.Lock()
+	src.closed = true
+	reg := src.reg
+	src.reg, src.gen = nil, nil
+	src.mu.Unlock()
+	src.cancel()
+	<-src.done
+	if reg != nil {
+		return reg.Close()
+	}
+	return nil
+}
