@@ -33,6 +33,9 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 	if cfg.HTTP == "" {
 		cfg.HTTP = "127.0.0.1:0"
 	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, cfg, nil)
@@ -57,7 +60,12 @@ func admin(t *testing.T, nc *nats.Conn, subject string, req responder.AdminReque
 
 // take asks for n ids of tag and returns them, or the error.
 func take(nc *nats.Conn, tag string, n int, binary bool) ([]int64, error) {
-	msg := nats.NewMsg(wire.SegmentPrefix + tag)
+	return takeFrom(nc, wire.SegmentPrefix+tag, n, binary)
+}
+
+// takeFrom asks subject for n ids and returns them, or the error.
+func takeFrom(nc *nats.Conn, subject string, n int, binary bool) ([]int64, error) {
+	msg := nats.NewMsg(subject)
 	if n > 1 {
 		msg.Data = []byte(strconv.Itoa(n))
 	}
@@ -78,10 +86,10 @@ func take(nc *nats.Conn, tag string, n int, binary bool) ([]int64, error) {
 	return ids, err
 }
 
-// load runs clients that take ids until want ids were taken, calling midway
-// once half of them are in. It fails the test on a duplicate or on more
-// failed requests than maxErrs.
-func load(t *testing.T, url, tag string, clients int, want int64, maxErrs int64, midway func()) {
+// load runs clients that take ids of subject until want ids were taken,
+// calling midway once half of them are in. It fails the test on a duplicate
+// or on more failed requests than maxErrs, and returns the ids, sorted.
+func load(t *testing.T, url, subject string, clients int, want int64, maxErrs int64, midway func()) []int64 {
 	t.Helper()
 	var (
 		taken, fails atomic.Int64
@@ -111,7 +119,7 @@ func load(t *testing.T, url, tag string, clients int, want int64, maxErrs int64,
 				} else {
 					singles++
 				}
-				ids, err := take(nc, tag, n, rng.IntN(2) == 0)
+				ids, err := takeFrom(nc, subject, n, rng.IntN(2) == 0)
 				if err != nil {
 					if f := fails.Add(1); f > maxErrs {
 						errs <- fmt.Errorf("client %d: %d failed requests, last: %w", c, f, err)
@@ -144,6 +152,7 @@ func load(t *testing.T, url, tag string, clients int, want int64, maxErrs int64,
 	if int64(len(all)) < want {
 		t.Fatalf("only %d ids", len(all))
 	}
+	return all
 }
 
 // threeNodes runs the end-to-end scenario on one store: three leafd
@@ -162,7 +171,7 @@ func threeNodes(t *testing.T, base node.Config) {
 	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "e2e", Step: 5000})
 	// A graceful stop lets in-flight requests finish; a request that races
 	// the unsubscribe may time out once and is retried: allow a handful.
-	load(t, s.ClientURL(), "e2e", 8, 1_000_000, 16, func() {
+	load(t, s.ClientURL(), wire.SegmentPrefix+"e2e", 8, 1_000_000, 16, func() {
 		if err := nodes[1].Close(context.Background()); err != nil {
 			t.Errorf("stop node: %v", err)
 		}
@@ -339,7 +348,9 @@ func TestSecondNodeJoinsEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := 0
-	for i := 0; i < 2; i++ {
+	// Each node runs two "leaf" services: the main one and the snowflake
+	// one (which joins and leaves the queue group on its own).
+	for i := 0; i < 4 && served < 2; i++ {
 		msg, err := sub.NextMsg(5 * time.Second)
 		if err != nil {
 			t.Fatalf("stats reply %d: %v", i, err)

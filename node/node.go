@@ -121,6 +121,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	if n.src != nil {
+		if n.src.State() == snowflake.StateServing {
+			if err := n.resp.SetSnowflake(true); err != nil {
+				return nil, err
+			}
+		}
 		n.sfStop = make(chan struct{})
 		n.sfWG.Add(1)
 		go n.applySnowflake()

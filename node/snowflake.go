@@ -300,5 +300,9 @@ func (n *Node) publishEvent(ev SnowflakeEvent) {
 	}
 }
 
+// SnowflakeJoined reports whether the node is in the snowflake queue group
+// (it leaves while its snowflake source does not serve).
+func (n *Node) SnowflakeJoined() bool { return n.resp != nil && n.resp.SnowflakeService() != nil }
+
 // Snowflake is the node's snowflake source, or nil when it has none.
 func (n *Node) Snowflake() *snowflake.Source { return n.src }

@@ -63,6 +63,10 @@ func (r *Responder) SetSnowflake(on bool) error {
 		return fmt.Errorf("responder: add snowflake endpoints: %w", err)
 	}
 	r.sfSvc = svc
+	// The server must have the subscriptions before we say we are in.
+	if err := r.cfg.Conn.FlushTimeout(2 * time.Second); err != nil {
+		r.cfg.Logger.Warn("flush after joining the snowflake queue group", "err", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,251 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// threeSnowflakeNodes: three leafd on one registry hand out a million
+// snowflake ids to eight clients while one node is stopped and started again
+// with the same configuration (so, on ZooKeeper and static registries, the
+// same worker id): no duplicate.
+func threeSnowflakeNodes(t *testing.T, base node.Config) {
+	s := natstest.RunServer(t)
+	cfgs := make([]node.Config, 3)
+	nodes := make([]*node.Node, 3)
+	for i := range cfgs {
+		cfg := base
+		cfg.Name = fmt.Sprintf("sf-%d", i)
+		cfg.NATS = s.ClientURL()
+		cfg.DataDir = t.TempDir()
+		cfg.ZKAddr = fmt.Sprintf("127.0.0.1:%d", 7000+i)
+		cfgs[i] = cfg
+		nodes[i] = startNode(t, cfg)
+	}
+	workers := map[int64]bool{}
+	for _, n := range nodes {
+		waitServing(t, n)
+		workers[n.Snowflake().Worker()] = true
+	}
+	if len(workers) != 3 {
+		t.Fatalf("three nodes got workers %v", workers)
+	}
+	all := load(t, s.ClientURL(), wire.SnowflakeSubject, 8, 1_000_000, 16, func() {
+		old := nodes[1].Snowflake().Worker()
+		if err := nodes[1].Close(context.Background()); err != nil {
+			t.Errorf("stop node: %v", err)
+		}
+		nodes[1] = startNode(t, cfgs[1])
+		t.Logf("node restarted: worker %d, then %d", old, nodes[1].Snowflake().Worker())
+	})
+	layout := snowflake.LeafLayout()
+	seen := map[int64]int{}
+	for _, id := range all {
+		seen[layout.Decompose(id).Worker]++
+	}
+	t.Logf("ids by worker: %v", seen)
+	if len(seen) < 3 {
+		t.Errorf("ids came from %d workers, want every node's", len(seen))
+	}
+}
+
+func waitServing(t *testing.T, n *node.Node) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for n.Snowflake().State() != snowflake.StateServing || !n.SnowflakeJoined() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: snowflake %v, not serving", n.Name(), n.Snowflake().State())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestThreeSnowflakeNodesKV(t *testing.T) {
+	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryKV})
+}
+
+func TestThreeSnowflakeNodesZooKeeper(t *testing.T) {
+	zkAddr := testenv.ZooKeeper(t)
+	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryZK, ZK: zkAddr, ZKName: testenv.RandomName("e2e", 6)})
+}
+
+func TestThreeSnowflakeNodesMySQL(t *testing.T) {
+	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryMySQL, MySQL: testenv.MySQL(t)})
+}
+
+// takeAll takes n snowflake ids in batches of 1000.
+func takeAll(t *testing.T, nc *nats.Conn, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for len(ids) < n {
+		got, err := takeFrom(nc, wire.SnowflakeSubject, min(1000, n-len(ids)), true)
+		if err != nil {
+			t.Fatalf("take: %v", err)
+		}
+		ids = append(ids, got...)
+	}
+	return ids
+}
+
+// The fault drill of the issue: a node restarted with its clock 10s behind,
+// on the same worker id, refuses snowflake until its clock has passed its
+// last lease, and never repeats an id.
+func TestRestartClockBehind(t *testing.T) {
+	for _, reg := range []string{node.RegistryStatic, node.RegistryZK} {
+		t.Run(reg, func(t *testing.T) {
+			s := natstest.RunServer(t)
+			nc := natstest.Connect(t, s.ClientURL())
+			cfg := node.Config{Name: "drill", NATS: s.ClientURL(), DataDir: t.TempDir(), Registry: reg, WorkerID: 7,
+				ZKAddr: "127.0.0.1:7100", PeerClockMax: -1}
+			if reg == node.RegistryZK {
+				cfg.ZK = testenv.ZooKeeper(t)
+				cfg.ZKName = testenv.RandomName("drill", 6)
+			}
+			n := startNode(t, cfg)
+			waitServing(t, n)
+			worker := n.Snowflake().Worker()
+			before := takeAll(t, nc, 20_000)
+			if err := n.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+
+			// Far behind: the start fails, with a clear error.
+			far := cfg
+			far.FaultClockOffset = -10 * time.Second
+			far.MaxStartWait = 2 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if n, err := node.Start(ctx, far, nil); err == nil {
+				_ = n.Close(context.Background())
+				t.Fatal("a node with its clock 10s behind its last lease started")
+			} else if !errors.Is(err, snowflake.ErrClockBackwards) || !strings.Contains(err.Error(), "behind the last time lease") {
+				t.Fatalf("start error %v, want ErrClockBackwards about the last time lease", err)
+			}
+
+			// Within MaxStartWait: the node starts, stays out of the queue
+			// group while its clock is behind, then serves.
+			behind := cfg
+			behind.FaultClockOffset = -10 * time.Second
+			n = startNode(t, behind)
+			if w := n.Snowflake().Worker(); w != worker {
+				t.Fatalf("restarted on worker %d, want %d", w, worker)
+			}
+			if st := n.Snowflake().State(); st != snowflake.StateWaiting {
+				t.Fatalf("state %v, want waiting", st)
+			}
+			if _, err := takeFrom(nc, wire.SnowflakeSubject, 1, false); !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, wire.ErrUnavailable) {
+				t.Fatalf("request while waiting: %v, want no responders or 503", err)
+			}
+			waitServing(t, n)
+			after := takeAll(t, nc, 20_000)
+			last := before[len(before)-1]
+			seen := make(map[int64]bool, len(before))
+			for _, id := range before {
+				seen[id] = true
+			}
+			for _, id := range after {
+				if seen[id] {
+					t.Fatalf("id %d issued again after the restart", id)
+				}
+				if id <= last {
+					t.Fatalf("id %d after the restart is not above the last one before (%d)", id, last)
+				}
+			}
+		})
+	}
+}
+
+// A clock stepped back at run time pauses snowflake on the node (it leaves
+// the queue group, with an event) until the clock is past the last tick it
+// used; then it serves again, with no id repeated.
+func TestClockStepPausesAndResumes(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s.ClientURL())
+	events := make(chan node.SnowflakeEvent, 64)
+	sub, err := nc.Subscribe(node.EventsPrefix+"snowflake", func(m *nats.Msg) {
+		var ev node.SnowflakeEvent
+		if json.Unmarshal(m.Data, &ev) == nil {
+			events <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	n := startNode(t, node.Config{Name: "step", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 3,
+		PeerClockMax: -1, LeaseAhead: time.Second, FaultClockStep: "-4s@2s"})
+	waitServing(t, n)
+	seen := map[int64]bool{}
+	record := func(ids []int64) {
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("duplicate id %d", id)
+			}
+			seen[id] = true
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var paused, resumed bool
+	for !resumed {
+		if time.Now().After(deadline) {
+			t.Fatalf("paused %v, resumed %v after 60s", paused, resumed)
+		}
+		ids, err := takeFrom(nc, wire.SnowflakeSubject, 100, false)
+		switch {
+		case err == nil:
+			record(ids)
+		case errors.Is(err, nats.ErrNoResponders), errors.Is(err, wire.ErrUnavailable):
+		default:
+			t.Fatalf("take: %v", err)
+		}
+		for drained := false; !drained; {
+			select {
+			case ev := <-events:
+				t.Logf("event %+v", ev)
+				switch ev.State {
+				case "paused":
+					paused = true
+				case "serving":
+					resumed = paused
+				}
+			default:
+				drained = true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	record(takeAll(t, nc, 5000))
+	t.Logf("%d unique ids across the step", len(seen))
+}
+
+// A node whose clock is far off the live nodes' refuses to start.
+func TestPeerClockCheck(t *testing.T) {
+	s := natstest.RunServer(t)
+	startNode(t, node.Config{Name: "peer-a", NATS: s.ClientURL(), Registry: node.RegistryKV})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Name: "peer-b", NATS: s.ClientURL(), Registry: node.RegistryKV,
+		DataDir: t.TempDir(), HTTP: "127.0.0.1:0", FaultClockOffset: -10 * time.Second}, nil)
+	if err == nil {
+		_ = n.Close(context.Background())
+		t.Fatal("a node 10s off its peer started")
+	}
+	if !strings.Contains(err.Error(), "off the average of 1 live nodes") {
+		t.Fatalf("error %v, want the peer clock check's", err)
+	}
+	// Within the threshold it starts.
+	startNode(t, node.Config{Name: "peer-c", NATS: s.ClientURL(), Registry: node.RegistryKV, FaultClockOffset: 300 * time.Millisecond})
+}
