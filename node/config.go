@@ -41,7 +41,7 @@ type Config struct {
 	Layout        string        // leaf, uidgen or TIME+WORKER+SEQ bits; default leaf
 	TimeUnit      string        // ms or s; default the layout's
 	Epoch         string        // date, RFC 3339 time or Unix ms; default the layout's
-	LeaseAhead    time.Duration // persisted time lease reach; default 3s
+	LeaseAhead    time.Duration // persisted time lease reach; default 3s (10 ticks for a layout in seconds)
 	MaxBackward   time.Duration // clock steps back waited out; default 5ms
 	MaxStartWait  time.Duration // clock behind the last lease by more fails the start; default 30s
 	PeerClockMax  time.Duration // refuse to start when off the peers' average by more; default 1s; negative disables
@@ -77,7 +77,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Layout, "snowflake-layout", c.Layout, "snowflake bit layout: leaf (41+10+12 ms), uidgen (28+22+13 s) or TIME+WORKER+SEQ (LEAF_SNOWFLAKE_LAYOUT)")
 	fs.StringVar(&c.TimeUnit, "snowflake-unit", c.TimeUnit, "time unit of the layout: ms or s (LEAF_SNOWFLAKE_UNIT)")
 	fs.StringVar(&c.Epoch, "snowflake-epoch", c.Epoch, "epoch of the layout: 2016-05-20, an RFC 3339 time or Unix ms (LEAF_SNOWFLAKE_EPOCH)")
-	fs.DurationVar(&c.LeaseAhead, "lease-ahead", c.LeaseAhead, "how far ahead of the clock the persisted time lease reaches (LEAF_LEASE_AHEAD)")
+	fs.DurationVar(&c.LeaseAhead, "lease-ahead", c.LeaseAhead, "how far ahead of the clock the persisted time lease reaches; default 3s, or 10 ticks of a layout in seconds (LEAF_LEASE_AHEAD)")
 	fs.DurationVar(&c.MaxBackward, "max-backward", c.MaxBackward, "backwards clock steps up to this are waited out (LEAF_MAX_BACKWARD)")
 	fs.DurationVar(&c.MaxStartWait, "max-start-wait", c.MaxStartWait, "a clock behind the worker's last lease by more fails the start (LEAF_MAX_START_WAIT)")
 	fs.DurationVar(&c.PeerClockMax, "peer-clock-max", c.PeerClockMax, "refuse to start when the clock is off the live nodes' average by more; negative disables (LEAF_PEER_CLOCK_MAX)")
@@ -114,7 +114,6 @@ func Defaults() Config {
 		LogLevel:      "info",
 		ZKName:        "leafmq",
 		Layout:        "leaf",
-		LeaseAhead:    snowflake.DefaultLeaseAhead,
 		MaxBackward:   snowflake.DefaultMaxBackward,
 		MaxStartWait:  snowflake.DefaultMaxStartWait,
 		PeerClockMax:  time.Second,

@@ -61,6 +61,20 @@ func TestParseErrors(t *testing.T) {
 		{"bad batch", []string{"--max-batch", "-5"}, nil, "max-batch"},
 		{"bad level", []string{"--log-level", "loud"}, nil, "log-level"},
 		{"bad name", []string{"--name", "a b"}, nil, "name"},
+		{"bad registry", []string{"--worker-registry", "etcd"}, nil, "worker-registry"},
+		{"zk without servers", []string{"--worker-registry", "zk"}, nil, "--zk"},
+		{"zk bad addr", []string{"--worker-registry", "zk", "--zk", "127.0.0.1:2181", "--zk-addr", "me"}, nil, "zk-addr"},
+		{"zk name slash", []string{"--worker-registry", "zk", "--zk", "127.0.0.1:2181", "--zk-name", "a/b"}, nil, "zk-name"},
+		{"mysql registry without dsn", []string{"--worker-registry", "mysql"}, nil, "worker-mysql"},
+		{"static worker too big", []string{"--worker-registry", "static", "--worker-id", "1024"}, nil, "worker-id"},
+		{"bad layout", []string{"--snowflake-layout", "40+10+12"}, nil, "layout"},
+		{"bad layout name", []string{"--snowflake-layout", "twitter"}, nil, "layout"},
+		{"bad unit", []string{"--snowflake-unit", "ns"}, nil, "unit"},
+		{"bad epoch", []string{"--snowflake-epoch", "yesterday"}, nil, "epoch"},
+		{"short lease", []string{"--lease-ahead", "1ms"}, nil, "lease-ahead"},
+		{"bad ring", []string{"--snowflake-ring", "1"}, nil, "snowflake-ring"},
+		{"bad step", []string{"--fault-clock-step", "-10s"}, nil, "fault-clock-step"},
+		{"bad env duration", nil, map[string]string{"LEAF_MAX_BACKWARD": "soon"}, "LEAF_MAX_BACKWARD"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,4 +106,29 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse accepted a config that Validate rejects: %v", err)
 		}
 	})
+}
+
+func TestParseSnowflake(t *testing.T) {
+	c, err := node.Parse([]string{"--snowflake-layout", "uidgen", "--snowflake-epoch", "2025-01-01",
+		"--worker-registry", "static", "--worker-id", "4000000"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Registry != node.RegistryStatic || c.WorkerID != 4000000 {
+		t.Fatalf("config = %+v", c)
+	}
+	c, err = node.Parse(nil, env(map[string]string{"LEAF_MYSQL": "u:p@tcp(db:3306)/leaf"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Registry != node.RegistryMySQL || c.WorkerMySQL != c.MySQL {
+		t.Fatalf("with --mysql the default registry is %q on %q, want mysql on the same DSN", c.Registry, c.WorkerMySQL)
+	}
+	c, err = node.Parse(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Registry != node.RegistryKV || c.ZKAddr != "127.0.0.1:8080" {
+		t.Fatalf("defaults: registry %q, zk-addr %q", c.Registry, c.ZKAddr)
+	}
 }

@@ -2,6 +2,8 @@ package node
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leafmq/leafmq/snowflake"
 )
 
 // collector reads the node's state at scrape time, so the request path pays
@@ -22,6 +24,16 @@ type collector struct {
 	asyncErr *prometheus.Desc
 	step     *prometheus.Desc
 	ready    *prometheus.Desc
+
+	sfState   *prometheus.Desc
+	sfWorker  *prometheus.Desc
+	sfLease   *prometheus.Desc
+	sfChanges *prometheus.Desc
+	sfLeft    *prometheus.Desc
+	sfRingLen *prometheus.Desc
+	sfRingCap *prometheus.Desc
+	sfTakes   *prometheus.Desc
+	sfDropped *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -45,12 +57,23 @@ func newCollector(n *Node) *collector {
 		loads:    d("segment_loads_total", "Segments loaded from the store (one store transaction each), by tag.", "tag"),
 		step:     d("segment_step", "Step of the last segment loaded, by tag (dynamic step).", "tag"),
 		ready:    d("segment_ids_ready", "Ids left in both segment buffers of a tag.", "tag"),
+
+		sfState:   d("snowflake_state", "1 for the snowflake source's current state (waiting, serving, paused, lost, closed).", "state"),
+		sfWorker:  d("snowflake_worker", "Snowflake worker id in use; -1 while there is none."),
+		sfLease:   d("snowflake_lease_until_seconds", "Unix time up to which the worker's time lease is persisted."),
+		sfChanges: d("snowflake_state_changes_total", "Changes of the snowflake source's state (each also an event on leaf.events.snowflake)."),
+		sfLeft:    d("snowflake_layout_remaining_seconds", "Time left before the layout's time bits run out."),
+		sfRingLen: d("snowflake_ring_ids", "Snowflake ids ready in the ring."),
+		sfRingCap: d("snowflake_ring_capacity", "Capacity of the snowflake ring."),
+		sfTakes:   d("snowflake_ring_takes_total", "Snowflake ids taken from the ring."),
+		sfDropped: d("snowflake_ring_dropped_total", "Snowflake ids thrown away for sitting in the ring longer than its max age."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
-		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr} {
+		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr,
+		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped} {
 		ch <- d
 	}
 }
@@ -63,11 +86,38 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	if n.resp != nil {
 		ch <- prometheus.MustNewConstMetric(c.asyncErr, prometheus.CounterValue, float64(n.resp.AsyncErrors()))
-		for _, e := range n.resp.Service().Stats().Endpoints {
+		eps := n.resp.Service().Stats().Endpoints
+		if sf := n.resp.SnowflakeService(); sf != nil {
+			// Recreated at each rejoin: its counters then start again at 0,
+			// which rate() treats as a counter reset.
+			eps = append(eps, sf.Stats().Endpoints...)
+		}
+		for _, e := range eps {
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(e.NumRequests), e.Name)
 			ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(e.NumErrors), e.Name)
 			ch <- prometheus.MustNewConstMetric(c.procSecs, prometheus.CounterValue, e.ProcessingTime.Seconds(), e.Name)
 		}
+	}
+	if src := n.src; src != nil {
+		cur := src.State()
+		for st := snowflake.StateWaiting; st <= snowflake.StateClosed; st++ {
+			v := 0.0
+			if st == cur {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.sfState, prometheus.GaugeValue, v, st.String())
+		}
+		ch <- prometheus.MustNewConstMetric(c.sfWorker, prometheus.GaugeValue, float64(src.Worker()))
+		ch <- prometheus.MustNewConstMetric(c.sfLease, prometheus.GaugeValue, float64(src.Leased().UnixNano())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sfTransitions.Load()))
+		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.layout.Remaining(n.now()).Seconds())
+	}
+	if r := n.sfRing; r != nil {
+		st := r.Stats()
+		ch <- prometheus.MustNewConstMetric(c.sfRingLen, prometheus.GaugeValue, float64(st.Len))
+		ch <- prometheus.MustNewConstMetric(c.sfRingCap, prometheus.GaugeValue, float64(st.Cap))
+		ch <- prometheus.MustNewConstMetric(c.sfTakes, prometheus.CounterValue, float64(st.Ring.Takes))
+		ch <- prometheus.MustNewConstMetric(c.sfDropped, prometheus.CounterValue, float64(st.Dropped))
 	}
 	if n.prod != nil {
 		for i, r := range n.prod.Rings() {

@@ -53,9 +53,6 @@ func (c *Config) validateSnowflake(d Config) error {
 	if c.ZKName == "" {
 		c.ZKName = d.ZKName
 	}
-	if c.LeaseAhead == 0 {
-		c.LeaseAhead = d.LeaseAhead
-	}
 	if c.MaxBackward == 0 {
 		c.MaxBackward = d.MaxBackward
 	}
@@ -102,6 +99,9 @@ func (c *Config) validateSnowflake(d Config) error {
 	l, err := c.layout()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.LeaseAhead == 0 { // 3s, or 10 ticks of a coarser layout
+		c.LeaseAhead = max(snowflake.DefaultLeaseAhead, 10*l.TimeUnit)
 	}
 	if c.Registry == RegistryStatic && (c.WorkerID < 0 || c.WorkerID > l.MaxWorker()) {
 		return fmt.Errorf("%w: worker-id %d must be 0-%d for layout %s", ErrConfig, c.WorkerID, l.MaxWorker(), l)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -248,4 +250,34 @@ func TestPeerClockCheck(t *testing.T) {
 	}
 	// Within the threshold it starts.
 	startNode(t, node.Config{Name: "peer-c", NATS: s.ClientURL(), Registry: node.RegistryKV, FaultClockOffset: 300 * time.Millisecond})
+}
+
+func TestSnowflakeMetrics(t *testing.T) {
+	s := natstest.RunServer(t)
+	n := startNode(t, node.Config{Name: "metrics", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 9})
+	waitServing(t, n)
+	nc := natstest.Connect(t, s.ClientURL())
+	takeAll(t, nc, 10)
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`leafmq_snowflake_state{node="metrics",state="serving"} 1`,
+		`leafmq_snowflake_state{node="metrics",state="paused"} 0`,
+		`leafmq_snowflake_worker{node="metrics"} 9`,
+		`leafmq_snowflake_ring_capacity{node="metrics"} 65536`,
+		`leafmq_requests_total{endpoint="snowflake",node="metrics"} 1`,
+		`leafmq_snowflake_layout_remaining_seconds{node="metrics"}`,
+		`leafmq_snowflake_lease_until_seconds{node="metrics"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
