@@ -108,7 +108,7 @@ func (s *Snowflake) fill(ctx context.Context, dst []int64) (int, error) {
 // move on.
 func (s *Snowflake) freshen() {
 	defer s.wg.Done()
-	t := time.NewTicker(min(s.cfg.MaxAge/2, 100*time.Millisecond))
+	t := time.NewTicker(max(min(s.cfg.MaxAge/2, 100*time.Millisecond), time.Millisecond))
 	defer t.Stop()
 	var scratch []int64
 	for {

@@ -76,8 +76,9 @@ type Responder struct {
 	bufs        sync.Pool // *[]int64 scratch for ids
 	outs        sync.Pool // *[]byte scratch for replies
 
-	sfMu  sync.Mutex    // guards sfSvc
-	sfSvc micro.Service // the snowflake endpoints while in the queue group, else nil
+	sfMu      sync.Mutex    // guards sfSvc and sfStopped
+	sfSvc     micro.Service // the snowflake endpoints while in the queue group, else nil
+	sfStopped bool          // Stop began: SetSnowflake(true) refuses
 }
 
 // Start validates cfg, adds the service and its endpoints, and starts workers.
@@ -188,6 +189,9 @@ func (r *Responder) Service() micro.Service { return r.svc }
 func (r *Responder) Stop() error {
 	var err error
 	r.once.Do(func() {
+		r.sfMu.Lock()
+		r.sfStopped = true
+		r.sfMu.Unlock()
 		err = errors.Join(r.svc.Stop(), r.SetSnowflake(false))
 		deadline := time.Now().Add(stopGrace)
 		for quiet := 0; quiet < 3 && time.Now().Before(deadline); {

@@ -38,7 +38,7 @@ func (r *Responder) SetSnowflake(on bool) error {
 	if r.cfg.Snowflake == nil {
 		return errors.New("responder: no snowflake source configured")
 	}
-	if r.ctx.Err() != nil {
+	if r.sfStopped || r.ctx.Err() != nil {
 		return errors.New("responder: stopped")
 	}
 	if r.sfSvc != nil {
@@ -87,7 +87,11 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 	if subj := req.Subject(); subj != wire.SnowflakeSubject {
 		key := subj[len(wire.SnowflakePrefix):]
 		if key == "decode" {
-			return // leaf.snowflake.decode answers it: this wildcard only sees it too
+			// NATS delivers a message to one member of a queue group across
+			// every subscription of the group that matches it, so either the
+			// decode endpoint or this wildcard gets it: answer it here too.
+			r.handleDecode(req)
+			return
 		}
 		if err := segment.CheckTag(key); err != nil {
 			r.fail(req, fmt.Errorf("%w: key: %w", segment.ErrInvalid, err))
