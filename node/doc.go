@@ -1,8 +1,15 @@
 // Package node assembles one leafd: NATS (an embedded nats-server with
 // JetStream, or a connection to an existing NATS), the segment store
 // (JetStream KV by default, MySQL/MariaDB with a DSN), the segment engine, the
-// producer's rings, the micro responder and the HTTP port (/healthz,
-// /metrics).
+// producer's rings, the snowflake source and its ring (worker ids from
+// JetStream KV, ZooKeeper, MySQL or configuration), the micro responder and
+// the HTTP port (/healthz, /metrics).
+//
+// Snowflake: before it claims a worker id the node compares its clock with
+// the live nodes' (leaf.admin.time) and refuses to start when it is off by
+// more than Config.PeerClockMax. The responder is in the snowflake queue
+// group exactly while the source serves; every change of state is published
+// on leaf.events.snowflake.
 //
 // Start builds everything in dependency order and Close tears it down in
 // reverse: leave the queue group first (so NATS sends requests to the other

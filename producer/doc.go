@@ -18,5 +18,11 @@
 // rest come from the engine, which waits at most its ReadyWait. A caller gets all the ids it asked for or an
 // error; ids taken for a request that then fails are lost (a gap).
 //
-// A Producer is safe for concurrent use.
+// Snowflake is the snowflake engine's ring: pre-filled from a
+// snowflake.Source a whole tick at a time (borrowing future ticks up to the
+// persisted lease under load), refilled below its padding threshold, with ids
+// idle for longer than SnowflakeConfig.MaxAge thrown away so an id's time
+// stays close to when it is handed out.
+//
+// A Producer and a Snowflake are safe for concurrent use.
 package producer

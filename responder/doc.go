@@ -10,6 +10,14 @@
 //	leaf.admin.tag.create  JSON {"tag","step","max_id","description"} -> the row
 //	leaf.admin.tag.step    JSON {"tag","step"} -> the row
 //	leaf.admin.tag.max     JSON {"tag","max_id"} -> the row (max_id may only grow)
+//	leaf.snowflake         snowflake ids, as for segment (also leaf.snowflake.<key>)
+//	leaf.snowflake.decode  decimal id -> JSON wire.Decoded
+//	leaf.admin.time        this node's clock, JSON wire.NodeTime; every node answers
+//
+// The snowflake endpoints are a micro service of their own (same name and
+// queue group) that SetSnowflake adds and stops, so a node whose clock is
+// behind leaves the queue group for snowflake while it keeps serving
+// segments.
 //
 // Errors are micro error headers with HTTP-like codes, mapped from the
 // engines' sentinel errors by one table (codeOf): 400 for bad input, 404 for

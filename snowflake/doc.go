@@ -1,7 +1,8 @@
 // Package snowflake is the snowflake id engine: the bit Layout of an id
 // (Meituan Leaf-snowflake's by default, Baidu UidGenerator's as a preset, or
-// any other) and the Generator that issues the ids of one worker, guarding
-// against a clock that moves backwards.
+// any other), the Generator that issues the ids of one worker, guarding
+// against a clock that moves backwards, the Registry of worker ids and the
+// Source that ties them together with a persisted time lease.
 //
 // # Layout
 //
@@ -43,6 +44,27 @@
 // before it uses a time beyond its last lease the Generator has Lease persist
 // a new one (Now + LeaseAhead); started again with LastIssued set to the last
 // lease, it issues nothing until the clock has passed it.
+//
+// # Source
+//
+// A Source is what a node runs: a Generator on a worker id claimed from a
+// Registry (JetStream KV leases, ZooKeeper, a WORKER_NODE table, Static with
+// a LeaseFile), with the time lease kept ahead of the clock by a goroutine
+// (SourceConfig.LeaseAhead, renewed every quarter of it). Its states:
+//
+//	waiting  registered; the clock is behind the worker's last lease
+//	serving  handing out ids
+//	paused   the clock stepped back further than can be waited out
+//	lost     the registry claim was lost; claiming a new worker id
+//	closed
+//
+// Fill hands out whole ticks without waiting, borrowing future ticks up to
+// SourceConfig.BorrowAhead (never past the persisted lease) as UidGenerator's
+// CachedUidGenerator borrows future seconds; Next waits tick by tick when
+// Fill has none. A restarted Source never reissues an id: it starts waiting
+// until its clock has passed the last lease (or fails to start when that is
+// more than SourceConfig.MaxStartWait away). Every change of state is
+// reported to SourceConfig.OnEvent.
 //
 // Every wait goes through Config.Sleep and ends when the caller's context
 // does. Layout is a value and safe to share; the Generator is safe for

@@ -43,7 +43,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 Ask it for an id:
   nats req leaf.segment.demo ''            # one id of tag "demo"
   nats req leaf.segment.demo 1000          # a batch of 1000
+  nats req leaf.snowflake ''               # one snowflake id
   go run ./cmd/leafctl next demo           # or bin/leafctl next demo -n 10
+  go run ./cmd/leafctl snowflake -n 3      # and bin/leafctl decode ID
 %s   Stop: Ctrl-C
 `, cfg.Name, n.ClientURL(), metricsLine(n.HTTPAddr()))
 	<-ctx.Done()
