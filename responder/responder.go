@@ -371,6 +371,8 @@ func (r *Responder) logFailure(req micro.Request, err error) string {
 	code := codeOf(err)
 	if code == wire.CodeInternal {
 		r.cfg.Logger.Error("request failed", "subject", req.Subject(), "err", err)
+	} else {
+		r.cfg.Logger.Debug("request failed", "subject", req.Subject(), "code", code, "err", err)
 	}
 	return code
 }

@@ -43,7 +43,7 @@ func (f *LeaseFile) Register(ctx context.Context) (Registration, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.w = r.Worker
+	f.w, f.last = r.Worker, time.Time{}
 	b, err := os.ReadFile(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -102,5 +102,14 @@ func writeFileSync(path string, b []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// Sync the directory too, or a crash may lose the rename.
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -81,8 +81,10 @@ type SourceConfig struct {
 	LeaseAhead time.Duration
 	// BorrowAhead is how far ahead of the clock ids may be made when they
 	// are taken faster than the layout's rate (UidGenerator's borrowing of
-	// future seconds); never beyond the persisted lease. Default LeaseAhead;
-	// negative: never ahead of the clock.
+	// future seconds). At most LeaseAhead/2, so the lease, renewed every
+	// LeaseAhead/4, always covers it and a Source at its borrowing limit
+	// moves on with the clock instead of waiting for a renewal. Default
+	// LeaseAhead/2; negative: never ahead of the clock.
 	BorrowAhead time.Duration
 	// MaxBackward is the largest backwards step of the clock (beyond what
 	// was borrowed) that Next waits out; a larger one pauses the Source
@@ -149,7 +151,7 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 		cfg.LeaseAhead = DefaultLeaseAhead
 	}
 	if cfg.BorrowAhead == 0 {
-		cfg.BorrowAhead = cfg.LeaseAhead
+		cfg.BorrowAhead = cfg.LeaseAhead / 2
 	}
 	if cfg.BorrowAhead < 0 {
 		cfg.BorrowAhead = 0
@@ -166,8 +168,8 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	switch {
 	case cfg.LeaseAhead < 4*s.l.TimeUnit:
 		return nil, fmt.Errorf("%w: LeaseAhead %v must be at least 4 ticks of %v", ErrInvalidConfig, cfg.LeaseAhead, s.l.TimeUnit)
-	case cfg.BorrowAhead > cfg.LeaseAhead:
-		return nil, fmt.Errorf("%w: BorrowAhead %v is beyond LeaseAhead %v", ErrInvalidConfig, cfg.BorrowAhead, cfg.LeaseAhead)
+	case cfg.BorrowAhead > cfg.LeaseAhead/2:
+		return nil, fmt.Errorf("%w: BorrowAhead %v is beyond half of LeaseAhead %v", ErrInvalidConfig, cfg.BorrowAhead, cfg.LeaseAhead)
 	case cfg.MaxStartWait < 0:
 		return nil, fmt.Errorf("%w: MaxStartWait %v is negative", ErrInvalidConfig, cfg.MaxStartWait)
 	}
@@ -235,7 +237,11 @@ func (src *Source) register(ctx context.Context, first bool) error {
 	}
 	src.reg, src.gen = reg, gen
 	src.worker.Store(r.Worker)
-	src.leased.Store(r.LastLease.UnixNano())
+	if !r.LastLease.IsZero() {
+		src.leased.Store(r.LastLease.UnixNano())
+	} else {
+		src.leased.Store(0)
+	}
 	until := gen.Last()
 	src.mu.Unlock()
 	src.log.Info("snowflake worker registered", "worker", r.Worker, "last_lease", r.LastLease, "layout", src.s.l.String())
@@ -344,6 +350,17 @@ func (src *Source) run() {
 			until := src.until
 			src.mu.Unlock()
 			if !now.Before(until) {
+				// Lease first, so the first ids do not fail for want of one;
+				// without a renewal, resume only while the last lease holds.
+				if err := src.renew(src.ctx, now); err == nil {
+					nextRenew = now.Add(src.cfg.LeaseAhead / 4)
+				} else if src.leased.Load() <= now.UnixNano() {
+					if !failing {
+						src.log.Warn("snowflake: time lease renewal failing", "err", err)
+					}
+					failing = true
+					continue
+				}
 				src.setState(StateServing, time.Time{}, "the clock has passed the last time used")
 			}
 		}
@@ -403,7 +420,13 @@ func (src *Source) Worker() int64 { return src.worker.Load() }
 func (src *Source) Layout() Layout { return src.s.l }
 
 // Leased is the time up to which the lease is persisted.
-func (src *Source) Leased() time.Time { return time.Unix(0, src.leased.Load()) }
+func (src *Source) Leased() time.Time {
+	ns := src.leased.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
 
 // notServing is the error for a Source that is not serving.
 func (src *Source) notServing(st State) error {
@@ -442,7 +465,9 @@ func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
 		return n, err
 	}
 	// Short: the clock must move on, unless it went backwards or the lease
-	// is not being renewed.
+	// is not being renewed. Read the clock again: a concurrent Fill with a
+	// later reading may have borrowed ahead since ours.
+	now = src.cfg.Now()
 	if n == 0 && limit == src.leased.Load() && limit < now.UnixNano() {
 		return 0, fmt.Errorf("%w: %w: the time lease (up to %v) is behind the clock: the worker registry cannot be reached",
 			ErrNotServing, ErrLeaseFailed, time.Unix(0, limit).UTC())
@@ -466,6 +491,9 @@ func (src *Source) Next(ctx context.Context, dst []int64) error {
 	for n < len(dst) {
 		k, err := src.Fill(ctx, dst[n:])
 		if err != nil {
+			if ctx.Err() != nil && !errors.Is(err, ErrNotServing) {
+				return fmt.Errorf("%w: %w", ErrNotServing, err)
+			}
 			return err
 		}
 		n += k
@@ -504,10 +532,10 @@ func (src *Source) Close() error {
 		src.mu.Unlock()
 		return nil
 	}
+	src.closed = true // from here on setState accepts only StateClosed
 	src.mu.Unlock()
 	src.setState(StateClosed, time.Time{}, "closed")
 	src.mu.Lock()
-	src.closed = true
 	reg := src.reg
 	src.reg, src.gen = nil, nil
 	src.mu.Unlock()
