@@ -179,6 +179,10 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	}
 	left := layout.Remaining(now())
 	n.log.Info("snowflake layout", "layout", layout.String(), "expires", layout.Expires(), "left", left.Round(time.Hour))
+	if left == 0 {
+		return fmt.Errorf("%w: the layout %s ran out of time bits at %v: choose a later epoch (--snowflake-epoch) or more time bits",
+			snowflake.ErrExpired, layout, layout.Expires().UTC())
+	}
 	if left < cfg.LayoutWarn {
 		msg := fmt.Sprintf("the snowflake layout %s runs out of time bits at %v (%v from now): choose a later epoch or more time bits before then",
 			layout, layout.Expires().UTC(), left.Round(time.Hour))
@@ -216,7 +220,14 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.sfRing, err = producer.NewSnowflake(producer.SnowflakeConfig{IDs: n.src, Size: cfg.SnowflakeRing, Logger: n.log})
+	n.sfRing, err = producer.NewSnowflake(producer.SnowflakeConfig{
+		IDs:    n.src,
+		Size:   cfg.SnowflakeRing,
+		MaxAge: max(time.Second, 2*layout.TimeUnit),
+		TimeOf: func(id int64) time.Time { return layout.Decompose(id).Time },
+		Now:    now,
+		Logger: n.log,
+	})
 	return err
 }
 

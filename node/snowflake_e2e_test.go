@@ -281,3 +281,53 @@ func TestSnowflakeMetrics(t *testing.T) {
 		}
 	}
 }
+
+// UidGenerator's default layout ran out on 2024-11-20: a node refuses it
+// with a clear error, and warns (log, event, metric) about one that runs
+// out within --layout-warn.
+func TestLayoutExpiry(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Name: "expired", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
+		Registry: node.RegistryStatic, Layout: "uidgen"}, nil)
+	if err == nil {
+		_ = n.Close(context.Background())
+		t.Fatal("a node started on an expired layout")
+	}
+	if !errors.Is(err, snowflake.ErrExpired) || !strings.Contains(err.Error(), "--snowflake-epoch") {
+		t.Fatalf("error %v, want ErrExpired naming --snowflake-epoch", err)
+	}
+
+	nc := natstest.Connect(t, s.ClientURL())
+	events, err := nc.SubscribeSync(node.EventsPrefix + "layout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 28 bits of seconds last 8.5 years: an epoch 8.4 years ago leaves ~5 weeks.
+	epoch := time.Now().Add(-8*365*24*time.Hour - 146*24*time.Hour).UTC().Format(time.DateOnly)
+	n = startNode(t, node.Config{Name: "expiring", NATS: s.ClientURL(), Registry: node.RegistryStatic,
+		Layout: "uidgen", Epoch: epoch})
+	msg, err := events.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no layout event: %v", err)
+	}
+	var ev node.SnowflakeEvent
+	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.State != "expiring" || !strings.Contains(ev.Reason, "runs out") {
+		t.Fatalf("event %s (%v), want state expiring", msg.Data, err)
+	}
+	waitServing(t, n)
+	ids := takeAll(t, nc, 3)
+	if d := snowflake.UidGenLayout(mustEpoch(t, epoch)).Decompose(ids[0]); time.Since(d.Time).Abs() > time.Minute {
+		t.Fatalf("id %d decodes to %v on the uidgen layout", ids[0], d.Time)
+	}
+}
+
+func mustEpoch(t *testing.T, s string) time.Time {
+	t.Helper()
+	e, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}

@@ -31,7 +31,14 @@ type SnowflakeConfig struct {
 	PaddingPercent int           // refill below this fill percentage; default 50
 	DirectOver     int           // requests of more ids go straight to IDs; default 64
 	MaxAge         time.Duration // ids idle in the ring longer are thrown away (a gap) so ids stay close to their time; default 1s
-	Logger         *slog.Logger  // default slog.Default()
+	// TimeOf, if set, is an id's time (its layout's Decompose): once the
+	// ring has not been refilled for MaxAge, only ids whose time is more
+	// than MaxAge ago are thrown away, so borrowed future ticks are kept.
+	// Nil: the whole ring is thrown away then.
+	TimeOf func(id int64) time.Time
+	// Now is the clock TimeOf's times are compared with; default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger // default slog.Default()
 }
 
 // Snowflake is UidGenerator's CachedUidGenerator over NATS: a ring
@@ -67,6 +74,9 @@ func NewSnowflake(cfg SnowflakeConfig) (*Snowflake, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.MaxAge < 0 || cfg.DirectOver < 0 {
 		return nil, fmt.Errorf("producer: invalid snowflake config: max age %v, direct over %d", cfg.MaxAge, cfg.DirectOver)
@@ -119,18 +129,38 @@ func (s *Snowflake) freshen() {
 		}
 		if time.Since(time.Unix(0, s.filled.Load())) > s.cfg.MaxAge && s.ring.Len() > 0 {
 			if scratch == nil {
-				scratch = make([]int64, 4096)
+				scratch = make([]int64, 64)
 			}
-			for {
-				n, _ := s.ring.TakeN(scratch)
-				s.drops.Add(uint64(n))
-				if n < len(scratch) {
-					break
-				}
-			}
+			s.dropStale(scratch)
 		}
 		if s.ring.Len() < s.ring.Cap()/2 {
 			s.ring.TriggerRefill()
+		}
+	}
+}
+
+// dropStale throws away the ids at the head of the ring that are older than
+// MaxAge (all of them without TimeOf). The ring holds increasing ids, so it
+// stops at the first fresh one, which goes back in (at the tail) with the
+// few after it in its chunk.
+func (s *Snowflake) dropStale(scratch []int64) {
+	cut := s.cfg.Now().Add(-s.cfg.MaxAge)
+	for {
+		n, _ := s.ring.TakeN(scratch)
+		k := n
+		if s.cfg.TimeOf != nil {
+			k = 0
+			for k < n && s.cfg.TimeOf(scratch[k]).Before(cut) {
+				k++
+			}
+		}
+		s.drops.Add(uint64(k))
+		if k < n {
+			s.ring.PutN(scratch[k:n])
+			return
+		}
+		if n < len(scratch) {
+			return
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -399,6 +400,39 @@ func TestSnowflakeDropsStaleIDs(t *testing.T) {
 		old := takeUntilFresh(t, s, func(id int64) bool { return id > firstFill })
 		if st := s.Stats(); st.Dropped == 0 || old >= st.Cap/2 {
 			t.Fatalf("stats %+v after taking %d old ids: the ring was not freshened", st, old)
+		}
+	})
+	t.Run("time of", func(t *testing.T) {
+		// Ids up to 100 are an hour old, the rest an hour ahead (borrowed):
+		// only the old ones go, and the ring keeps its order.
+		ids := &fakeIDs{}
+		now := time.Now()
+		timeOf := func(id int64) time.Time {
+			if id <= 100 {
+				return now.Add(-time.Hour)
+			}
+			return now.Add(time.Hour)
+		}
+		s := newSnowflake(t, producer.SnowflakeConfig{IDs: ids, Size: 1024, MaxAge: 50 * time.Millisecond,
+			TimeOf: timeOf, Now: func() time.Time { return now }})
+		waitFull(t, s)
+		waitUntil(t, "old ids to be dropped", func() bool { return s.Stats().Dropped >= 100 })
+		time.Sleep(200 * time.Millisecond) // more freshen passes: nothing else goes
+		if st := s.Stats(); st.Dropped != 100 || st.Len != 1024-100 {
+			t.Fatalf("stats %+v, want exactly the 100 old ids dropped", st)
+		}
+		left := make([]int64, 1024-100)
+		if n := s.Try(left[:64]); n != 64 {
+			t.Fatalf("took %d ids", n)
+		}
+		for i := 64; i < len(left); i += 64 {
+			s.Try(left[i:min(i+64, len(left))])
+		}
+		slices.Sort(left)
+		for i, id := range left {
+			if id != int64(101+i) {
+				t.Fatalf("ids left in the ring: %d at %d, want 101-1024", id, i)
+			}
 		}
 	})
 	t.Run("source", func(t *testing.T) {
