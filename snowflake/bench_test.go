@@ -2,6 +2,7 @@ package snowflake_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -65,6 +66,7 @@ func BenchmarkSourceNext(b *testing.B) {
 					return snowflake.NewStatic(layout, 1)
 				},
 				BorrowAhead: bc.borrow,
+				Logger:      slog.New(slog.DiscardHandler),
 			})
 			if err != nil {
 				b.Fatal(err)
