@@ -1,0 +1,62 @@
+package wire
+
+// StatusSubject is answered by every node (no queue group) with its
+// NodeStatus as JSON; the status page gathers the answers.
+const StatusSubject = "leaf.admin.status"
+
+// NodeStatus is one node's state, as leaf.admin.status answers it and the
+// status page shows it. Counters only grow while the node runs; a page
+// computes rates from two snapshots.
+type NodeStatus struct {
+	Node     string           `json:"node"`
+	Version  string           `json:"version"`
+	UnixNano int64            `json:"unix_nano"` // the node's clock when it answered
+	Started  int64            `json:"started"`   // unix nanos of the node's start
+	Store    string           `json:"store"`     // "mysql" or "jetstream-kv"
+	Requests uint64           `json:"requests"`  // requests answered, every endpoint
+	Errors   uint64           `json:"errors"`    // of which errors
+	Tags     []TagStatus      `json:"tags"`      // sorted by tag; at most a few hundred
+	Snow     *SnowflakeStatus `json:"snowflake"` // nil when snowflake is off
+	TagsCut  bool             `json:"tags_cut"`  // Tags was cut short
+	Ready    bool             `json:"ready"`     // what /readyz says
+	Problems []string         `json:"problems"`  // why not ready, or warnings
+}
+
+// TagStatus is a segment tag on one node: Leaf's /cache row, plus the ring.
+type TagStatus struct {
+	Tag       string          `json:"tag"`
+	Step      int             `json:"step"`       // step of the last load (dynamic)
+	MinStep   int             `json:"min_step"`   // the row's step
+	Loads     int             `json:"loads"`      // segments loaded
+	LastLoad  int64           `json:"last_load"`  // unix nanos; 0 before the first
+	LastError string          `json:"last_error"` // of the last load attempt; "" after a success
+	Loading   bool            `json:"loading"`
+	Current   int             `json:"current"` // index of the current buffer
+	Buffers   [2]BufferStatus `json:"buffers"`
+	RingLen   int             `json:"ring_len"`
+	RingCap   int             `json:"ring_cap"`
+	Taken     uint64          `json:"taken"` // ids taken from the ring
+}
+
+// BufferStatus is one half of a tag's double buffer.
+type BufferStatus struct {
+	Value int64 `json:"value"` // next id
+	Max   int64 `json:"max"`   // one past the last id
+	Step  int   `json:"step"`
+	Ready bool  `json:"ready"`
+}
+
+// SnowflakeStatus is the snowflake engine on one node.
+type SnowflakeStatus struct {
+	State      string `json:"state"`    // waiting, serving, paused, lost, closed
+	Worker     int64  `json:"worker"`   // -1 while none
+	Registry   string `json:"registry"` // kv, zk, mysql, static
+	Layout     string `json:"layout"`
+	Expires    int64  `json:"expires"`     // unix nanos when the layout runs out
+	LeaseUntil int64  `json:"lease_until"` // unix nanos up to which the time lease is persisted
+	Joined     bool   `json:"joined"`      // in the snowflake queue group
+	PeerOffset int64  `json:"peer_offset"` // nanos: the peers' average clock minus ours, at start
+	RingLen    int    `json:"ring_len"`
+	RingCap    int    `json:"ring_cap"`
+	Taken      uint64 `json:"taken"` // ids taken from the ring
+}
