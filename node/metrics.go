@@ -34,6 +34,10 @@ type collector struct {
 	sfRingCap *prometheus.Desc
 	sfTakes   *prometheus.Desc
 	sfDropped *prometheus.Desc
+	sfOffset  *prometheus.Desc
+	evSent    *prometheus.Desc
+	evDropped *prometheus.Desc
+	ringFill  *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -67,13 +71,18 @@ func newCollector(n *Node) *collector {
 		sfRingCap: d("snowflake_ring_capacity", "Capacity of the snowflake ring."),
 		sfTakes:   d("snowflake_ring_takes_total", "Snowflake ids taken from the ring."),
 		sfDropped: d("snowflake_ring_dropped_total", "Snowflake ids thrown away for sitting in the ring longer than its max age."),
+		sfOffset:  d("snowflake_peer_clock_offset_seconds", "The live peers' average clock minus this node's, measured at start (0 without peers)."),
+		evSent:    d("events_published_total", "Events published on leaf.events.<kind>, by kind.", "kind"),
+		evDropped: d("events_suppressed_total", "Events dropped by the per-kind-and-tag rate limit, by kind.", "kind"),
+		ringFill:  d("ring_fill_ratio", "Ids ready in the ring of a tag over its capacity.", "tag"),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
 		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr,
-		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped} {
+		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped,
+		c.sfOffset, c.evSent, c.evDropped, c.ringFill} {
 		ch <- d
 	}
 }
@@ -111,6 +120,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.sfLease, prometheus.GaugeValue, float64(src.Leased().UnixNano())/1e9)
 		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sfTransitions.Load()))
 		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.layout.Remaining(n.now()).Seconds())
+		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, float64(n.peerOffset.Load())/1e9)
+	}
+	for _, ec := range n.events.Counts() {
+		ch <- prometheus.MustNewConstMetric(c.evSent, prometheus.CounterValue, float64(ec.Published), ec.Kind)
+		ch <- prometheus.MustNewConstMetric(c.evDropped, prometheus.CounterValue, float64(ec.Suppressed), ec.Kind)
 	}
 	if r := n.sfRing; r != nil {
 		st := r.Stats()
@@ -126,6 +140,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(c.ringLen, prometheus.GaugeValue, float64(r.Len), r.Tag)
 			ch <- prometheus.MustNewConstMetric(c.ringCap, prometheus.GaugeValue, float64(r.Cap), r.Tag)
+			if r.Cap > 0 {
+				ch <- prometheus.MustNewConstMetric(c.ringFill, prometheus.GaugeValue, float64(r.Len)/float64(r.Cap), r.Tag)
+			}
 			ch <- prometheus.MustNewConstMetric(c.takes, prometheus.CounterValue, float64(r.Stats.Takes), r.Tag)
 			ch <- prometheus.MustNewConstMetric(c.rejTakes, prometheus.CounterValue, float64(r.Stats.RejectedTakes), r.Tag)
 			ch <- prometheus.MustNewConstMetric(c.rejPuts, prometheus.CounterValue, float64(r.Stats.RejectedPuts), r.Tag)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
@@ -56,6 +57,12 @@ type Node struct {
 	sfStop        chan struct{}
 	sfWG          sync.WaitGroup
 	sfTransitions atomic.Uint64
+	peerOffset    atomic.Int64 // nanos: the peers' average clock minus ours, at start
+
+	started time.Time
+	met     *liveMetrics
+	events  *events.Publisher
+	health  storeHealth
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -67,7 +74,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name)}
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), started: time.Now(), met: newLiveMetrics(cfg.Name),
+		health: storeHealth{fails: map[string]storeFail{}}}
 	defer func() {
 		if err != nil {
 			_ = n.Close(context.Background())
@@ -79,6 +87,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.startNATS(); err != nil {
 		return nil, err
 	}
+	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
 	if err := n.openStore(ctx); err != nil {
 		return nil, err
 	}
@@ -87,6 +96,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		AutoCreate:  cfg.autoCreate(),
 		DefaultStep: cfg.DefaultStep,
 		Logger:      n.log,
+		OnLoad:      n.onLoad,
 	})
 	if err != nil {
 		return nil, err
@@ -94,7 +104,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.engine.Start(ctx); err != nil {
 		return nil, fmt.Errorf("segment engine: %w", err)
 	}
-	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log})
+	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log, OnEmpty: n.onEmpty})
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +122,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Logger:   n.log,
 		Layout:   n.layout,
 		Now:      n.now,
+		Observe:  n.met.observe,
+		Status:   n.status,
 	}
 	if n.sfRing != nil {
 		rc.Snowflake = n.sfRing
@@ -134,6 +146,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.startHTTP(); err != nil {
 		return nil, err
 	}
+	n.events.Emit(events.Event{Kind: events.NodeUp, Message: "leafd " + Version + " started",
+		Fields: map[string]any{"version": Version, "store": n.storeKind(), "worker_registry": cfg.Registry,
+			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
 	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
 		"auto_create", cfg.autoCreate(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry,
 		"worker", n.snowflakeWorker())
@@ -236,6 +251,7 @@ func (n *Node) startHTTP() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCollector(n))
+	n.met.register(reg)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -292,6 +308,9 @@ func (n *Node) Close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
 	var errs []error
+	if n.resp != nil { // started: say goodbye while NATS is still up
+		n.events.Emit(events.Event{Kind: events.NodeDown, Message: "leafd stopping"})
+	}
 	if n.sfStop != nil {
 		close(n.sfStop)
 		n.sfWG.Wait()

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
@@ -27,21 +27,6 @@ const (
 	RegistryStatic = "static"
 	RegistryOff    = "off"
 )
-
-// EventsPrefix is followed by the kind of event: leaf.events.<kind>.
-const EventsPrefix = "leaf.events."
-
-// SnowflakeEvent is published on leaf.events.snowflake at every change of a
-// node's snowflake state.
-type SnowflakeEvent struct {
-	Node   string    `json:"node"`
-	Kind   string    `json:"kind"`  // "snowflake" or "layout"
-	State  string    `json:"state"` // waiting, serving, paused, lost, closed; "expiring" for kind layout
-	Worker int64     `json:"worker"`
-	Until  time.Time `json:"until,omitzero"`
-	Reason string    `json:"reason"`
-	Time   time.Time `json:"time"`
-}
 
 func (c *Config) validateSnowflake(d Config) error {
 	if c.Registry == "" {
@@ -187,7 +172,8 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		msg := fmt.Sprintf("the snowflake layout %s runs out of time bits at %v (%v from now): choose a later epoch or more time bits before then",
 			layout, layout.Expires().UTC(), left.Round(time.Hour))
 		n.log.Error(msg)
-		n.publishEvent(SnowflakeEvent{Kind: "layout", State: "expiring", Worker: -1, Until: layout.Expires(), Reason: msg})
+		n.events.Emit(events.Event{Kind: events.LayoutExpiring, Level: events.Error, Message: msg,
+			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
 	}
 	if cfg.PeerClockMax > 0 {
 		pc, err := responder.AskPeerClocks(ctx, n.nc, 500*time.Millisecond, now)
@@ -196,6 +182,14 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		}
 		if len(pc.Peers) > 0 {
 			n.log.Info("peer clocks", "peers", len(pc.Peers), "offset", pc.Offset, "max", pc.Max)
+			n.peerOffset.Store(int64(pc.Offset))
+			lvl := events.Info
+			if pc.Offset.Abs() > cfg.PeerClockMax {
+				lvl = events.Error
+			}
+			n.events.Emit(events.Event{Kind: events.ClockOffset, Level: lvl,
+				Message: fmt.Sprintf("clock %v off the average of %d live nodes", (-pc.Offset).Round(time.Millisecond), len(pc.Peers)),
+				Fields:  map[string]any{"offset_ms": float64(-pc.Offset) / 1e6, "peers": pc.Peers}})
 			if pc.Offset.Abs() > cfg.PeerClockMax {
 				return fmt.Errorf("snowflake: this clock is %v off the average of %d live nodes (%s), more than --peer-clock-max %v: fix the clock",
 					(-pc.Offset).Round(time.Millisecond), len(pc.Peers), strings.Join(pc.Peers, ", "), cfg.PeerClockMax)
@@ -271,7 +265,18 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 // handler's goroutine).
 func (n *Node) onSnowflake(ev snowflake.Event) {
 	n.sfTransitions.Add(1)
-	n.publishEvent(SnowflakeEvent{Kind: "snowflake", State: ev.State.String(), Worker: ev.Worker, Until: ev.Until, Reason: ev.Reason})
+	e := events.Event{Kind: "snowflake." + ev.State.String(), Level: events.Info, Message: ev.Reason,
+		Fields: map[string]any{"worker": ev.Worker}}
+	if !ev.Until.IsZero() {
+		e.Fields["until"] = ev.Until.UTC()
+	}
+	switch ev.State {
+	case snowflake.StatePaused, snowflake.StateLost:
+		e.Level = events.Error
+	case snowflake.StateWaiting:
+		e.Level = events.Warn
+	}
+	n.events.Emit(e)
 	select {
 	case n.sfEvents <- ev.State:
 	default: // applySnowflake reads the source's state anyway
@@ -292,22 +297,20 @@ func (n *Node) applySnowflake() {
 		case <-t.C:
 		}
 		on := n.src.State() == snowflake.StateServing
+		was := n.SnowflakeJoined()
 		if err := n.resp.SetSnowflake(on); err != nil {
 			n.log.Warn("snowflake queue group change failed", "join", on, "err", err)
+			continue
 		}
-	}
-}
-
-// publishEvent sends ev on leaf.events.<kind>, best effort.
-func (n *Node) publishEvent(ev SnowflakeEvent) {
-	ev.Node = n.cfg.Name
-	ev.Time = time.Now().UTC()
-	b, err := json.Marshal(ev)
-	if err != nil || n.nc == nil {
-		return
-	}
-	if err := n.nc.Publish(EventsPrefix+ev.Kind, b); err != nil {
-		n.log.Debug("event publish failed", "kind", ev.Kind, "err", err)
+		switch {
+		case on && !was:
+			n.events.Emit(events.Event{Kind: events.QueueJoined, Message: "joined the snowflake queue group",
+				Fields: map[string]any{"worker": n.src.Worker()}})
+		case !on && was:
+			n.events.Emit(events.Event{Kind: events.QueueLeft, Level: events.Warn,
+				Message: "left the snowflake queue group: snowflake is " + n.src.State().String(),
+				Fields:  map[string]any{"worker": n.src.Worker()}})
+		}
 	}
 }
 

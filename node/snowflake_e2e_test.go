@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -176,11 +177,11 @@ func TestRestartClockBehind(t *testing.T) {
 func TestClockStepPausesAndResumes(t *testing.T) {
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s.ClientURL())
-	events := make(chan node.SnowflakeEvent, 64)
-	sub, err := nc.Subscribe(node.EventsPrefix+"snowflake", func(m *nats.Msg) {
-		var ev node.SnowflakeEvent
+	evs := make(chan events.Event, 64)
+	sub, err := nc.Subscribe(events.Prefix+"snowflake.>", func(m *nats.Msg) {
+		var ev events.Event
 		if json.Unmarshal(m.Data, &ev) == nil {
-			events <- ev
+			evs <- ev
 		}
 	})
 	if err != nil {
@@ -215,12 +216,12 @@ func TestClockStepPausesAndResumes(t *testing.T) {
 		}
 		for drained := false; !drained; {
 			select {
-			case ev := <-events:
+			case ev := <-evs:
 				t.Logf("event %+v", ev)
-				switch ev.State {
-				case "paused":
+				switch ev.Kind {
+				case events.SnowflakePaused:
 					paused = true
-				case "serving":
+				case events.SnowflakeServing:
 					resumed = paused
 				}
 			default:
@@ -275,6 +276,11 @@ func TestSnowflakeMetrics(t *testing.T) {
 		`leafmq_requests_total{endpoint="snowflake",node="metrics"} 1`,
 		`leafmq_snowflake_layout_remaining_seconds{node="metrics"}`,
 		`leafmq_snowflake_lease_until_seconds{node="metrics"}`,
+		`leafmq_snowflake_peer_clock_offset_seconds{node="metrics"} 0`,
+		`leafmq_ids_issued_total{engine="snowflake",node="metrics"} 10`,
+		`leafmq_id_requests_total{code="200",engine="snowflake",node="metrics"} 1`,
+		`leafmq_request_duration_seconds_count{engine="snowflake",node="metrics"} 1`,
+		`leafmq_events_published_total{kind="node.up",node="metrics"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -300,7 +306,7 @@ func TestLayoutExpiry(t *testing.T) {
 	}
 
 	nc := natstest.Connect(t, s.ClientURL())
-	events, err := nc.SubscribeSync(node.EventsPrefix + "layout")
+	layoutEvents, err := nc.SubscribeSync(events.Subject(events.LayoutExpiring))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,13 +314,14 @@ func TestLayoutExpiry(t *testing.T) {
 	epoch := time.Now().Add(-8*365*24*time.Hour - 146*24*time.Hour).UTC().Format(time.DateOnly)
 	n = startNode(t, node.Config{Name: "expiring", NATS: s.ClientURL(), Registry: node.RegistryStatic,
 		Layout: "uidgen", Epoch: epoch})
-	msg, err := events.NextMsg(5 * time.Second)
+	msg, err := layoutEvents.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatalf("no layout event: %v", err)
 	}
-	var ev node.SnowflakeEvent
-	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.State != "expiring" || !strings.Contains(ev.Reason, "runs out") {
-		t.Fatalf("event %s (%v), want state expiring", msg.Data, err)
+	var ev events.Event
+	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.Kind != events.LayoutExpiring || ev.Node != "expiring" ||
+		ev.Level != events.Error || !strings.Contains(ev.Message, "runs out") {
+		t.Fatalf("event %s (%v), want layout.expiring", msg.Data, err)
 	}
 	waitServing(t, n)
 	ids := takeAll(t, nc, 3)

@@ -37,7 +37,11 @@ type Config struct {
 	PaddingPercent int           // refill below this fill percentage; default 50
 	DirectOver     int           // requests of more ids come straight from the segment buffers; default 64
 	PruneInterval  time.Duration // how often rings of tags the engine dropped are freed; default 60s
-	Logger         *slog.Logger  // default slog.Default()
+	// OnEmpty, if set, is called (it must not block) when a small request
+	// finds a tag's ring short of the ids it asks for: UidGenerator's
+	// rejected-take hook, for events and alerts.
+	OnEmpty func(tag string)
+	Logger  *slog.Logger // default slog.Default()
 }
 
 // Producer owns the rings and their refill goroutines.
@@ -170,6 +174,9 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 	n := 0
 	if len(dst) <= p.cfg.DirectOver {
 		n, _ = tr.ring.Load().TakeN(dst)
+		if n < len(dst) && p.cfg.OnEmpty != nil {
+			p.cfg.OnEmpty(tag)
+		}
 	}
 	for n < len(dst) {
 		first, got, err := p.cfg.Segments.Reserve(ctx, tag, len(dst)-n)
@@ -194,6 +201,9 @@ func (p *Producer) TrySegment(tag string, dst []int64) int {
 	}
 	if len(dst) <= p.cfg.DirectOver {
 		n, _ := v.(*tagRing).ring.Load().TakeN(dst)
+		if n < len(dst) && p.cfg.OnEmpty != nil {
+			p.cfg.OnEmpty(tag)
+		}
 		return n
 	}
 	n := 0

@@ -51,6 +51,21 @@ type Config struct {
 	Layout snowflake.Layout
 	// Now is the clock answered on leaf.admin.time; default time.Now.
 	Now func() time.Time
+	// Observe, if set, is called once per id request (segment and
+	// snowflake) when it is answered, for metrics; it must not block.
+	// Without it no time is taken per request.
+	Observe func(Observation)
+	// Status, if set, answers leaf.admin.status (every node answers).
+	Status func() wire.NodeStatus
+}
+
+// Observation is one answered id request.
+type Observation struct {
+	Engine string // "segment" or "snowflake"
+	Tag    string // segment tag; "" for snowflake
+	Code   string // "200", or the error's wire code
+	IDs    int    // ids handed out
+	Took   time.Duration
 }
 
 // SnowflakeSource hands out snowflake ids; producer.Snowflake implements it.
@@ -144,6 +159,14 @@ func Start(cfg Config) (*Responder, error) {
 		r.cancel()
 		return nil, fmt.Errorf("responder: add admin-time endpoint: %w", err)
 	}
+	if cfg.Status != nil {
+		if err := leaf.AddEndpoint("admin-status", micro.HandlerFunc(r.handleStatus), micro.WithEndpointSubject("admin.status"),
+			micro.WithEndpointQueueGroupDisabled()); err != nil {
+			_ = svc.Stop()
+			r.cancel()
+			return nil, fmt.Errorf("responder: add admin-status endpoint: %w", err)
+		}
+	}
 	if cfg.Snowflake != nil {
 		if err := add("snowflake-decode", "snowflake.decode", r.handleDecode); err != nil {
 			_ = svc.Stop()
@@ -235,12 +258,13 @@ func (r *Responder) worker() {
 // job is a segment request handed to a worker, with the ids that the
 // subscription goroutine already took (ids[:have]).
 type job struct {
-	req  micro.Request
-	sf   bool // a snowflake request (tag is empty)
-	tag  string
-	ids  *[]int64
-	n    int // ids asked for
-	have int
+	req   micro.Request
+	start time.Time // zero without Config.Observe
+	sf    bool      // a snowflake request (tag is empty)
+	tag   string
+	ids   *[]int64
+	n     int // ids asked for
+	have  int
 }
 
 // handleSegment runs on the endpoint's subscription goroutine, one request
@@ -250,14 +274,18 @@ type job struct {
 func (r *Responder) handleSegment(req micro.Request) {
 	r.active.Add(1)
 	defer r.active.Add(-1)
+	var start time.Time
+	if r.cfg.Observe != nil {
+		start = time.Now()
+	}
 	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
 	if err != nil {
-		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
+		r.observe(start, "segment", "", r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err)), 0)
 		return
 	}
 	tag := req.Subject()[len(wire.SegmentPrefix):]
 	if err := segment.CheckTag(tag); err != nil {
-		r.fail(req, err)
+		r.observe(start, "segment", "", r.fail(req, err), 0)
 		return
 	}
 	bp := r.bufs.Get().(*[]int64)
@@ -268,7 +296,7 @@ func (r *Responder) handleSegment(req micro.Request) {
 	if r.try != nil {
 		have = r.try.TrySegment(tag, (*bp)[:n])
 	}
-	j := job{req: req, tag: tag, ids: bp, n: n, have: have}
+	j := job{req: req, start: start, tag: tag, ids: bp, n: n, have: have}
 	if have == n {
 		r.finish(j)
 		return
@@ -276,9 +304,24 @@ func (r *Responder) handleSegment(req micro.Request) {
 	select {
 	case r.jobs <- j: // blocks when every worker is busy: back-pressure, not an unbounded queue
 	case <-r.ctx.Done():
-		r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed))
+		r.observe(start, "segment", tag, r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed)), 0)
 		r.bufs.Put(bp)
 	}
+}
+
+// observe reports a request to Config.Observe (start is zero without it).
+func (r *Responder) observe(start time.Time, engine, tag, code string, ids int) {
+	if start.IsZero() {
+		return
+	}
+	r.cfg.Observe(Observation{Engine: engine, Tag: tag, Code: code, IDs: ids, Took: time.Since(start)})
+}
+
+func (j *job) engine() string {
+	if j.sf {
+		return "snowflake"
+	}
+	return "segment"
 }
 
 // finish completes a job (the ids it lacks come from the IDSource, which
@@ -297,7 +340,7 @@ func (r *Responder) finish(j job) {
 			err = r.cfg.IDs.Segment(r.ctx, j.tag, ids[j.have:])
 		}
 		if err != nil {
-			r.failAsync(j.req, err)
+			r.observe(j.start, j.engine(), j.tag, r.failAsync(j.req, err), 0)
 			return
 		}
 	}
@@ -318,6 +361,7 @@ func (r *Responder) finish(j job) {
 	if err := r.cfg.Conn.Publish(reply, *op); err != nil {
 		r.cfg.Logger.Debug("respond failed", "subject", j.req.Subject(), "err", err)
 	}
+	r.observe(j.start, j.engine(), j.tag, "200", j.n)
 }
 
 // codeOf is the one table from errors to wire codes.
@@ -341,23 +385,24 @@ func codeOf(err error) string {
 // fail answers req with err's code and message through micro, which also
 // counts it in the endpoint's stats. Only for the handler's own goroutine:
 // micro reads the request's error state once the handler returns.
-func (r *Responder) fail(req micro.Request, err error) {
+func (r *Responder) fail(req micro.Request, err error) string {
 	code := r.logFailure(req, err)
 	if rerr := req.Error(code, err.Error(), nil); rerr != nil {
 		r.cfg.Logger.Debug("error reply failed", "subject", req.Subject(), "err", rerr)
 	}
+	return code
 }
 
 // failAsync is fail for a request whose handler may already have returned
 // (a worker's): the same headers, published directly, so nothing races with
 // micro's bookkeeping. Such errors are counted in AsyncErrors instead of
 // micro's stats.
-func (r *Responder) failAsync(req micro.Request, err error) {
+func (r *Responder) failAsync(req micro.Request, err error) string {
 	code := r.logFailure(req, err)
 	r.asyncErrors.Add(1)
 	reply := req.Reply()
 	if reply == "" {
-		return
+		return code
 	}
 	msg := &nats.Msg{Subject: reply, Header: nats.Header{}}
 	msg.Header.Set(wire.ErrorCodeHeader, code)
@@ -365,6 +410,7 @@ func (r *Responder) failAsync(req micro.Request, err error) {
 	if perr := r.cfg.Conn.PublishMsg(msg); perr != nil {
 		r.cfg.Logger.Debug("error reply failed", "subject", req.Subject(), "err", perr)
 	}
+	return code
 }
 
 func (r *Responder) logFailure(req micro.Request, err error) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -84,6 +85,10 @@ func (r *Responder) SnowflakeService() micro.Service {
 func (r *Responder) handleSnowflake(req micro.Request) {
 	r.active.Add(1)
 	defer r.active.Add(-1)
+	var start time.Time
+	if r.cfg.Observe != nil {
+		start = time.Now()
+	}
 	if subj := req.Subject(); subj != wire.SnowflakeSubject {
 		key := subj[len(wire.SnowflakePrefix):]
 		if key == "decode" {
@@ -94,13 +99,13 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 			return
 		}
 		if err := segment.CheckTag(key); err != nil {
-			r.fail(req, fmt.Errorf("%w: key: %w", segment.ErrInvalid, err))
+			r.observe(start, "snowflake", "", r.fail(req, fmt.Errorf("%w: key: %w", segment.ErrInvalid, err)), 0)
 			return
 		}
 	}
 	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
 	if err != nil {
-		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
+		r.observe(start, "snowflake", "", r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err)), 0)
 		return
 	}
 	bp := r.bufs.Get().(*[]int64)
@@ -108,7 +113,7 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 		*bp = make([]int64, n)
 	}
 	have := r.cfg.Snowflake.Try((*bp)[:n])
-	j := job{req: req, sf: true, ids: bp, n: n, have: have}
+	j := job{req: req, start: start, sf: true, ids: bp, n: n, have: have}
 	if have == n {
 		r.finish(j)
 		return
@@ -116,9 +121,44 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 	select {
 	case r.jobs <- j:
 	case <-r.ctx.Done():
-		r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed))
+		r.observe(start, "snowflake", "", r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed)), 0)
 		r.bufs.Put(bp)
 	}
+}
+
+// handleStatus answers leaf.admin.status with this node's status. Every
+// node answers (no queue group).
+func (r *Responder) handleStatus(req micro.Request) {
+	r.respondJSON(req, r.cfg.Status())
+}
+
+// AskStatus asks every node on nc for its status (leaf.admin.status) and
+// gathers the answers that arrive within window, sorted by node name.
+func AskStatus(ctx context.Context, nc *nats.Conn, window time.Duration) ([]wire.NodeStatus, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("status: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(wire.StatusSubject, inbox, nil); err != nil {
+		return nil, fmt.Errorf("status: publish: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	var out []wire.NodeStatus
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break
+		}
+		var st wire.NodeStatus
+		if json.Unmarshal(msg.Data, &st) == nil && st.Node != "" {
+			out = append(out, st)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out, nil
 }
 
 // handleDecode answers leaf.snowflake.decode: the body is a decimal id.

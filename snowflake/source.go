@@ -57,6 +57,10 @@ type Event struct {
 	Worker int64     // worker id (-1 when none)
 	Until  time.Time // Waiting, Paused: when the clock will have passed the last time used
 	Reason string    // human-readable
+	// Registered: the change follows a new registration (a worker id was
+	// just claimed, with LastLease).
+	Registered bool
+	LastLease  time.Time
 }
 
 // Defaults of SourceConfig.
@@ -250,16 +254,23 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		if err := src.renew(ctx, now); err != nil {
 			src.log.Warn("snowflake: first time lease failed; retrying", "err", err)
 		}
-		src.setState(StateServing, time.Time{}, "registered")
+		src.emit(Event{State: StateServing, Reason: fmt.Sprintf("registered worker %d", r.Worker), Registered: true, LastLease: r.LastLease})
 		return nil
 	}
-	src.setState(StateWaiting, until, fmt.Sprintf("clock is %v behind the last time lease of worker %d",
-		until.Sub(now).Round(time.Millisecond), r.Worker))
+	src.emit(Event{State: StateWaiting, Until: until, Registered: true, LastLease: r.LastLease,
+		Reason: fmt.Sprintf("registered worker %d; the clock is %v behind its last time lease", r.Worker, until.Sub(now).Round(time.Millisecond))})
 	return nil
 }
 
 // setState changes the state and reports the event.
 func (src *Source) setState(st State, until time.Time, reason string) {
+	src.emit(Event{State: st, Until: until, Reason: reason})
+}
+
+// emit changes the state to ev.State and reports ev, unless the state is
+// the same (and ev is no new registration).
+func (src *Source) emit(ev Event) {
+	st, until, reason := ev.State, ev.Until, ev.Reason
 	src.mu.Lock()
 	if src.closed && st != StateClosed {
 		src.mu.Unlock()
@@ -268,10 +279,10 @@ func (src *Source) setState(st State, until time.Time, reason string) {
 	old := State(src.state.Swap(int32(st)))
 	src.until, src.reason = until, reason
 	src.mu.Unlock()
-	if old == st {
+	if old == st && !ev.Registered {
 		return
 	}
-	ev := Event{State: st, Worker: src.worker.Load(), Until: until, Reason: reason}
+	ev.Worker = src.worker.Load()
 	lvl := slog.LevelInfo
 	if st == StatePaused || st == StateLost {
 		lvl = slog.LevelError

@@ -1,0 +1,68 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/segment"
+)
+
+// storeHealth follows segment loads per tag, to report store errors and
+// the recovery after them as events.
+type storeHealth struct {
+	mu    sync.Mutex
+	fails map[string]storeFail // by tag, while failing
+}
+
+type storeFail struct {
+	n     int
+	since time.Time
+}
+
+// onLoad is the segment engine's OnLoad hook: metrics and events of every
+// load attempt. It runs on the engine's loader goroutine and must not block
+// (events.Publisher does not).
+func (n *Node) onLoad(ev segment.LoadEvent) {
+	n.met.loadSeconds.Observe(ev.Took.Seconds())
+	if ev.Err != nil {
+		n.met.storeErrors.Inc()
+		n.health.mu.Lock()
+		f := n.health.fails[ev.Tag]
+		if f.n == 0 {
+			f.since = time.Now()
+		}
+		f.n++
+		n.health.fails[ev.Tag] = f
+		n.health.mu.Unlock()
+		n.events.Emit(events.Event{Kind: events.StoreError, Level: events.Error, Tag: ev.Tag,
+			Message: fmt.Sprintf("loading a segment of %s failed: %v", ev.Tag, ev.Err),
+			Fields:  map[string]any{"error": ev.Err.Error(), "failures": f.n, "took_ms": ev.Took.Milliseconds()}})
+		return
+	}
+	n.health.mu.Lock()
+	f, failed := n.health.fails[ev.Tag]
+	delete(n.health.fails, ev.Tag)
+	n.health.mu.Unlock()
+	if failed {
+		n.events.Emit(events.Event{Kind: events.StoreRecovered, Tag: ev.Tag,
+			Message: fmt.Sprintf("segments of %s load again after %d failures", ev.Tag, f.n),
+			Fields:  map[string]any{"failures": f.n, "down_ms": time.Since(f.since).Milliseconds()}})
+	}
+	n.events.Emit(events.Event{Kind: events.SegmentLoaded, Tag: ev.Tag,
+		Message: fmt.Sprintf("segment [%d, %d) of %s loaded", ev.Start, ev.End, ev.Tag),
+		Fields: map[string]any{"start": ev.Start, "end": ev.End, "step": ev.Step, "prev_step": ev.PrevStep,
+			"took_ms": ev.Took.Milliseconds()}})
+	if ev.PrevStep != 0 && ev.Step != ev.PrevStep {
+		n.events.Emit(events.Event{Kind: events.SegmentStep, Tag: ev.Tag,
+			Message: fmt.Sprintf("step of %s changed from %d to %d", ev.Tag, ev.PrevStep, ev.Step),
+			Fields:  map[string]any{"step": ev.Step, "prev_step": ev.PrevStep, "reason": "dynamic"}})
+	}
+}
+
+// onEmpty is the producer's OnEmpty hook.
+func (n *Node) onEmpty(tag string) {
+	n.events.Emit(events.Event{Kind: events.RingEmpty, Level: events.Warn, Tag: tag,
+		Message: fmt.Sprintf("a request found the ring of %s empty", tag)})
+}

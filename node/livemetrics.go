@@ -1,0 +1,113 @@
+package node
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leafmq/leafmq/responder"
+)
+
+// liveMetrics are the metrics updated as things happen (the collector reads
+// the rest at scrape time). Label values are bounded: engines and codes are
+// a handful; tags are capped at maxTagSeries, the rest count as "_other".
+type liveMetrics struct {
+	reqSeconds  *prometheus.HistogramVec // engine
+	reqCodes    *prometheus.CounterVec   // engine, code
+	ids         *prometheus.CounterVec   // engine
+	tagIDs      *prometheus.CounterVec   // tag
+	loadSeconds prometheus.Histogram
+	storeErrors prometheus.Counter
+
+	// Pre-resolved children for the hot path.
+	segSeconds, sfSeconds prometheus.Observer
+	segOK, sfOK           prometheus.Counter
+	segIDs, sfIDs         prometheus.Counter
+
+	tagMu    sync.Mutex
+	tagCount atomic.Int64
+	tags     sync.Map // tag -> prometheus.Counter
+}
+
+func newLiveMetrics(name string) *liveMetrics {
+	label := prometheus.Labels{"node": name}
+	m := &liveMetrics{
+		reqSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "leafmq_request_duration_seconds", ConstLabels: label,
+			Help:    "Time from receiving an id request to sending its answer, by engine (segment, snowflake).",
+			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"engine"}),
+		reqCodes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leafmq_id_requests_total", ConstLabels: label,
+			Help: "Id requests answered, by engine and code (200, or the error code 400, 404, 503, 500).",
+		}, []string{"engine", "code"}),
+		ids: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leafmq_ids_issued_total", ConstLabels: label,
+			Help: "Ids handed out in answers, by engine.",
+		}, []string{"engine"}),
+		tagIDs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leafmq_segment_ids_issued_total", ConstLabels: label,
+			Help: "Segment ids handed out, by tag (at most 500 tags; the rest as _other).",
+		}, []string{"tag"}),
+		loadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "leafmq_segment_load_seconds", ConstLabels: label,
+			Help:    "Time of segment load attempts (one store transaction each), successful or not.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "leafmq_segment_store_errors_total", ConstLabels: label,
+			Help: "Segment loads that failed (store unreachable, timeouts, errors).",
+		}),
+	}
+	m.segSeconds = m.reqSeconds.WithLabelValues("segment")
+	m.sfSeconds = m.reqSeconds.WithLabelValues("snowflake")
+	m.segOK = m.reqCodes.WithLabelValues("segment", "200")
+	m.sfOK = m.reqCodes.WithLabelValues("snowflake", "200")
+	m.segIDs = m.ids.WithLabelValues("segment")
+	m.sfIDs = m.ids.WithLabelValues("snowflake")
+	return m
+}
+
+func (m *liveMetrics) register(reg prometheus.Registerer) {
+	reg.MustRegister(m.reqSeconds, m.reqCodes, m.ids, m.tagIDs, m.loadSeconds, m.storeErrors)
+}
+
+// observe is the responder's Observe hook.
+func (m *liveMetrics) observe(o responder.Observation) {
+	if o.Engine == "snowflake" {
+		m.sfSeconds.Observe(o.Took.Seconds())
+		if o.Code == "200" {
+			m.sfOK.Inc()
+			m.sfIDs.Add(float64(o.IDs))
+			return
+		}
+	} else {
+		m.segSeconds.Observe(o.Took.Seconds())
+		if o.Code == "200" {
+			m.segOK.Inc()
+			m.segIDs.Add(float64(o.IDs))
+			m.tag(o.Tag).Add(float64(o.IDs))
+			return
+		}
+	}
+	m.reqCodes.WithLabelValues(o.Engine, o.Code).Inc()
+}
+
+func (m *liveMetrics) tag(tag string) prometheus.Counter {
+	if c, ok := m.tags.Load(tag); ok {
+		return c.(prometheus.Counter)
+	}
+	m.tagMu.Lock()
+	defer m.tagMu.Unlock()
+	if c, ok := m.tags.Load(tag); ok {
+		return c.(prometheus.Counter)
+	}
+	if m.tagCount.Load() >= maxTagSeries {
+		return m.tagIDs.WithLabelValues("_other")
+	}
+	c := m.tagIDs.WithLabelValues(tag)
+	m.tags.Store(tag, c)
+	m.tagCount.Add(1)
+	return c
+}
