@@ -35,6 +35,9 @@ Commands:
   tag create TAG [--step S] [--max-id M] [--desc D]
   tag set-step TAG STEP                 change a tag's configured step
   tag set-max TAG MAX                   raise a tag's max_id (never lowers it)
+  events [--kind K]... [--tag T] [--json] [--count N] [--for D]
+                                        tail monitoring events (K: an area like
+                                        segment, or a kind like store.error)
   bench [flags]                         measure throughput and latency (bench -h)
 
 Global flags:
@@ -52,6 +55,7 @@ type cli struct {
 	getenv         func(string) string
 	natsURL        string
 	timeout        time.Duration
+	ready          func() // tests: called once a streaming command is subscribed
 }
 
 func main() {
@@ -89,6 +93,8 @@ func (c *cli) run(args []string) int {
 		err = c.snowflake(rest[1:])
 	case "decode":
 		err = c.decode(rest[1:])
+	case "events":
+		err = c.events(rest[1:])
 	case "bench":
 		err = c.bench(rest[1:])
 	case "bench-echo":
