@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -237,6 +238,10 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 	s := natstest.RunServer(t)
 	startNode(t, node.Config{Name: "frozen", NATS: s.ClientURL(), MySQL: dsn})
 	nc := natstest.Connect(t, s.ClientURL())
+	storeEvents, err := nc.SubscribeSync(events.Prefix + "store.>")
+	if err != nil {
+		t.Fatal(err)
+	}
 	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "cold", Step: 20000})
 	// Use 20% of the first segment so the second one is loaded too.
 	for i := 0; i < 4; i++ {
@@ -262,12 +267,35 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 		}
 		got += len(ids)
 	}
+	// The next segment cannot load: an event says so.
+	nextEvent := func(kind string) events.Event {
+		t.Helper()
+		for {
+			msg, err := storeEvents.NextMsg(60 * time.Second)
+			if err != nil {
+				t.Fatalf("no %s event: %v", kind, err)
+			}
+			var ev events.Event
+			if err := json.Unmarshal(msg.Data, &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == kind {
+				return ev
+			}
+		}
+	}
+	if ev := nextEvent(events.StoreError); ev.Tag != "cold" || ev.Level != events.Error || ev.Node != "frozen" {
+		t.Fatalf("store error event %+v", ev)
+	}
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	// And after the store is back, ids keep coming.
 	if _, err := take(nc, "cold", 1000, false); err != nil {
 		t.Fatalf("after MariaDB resumed: %v", err)
+	}
+	if ev := nextEvent(events.StoreRecovered); ev.Tag != "cold" || ev.Fields["failures"] == nil {
+		t.Fatalf("recovery event %+v", ev)
 	}
 }
 

@@ -1,0 +1,63 @@
+package node_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/responder"
+)
+
+// Every node answers leaf.admin.status with its tags, buffers, rings and
+// snowflake state.
+func TestStatus(t *testing.T) {
+	s := natstest.RunServer(t)
+	a := startNode(t, node.Config{Name: "st-a", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 1})
+	startNode(t, node.Config{Name: "st-b", NATS: s.ClientURL(), Registry: node.RegistryOff})
+	waitServing(t, a)
+	nc := natstest.Connect(t, s.ClientURL())
+	for range 20 {
+		if _, err := take(nc, "st", 10, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sts, err := responder.AskStatus(context.Background(), nc, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sts) != 2 || sts[0].Node != "st-a" || sts[1].Node != "st-b" {
+		t.Fatalf("statuses %+v", sts)
+	}
+	var taken uint64
+	for _, st := range sts {
+		if !st.Ready || st.Store != "jetstream-kv" || st.Version == "" || st.Started == 0 {
+			t.Errorf("%s: %+v", st.Node, st)
+		}
+		for _, tag := range st.Tags {
+			if tag.Tag == "st" {
+				cur := tag.Buffers[tag.Current]
+				if tag.Loads == 0 || cur.Max <= cur.Value || cur.Step == 0 || tag.RingCap == 0 {
+					t.Errorf("%s: tag %+v", st.Node, tag)
+				}
+				taken += tag.Taken
+			}
+		}
+	}
+	if taken < 100 || taken > 200 { // the first requests of a new tag come from the engine
+		t.Errorf("%d ids taken from the rings, want most of the 200", taken)
+	}
+	sf := sts[0].Snow
+	if sf == nil || sf.State != "serving" || sf.Worker != 1 || !sf.Joined || sf.Registry != "static" ||
+		sf.LeaseUntil <= time.Now().UnixNano() || !strings.HasPrefix(sf.Layout, "1+41+10+12") || sf.RingCap != 65536 {
+		t.Errorf("snowflake status %+v", sf)
+	}
+	if sts[1].Snow != nil {
+		t.Errorf("a node with snowflake off reports %+v", sts[1].Snow)
+	}
+	if err := a.Ready(); err != nil {
+		t.Errorf("Ready: %v", err)
+	}
+}
