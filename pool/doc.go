@@ -1,0 +1,21 @@
+// Package pool is leafmq's JetStream batch pool: ready-made batches of ids
+// in a work-queue stream (LEAF_POOL), one subject per pool
+// (leaf.pool.segment.<tag>, leaf.pool.snowflake), that clients fetch
+// without asking a leafd — so they keep getting ids for a while even when
+// every leafd is briefly down.
+//
+// Single use is the whole point, and JetStream's acks alone do not give it
+// (a batch redelivered after AckWait can be acked twice). Here:
+//   - each pool has one durable pull consumer with explicit acks and
+//     MaxDeliver 1, so the server never delivers a batch twice;
+//   - a client uses a batch only if its metadata says first delivery and
+//     its double ack (confirmed by the server) succeeds (Take);
+//   - a batch fetched and never acked (a client that died) is deleted by the
+//     nodes when the max-deliveries advisory names it, so it cannot linger
+//     and no one else can ever get it.
+//
+// Nodes run a Filler that tops each pool up from their rings to Depth
+// batches. The stream refuses publishes beyond Depth per subject
+// (DiscardNew per subject), so the bound holds however many nodes fill at
+// once; ids of a refused batch are a gap.
+package pool

@@ -1,0 +1,3 @@
+package pool
+
+var TakeWith = take

@@ -1,0 +1,373 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/wire"
+)
+
+// Names of the pool.
+const (
+	// Stream is the work-queue stream holding every pool's batches.
+	Stream = "LEAF_POOL"
+	// Prefix is followed by segment.<tag> or snowflake.
+	Prefix = "leaf.pool."
+	// SnowflakeSubject is the snowflake pool's subject.
+	SnowflakeSubject = Prefix + "snowflake"
+)
+
+// Defaults.
+const (
+	DefaultDepth   = 32               // batches kept per subject
+	DefaultBatch   = 1000             // ids per batch
+	DefaultAckWait = 10 * time.Second // a fetched batch not acked by then is never used
+)
+
+// Errors.
+var (
+	// ErrEmpty: no batch could be had within the wait.
+	ErrEmpty = errors.New("pool: empty")
+	// ErrUsed: the batch was delivered before (or could not be confirmed as
+	// ours): it is thrown away, never used.
+	ErrUsed = errors.New("pool: batch not confirmed for single use")
+	// ErrInvalid: a bad subject or configuration.
+	ErrInvalid = errors.New("pool: invalid")
+)
+
+// SegmentSubject is the pool subject of a segment tag.
+func SegmentSubject(tag string) string { return Prefix + "segment." + tag }
+
+// consumerName is the durable pull consumer of subject, shared by every
+// client of that pool: leaf.pool.segment.orders -> pool_segment_orders.
+func consumerName(subject string) string {
+	return "pool_" + strings.ReplaceAll(strings.TrimPrefix(subject, Prefix), ".", "_")
+}
+
+// checkSubject accepts leaf.pool.snowflake and leaf.pool.segment.<tag>.
+func checkSubject(subject string) error {
+	if subject == SnowflakeSubject {
+		return nil
+	}
+	tag, ok := strings.CutPrefix(subject, Prefix+"segment.")
+	if !ok || tag == "" || len(tag) > 128 || strings.ContainsFunc(tag, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}) {
+		return fmt.Errorf("%w: subject %q: want %s or %s<tag>", ErrInvalid, subject, SnowflakeSubject, Prefix+"segment.")
+	}
+	return nil
+}
+
+// StreamConfig is the pool stream: a work queue (a batch is removed when
+// acked), at most depth batches per subject with new ones refused beyond
+// (so the bound holds however many nodes top it up).
+func StreamConfig(depth, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:                 Stream,
+		Description:          "leafmq: ready-made id batches, each used at most once",
+		Subjects:             []string{Prefix + ">"},
+		Retention:            jetstream.WorkQueuePolicy,
+		MaxMsgsPerSubject:    int64(depth),
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		Storage:              jetstream.FileStorage,
+		Replicas:             replicas,
+	}
+}
+
+// consumerConfig is the one pull consumer of a subject: explicit acks and
+// never a second delivery, so a batch can reach one client only.
+func consumerConfig(subject string, ackWait time.Duration) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       consumerName(subject),
+		FilterSubject: subject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// Take fetches one batch of subject's pool and returns its ids, waiting at
+// most wait for one. The batch is used only if this is its first delivery
+// and the double ack (acknowledged by the server) succeeds; otherwise it
+// is thrown away (ErrUsed) — so no batch is ever used twice, even when a
+// client stalls past AckWait. ErrEmpty when none came within wait (or the
+// pool of subject does not exist).
+func Take(ctx context.Context, js jetstream.JetStream, subject string, wait time.Duration) ([]int64, error) {
+	return take(ctx, js, subject, wait, nil)
+}
+
+// take is Take with a hook run between the fetch and the ack (tests stall
+// there, as a client paused by GC or a slow machine would).
+func take(ctx context.Context, js jetstream.JetStream, subject string, wait time.Duration, beforeAck func()) ([]int64, error) {
+	if err := checkSubject(subject); err != nil {
+		return nil, err
+	}
+	cons, err := js.Consumer(ctx, Stream, consumerName(subject))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("%w: no pool for %s", ErrEmpty, subject)
+		}
+		return nil, fmt.Errorf("pool: consumer of %s: %w", subject, err)
+	}
+	var batch jetstream.MessageBatch
+	if wait <= 0 {
+		batch, err = cons.FetchNoWait(1)
+	} else {
+		batch, err = cons.Fetch(1, jetstream.FetchMaxWait(max(wait, time.Millisecond)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pool: fetch %s: %w", subject, err)
+	}
+	var msg jetstream.Msg
+	for m := range batch.Messages() {
+		msg = m
+	}
+	if msg == nil {
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("pool: fetch %s: %w", subject, err)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrEmpty, subject)
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("pool: %s: metadata: %w", subject, err)
+	}
+	if meta.NumDelivered != 1 {
+		_ = msg.Term()
+		return nil, fmt.Errorf("%w: delivered %d times", ErrUsed, meta.NumDelivered)
+	}
+	if beforeAck != nil {
+		beforeAck()
+	}
+	ids, err := wire.DecodeIDs(nil, msg.Data(), true)
+	if err != nil || len(ids) == 0 {
+		_ = msg.Term()
+		return nil, fmt.Errorf("pool: %s: bad batch at sequence %d: %v", subject, meta.Sequence.Stream, err)
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		return nil, fmt.Errorf("%w: ack of sequence %d: %v", ErrUsed, meta.Sequence.Stream, err)
+	}
+	return ids, nil
+}
+
+// Source fills dst with fresh ids (all of it, or an error); producer's
+// Segment and Snowflake fit.
+type Source func(ctx context.Context, dst []int64) error
+
+// FillerConfig configures a Filler. Zero values mean the defaults.
+type FillerConfig struct {
+	JS       jetstream.JetStream // required
+	Depth    int                 // batches kept per subject; default DefaultDepth
+	Batch    int                 // ids per batch; default DefaultBatch
+	Replicas int                 // of the stream when it is created; default 1
+	AckWait  time.Duration       // default DefaultAckWait
+	Interval time.Duration       // how often levels are checked; default 250ms
+	// OnLow, if set, is called (must not block) when a subject's level is
+	// below a quarter of Depth at a check.
+	OnLow  func(subject string, level int)
+	Logger *slog.Logger
+}
+
+// Filler keeps pools topped up on a leafd: for each subject it publishes
+// batches from its Source until the stream refuses more (the per-subject
+// bound), and it deletes batches that a client fetched but never acked
+// (named by the max-deliveries advisory), which no one else can get.
+type Filler struct {
+	cfg    FillerConfig
+	log    *slog.Logger
+	nc     *nats.Conn
+	stream jetstream.Stream
+
+	mu      sync.Mutex
+	sources map[string]Source
+	levels  map[string]int
+	wasted  uint64 // ids taken for batches the stream refused (a gap)
+
+	adv    *nats.Subscription
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewFiller creates (or updates) the stream and starts the filler. Add
+// subjects with Add.
+func NewFiller(ctx context.Context, cfg FillerConfig) (*Filler, error) {
+	if cfg.JS == nil {
+		return nil, fmt.Errorf("%w: FillerConfig.JS is required", ErrInvalid)
+	}
+	if cfg.Depth == 0 {
+		cfg.Depth = DefaultDepth
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.AckWait == 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 250 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Depth < 1 || cfg.Batch < 1 || cfg.Batch > 1_000_000 || cfg.AckWait < time.Second || cfg.Interval < 0 {
+		return nil, fmt.Errorf("%w: depth %d, batch %d (1-1000000), ack wait %v (at least 1s)", ErrInvalid, cfg.Depth, cfg.Batch, cfg.AckWait)
+	}
+	st, err := cfg.JS.CreateOrUpdateStream(ctx, StreamConfig(cfg.Depth, cfg.Replicas))
+	if err != nil {
+		return nil, fmt.Errorf("pool: stream %s: %w", Stream, err)
+	}
+	f := &Filler{cfg: cfg, log: cfg.Logger, nc: cfg.JS.Conn(), stream: st,
+		sources: map[string]Source{}, levels: map[string]int{}}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.adv, err = f.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+Stream+".*", f.onMaxDeliveries)
+	if err != nil {
+		f.cancel()
+		return nil, fmt.Errorf("pool: advisory subscription: %w", err)
+	}
+	f.wg.Add(1)
+	go f.run()
+	return f, nil
+}
+
+// Add starts keeping subject's pool full from src, creating its consumer.
+func (f *Filler) Add(ctx context.Context, subject string, src Source) error {
+	if err := checkSubject(subject); err != nil {
+		return err
+	}
+	if _, err := f.stream.CreateOrUpdateConsumer(ctx, consumerConfig(subject, f.cfg.AckWait)); err != nil {
+		return fmt.Errorf("pool: consumer of %s: %w", subject, err)
+	}
+	f.mu.Lock()
+	f.sources[subject] = src
+	f.mu.Unlock()
+	return nil
+}
+
+// onMaxDeliveries deletes a batch that was delivered and never acked: with
+// MaxDeliver 1 nobody else can get it, and left alone it would hold a place
+// of the bound forever. Every node gets the advisory; the first delete wins.
+func (f *Filler) onMaxDeliveries(m *nats.Msg) {
+	var adv struct {
+		StreamSeq uint64 `json:"stream_seq"`
+	}
+	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	if err := f.stream.DeleteMsg(ctx, adv.StreamSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		f.log.Debug("pool: delete of an unacked batch failed", "seq", adv.StreamSeq, "err", err)
+	}
+}
+
+func (f *Filler) run() {
+	defer f.wg.Done()
+	t := time.NewTicker(f.cfg.Interval)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		subjects := make(map[string]Source, len(f.sources))
+		for s, src := range f.sources {
+			subjects[s] = src
+		}
+		f.mu.Unlock()
+		for subject, src := range subjects {
+			if f.ctx.Err() != nil {
+				return
+			}
+			f.topUp(subject, src)
+		}
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// topUp publishes batches of subject until the level reaches Depth or the
+// stream refuses one.
+func (f *Filler) topUp(subject string, src Source) {
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	level, err := f.Level(ctx, subject)
+	if err != nil {
+		f.log.Debug("pool: level", "subject", subject, "err", err)
+		return
+	}
+	if level < f.cfg.Depth/4 && f.cfg.OnLow != nil {
+		f.cfg.OnLow(subject, level)
+	}
+	ids := make([]int64, f.cfg.Batch)
+	var buf []byte
+	for ; level < f.cfg.Depth; level++ {
+		if err := src(ctx, ids); err != nil {
+			f.log.Debug("pool: no ids for a batch", "subject", subject, "err", err)
+			break
+		}
+		buf = wire.AppendBinary(buf[:0], ids)
+		if _, err := f.cfg.JS.Publish(ctx, subject, buf); err != nil {
+			f.mu.Lock()
+			f.wasted += uint64(len(ids))
+			f.mu.Unlock()
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10077 { // 10077: the per-subject bound: another node filled it
+				f.log.Debug("pool: publish", "subject", subject, "err", err)
+			}
+			break
+		}
+	}
+	f.mu.Lock()
+	f.levels[subject] = level
+	f.mu.Unlock()
+}
+
+// Level is how many batches subject's pool holds now (including fetched,
+// not yet acked ones).
+func (f *Filler) Level(ctx context.Context, subject string) (int, error) {
+	info, err := f.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, err
+	}
+	return int(info.State.Subjects[subject]), nil
+}
+
+// Levels is the level of every subject at its last check.
+func (f *Filler) Levels() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.levels))
+	for s, l := range f.levels {
+		out[s] = l
+	}
+	return out
+}
+
+// Wasted counts ids taken for batches the stream refused (a gap).
+func (f *Filler) Wasted() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wasted
+}
+
+// Close stops topping up. The batches in the stream stay for clients.
+func (f *Filler) Close() error {
+	f.cancel()
+	f.wg.Wait()
+	return f.adv.Unsubscribe()
+}

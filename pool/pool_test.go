@@ -1,0 +1,266 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/pool"
+)
+
+// counter is a Source of consecutive ids shared by every filler of a test,
+// as one segment store would be.
+type counter struct{ next atomic.Int64 }
+
+func (c *counter) fill(_ context.Context, dst []int64) error {
+	end := c.next.Add(int64(len(dst)))
+	for i := range dst {
+		dst[i] = end - int64(len(dst)) + int64(i) + 1
+	}
+	return nil
+}
+
+func newJS(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func newFiller(t *testing.T, js jetstream.JetStream, cfg pool.FillerConfig) *pool.Filler {
+	t.Helper()
+	cfg.JS = js
+	if cfg.Interval == 0 {
+		cfg.Interval = 20 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f, err := pool.NewFiller(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+func waitLevel(t *testing.T, f *pool.Filler, subject string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := f.Level(context.Background(), subject)
+		if err == nil && l == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("level of %s = %d (%v), want %d", subject, l, err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ids collects ids and fails on a duplicate.
+type ids struct {
+	mu   sync.Mutex
+	seen map[int64]bool
+}
+
+func (s *ids) add(t *testing.T, batch []int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[int64]bool{}
+	}
+	for _, id := range batch {
+		if s.seen[id] {
+			t.Errorf("id %d used twice", id)
+		}
+		s.seen[id] = true
+	}
+}
+
+func TestFillAndTake(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	var c counter
+	f := newFiller(t, js, pool.FillerConfig{Depth: 4, Batch: 10})
+	subject := pool.SegmentSubject("orders")
+	ctx := context.Background()
+	if _, err := pool.Take(ctx, js, subject, 0); !errors.Is(err, pool.ErrEmpty) {
+		t.Fatalf("take before the pool exists: %v, want ErrEmpty", err)
+	}
+	if err := f.Add(ctx, subject, c.fill); err != nil {
+		t.Fatal(err)
+	}
+	waitLevel(t, f, subject, 4)
+	var got ids
+	for i := range 12 { // three times the depth: it refills
+		batch, err := pool.Take(ctx, js, subject, 5*time.Second)
+		if err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+		if len(batch) != 10 || !slices.IsSorted(batch) {
+			t.Fatalf("batch %v", batch)
+		}
+		got.add(t, batch)
+	}
+	waitLevel(t, f, subject, 4)
+	if f.Levels()[subject] > 4 {
+		t.Fatalf("levels %v", f.Levels())
+	}
+	for _, bad := range []string{"leaf.pool.segment.a.b", "leaf.pool.segment.", "orders", "leaf.pool.segment.*"} {
+		if _, err := pool.Take(ctx, js, bad, 0); !errors.Is(err, pool.ErrInvalid) {
+			t.Errorf("take %q: %v, want ErrInvalid", bad, err)
+		}
+		if err := f.Add(ctx, bad, c.fill); !errors.Is(err, pool.ErrInvalid) {
+			t.Errorf("add %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// Three nodes top up one pool: the per-subject bound holds, and the ids
+// they lose to refused publishes are a gap, never a duplicate.
+func TestBoundWithManyFillers(t *testing.T) {
+	srv := natstest.RunServer(t)
+	var c counter
+	subject := pool.SnowflakeSubject
+	var fillers []*pool.Filler
+	for range 3 {
+		js := newJS(t, srv.ClientURL())
+		f := newFiller(t, js, pool.FillerConfig{Depth: 8, Batch: 5, Interval: 5 * time.Millisecond})
+		if err := f.Add(context.Background(), subject, c.fill); err != nil {
+			t.Fatal(err)
+		}
+		fillers = append(fillers, f)
+	}
+	js := newJS(t, srv.ClientURL())
+	var got ids
+	for i := range 40 {
+		batch, err := pool.Take(context.Background(), js, subject, 5*time.Second)
+		if err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+		got.add(t, batch)
+		if l, err := fillers[0].Level(context.Background(), subject); err != nil || l > 8 {
+			t.Fatalf("level %d (%v), bound 8", l, err)
+		}
+	}
+}
+
+// The redelivery race of RECIPES.md: a client fetches a batch and stalls
+// past AckWait while others keep taking. The stalled batch is never
+// delivered again, and the stalled client does not use it unless its ack
+// was confirmed — so no id is used twice.
+func TestStalledClientNeverSharesABatch(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	var c counter
+	f := newFiller(t, js, pool.FillerConfig{Depth: 4, Batch: 10, AckWait: time.Second})
+	subject := pool.SegmentSubject("race")
+	if err := f.Add(context.Background(), subject, c.fill); err != nil {
+		t.Fatal(err)
+	}
+	waitLevel(t, f, subject, 4)
+	var got ids
+	stalled := make(chan struct{})
+	resume := make(chan struct{})
+	type result struct {
+		ids []int64
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		b, err := pool.TakeWith(context.Background(), newJS(t, srv.ClientURL()), subject, 5*time.Second, func() {
+			close(stalled)
+			<-resume
+		})
+		res <- result{b, err}
+	}()
+	<-stalled
+	// While it stalls past AckWait, the others drain and the filler refills.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := pool.Take(context.Background(), js, subject, time.Second)
+		if err != nil && !errors.Is(err, pool.ErrEmpty) {
+			t.Fatalf("take: %v", err)
+		}
+		got.add(t, b)
+	}
+	close(resume)
+	r := <-res
+	switch {
+	case r.err == nil:
+		got.add(t, r.ids) // its ack was confirmed: it is the only user
+	case errors.Is(r.err, pool.ErrUsed):
+		t.Logf("the stalled batch was thrown away: %v", r.err)
+	default:
+		t.Fatalf("stalled take: %v", r.err)
+	}
+	// The unacked batch was deleted (advisory), so the pool fills up again.
+	waitLevel(t, f, subject, 4)
+	if len(got.seen) == 0 {
+		t.Fatal("no ids taken")
+	}
+}
+
+func TestFillerConfig(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	for _, cfg := range []pool.FillerConfig{
+		{},
+		{JS: js, Batch: -1},
+		{JS: js, Depth: -2},
+		{JS: js, AckWait: time.Millisecond},
+	} {
+		if _, err := pool.NewFiller(context.Background(), cfg); !errors.Is(err, pool.ErrInvalid) {
+			t.Errorf("config %+v: %v, want ErrInvalid", cfg, err)
+		}
+	}
+}
+
+// A client that fetched a batch and died never acks it: the filler deletes
+// it when the max-deliveries advisory names it, and the pool fills up again.
+func TestDeadClientBatchIsDeleted(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	var c counter
+	f := newFiller(t, js, pool.FillerConfig{Depth: 2, Batch: 10, AckWait: time.Second})
+	subject := pool.SegmentSubject("dead")
+	if err := f.Add(context.Background(), subject, c.fill); err != nil {
+		t.Fatal(err)
+	}
+	waitLevel(t, f, subject, 2)
+	cons, err := js.Consumer(context.Background(), pool.Stream, "pool_segment_dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++ // fetched, never acked: the client is gone
+	}
+	if n != 2 {
+		t.Fatalf("fetched %d", n)
+	}
+	// Both batches are out; after AckWait they are deleted and replaced.
+	var got ids
+	for i := range 2 {
+		b, err := pool.Take(context.Background(), js, subject, 10*time.Second)
+		if err != nil {
+			t.Fatalf("take %d after the dead client: %v", i, err)
+		}
+		got.add(t, b)
+	}
+}
