@@ -33,6 +33,7 @@ const (
 	QueueJoined         = "queue.joined"    // the node (re)joined the snowflake queue group
 	LayoutExpiring      = "layout.expiring" // the layout's time bits run out soon: fields expires, left_hours
 	ClockOffset         = "clock.offset"    // the clock compared with the live peers at start: fields offset_ms, peers
+	PoolLow             = "pool.low"        // a JetStream batch pool is below a quarter of its depth (tag: the pool's subject): fields level, depth
 )
 
 // Levels of events.

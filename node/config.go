@@ -48,6 +48,11 @@ type Config struct {
 	LayoutWarn    time.Duration // warn when the layout has less time left; default 8760h (a year)
 	SnowflakeRing int           // snowflake ring size; default 65536
 
+	// JetStream batch pool.
+	Pool      string // pools to keep full: comma-separated tags, and/or "snowflake"; empty: none
+	PoolDepth int    // batches per pool; default pool.DefaultDepth
+	PoolBatch int    // ids per batch; default pool.DefaultBatch
+
 	// Fault drills only: run this node's snowflake clock off the real one.
 	FaultClockOffset time.Duration // added to the clock from the start
 	FaultClockStep   string        // "BY@AFTER": add BY to the clock AFTER the start, e.g. -10s@5s
@@ -82,6 +87,9 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&c.MaxStartWait, "max-start-wait", c.MaxStartWait, "a clock behind the worker's last lease by more fails the start (LEAF_MAX_START_WAIT)")
 	fs.DurationVar(&c.PeerClockMax, "peer-clock-max", c.PeerClockMax, "refuse to start when the clock is off the live nodes' average by more; negative disables (LEAF_PEER_CLOCK_MAX)")
 	fs.DurationVar(&c.LayoutWarn, "layout-warn", c.LayoutWarn, "warn when the layout's time bits run out sooner (LEAF_LAYOUT_WARN)")
+	fs.StringVar(&c.Pool, "pool", c.Pool, "JetStream batch pools to keep full: tags and/or snowflake, comma-separated (LEAF_POOL)")
+	fs.IntVar(&c.PoolDepth, "pool-depth", c.PoolDepth, "batches kept in each pool (LEAF_POOL_DEPTH)")
+	fs.IntVar(&c.PoolBatch, "pool-batch", c.PoolBatch, "ids per pool batch (LEAF_POOL_BATCH)")
 	fs.IntVar(&c.SnowflakeRing, "snowflake-ring", c.SnowflakeRing, "size of the pre-filled snowflake ring (LEAF_SNOWFLAKE_RING)")
 	fs.DurationVar(&c.FaultClockOffset, "fault-clock-offset", c.FaultClockOffset, "fault drills only: run the snowflake clock this far off (LEAF_FAULT_CLOCK_OFFSET)")
 	fs.StringVar(&c.FaultClockStep, "fault-clock-step", c.FaultClockStep, "fault drills only: BY@AFTER steps the snowflake clock by BY, AFTER the start, e.g. -10s@5s (LEAF_FAULT_CLOCK_STEP)")

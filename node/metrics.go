@@ -38,6 +38,8 @@ type collector struct {
 	evSent    *prometheus.Desc
 	evDropped *prometheus.Desc
 	ringFill  *prometheus.Desc
+	poolLevel *prometheus.Desc
+	poolWaste *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -75,6 +77,8 @@ func newCollector(n *Node) *collector {
 		evSent:    d("events_published_total", "Events published on leaf.events.<kind>, by kind.", "kind"),
 		evDropped: d("events_suppressed_total", "Events dropped by the per-kind-and-tag rate limit, by kind.", "kind"),
 		ringFill:  d("ring_fill_ratio", "Ids ready in the ring of a tag over its capacity.", "tag"),
+		poolLevel: d("pool_batches", "Batches in a JetStream pool at this node's last check, by pool subject.", "subject"),
+		poolWaste: d("pool_refused_ids_total", "Ids taken for pool batches the stream refused (it was full; a gap)."),
 	}
 }
 
@@ -82,7 +86,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
 		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr,
 		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped,
-		c.sfOffset, c.evSent, c.evDropped, c.ringFill} {
+		c.sfOffset, c.evSent, c.evDropped, c.ringFill, c.poolLevel, c.poolWaste} {
 		ch <- d
 	}
 }
@@ -121,6 +125,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sfTransitions.Load()))
 		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.layout.Remaining(n.now()).Seconds())
 		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, float64(n.peerOffset.Load())/1e9)
+	}
+	if p := n.pool; p != nil {
+		for subject, level := range p.Levels() {
+			ch <- prometheus.MustNewConstMetric(c.poolLevel, prometheus.GaugeValue, float64(level), subject)
+		}
+		ch <- prometheus.MustNewConstMetric(c.poolWaste, prometheus.CounterValue, float64(p.Wasted()))
 	}
 	for _, ec := range n.events.Counts() {
 		ch <- prometheus.MustNewConstMetric(c.evSent, prometheus.CounterValue, float64(ec.Published), ec.Kind)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
@@ -60,6 +61,7 @@ type Node struct {
 	peerOffset    atomic.Int64 // nanos: the peers' average clock minus ours, at start
 
 	started time.Time
+	pool    *pool.Filler
 	met     *liveMetrics
 	events  *events.Publisher
 	health  storeHealth
@@ -142,6 +144,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		n.sfWG.Add(1)
 		go n.applySnowflake()
 		n.sfEvents <- n.src.State()
+	}
+	if err := n.startPool(ctx); err != nil {
+		return nil, err
 	}
 	if err := n.startHTTP(); err != nil {
 		return nil, err
@@ -317,6 +322,9 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	if n.resp != nil {
 		errs = append(errs, n.resp.Stop())
+	}
+	if n.pool != nil {
+		errs = append(errs, n.pool.Close())
 	}
 	if n.sfRing != nil {
 		errs = append(errs, n.sfRing.Close())

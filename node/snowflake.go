@@ -60,6 +60,9 @@ func (c *Config) validateSnowflake(d Config) error {
 		_, port, _ := net.SplitHostPort(c.HTTP)
 		c.ZKAddr = net.JoinHostPort("127.0.0.1", port)
 	}
+	if err := c.validatePool(); err != nil {
+		return err
+	}
 	switch c.Registry {
 	case RegistryOff:
 		return nil

@@ -1,0 +1,102 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/segment"
+)
+
+// poolSubjects parses --pool into pool subjects.
+func (c *Config) poolSubjects() ([]string, error) {
+	if strings.TrimSpace(c.Pool) == "" {
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range strings.Split(c.Pool, ",") {
+		p = strings.TrimSpace(p)
+		var subject string
+		switch {
+		case p == "snowflake":
+			if c.Registry == RegistryOff {
+				return nil, fmt.Errorf("%w: pool snowflake needs snowflake (--worker-registry is off)", ErrConfig)
+			}
+			subject = pool.SnowflakeSubject
+		case segment.ValidTag(p):
+			subject = pool.SegmentSubject(p)
+		default:
+			return nil, fmt.Errorf("%w: pool %q: want tags ([A-Za-z0-9_-]{1,128}) and/or snowflake", ErrConfig, p)
+		}
+		if !seen[subject] {
+			seen[subject] = true
+			out = append(out, subject)
+		}
+	}
+	return out, nil
+}
+
+func (c *Config) validatePool() error {
+	if c.PoolDepth == 0 {
+		c.PoolDepth = pool.DefaultDepth
+	}
+	if c.PoolBatch == 0 {
+		c.PoolBatch = pool.DefaultBatch
+	}
+	if c.PoolDepth < 1 || c.PoolDepth > 100_000 {
+		return fmt.Errorf("%w: pool-depth %d must be 1-100000", ErrConfig, c.PoolDepth)
+	}
+	if c.PoolBatch < 1 || c.PoolBatch > c.MaxBatch {
+		return fmt.Errorf("%w: pool-batch %d must be 1-%d (max-batch)", ErrConfig, c.PoolBatch, c.MaxBatch)
+	}
+	_, err := c.poolSubjects()
+	return err
+}
+
+// startPool starts topping up the configured pools.
+func (n *Node) startPool(ctx context.Context) error {
+	subjects, err := n.cfg.poolSubjects()
+	if err != nil || len(subjects) == 0 {
+		return err
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return fmt.Errorf("pool: %w", err)
+	}
+	n.pool, err = pool.NewFiller(ctx, pool.FillerConfig{
+		JS:       js,
+		Depth:    n.cfg.PoolDepth,
+		Batch:    n.cfg.PoolBatch,
+		Replicas: n.cfg.KVReplicas,
+		Logger:   n.log,
+		OnLow: func(subject string, level int) {
+			n.events.Emit(events.Event{Kind: events.PoolLow, Level: events.Warn, Tag: subject,
+				Message: fmt.Sprintf("pool %s holds %d of %d batches", subject, level, n.cfg.PoolDepth),
+				Fields:  map[string]any{"level": level, "depth": n.cfg.PoolDepth}})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	for _, subject := range subjects {
+		var src pool.Source
+		if subject == pool.SnowflakeSubject {
+			if n.sfRing == nil {
+				return fmt.Errorf("%w: pool snowflake needs snowflake", ErrConfig)
+			}
+			src = n.sfRing.Next
+		} else {
+			tag := strings.TrimPrefix(subject, pool.Prefix+"segment.")
+			src = func(ctx context.Context, dst []int64) error { return n.prod.Segment(ctx, tag, dst) }
+		}
+		if err := n.pool.Add(ctx, subject, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
