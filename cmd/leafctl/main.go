@@ -31,6 +31,10 @@ Commands:
   decode ID [--local [--layout L] [--unit U] [--epoch E]]
                                         split a snowflake id into time, worker and
                                         sequence (by the nodes' layout, or --local)
+  batch TAG|snowflake [--wait D] [--json]
+                                        take one ready-made batch from the JetStream pool
+  nodes [--json] [--wait D]             every leafd's micro services: requests, errors, times
+  pool [--json]                         batches in each JetStream pool
   tag list [--json]                     list every tag with max_id and step
   tag create TAG [--step S] [--max-id M] [--desc D]
   tag set-step TAG STEP                 change a tag's configured step
@@ -95,6 +99,12 @@ func (c *cli) run(args []string) int {
 		err = c.decode(rest[1:])
 	case "events":
 		err = c.events(rest[1:])
+	case "nodes":
+		err = c.nodes(rest[1:])
+	case "pool":
+		err = c.pool(rest[1:])
+	case "batch":
+		err = c.batch(rest[1:])
 	case "bench":
 		err = c.bench(rest[1:])
 	case "bench-echo":

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/leafmq/leafmq/pool"
+)
+
+// gather publishes a request on subject and collects the replies that
+// arrive within window.
+func gather(nc *nats.Conn, subject string, window time.Duration) ([]*nats.Msg, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return nil, err
+	}
+	var out []*nats.Msg
+	deadline := time.Now().Add(window)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return out, nil
+		}
+		m, err := sub.NextMsg(left)
+		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+}
+
+// nodeRow is one micro service instance of leafmq.
+type nodeRow struct {
+	Node     string        `json:"node"`
+	ID       string        `json:"id"`
+	Engine   string        `json:"engine"` // "main" or "snowflake"
+	Version  string        `json:"version"`
+	Started  time.Time     `json:"started"`
+	Requests int           `json:"requests"`
+	Errors   int           `json:"errors"`
+	AvgTime  time.Duration `json:"average_processing_time"`
+	RTT      time.Duration `json:"rtt"`
+}
+
+func (c *cli) nodes(args []string) error {
+	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	window := fs.Duration("wait", 500*time.Millisecond, "")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	start := time.Now()
+	pings, err := gather(nc, "$SRV.PING.leaf", *window)
+	if err != nil {
+		return err
+	}
+	rtt := map[string]time.Duration{}
+	for _, m := range pings {
+		var p micro.Ping
+		if json.Unmarshal(m.Data, &p) == nil {
+			rtt[p.ID] = time.Since(start) // upper bound: arrival within the window
+		}
+	}
+	stats, err := gather(nc, "$SRV.STATS.leaf", *window)
+	if err != nil {
+		return err
+	}
+	infos, err := gather(nc, "$SRV.INFO.leaf", *window)
+	if err != nil {
+		return err
+	}
+	meta := map[string]map[string]string{}
+	for _, m := range infos {
+		var in micro.Info
+		if json.Unmarshal(m.Data, &in) == nil {
+			meta[in.ID] = in.Metadata
+		}
+	}
+	var rows []nodeRow
+	for _, m := range stats {
+		var st micro.Stats
+		if json.Unmarshal(m.Data, &st) != nil {
+			continue
+		}
+		r := nodeRow{ID: st.ID, Version: st.Version, Started: st.Started, RTT: rtt[st.ID], Engine: "main", Node: "?"}
+		if md := meta[st.ID]; md != nil {
+			r.Node = md["node"]
+			if md["engine"] != "" {
+				r.Engine = md["engine"]
+			}
+		}
+		var total time.Duration
+		for _, e := range st.Endpoints {
+			r.Requests += e.NumRequests
+			r.Errors += e.NumErrors
+			total += e.ProcessingTime
+		}
+		if r.Requests > 0 {
+			r.AvgTime = total / time.Duration(r.Requests)
+		}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Node != rows[j].Node {
+			return rows[i].Node < rows[j].Node
+		}
+		return rows[i].Engine < rows[j].Engine
+	})
+	if *asJSON {
+		return writeJSON(c, rows)
+	}
+	if len(rows) == 0 {
+		return errors.New("no leafd answered (is one running?)")
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSERVICE\tVERSION\tUP\tREQUESTS\tERRORS\tAVG TIME\tID")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Node, r.Engine, r.Version,
+			time.Since(r.Started).Round(time.Second), r.Requests, r.Errors, r.AvgTime.Round(time.Microsecond), r.ID)
+	}
+	return tw.Flush()
+}
+
+func writeJSON(c *cli, v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// poolRow is one pool subject.
+type poolRow struct {
+	Subject string `json:"subject"`
+	Batches uint64 `json:"batches"`
+}
+
+func (c *cli) pool(args []string) error {
+	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	st, err := js.Stream(ctx, pool.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return errors.New("no pool: start leafd with --pool TAGS[,snowflake]")
+	}
+	if err != nil {
+		return fmt.Errorf("pool stream: %w", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(pool.Prefix+">"))
+	if err != nil {
+		return fmt.Errorf("pool stream: %w", err)
+	}
+	rows := []poolRow{}
+	for s, n := range info.State.Subjects {
+		rows = append(rows, poolRow{Subject: s, Batches: n})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Subject < rows[j].Subject })
+	if *asJSON {
+		return writeJSON(c, rows)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "SUBJECT\tBATCHES (of %d)\n", info.Config.MaxMsgsPerSubject)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\n", r.Subject, r.Batches)
+	}
+	return tw.Flush()
+}
+
+// batch takes one batch of a pool: TAG or snowflake.
+func (c *cli) batch(args []string) error {
+	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	wait := fs.Duration("wait", 2*time.Second, "")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	subject := pool.SnowflakeSubject
+	if pos[0] != "snowflake" {
+		subject = pool.SegmentSubject(pos[0])
+	}
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *wait+c.timeout)
+	defer cancel()
+	ids, err := pool.Take(ctx, js, subject, *wait)
+	if errors.Is(err, pool.ErrInvalid) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(c, ids)
+	}
+	b := make([]byte, 0, len(ids)*20)
+	for _, id := range ids {
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, '\n')
+	}
+	_, err = c.stdout.Write(b)
+	return err
+}

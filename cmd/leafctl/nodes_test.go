@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
+)
+
+func TestNodesPoolBatch(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Name: "ctl-pool", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
+		Registry: node.RegistryStatic, WorkerID: 2, Pool: "demo,snowflake", PoolDepth: 4, PoolBatch: 50}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	url := s.ClientURL()
+	if code, _, errOut := leafctl(url, "next", "demo", "-n", "3"); code != 0 {
+		t.Fatalf("next: %s", errOut)
+	}
+	// The pools fill up.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, out, _ := leafctl(url, "pool")
+		if strings.Contains(out, "leaf.pool.segment.demo  4") && strings.Contains(out, "leaf.pool.snowflake     4") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool never full:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"nodes", []string{"nodes"}, 0, "ctl-pool", ""},
+		{"nodes snowflake", []string{"nodes"}, 0, "snowflake", ""},
+		{"nodes json", []string{"nodes", "--json"}, 0, `"node": "ctl-pool"`, ""},
+		{"pool json", []string{"pool", "--json"}, 0, `"subject": "leaf.pool.snowflake"`, ""},
+		{"batch", []string{"batch", "demo"}, 0, "\n", ""},
+		{"batch snowflake json", []string{"batch", "snowflake", "--json"}, 0, "[", ""},
+		{"batch bad tag", []string{"batch", "a.b"}, 2, "", "invalid"},
+		{"batch no pool", []string{"batch", "other", "--wait", "100ms"}, 1, "", "empty"},
+		{"batch no arg", []string{"batch"}, 2, "", "wants 1 argument"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := leafctl(url, tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.stdout) || !strings.Contains(errOut, tc.stderr) {
+				t.Fatalf("leafctl %v = %d\nstdout: %s\nstderr: %s\nwant code %d, stdout with %q, stderr with %q",
+					tc.args, code, out, errOut, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+	if _, out, _ := leafctl(url, "batch", "demo"); len(strings.Fields(out)) != 50 {
+		t.Fatalf("a batch of %d ids, want 50", len(strings.Fields(out)))
+	}
+}
+
+func TestNodesNone(t *testing.T) {
+	s := natstest.RunServer(t)
+	if code, _, errOut := leafctl(s.ClientURL(), "nodes", "--wait", "100ms"); code != 1 || !strings.Contains(errOut, "no leafd") {
+		t.Fatalf("nodes without leafd: %d %s", code, errOut)
+	}
+	if code, _, errOut := leafctl(s.ClientURL(), "pool"); code != 1 || !strings.Contains(errOut, "no pool") {
+		t.Fatalf("pool without a pool: %d %s", code, errOut)
+	}
+}
