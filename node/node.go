@@ -257,7 +257,13 @@ func (n *Node) startHTTP() error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newCollector(n))
 	n.met.register(reg)
+	api, err := n.httpAPI()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	mux := http.NewServeMux()
+	mux.Handle("/", api) // Leaf's HTTP API, /readyz, the status page
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

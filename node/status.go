@@ -1,12 +1,16 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/leafmq/leafmq/httpapi"
+	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -144,4 +148,23 @@ func (n *Node) readiness() ([]string, error) {
 		return problems, errors.New(strings.Join(fatal, "; "))
 	}
 	return problems, nil
+}
+
+// httpAPI is Leaf's HTTP API, /readyz and the live status page of every
+// node (httpapi), on this node's engines.
+func (n *Node) httpAPI() (http.Handler, error) {
+	cfg := httpapi.Config{
+		Segment: n.prod.Segment,
+		Layout:  n.layout,
+		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
+			return responder.AskStatus(ctx, n.nc, 300*time.Millisecond)
+		},
+		Rows:   httpapi.StoreRows(n.store),
+		Ready:  n.Ready,
+		Logger: n.log,
+	}
+	if n.sfRing != nil {
+		cfg.Snowflake = n.sfRing.Next
+	}
+	return httpapi.New(cfg)
 }

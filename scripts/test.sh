@@ -25,6 +25,18 @@ echo "== ZooKeeper"
 ./scripts/zookeeper.sh start "$work/zookeeper"
 # shellcheck disable=SC1091
 source "$work/zookeeper/env"
+
+echo "== Prometheus (promtool and prometheus for deploy/ and node/ tests)"
+SCRIPT=test.sh
+# shellcheck source=scripts/lib.sh
+. ./scripts/lib.sh
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+	apt_install prometheus
+fi
+echo "== Chromium (status page tests)"
+command -v chromium >/dev/null 2>&1 || apt_install chromium
+LEAF_TEST_CHROMIUM=$(command -v chromium)
+export LEAF_TEST_CHROMIUM
 export LEAF_TEST_REQUIRE=1
 
 echo "== go test -race"

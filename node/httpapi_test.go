@@ -1,0 +1,97 @@
+package node_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// Leaf's HTTP API on a running node, called as Leaf's users do, hands out
+// the same id spaces as NATS: no id twice across the two.
+func TestLeafHTTPAPI(t *testing.T) {
+	s := natstest.RunServer(t)
+	n := startNode(t, node.Config{Name: "http", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 5})
+	waitServing(t, n)
+	nc := natstest.Connect(t, s.ClientURL())
+	base := "http://" + n.HTTPAddr()
+	get := func(method, path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	seen := map[int64]bool{}
+	add := func(id int64) {
+		if seen[id] {
+			t.Fatalf("id %d handed out twice", id)
+		}
+		seen[id] = true
+	}
+	methods := []string{"GET", "POST", "PUT"}
+	for i := range 300 {
+		for _, path := range []string{"/api/segment/get/web", "/api/snowflake/get/anything"} {
+			code, body := get(methods[i%3], path)
+			id, err := strconv.ParseInt(body, 10, 64)
+			if code != 200 || err != nil {
+				t.Fatalf("%s %s = %d %q", methods[i%3], path, code, body)
+			}
+			add(id)
+		}
+		ids, err := take(nc, "web", 3, i%2 == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf, err := takeFrom(nc, wire.SnowflakeSubject, 3, i%2 == 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range append(ids, sf...) {
+			add(id)
+		}
+	}
+	sfID, err := snowflake.LeafLayout().Compose(mustEpoch(t, "2026-01-02"), 5, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := get("GET", "/decodeSnowflakeId?snowflakeId="+strconv.FormatInt(sfID, 10))
+	var dec map[string]string
+	if code != 200 || json.Unmarshal([]byte(body), &dec) != nil || dec["workerId"] != "5" || dec["sequenceId"] != "9" ||
+		!strings.HasPrefix(dec["timestamp"], "1767312000000(") {
+		t.Fatalf("decode = %d %s", code, body)
+	}
+	if code, body := get("GET", "/api/segment/get/a.b"); code != 400 {
+		t.Fatalf("bad key = %d %s", code, body)
+	}
+	if code, body := get("GET", "/readyz"); code != 200 {
+		t.Fatalf("readyz = %d %s", code, body)
+	}
+	if code, body := get("GET", "/"); code != 200 || !strings.Contains(body, "<html") {
+		t.Fatalf("status page = %d", code)
+	}
+	code, body = get("GET", "/status.json")
+	if code != 200 || !strings.Contains(body, `"node":"http"`) || !strings.Contains(body, `"tag":"web"`) {
+		t.Fatalf("status.json = %d %s", code, body)
+	}
+	if code, _ := get("GET", "/healthz"); code != 200 {
+		t.Fatalf("healthz = %d", code)
+	}
+	if code, body := get("GET", "/metrics"); code != 200 || !strings.Contains(body, "leafmq_ids_issued_total") {
+		t.Fatalf("metrics = %d", code)
+	}
+}
