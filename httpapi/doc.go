@@ -17,7 +17,7 @@
 // Failures are not Leaf's bare HTTP 500: 400 for a malformed key, 404 for
 // an unknown tag, 503 (with Retry-After) when no id can be had right now,
 // 501 when that kind of id is off on this node, each with one line of text.
-// MIGRATION.md lists every difference from Leaf.
+// The README's "Migrating from Leaf" section lists every difference from Leaf.
 //
 // The handler knows nothing of NATS or of a store: Config injects functions
 // that take ids and read status, so the node wires its engines (or
