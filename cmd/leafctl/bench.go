@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/internal/bench"
+	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -23,7 +24,9 @@ const benchUsage = `leafctl bench: measure leafmq over NATS
   --subject S      any subject instead of a tag's
   --batch N        ids per request (default 1)
   --binary         ask for binary replies
-  --mode M         request (a goroutine per in-flight request) or pipelined (default request)
+  --mode M         request (a goroutine per in-flight request), pipelined, or pool (ready-made
+                   batches from the JetStream pool of --tag, or of snowflake with --tag snowflake;
+                   start leafd with --pool) (default request)
   -c N             concurrent workers (default 8)
   --depth N        requests in flight per worker when pipelined (default 16)
   -d D             duration (default 10s)
@@ -73,10 +76,18 @@ func (c *cli) bench(args []string) error {
 		return fmt.Errorf("%w: --batch, -c, --depth and -d must be positive; --requests, --rate, --warmup not negative", errUsage)
 	case *rounds < 1:
 		return fmt.Errorf("%w: --rounds %d must be at least 1", errUsage, *rounds)
-	case o.Mode != "request" && o.Mode != "pipelined":
-		return fmt.Errorf("%w: --mode %q must be request or pipelined", errUsage, o.Mode)
+	case o.Mode != bench.ModeRequest && o.Mode != bench.ModePipelined && o.Mode != bench.ModePool:
+		return fmt.Errorf("%w: --mode %q must be request, pipelined or pool", errUsage, o.Mode)
+	case o.Mode == bench.ModePool && o.Baseline:
+		return fmt.Errorf("%w: --baseline compares request-reply with an echo; not with --mode pool", errUsage)
 	}
-	if o.Subject == "" {
+	switch {
+	case o.Subject != "":
+	case o.Mode == bench.ModePool && *tag == "snowflake":
+		o.Subject = pool.SnowflakeSubject
+	case o.Mode == bench.ModePool:
+		o.Subject = pool.SegmentSubject(*tag)
+	default:
 		o.Subject = wire.SegmentPrefix + *tag
 	}
 	o.Timeout = c.timeout

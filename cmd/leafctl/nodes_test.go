@@ -76,3 +76,25 @@ func TestNodesNone(t *testing.T) {
 		t.Fatalf("pool without a pool: %d %s", code, errOut)
 	}
 }
+
+func TestBenchPool(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Name: "bench-pool", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
+		Registry: node.RegistryStatic, WorkerID: 3, Pool: "bp,snowflake", PoolDepth: 8, PoolBatch: 100}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	for _, tag := range []string{"bp", "snowflake"} {
+		code, out, errOut := leafctl(s.ClientURL(), "bench", "--mode", "pool", "--tag", tag, "-c", "2", "-d", "500ms",
+			"--warmup", "0s", "--check", "--quiet")
+		if code != 0 || !strings.Contains(out, "leaf.pool.") || strings.Contains(out, "duplicate") {
+			t.Fatalf("bench pool %s = %d\n%s\n%s", tag, code, out, errOut)
+		}
+	}
+	if code, _, errOut := leafctl(s.ClientURL(), "bench", "--mode", "pool", "--baseline"); code != 2 || !strings.Contains(errOut, "--baseline") {
+		t.Fatalf("pool with baseline: %d %s", code, errOut)
+	}
+}

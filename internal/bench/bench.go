@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -206,9 +208,12 @@ func run(parent context.Context, nc *nats.Conn, o Options, name string, unique b
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if o.Mode == ModePipelined {
+			switch o.Mode {
+			case ModePipelined:
 				w.err = w.pipelined(ctx)
-			} else {
+			case ModePool:
+				w.err = w.pool(ctx)
+			default:
 				w.request(ctx)
 			}
 		}()
@@ -239,6 +244,9 @@ func run(parent context.Context, nc *nats.Conn, o Options, name string, unique b
 // is an error, not a run full of timeouts. Any reply, even an error reply, is
 // fine: the load will count those.
 func preflight(nc *nats.Conn, o Options) error {
+	if o.Mode == ModePool {
+		return nil // an empty pool is counted, not fatal: it may be filling
+	}
 	_, err := nc.RequestMsg(newRequest(o, o.Subject), o.Timeout)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -608,4 +616,62 @@ func startEchoProcess(ctx context.Context, cmd []string, url, subject string, pa
 		return nil, ctx.Err()
 	}
 	return stop, nil
+}
+
+// pool is ModePool: one pool.Take at a time.
+func (w *worker) pool(ctx context.Context) error {
+	r := w.r
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return fmt.Errorf("bench: jetstream: %w", err)
+	}
+	for ctx.Err() == nil {
+		at, rec, ok := r.sched.next()
+		if !ok {
+			return nil
+		}
+		if at.IsZero() {
+			at = time.Now()
+		} else if d := time.Until(at); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		ids, err := pool.Take(ctx, js, r.o.Subject, r.o.Timeout)
+		now := time.Now()
+		if !rec {
+			continue
+		}
+		if now.After(w.last) {
+			w.last = now
+		}
+		w.reqs.Add(1)
+		if err != nil {
+			code := CodeClient
+			switch {
+			case errors.Is(err, pool.ErrEmpty):
+				code = CodePoolEmpty
+			case errors.Is(err, pool.ErrUsed):
+				code = CodePoolUsed
+			case ctx.Err() != nil:
+				w.reqs.Add(-1) // the run ended mid-fetch
+				return nil
+			}
+			w.codes[code]++
+			w.errs.Add(1)
+			continue
+		}
+		if r.unique {
+			for _, id := range ids {
+				if !w.set.add(id) {
+					w.dups++
+				}
+			}
+		}
+		w.hist.record(now.Sub(at))
+		w.ids.Add(int64(len(ids)))
+	}
+	return nil
 }

@@ -16,6 +16,10 @@ const (
 	// ModePipelined: each worker keeps Depth requests in flight on one reply
 	// subscription, publishing with per-request reply tokens.
 	ModePipelined = "pipelined"
+	// ModePool: each worker takes ready-made batches from the JetStream
+	// pool of Subject (leaf.pool.segment.<tag> or leaf.pool.snowflake), one
+	// fetch at a time, with the single-use checks of package pool.
+	ModePool = "pool"
 )
 
 // Keys of Result.ErrorsByCode besides the server's own codes ("400", "404",
@@ -26,6 +30,8 @@ const (
 	CodeBadReply     = "bad-reply"     // a success reply that is not ids in the asked encoding
 	CodeWrongCount   = "wrong-count"   // Check: a success reply with other than Batch ids
 	CodeClient       = "client"        // the client failed: connection closed, publish error
+	CodePoolEmpty    = "pool-empty"    // ModePool: no batch within Timeout
+	CodePoolUsed     = "pool-used"     // ModePool: a batch thrown away, not confirmed for single use
 )
 
 var (
@@ -95,8 +101,11 @@ func (o Options) withDefaults() (Options, error) {
 		strings.HasSuffix(o.Subject, ".") || strings.Contains(o.Subject, "..") {
 		bad = append(bad, fmt.Sprintf("subject %q is not a literal NATS subject", o.Subject))
 	}
-	if o.Mode != ModeRequest && o.Mode != ModePipelined {
-		bad = append(bad, fmt.Sprintf("mode %q is not %q or %q", o.Mode, ModeRequest, ModePipelined))
+	if o.Mode != ModeRequest && o.Mode != ModePipelined && o.Mode != ModePool {
+		bad = append(bad, fmt.Sprintf("mode %q is not %q, %q or %q", o.Mode, ModeRequest, ModePipelined, ModePool))
+	}
+	if o.Mode == ModePool && !strings.HasPrefix(o.Subject, "leaf.pool.") {
+		bad = append(bad, fmt.Sprintf("mode pool needs a pool subject (leaf.pool.segment.<tag> or leaf.pool.snowflake), not %q", o.Subject))
 	}
 	for _, f := range []struct {
 		name string
