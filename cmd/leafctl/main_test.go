@@ -63,7 +63,7 @@ func TestCommands(t *testing.T) {
 		{"no command", nil, 2, "", "no command"},
 		{"bad step", []string{"tag", "set-step", "orders", "many"}, 2, "", "not a number"},
 		{"help", []string{"-h"}, 0, "Usage:", ""},
-		{"bench bad mode", []string{"bench", "--mode", "fast"}, 2, "", "request or pipelined"},
+		{"bench bad mode", []string{"bench", "--mode", "fast"}, 2, "", "request, pipelined or pool"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
