@@ -9,6 +9,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

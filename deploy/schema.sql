@@ -1,11 +1,27 @@
--- leafmq segment store: Meituan Leaf's leaf_alloc table, unchanged.
+-- leafmq on MySQL/MariaDB: every table leafd may use, in one file.
 --
--- An existing Leaf database works as it is: leafmq reads and advances the same
--- rows and never alters the table. `leafd` creates this table itself when it
--- is missing (segment/mysql Options.CreateTable); run this file instead where
--- the service account may not create tables:
+--   leaf_alloc         Meituan Leaf's segment table, unchanged (--mysql)
+--   WORKER_NODE        Baidu UidGenerator's worker id table, unchanged
+--                      (--worker-registry mysql)
+--   LEAF_WORKER_LEASE  leafmq's time leases of WORKER_NODE ids
+--
+-- Every statement is CREATE TABLE IF NOT EXISTS: running the file on an
+-- existing Leaf or UidGenerator database adds only what is missing, and
+-- never alters a table. `leafd` creates the tables it uses itself when they
+-- are missing; run this file instead where the service account may not
+-- create tables:
 --
 --   mariadb -h db -u root -p leaf < deploy/schema.sql
+--
+-- (docker-compose.yml mounts it into MariaDB's /docker-entrypoint-initdb.d.)
+-- Statements end with ';' at the end of a line; comments are whole lines
+-- starting with '--'.
+--
+-- ---------------------------------------------------------------------------
+-- leaf_alloc: the segment store (segment/mysql).
+--
+-- An existing Leaf database works as it is: leafmq reads and advances the same
+-- rows and never alters the table.
 --
 -- DEFAULT CHARSET=utf8mb4 is the only addition to Leaf's DDL (its README
 -- leaves the database default, often latin1), so that descriptions can hold any
@@ -28,3 +44,36 @@ CREATE TABLE IF NOT EXISTS `leaf_alloc` (
 --
 -- INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
 --   VALUES ('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id');
+
+-- ---------------------------------------------------------------------------
+-- WORKER_NODE: snowflake worker ids (snowflake/dbworker), UidGenerator's DDL
+-- unchanged but for IF NOT EXISTS. An existing UidGenerator table works as
+-- it is: each start of a node inserts one row and takes its ID as the worker
+-- id (DisposableWorkerIdAssigner); the table is never altered. With Leaf's
+-- layout (10 worker bits) only 1024 starts fit over the table's whole life:
+-- use --worker-registry kv or zk there, or --snowflake-layout uidgen.
+
+CREATE TABLE IF NOT EXISTS WORKER_NODE
+(
+ID BIGINT NOT NULL AUTO_INCREMENT COMMENT 'auto increment id',
+HOST_NAME VARCHAR(64) NOT NULL COMMENT 'host name',
+PORT VARCHAR(64) NOT NULL COMMENT 'port',
+TYPE INT NOT NULL COMMENT 'node type: ACTUAL or CONTAINER',
+LAUNCH_DATE DATE NOT NULL COMMENT 'launch date',
+MODIFIED TIMESTAMP NOT NULL COMMENT 'modified time',
+CREATED TIMESTAMP NOT NULL COMMENT 'created time',
+PRIMARY KEY(ID)
+)
+ COMMENT='DB WorkerID Assigner for UID Generator',ENGINE = INNODB;
+
+-- ---------------------------------------------------------------------------
+-- LEAF_WORKER_LEASE: leafmq's time leases of WORKER_NODE ids (UidGenerator
+-- keeps none). A node persists "no id after LEASE_MS" here before it uses
+-- that time, so a restart with the clock behind cannot repeat an id. leafd
+-- only ever raises LEASE_MS.
+
+CREATE TABLE IF NOT EXISTS LEAF_WORKER_LEASE (
+WORKER_ID BIGINT NOT NULL COMMENT 'WORKER_NODE.ID',
+LEASE_MS BIGINT NOT NULL COMMENT 'time lease in unix ms, never lowered',
+PRIMARY KEY(WORKER_ID)
+) COMMENT='leafmq time leases of WORKER_NODE worker ids',ENGINE = INNODB;

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,7 +180,7 @@ func (n *Node) startNATS() error {
 				n.log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { n.log.Info("nats reconnected", "url", nc.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
 	}
 	if url == "" {
 		host, portStr, _ := net.SplitHostPort(n.cfg.NATSListen)
@@ -209,7 +211,7 @@ func (n *Node) startNATS() error {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", url, err)
+		return fmt.Errorf("connect to nats %s: %w", redactURLs(url), err)
 	}
 	n.nc = nc
 	return nil
@@ -287,7 +289,7 @@ func (n *Node) ClientURL() string {
 		return n.ns.ClientURL()
 	}
 	if n.nc != nil {
-		return n.nc.ConnectedUrl()
+		return n.nc.ConnectedUrlRedacted()
 	}
 	return ""
 }
@@ -377,4 +379,26 @@ func (n *Node) snowflakeWorker() int64 {
 		return -1
 	}
 	return n.src.Worker()
+}
+
+// redactURLs hides the passwords and tokens of comma-separated NATS URLs,
+// for logs and errors.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil {
+			parts[i] = "(unparsable url)"
+			continue
+		}
+		if u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			} else {
+				u.User = url.User("xxxxx") // a token
+			}
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/mysql"
 	"github.com/leafmq/leafmq/segment/storetest"
+	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/snowflake/dbworker"
 )
 
 // leafDDL and leafInsert are verbatim from Leaf's README.
@@ -440,35 +443,123 @@ func TestServerStopped(t *testing.T) {
 }
 
 // deploy/schema.sql makes the same table as Options.CreateTable.
-func TestSchemaFile(t *testing.T) {
+// schemaStatements splits deploy/schema.sql into its statements: lines that
+// start with "--" are comments, and a statement ends with ";" at the end of
+// a line (as the mariadb client reads the file).
+func schemaStatements(t *testing.T) []string {
+	t.Helper()
 	text, err := os.ReadFile("../../deploy/schema.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stmt strings.Builder
+	var (
+		stmts []string
+		stmt  strings.Builder
+	)
 	for line := range strings.Lines(string(text)) {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			stmt.WriteString(line)
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
 		}
+		stmt.WriteString(line)
+		if strings.HasSuffix(trimmed, ";") {
+			stmts = append(stmts, strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";"))
+			stmt.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(stmt.String()); rest != "" {
+		t.Fatalf("deploy/schema.sql ends with an unterminated statement:\n%s", rest)
+	}
+	return stmts
+}
+
+// TestSchemaFile runs deploy/schema.sql statement by statement, then opens
+// the segment store and the WORKER_NODE registry on it without letting them
+// create tables, and checks the file makes the very tables the packages'
+// CreateTable options make.
+func TestSchemaFile(t *testing.T) {
+	stmts := schemaStatements(t)
+	tables := []string{"leaf_alloc", "WORKER_NODE", "LEAF_WORKER_LEASE"}
+	if len(stmts) != len(tables) {
+		t.Fatalf("deploy/schema.sql has %d statements, want %d (%v):\n%s",
+			len(stmts), len(tables), tables, strings.Join(stmts, "\n;\n"))
 	}
 	fromFile := testenv.MySQL(t)
-	exec(t, rawDB(t, fromFile), stmt.String())
-	open(t, fromFile, mysql.Options{}) // no CreateTable: the file's table must do
+	fileDB := rawDB(t, fromFile)
+	for _, stmt := range stmts {
+		exec(t, fileDB, stmt)
+	}
+	for _, stmt := range stmts { // IF NOT EXISTS: running it again is harmless
+		exec(t, fileDB, stmt)
+	}
+	ctx := testCtx(t)
+	for _, table := range tables {
+		var n int
+		err := fileDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES "+
+			"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", table).Scan(&n)
+		if err != nil || n != 1 {
+			t.Fatalf("table %s after deploy/schema.sql: count %d, %v", table, n, err)
+		}
+	}
 
+	// The stores work on the file's tables alone (no CreateTable).
+	s := open(t, fromFile, mysql.Options{})
+	if err := s.Create(ctx, segment.Tag{Name: "deploy", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.NextStep(ctx, "deploy", 10); err != nil || a.End() != 11 {
+		t.Fatalf("NextStep = %+v, %v", a, err)
+	}
+	var leases int
+	if err := fileDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM LEAF_WORKER_LEASE").Scan(&leases); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := dbworker.Open(ctx, fromFile, snowflake.LeafLayout(), dbworker.Options{Host: "deploy-test"})
+	if err != nil {
+		t.Fatalf("dbworker.Open on the file's WORKER_NODE: %v", err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	r, err := reg.Register(ctx)
+	if err != nil || r.Worker != 1 {
+		t.Fatalf("Register = %+v, %v; want worker 1 (the first WORKER_NODE row)", r, err)
+	}
+	until := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	if err := reg.Lease(ctx, until); err != nil {
+		t.Fatalf("Lease: %v", err)
+	}
+	var host string
+	var leaseMS int64
+	if err := fileDB.QueryRowContext(ctx, "SELECT HOST_NAME FROM WORKER_NODE WHERE ID = 1").Scan(&host); err != nil || host != "deploy-test" {
+		t.Fatalf("WORKER_NODE row 1: host %q, %v", host, err)
+	}
+	if err := fileDB.QueryRowContext(ctx, "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE WORKER_ID = 1").Scan(&leaseMS); err != nil || leaseMS != until.UnixMilli() {
+		t.Fatalf("LEAF_WORKER_LEASE of worker 1: %d, %v; want %d", leaseMS, err, until.UnixMilli())
+	}
+
+	// The file's DDL is the packages' DDL.
 	fromOpen := testenv.MySQL(t)
 	open(t, fromOpen, mysql.Options{CreateTable: true})
-
-	showCreate := func(dsn string) string {
+	created, err := dbworker.Open(ctx, fromOpen, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = created.Close()
+	showCreate := func(dsn, table string) string {
 		var name, ddl string
-		if err := rawDB(t, dsn).QueryRowContext(testCtx(t), "SHOW CREATE TABLE leaf_alloc").Scan(&name, &ddl); err != nil {
+		if err := rawDB(t, dsn).QueryRowContext(ctx, "SHOW CREATE TABLE "+table).Scan(&name, &ddl); err != nil {
 			t.Fatal(err)
 		}
-		return ddl
+		// The AUTO_INCREMENT counter differs once a row went in.
+		return autoIncrement.ReplaceAllString(ddl, "")
 	}
-	if a, b := showCreate(fromFile), showCreate(fromOpen); a != b {
-		t.Fatalf("deploy/schema.sql makes\n%s\nbut Options.CreateTable makes\n%s", a, b)
+	for _, table := range tables {
+		if a, b := showCreate(fromFile, table), showCreate(fromOpen, table); a != b {
+			t.Errorf("deploy/schema.sql makes\n%s\nbut CreateTable makes\n%s", a, b)
+		}
 	}
 }
+
+var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
 
 // A gbk connection (common in Leaf shops) cannot use interpolated parameters;
 // the store falls back to prepared statements.

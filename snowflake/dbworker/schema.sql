@@ -1,6 +1,6 @@
 -- leafmq worker registry on Baidu UidGenerator's WORKER_NODE table
--- (snowflake/dbworker). Kept apart from deploy/schema.sql, which holds the
--- leaf_alloc table alone (segment/mysql runs it as one statement).
+-- (snowflake/dbworker). deploy/schema.sql holds these tables too, with
+-- Leaf's leaf_alloc: one file for a whole leafmq database.
 --
 -- WORKER_NODE is UidGenerator's DDL unchanged but for IF NOT EXISTS. An
 -- existing UidGenerator table works as it is: each start inserts one row and
