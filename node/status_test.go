@@ -46,8 +46,8 @@ func TestStatus(t *testing.T) {
 			}
 		}
 	}
-	if taken < 100 || taken > 200 { // the first requests of a new tag come from the engine
-		t.Errorf("%d ids taken from the rings, want most of the 200", taken)
+	if taken == 0 || taken > 200 { // requests that find the ring short are served by the engine
+		t.Errorf("%d ids taken from the rings, want some of the 200", taken)
 	}
 	sf := sts[0].Snow
 	if sf == nil || sf.State != "serving" || sf.Worker != 1 || !sf.Joined || sf.Registry != "static" ||
