@@ -1,0 +1,85 @@
+// Package client is the Go client of leafmq: it takes unique ids from leafd
+// nodes over NATS request-reply (see package wire for the protocol).
+//
+//	nc, err := nats.Connect(nats.DefaultURL)
+//	if err != nil { … }
+//	defer nc.Close()
+//	c, err := client.New(nc) // options: client.WithoutPrefetch(), client.WithBatch(min, max), …
+//	if err != nil { … }
+//	defer c.Close() // before nc.Close
+//
+//	id, err := c.Next(ctx, "orders")         // Leaf-segment id of tag "orders" (leaf.segment.orders)
+//	ids, err := c.NextN(ctx, "orders", 100)  // 100 of them
+//	sf, err := c.Snowflake(ctx)              // a snowflake id (leaf.snowflake)
+//	sfs, err := c.SnowflakeN(ctx, 100)
+//	d := c.Decode(sf)                        // d.Time, d.Worker, d.Sequence: local, no request
+//
+// All requests ask for binary replies. Every method is safe for concurrent
+// use; one Client per process is the intended use.
+//
+// # Errors
+//
+// Error replies map back to sentinels, which are wire's own values, so
+// errors.Is works with either package's name:
+//
+//   - ErrBadRequest: a bad tag (not [A-Za-z0-9_-]{1,128}, checked locally
+//     before any request) or count (checked locally, or 400 from the server).
+//   - ErrUnknownTag: 404; the servers do not create tags on first use
+//     (leafd --auto-create=false).
+//   - ErrUnavailable: no ids in time. Timeouts, no responders and 503 are
+//     retried with backoff (WithBackoff) until the context ends (or, for a
+//     context without deadline, WithMaxWait); the error then also wraps the
+//     context's error and the last attempt's (errors.Is(err,
+//     context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders)).
+//     Failover between nodes is NATS': each retry goes to the queue group
+//     again, and a node that comes up meanwhile answers it.
+//   - ErrInternal: 500.
+//   - ErrClosed: the Client was closed.
+//
+// # Prefetch
+//
+// By default the client keeps a local cache of ids per tag, as Didi's tinyid
+// client does, and one of snowflake ids. A call takes a cached id without a
+// lock, a channel operation or an allocation: the tag's cache is found
+// through an atomic pointer (the busiest tag's) or a copy-on-write map, and
+// an id is taken by one atomic add on the index of the current batch. Batches
+// are the replies of refills, which run in the background:
+//
+//   - A refill check runs when half of a batch is taken, when a batch is
+//     used up and when a refill arrives. It never waits: it starts refill
+//     goroutines and returns, so a caller waits only when the cache is empty.
+//   - The refill size follows the rate ids are taken at: rate × WithHold
+//     (default 100ms of consumption), within WithBatch (default 64 to 10000,
+//     the servers' default max batch). The cache keeps at least two refills'
+//     worth cached or asked for, up to rate × hold when a batch is capped, so
+//     when one max batch per round trip is not enough, several refills are in
+//     flight at once (at most WithPipeline, default 8).
+//   - A refill that fails with a timeout, no responders or 503 is retried
+//     with backoff while a caller waits for it (a prefetch nobody waits for
+//     gives up after a few attempts; the next check starts another).
+//
+// Cached snowflake ids age: a batch is dropped once WithSnowflakeMaxAge
+// (default 1s) has passed since it was asked for. (A leafd serves snowflake
+// ids from a pre-filled ring, so an id's own time may be older still.)
+//
+// Ids are unique across all clients and processes: each id the servers hand
+// out goes to one batch, and each index of a batch to one caller. Cached ids
+// that are dropped (Close, a crash, an evicted or idle tag, an expired
+// snowflake batch) are lost, a gap; they are never handed out again.
+//
+// The cache does not grow with the number of tags: at most WithMaxTags
+// (default 1024) tags have one, the least recently used one is dropped to
+// make room (about LRU: CLOCK with a second chance, and a tag used once goes
+// before one used twice), and a tag unused for WithIdleTimeout (default 10m)
+// is dropped.
+//
+// WithoutPrefetch turns the cache off: every call is a request (NextN beyond
+// the max batch is split into several), retried as above.
+//
+// # Goroutines
+//
+// A Client with prefetch runs one janitor goroutine and one goroutine per
+// refill in flight. Close cancels and waits for all of them, drops every
+// cached id and makes later calls return ErrClosed; it is idempotent and
+// does not close the NATS connection, which the caller owns.
+package client
