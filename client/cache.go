@@ -320,11 +320,23 @@ func (t *cache) fetch(n int) {
 	c := t.c
 	backoff := c.o.backoffMin
 	for attempt := 1; ; attempt++ {
-		born := c.since() // before the request: the ids are younger
+		born := c.since()                // before the request: the ids are younger
+		if c.js != nil && attempt == 1 { // the pool first, without waiting
+			if ids, err := c.fromPool(t.ctx, t.subject, 0); err == nil {
+				t.deliver(n, ids, born)
+				return
+			}
+		}
 		ids, err := c.request(t.ctx, t.subject, n)
 		if err == nil {
 			t.deliver(n, ids, born)
 			return
+		}
+		if c.js != nil && retryable(err) { // leafd unreachable: the pool, waiting a little
+			if ids, perr := c.fromPool(t.ctx, t.subject, c.o.poolWait); perr == nil {
+				t.deliver(n, ids, born)
+				return
+			}
 		}
 		if !t.retry(n, err, attempt) {
 			return

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -68,8 +71,28 @@ type Client struct {
 	mu sync.Mutex
 
 	// Counters for tests and debugging.
-	requests atomic.Int64 // NATS requests sent
-	failures atomic.Int64 // of which failed
+	requests  atomic.Int64 // NATS requests sent
+	failures  atomic.Int64 // of which failed
+	poolTakes atomic.Int64 // batches drawn from the JetStream pool
+
+	js jetstream.JetStream // WithPool; nil without
+}
+
+// poolSubject is the JetStream pool of a request subject.
+func poolSubject(subject string) string {
+	if subject == wire.SnowflakeSubject {
+		return pool.SnowflakeSubject
+	}
+	return pool.SegmentSubject(strings.TrimPrefix(subject, wire.SegmentPrefix))
+}
+
+// fromPool takes one batch of subject's pool, waiting at most wait.
+func (c *Client) fromPool(ctx context.Context, subject string, wait time.Duration) ([]int64, error) {
+	ids, err := pool.Take(ctx, c.js, poolSubject(subject), wait)
+	if err == nil {
+		c.poolTakes.Add(1)
+	}
+	return ids, err
 }
 
 // New returns a Client that sends its requests over nc. The Client does not
@@ -85,6 +108,13 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		}
 	}
 	c := &Client{nc: nc, o: o, start: o.now()}
+	if o.pool {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: pool: %v", ErrBadOption, err)
+		}
+		c.js = js
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	empty := map[string]*cache{}
 	c.tags.Store(&empty)

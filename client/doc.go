@@ -76,6 +76,15 @@
 // WithoutPrefetch turns the cache off: every call is a request (NextN beyond
 // the max batch is split into several), retried as above.
 //
+// # JetStream batch pool
+//
+// WithPool(wait) makes refills take ready-made batches from the JetStream
+// batch pool (leafd --pool TAGS,snowflake, package pool) first, and ask
+// leafd only when that pool is empty; when asking leafd fails (no
+// responders, timeouts) a refill waits up to wait for a pool batch before it
+// retries. So a client keeps getting ids while every leafd is down, until the
+// pool drains. Each pool batch is used at most once, by one client.
+//
 // # Goroutines
 //
 // A Client with prefetch runs one janitor goroutine and one goroutine per

@@ -45,6 +45,8 @@ type options struct {
 	idle       time.Duration
 	backoffMin time.Duration
 	backoffMax time.Duration
+	pool       bool          // draw refills from the JetStream batch pool first
+	poolWait   time.Duration // how long a refill waits for a pool batch once NATS requests fail
 
 	// For tests: the clock and the wait used between retries and sweeps.
 	now   func() time.Time
@@ -175,6 +177,28 @@ func WithBackoff(min, max time.Duration) Option {
 			return fmt.Errorf("%w: backoff %v..%v: want 0 < min <= max", ErrBadOption, min, max)
 		}
 		o.backoffMin, o.backoffMax = min, max
+		return nil
+	}
+}
+
+// WithPool makes refills draw ready-made batches from the JetStream batch
+// pool (leafd --pool) first and ask leafd only when the pool of a tag (or
+// of snowflake) is empty or missing; and when asking leafd fails (no
+// responders, timeouts), a refill waits up to wait for a pool batch before
+// it retries — so a client keeps getting ids while every leafd is briefly
+// down, until the pool drains. Pool batches are used at most once (package
+// pool). A pool batch holds leafd's --pool-batch ids, whatever the refill
+// asked for; snowflake ids from the pool may be as old as the batch. Needs
+// prefetch (without it, WithPool has no effect). wait 0 means 200ms.
+func WithPool(wait time.Duration) Option {
+	return func(o *options) error {
+		if wait < 0 {
+			return fmt.Errorf("%w: pool wait %v is negative", ErrBadOption, wait)
+		}
+		if wait == 0 {
+			wait = 200 * time.Millisecond
+		}
+		o.pool, o.poolWait = true, wait
 		return nil
 	}
 }

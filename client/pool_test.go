@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/pool"
+)
+
+// With WithPool the client draws refills from the JetStream pool first, and
+// keeps getting ids from it while every leafd is down, until it drains.
+func TestPoolRefillsAndOutlivesLeafd(t *testing.T) {
+	url := natsURL(t)
+	n := startLeafd(t, url, node.Config{Pool: "pooled,snowflake", PoolDepth: 5, PoolBatch: 200})
+	js, err := jetstream.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPoolFull := func() {
+		for _, subject := range []string{pool.SegmentSubject("pooled"), pool.SnowflakeSubject} {
+			eventually(t, subject+" full", func() bool {
+				st, err := js.Stream(context.Background(), pool.Stream)
+				if err != nil {
+					return false
+				}
+				info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+				return err == nil && info.State.Subjects[subject] == 5
+			})
+		}
+	}
+	waitPoolFull()
+	c := newClient(t, url, WithPool(100*time.Millisecond), WithBatch(64, 200))
+	seen := map[int64]bool{}
+	take := func(what string, next func() (int64, error)) error {
+		id, err := next()
+		if err != nil {
+			return err
+		}
+		if seen[id] {
+			t.Fatalf("%s: id %d twice", what, id)
+		}
+		seen[id] = true
+		return nil
+	}
+	ctx := ctxFor(t)
+	for range 300 {
+		if err := take("segment", func() (int64, error) { return c.Next(ctx, "pooled") }); err != nil {
+			t.Fatal(err)
+		}
+		if err := take("snowflake", func() (int64, error) { return c.Snowflake(ctx) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.poolTakes.Load() == 0 {
+		t.Fatal("no refill came from the pool")
+	}
+	waitPoolFull()
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Every leafd is gone: ids keep coming from the pool (5 batches of 200
+	// each, plus what is cached), then the client reports unavailable.
+	before := c.poolTakes.Load()
+	got := 0
+	for {
+		short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := take("segment after", func() (int64, error) { return c.Next(short, "pooled") })
+		cancel()
+		if errors.Is(err, ErrUnavailable) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got++
+		if got > 5000 {
+			t.Fatal("more ids than the pool and the cache held")
+		}
+	}
+	if got < 1000 || c.poolTakes.Load()-before < 5 {
+		t.Fatalf("%d ids after leafd stopped, %d pool batches; want the pool's 1000", got, c.poolTakes.Load()-before)
+	}
+}
+
+func TestWithPoolOption(t *testing.T) {
+	if _, err := New(natstest.Connect(t, natsURL(t)), WithPool(-time.Second)); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("negative pool wait: %v", err)
+	}
+}
