@@ -135,27 +135,15 @@ func (r *Responder) handleStatus(req micro.Request) {
 // AskStatus asks every node on nc for its status (leaf.admin.status) and
 // gathers the answers that arrive within window, sorted by node name.
 func AskStatus(ctx context.Context, nc *nats.Conn, window time.Duration) ([]wire.NodeStatus, error) {
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, fmt.Errorf("status: subscribe: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(wire.StatusSubject, inbox, nil); err != nil {
-		return nil, fmt.Errorf("status: publish: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, window)
-	defer cancel()
 	var out []wire.NodeStatus
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
-		}
+	err := Gather(ctx, nc, wire.StatusSubject, window, func(msg *nats.Msg) {
 		var st wire.NodeStatus
 		if json.Unmarshal(msg.Data, &st) == nil && st.Node != "" {
 			out = append(out, st)
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out, nil
@@ -202,38 +190,54 @@ type PeerClock struct {
 // gathers the answers that arrive within window. now is this node's clock.
 // No answer is not an error (the first node has no peers): Peers is empty.
 func AskPeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time) (PeerClock, error) {
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return PeerClock{}, fmt.Errorf("peer clocks: subscribe: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	sent := now()
-	if err := nc.PublishRequest(wire.TimeSubject, inbox, nil); err != nil {
-		return PeerClock{}, fmt.Errorf("peer clocks: publish: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, window)
-	defer cancel()
 	var pc PeerClock
 	var sum time.Duration
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break // window over
-		}
+	sent := now()
+	err := Gather(ctx, nc, wire.TimeSubject, window, func(msg *nats.Msg) {
 		got := now()
 		var t wire.NodeTime
 		if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 {
-			continue
+			return
 		}
 		mid := sent.Add(got.Sub(sent) / 2)
 		off := time.Unix(0, t.UnixNano).Sub(mid)
 		pc.Peers = append(pc.Peers, t.Node)
 		sum += off
 		pc.Max = max(pc.Max, off.Abs())
+	})
+	if err != nil {
+		return PeerClock{}, fmt.Errorf("peer clocks: %w", err)
 	}
 	if len(pc.Peers) > 0 {
 		pc.Offset = sum / time.Duration(len(pc.Peers))
 	}
 	return pc, nil
+}
+
+// Gather sends an empty request on subject and calls each with every reply
+// that arrives within window (or until ctx ends), one at a time: the
+// scatter-gather of subjects every node answers (leaf.admin.time,
+// leaf.admin.status, $SRV.*). No reply is not an error.
+func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Duration, each func(*nats.Msg)) error {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil // the window is over (or nobody answers: a no-responders status)
+		}
+		if msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
+			return nil // no responders
+		}
+		each(msg)
+	}
 }

@@ -16,36 +16,14 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/responder"
 )
 
-// gather publishes a request on subject and collects the replies that
-// arrive within window.
+// gather collects the replies to a request on subject within window.
 func gather(nc *nats.Conn, subject string, window time.Duration) ([]*nats.Msg, error) {
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return nil, err
-	}
 	var out []*nats.Msg
-	deadline := time.Now().Add(window)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return out, nil
-		}
-		m, err := sub.NextMsg(left)
-		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, m)
-	}
+	err := responder.Gather(context.Background(), nc, subject, window, func(m *nats.Msg) { out = append(out, m) })
+	return out, err
 }
 
 // nodeRow is one micro service instance of leafmq.
