@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -433,11 +432,7 @@ func (c *Client) requestRetry(ctx context.Context, subject string, n int) ([]int
 // request makes one attempt: n ids of subject, binary, within the request
 // timeout. A timeout of the attempt (not of ctx) is nats.ErrTimeout.
 func (c *Client) request(ctx context.Context, subject string, n int) ([]int64, error) {
-	msg := nats.NewMsg(subject)
-	msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
-	if n > 1 {
-		msg.Data = strconv.AppendInt(nil, int64(n), 10)
-	}
+	msg := wire.NewRequest(subject, n, true)
 	rctx, cancel := context.WithTimeout(ctx, c.o.timeout)
 	defer cancel()
 	c.requests.Add(1)

@@ -66,14 +66,7 @@ func take(nc *nats.Conn, tag string, n int, binary bool) ([]int64, error) {
 
 // takeFrom asks subject for n ids and returns them, or the error.
 func takeFrom(nc *nats.Conn, subject string, n int, binary bool) ([]int64, error) {
-	msg := nats.NewMsg(subject)
-	if n > 1 {
-		msg.Data = []byte(strconv.Itoa(n))
-	}
-	if binary {
-		msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
-	}
-	reply, err := nc.RequestMsg(msg, 5*time.Second)
+	reply, err := nc.RequestMsg(wire.NewRequest(subject, n, binary), 5*time.Second)
 	if err != nil {
 		return nil, err
 	}

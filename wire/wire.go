@@ -228,3 +228,17 @@ type NodeTime struct {
 	Node     string `json:"node"`
 	UnixNano int64  `json:"unix_nano"`
 }
+
+// NewRequest is a request for n ids on subject (leaf.segment.<tag>,
+// leaf.snowflake): an empty body for one id, decimal n for more, and the
+// binary encoding header when binary is set.
+func NewRequest(subject string, n int, binary bool) *nats.Msg {
+	m := &nats.Msg{Subject: subject}
+	if n > 1 {
+		m.Data = strconv.AppendInt(nil, int64(n), 10)
+	}
+	if binary {
+		m.Header = nats.Header{EncodingHeader: []string{EncodingBinary}}
+	}
+	return m
+}

@@ -195,3 +195,14 @@ func FuzzAppendDecimal(f *testing.F) {
 		}
 	})
 }
+
+func TestNewRequest(t *testing.T) {
+	m := NewRequest("leaf.segment.a", 1, false)
+	if m.Subject != "leaf.segment.a" || len(m.Data) != 0 || WantsBinary(m.Header) {
+		t.Fatalf("one id: %+v", m)
+	}
+	m = NewRequest("leaf.snowflake", 250, true)
+	if n, err := ParseCount(m.Data, 1000); err != nil || n != 250 || !WantsBinary(m.Header) {
+		t.Fatalf("250 binary: %+v (%d, %v)", m, n, err)
+	}
+}

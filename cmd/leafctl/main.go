@@ -202,13 +202,7 @@ func (c *cli) takeIDs(subject string, n int, bin bool) error {
 		return err
 	}
 	defer nc.Close()
-	msg := nats.NewMsg(subject)
-	if n > 1 {
-		msg.Data = []byte(strconv.Itoa(n))
-	}
-	if bin {
-		msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
-	}
+	msg := wire.NewRequest(subject, n, bin)
 	reply, err := c.request(nc, msg)
 	if err != nil {
 		return err

@@ -160,14 +160,7 @@ func baselinePayload(nc *nats.Conn, o Options) []byte {
 // newRequest builds a request message in the exact wire format: an empty
 // body asks for one id, a decimal body for N.
 func newRequest(o Options, subject string) *nats.Msg {
-	m := &nats.Msg{Subject: subject}
-	if o.Batch > 1 {
-		m.Data = strconv.AppendInt(nil, int64(o.Batch), 10)
-	}
-	if o.Binary {
-		m.Header = nats.Header{wire.EncodingHeader: []string{wire.EncodingBinary}}
-	}
-	return m
+	return wire.NewRequest(subject, o.Batch, o.Binary)
 }
 
 // runner is one run: the options, the shared schedule and the workers.
