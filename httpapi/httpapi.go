@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -154,18 +154,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // statusOf is the one table from errors to HTTP status codes.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, errBadRequest), errors.Is(err, segment.ErrInvalid):
+	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
-	case errors.Is(err, segment.ErrUnknownTag):
-		return http.StatusNotFound
 	case errors.Is(err, errDisabled):
 		return http.StatusNotImplemented
-	case errors.Is(err, segment.ErrNotReady), errors.Is(err, segment.ErrUnavailable),
-		errors.Is(err, segment.ErrClosed),
-		errors.Is(err, snowflake.ErrNotServing), errors.Is(err, snowflake.ErrClockBackwards),
-		errors.Is(err, snowflake.ErrLeaseFailed), errors.Is(err, snowflake.ErrExpired),
-		errors.Is(err, snowflake.ErrOutOfRange),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	}
+	switch responder.CodeOf(err) {
+	case wire.CodeBadRequest:
+		return http.StatusBadRequest
+	case wire.CodeNotFound:
+		return http.StatusNotFound
+	case wire.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

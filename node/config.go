@@ -29,6 +29,7 @@ type Config struct {
 	DefaultStep int    // step of auto-created tags; default segment.DefaultStep
 	KVReplicas  int    // replicas of the KV bucket; default 1
 	MaxBatch    int    // largest ids per request; default wire.DefaultMaxBatch
+	MaxTags     int    // most segment tags a node holds; default segment.DefaultMaxTags
 	LogLevel    string // debug, info, warn, error; default info
 
 	// Snowflake.
@@ -72,6 +73,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.DefaultStep, "default-step", c.DefaultStep, "step of auto-created tags (LEAF_DEFAULT_STEP)")
 	fs.IntVar(&c.KVReplicas, "kv-replicas", c.KVReplicas, "replicas of the JetStream KV bucket, 1 or 3 (LEAF_KV_REPLICAS)")
 	fs.IntVar(&c.MaxBatch, "max-batch", c.MaxBatch, "largest number of ids one request may ask for (LEAF_MAX_BATCH)")
+	fs.IntVar(&c.MaxTags, "max-tags", c.MaxTags, "most segment tags one node holds; requests for more fail (LEAF_MAX_TAGS)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (LEAF_LOG_LEVEL)")
 	fs.StringVar(&c.Registry, "worker-registry", c.Registry, "snowflake worker ids from kv (JetStream KV leases), zk, mysql (WORKER_NODE), static or off; default mysql with --mysql, else kv (LEAF_WORKER_REGISTRY)")
 	fs.Int64Var(&c.WorkerID, "worker-id", c.WorkerID, "worker id for --worker-registry static (LEAF_WORKER_ID)")
@@ -207,6 +209,12 @@ func (c *Config) Validate() error {
 	}
 	if c.KVReplicas < 1 || c.KVReplicas > 5 {
 		return fmt.Errorf("%w: kv-replicas %d must be 1-5", ErrConfig, c.KVReplicas)
+	}
+	if c.MaxTags == 0 {
+		c.MaxTags = segment.DefaultMaxTags
+	}
+	if c.MaxTags < 1 || c.MaxTags > 10_000_000 {
+		return fmt.Errorf("%w: max-tags %d must be 1-10000000", ErrConfig, c.MaxTags)
 	}
 	if c.MaxBatch < 1 || c.MaxBatch > 1_000_000 {
 		return fmt.Errorf("%w: max-batch %d must be 1-1000000", ErrConfig, c.MaxBatch)

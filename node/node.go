@@ -101,6 +101,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		DefaultStep: cfg.DefaultStep,
 		Logger:      n.log,
 		OnLoad:      n.onLoad,
+		MaxTags:     cfg.MaxTags,
 	})
 	if err != nil {
 		return nil, err

@@ -364,15 +364,17 @@ func (r *Responder) finish(j job) {
 	r.observe(j.start, j.engine(), j.tag, "200", j.n)
 }
 
-// codeOf is the one table from errors to wire codes.
-func codeOf(err error) string {
+// CodeOf is the one table from the engines' errors to wire codes (400,
+// 404, 503, 500), shared by NATS replies and the HTTP API.
+func CodeOf(err error) string {
 	switch {
 	case errors.Is(err, segment.ErrInvalid), errors.Is(err, segment.ErrTagExists):
 		return wire.CodeBadRequest
 	case errors.Is(err, segment.ErrUnknownTag):
 		return wire.CodeNotFound
 	case errors.Is(err, segment.ErrNotReady), errors.Is(err, segment.ErrUnavailable),
-		errors.Is(err, segment.ErrClosed), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, segment.ErrClosed), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, segment.ErrTagLimit),
 		errors.Is(err, snowflake.ErrNotServing), errors.Is(err, snowflake.ErrClockBackwards),
 		errors.Is(err, snowflake.ErrLeaseFailed), errors.Is(err, snowflake.ErrExpired),
 		errors.Is(err, snowflake.ErrOutOfRange):
@@ -414,7 +416,7 @@ func (r *Responder) failAsync(req micro.Request, err error) string {
 }
 
 func (r *Responder) logFailure(req micro.Request, err error) string {
-	code := codeOf(err)
+	code := CodeOf(err)
 	if code == wire.CodeInternal {
 		r.cfg.Logger.Error("request failed", "subject", req.Subject(), "err", err)
 	} else {

@@ -19,6 +19,7 @@ const (
 	DefaultStepWindow      = 15 * time.Minute
 	DefaultRefreshInterval = 60 * time.Second
 	DefaultNegativeTTL     = 5 * time.Second
+	DefaultMaxTags         = 10000
 	DefaultReadyWait       = 50 * time.Millisecond
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultMaxRetryBackoff = 5 * time.Second
@@ -65,6 +66,12 @@ type Config struct {
 	AutoCreate bool
 	// DefaultStep is the step of auto-created tags. Default segment.DefaultStep.
 	DefaultStep int
+	// MaxTags bounds the tags the engine caches (each with its buffers and,
+	// in a node, a ring), so that no client can make it allocate without
+	// bound by asking for ever new tags. A tag beyond it fails with
+	// ErrTagLimit; a store with more rows has only the first MaxTags (by
+	// name) preloaded. Default DefaultMaxTags.
+	MaxTags int
 	// Now is the clock of the dynamic step and the negative cache.
 	// Default time.Now.
 	Now func() time.Time
@@ -221,6 +228,12 @@ func (c *Config) fill() error {
 	}
 	if c.DefaultStep == 0 {
 		c.DefaultStep = DefaultStep
+	}
+	if c.MaxTags == 0 {
+		c.MaxTags = DefaultMaxTags
+	}
+	if c.MaxTags < 1 {
+		return bad("MaxTags %d must be positive", c.MaxTags)
 	}
 	if err := CheckStep(c.DefaultStep); err != nil {
 		return fmt.Errorf("segment config: DefaultStep: %w", err)
@@ -535,6 +548,14 @@ func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, erro
 // lookup asks the store for a tag missing from the cache and, when it
 // exists (or AutoCreate made it), adds it and starts its first load.
 func (e *Engine) lookup(tag string, l *lookup) {
+	if n := len(*e.tags.Load()); n >= e.cfg.MaxTags {
+		e.missMu.Lock()
+		delete(e.inflight, tag)
+		l.err = fmt.Errorf("%w: this node holds its maximum of %d tags; %q is not one of them", ErrTagLimit, e.cfg.MaxTags, tag)
+		close(l.done)
+		e.missMu.Unlock()
+		return
+	}
 	_, err := e.store.Get(e.ctx, tag)
 	if errors.Is(err, ErrUnknownTag) && e.cfg.AutoCreate {
 		err = e.store.Create(e.ctx, Tag{Name: tag, Step: e.cfg.DefaultStep, Description: "created by leafmq (AutoCreate)"})
@@ -641,12 +662,21 @@ func (e *Engine) refresh(ctx context.Context, preload bool) ([]*tagBuf, error) {
 		return nil, fmt.Errorf("segment: listing tags: %w", err)
 	}
 	want := make(map[string]bool, len(names))
+	sort.Strings(names)
+	skipped := 0
 	for _, name := range names {
 		if !ValidTag(name) {
 			e.log.Warn("segment: ignoring a tag with an invalid name", "tag", name)
 			continue
 		}
+		if len(want) >= e.cfg.MaxTags {
+			skipped++
+			continue
+		}
 		want[name] = true
+	}
+	if skipped > 0 {
+		e.log.Warn("segment: the store has more tags than MaxTags; the rest are not cached", "max_tags", e.cfg.MaxTags, "skipped", skipped)
 	}
 
 	e.mu.Lock()

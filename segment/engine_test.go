@@ -1031,3 +1031,32 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		t.Fatalf("Refresh after Close = %v", err)
 	}
 }
+
+// No client can make the engine hold more than MaxTags tags: neither by
+// asking for new ones (AutoCreate) nor through a huge table.
+func TestMaxTags(t *testing.T) {
+	s := newTestStore()
+	for _, name := range []string{"e", "d", "c", "b"} {
+		s.create(t, name, 100)
+	}
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true, MaxTags: 3})
+	start(t, e)
+	if got := e.Tags(); !slices.Equal(got, []string{"b", "c", "d"}) {
+		t.Fatalf("Tags = %v, want the first 3 by name", got)
+	}
+	for _, tag := range []string{"e", "new"} {
+		_, err := e.Next(context.Background(), tag)
+		if !errors.Is(err, segment.ErrTagLimit) || !strings.Contains(err.Error(), "maximum of 3 tags") {
+			t.Fatalf("Next(%q) = %v, want ErrTagLimit", tag, err)
+		}
+	}
+	if _, err := s.Get(context.Background(), "new"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("a tag beyond the limit was created in the store: %v", err)
+	}
+	if id := next(t, e, "b"); id != 1 {
+		t.Fatalf("cached tag: id %d", id)
+	}
+	if _, err := segment.New(segment.Config{Store: s, MaxTags: -1}); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("MaxTags -1: %v", err)
+	}
+}

@@ -17,6 +17,9 @@ var (
 	ErrTagExists = errors.New("tag already exists")
 	// ErrInvalid: a tag name, step or max_id was rejected before reaching the store.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrTagLimit: the engine holds its maximum number of tags
+	// (Config.MaxTags) and will not take another.
+	ErrTagLimit = errors.New("tag limit reached")
 	// ErrUnavailable: the store could not be reached or did not answer in time.
 	// Nothing was changed, or the change was not confirmed; the caller may retry.
 	ErrUnavailable = errors.New("store unavailable")
