@@ -447,15 +447,21 @@ func (c *Client) request(ctx context.Context, subject string, n int) ([]int64, e
 		}
 		return nil, err
 	}
-	ids, err := wire.DecodeIDs(make([]int64, 0, n), reply.Data, true)
-	if err == nil && len(ids) != n {
-		err = fmt.Errorf("%w: asked for %d ids, got %d", wire.ErrBadReply, n, len(ids))
-	}
+	ids, err := decodeReply(reply, n)
 	if err != nil {
 		c.failures.Add(1)
 		return nil, err
 	}
 	return ids, nil
+}
+
+// decodeReply reads the n binary ids of a success reply.
+func decodeReply(reply *nats.Msg, n int) ([]int64, error) {
+	ids, err := wire.DecodeIDs(make([]int64, 0, n), reply.Data, true)
+	if err == nil && len(ids) != n {
+		err = fmt.Errorf("%w: asked for %d ids, got %d", wire.ErrBadReply, n, len(ids))
+	}
+	return ids, err
 }
 
 // retryable reports whether another attempt may succeed: nobody answered in

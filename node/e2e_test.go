@@ -311,6 +311,12 @@ func TestBadInputEndToEnd(t *testing.T) {
 		{"too many", "good", "10001", wire.ErrBadRequest, "out of range"},
 		{"negative", "good", "-1", wire.ErrBadRequest, "not a number"},
 		{"garbage", "good", "\x01\x02", wire.ErrBadRequest, "not a number"},
+		{"overflow", "good", "99999999999999999999999", wire.ErrBadRequest, ""},
+		{"float", "good", "1.5", wire.ErrBadRequest, "not a number"},
+		{"hex", "good", "0x10", wire.ErrBadRequest, "not a number"},
+		{"huge body", "good", strings.Repeat("9", 1<<20), wire.ErrBadRequest, ""},
+		{"binary garbage", "good", "\xff\xfe\x00\x00\x00\x00\x00\x01", wire.ErrBadRequest, ""},
+		{"json", "good", `{"n":5}`, wire.ErrBadRequest, "not a number"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,6 +335,47 @@ func TestBadInputEndToEnd(t *testing.T) {
 				t.Fatalf("good request after bad: %v", err)
 			}
 		})
+	}
+	// Subjects no endpoint takes: dots (two tokens), unknown endpoints —
+	// nobody answers them (no responders); and wildcards, which reach the
+	// endpoint as a literal "*" or ">" and are a 400. None of it disturbs
+	// the node.
+	for _, subject := range []string{"leaf.segment.a.b", "leaf.segment", "leaf.admin.nope", "leaf.snowflake.a.b",
+		"leaf.segment.*", "leaf.segment.>", "leaf.snowflake.>", "leaf.snowflake.*"} {
+		reply, err := nc.Request(subject, nil, 2*time.Second)
+		if err == nil && !errors.Is(wire.ReplyError(reply), wire.ErrBadRequest) {
+			t.Errorf("%s was answered with %q %v", subject, reply.Data, wire.ReplyError(reply))
+		}
+		if _, err := take(nc, "good", 3, false); err != nil {
+			t.Fatalf("good request after %s: %v", subject, err)
+		}
+	}
+	// Snowflake bodies are parsed as segment bodies are.
+	for _, body := range []string{"0", "-3", "10001", "abc", strings.Repeat("1", 100)} {
+		reply, err := nc.Request(wire.SnowflakeSubject, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.ReplyError(reply); !errors.Is(err, wire.ErrBadRequest) {
+			t.Fatalf("snowflake %q: %v, want 400", body, err)
+		}
+	}
+	reply, err := nc.Request(wire.SnowflakePrefix+"bad$key", nil, 5*time.Second)
+	if err != nil || !errors.Is(wire.ReplyError(reply), wire.ErrBadRequest) {
+		t.Fatalf("bad snowflake key: %v %v", err, wire.ReplyError(reply))
+	}
+	reply, err = nc.Request(wire.DecodeSubject, []byte("not an id"), 5*time.Second)
+	if err != nil || !errors.Is(wire.ReplyError(reply), wire.ErrBadRequest) {
+		t.Fatalf("bad decode body: %v", err)
+	}
+	for _, body := range []string{"", "{", `{"tag":"a.b"}`, `{"tag":"x","step":-1}`, strings.Repeat("[", 10000)} {
+		reply, err := nc.Request("leaf.admin.tag.create", []byte(body), 5*time.Second)
+		if err != nil || !errors.Is(wire.ReplyError(reply), wire.ErrBadRequest) {
+			t.Fatalf("admin create %q: %v %v", body[:min(len(body), 20)], err, wire.ReplyError(reply))
+		}
+	}
+	if _, err := take(nc, "good", 3, false); err != nil {
+		t.Fatalf("the node stopped serving: %v", err)
 	}
 }
 
