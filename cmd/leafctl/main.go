@@ -26,8 +26,9 @@ Usage:
   leafctl [global flags] COMMAND [flags]
 
 Commands:
-  next TAG [-n N] [--binary]            take N ids (default 1) of TAG
-  snowflake [-n N] [--binary] [--key K] take N snowflake ids (leaf.snowflake[.K])
+  next TAG [-n N] [--binary] [--json]   take N ids (default 1) of TAG
+  snowflake [-n N] [--binary] [--key K] [--json]
+                                        take N snowflake ids (leaf.snowflake[.K])
   decode ID [--local [--layout L] [--unit U] [--epoch E]]
                                         split a snowflake id into time, worker and
                                         sequence (by the nodes' layout, or --local)
@@ -182,6 +183,7 @@ func (c *cli) next(args []string) error {
 	fs := flag.NewFlagSet("next", flag.ContinueOnError)
 	n := fs.Int("n", 1, "")
 	bin := fs.Bool("binary", false, "")
+	asJSON := fs.Bool("json", false, "")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -192,11 +194,12 @@ func (c *cli) next(args []string) error {
 	if err := segment.CheckTag(pos[0]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return c.takeIDs(wire.SegmentPrefix+pos[0], *n, *bin)
+	return c.takeIDs(wire.SegmentPrefix+pos[0], *n, *bin, *asJSON)
 }
 
-// takeIDs asks subject for n ids and prints them, one per line.
-func (c *cli) takeIDs(subject string, n int, bin bool) error {
+// takeIDs asks subject for n ids and prints them, one per line (or as a
+// JSON array).
+func (c *cli) takeIDs(subject string, n int, bin, asJSON bool) error {
 	nc, err := c.connect()
 	if err != nil {
 		return err
@@ -210,6 +213,9 @@ func (c *cli) takeIDs(subject string, n int, bin bool) error {
 	ids, err := wire.DecodeIDs(nil, reply.Data, bin)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		return writeJSON(c, ids)
 	}
 	var b strings.Builder
 	for _, id := range ids {

@@ -48,6 +48,7 @@ func TestCommands(t *testing.T) {
 		{"next", []string{"next", "demo"}, 0, "1\n", ""},
 		{"next n", []string{"next", "demo", "-n", "3"}, 0, "2\n3\n4\n", ""},
 		{"next flag first", []string{"next", "-n", "2", "--binary", "demo"}, 0, "5\n6\n", ""},
+		{"next json", []string{"next", "demo", "-n", "2", "--json"}, 0, "[\n  7,\n  8\n]\n", ""},
 		{"create", []string{"tag", "create", "orders", "--step", "100", "--desc", "order ids"}, 0, "orders  1       100", ""},
 		{"create again", []string{"tag", "create", "orders"}, 1, "", "400"},
 		{"set-step", []string{"tag", "set-step", "orders", "300"}, 0, "300", ""},

@@ -20,6 +20,7 @@ func (c *cli) snowflake(args []string) error {
 	n := fs.Int("n", 1, "")
 	bin := fs.Bool("binary", false, "")
 	key := fs.String("key", "", "")
+	asJSON := fs.Bool("json", false, "")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -33,7 +34,7 @@ func (c *cli) snowflake(args []string) error {
 		}
 		subject = wire.SnowflakePrefix + *key
 	}
-	return c.takeIDs(subject, *n, *bin)
+	return c.takeIDs(subject, *n, *bin, *asJSON)
 }
 
 func (c *cli) decode(args []string) error {
