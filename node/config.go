@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -54,6 +55,12 @@ type Config struct {
 	PoolDepth int    // batches per pool; default pool.DefaultDepth
 	PoolBatch int    // ids per batch; default pool.DefaultBatch
 
+	// Auth is how the node authenticates to the NATS of --nats: a .creds
+	// file, an nkey seed, user/password, a token, TLS (flags --nats-creds,
+	// --nats-user, --nats-password-file, --nats-tls-ca, …). A user and
+	// password (or a token) may also be in the URL.
+	Auth natsauth.Config
+
 	// Fault drills only: run this node's snowflake clock off the real one.
 	FaultClockOffset time.Duration // added to the clock from the start
 	FaultClockStep   string        // "BY@AFTER": add BY to the clock AFTER the start, e.g. -10s@5s
@@ -75,6 +82,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.MaxBatch, "max-batch", c.MaxBatch, "largest number of ids one request may ask for (LEAF_MAX_BATCH)")
 	fs.IntVar(&c.MaxTags, "max-tags", c.MaxTags, "most segment tags one node holds; requests for more fail (LEAF_MAX_TAGS)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (LEAF_LOG_LEVEL)")
+	c.Auth.Flags(fs, "nats-")
 	fs.StringVar(&c.Registry, "worker-registry", c.Registry, "snowflake worker ids from kv (JetStream KV leases), zk, mysql (WORKER_NODE), static or off; default mysql with --mysql, else kv (LEAF_WORKER_REGISTRY)")
 	fs.Int64Var(&c.WorkerID, "worker-id", c.WorkerID, "worker id for --worker-registry static (LEAF_WORKER_ID)")
 	fs.StringVar(&c.ZK, "zk", c.ZK, "ZooKeeper servers host:port[,host:port...] for --worker-registry zk (LEAF_ZK)")
@@ -221,6 +229,14 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.level(); err != nil {
 		return err
+	}
+	if !c.Auth.IsZero() {
+		if c.NATS == "" {
+			return fmt.Errorf("%w: NATS credentials and TLS settings (--nats-*) need --nats: the embedded server has none", ErrConfig)
+		}
+		if err := c.Auth.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
 	}
 	return c.validateSnowflake(d)
 }

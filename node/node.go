@@ -8,10 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
@@ -210,9 +209,16 @@ func (n *Node) startNATS() error {
 		url = ns.ClientURL()
 		opts = append(opts, nats.InProcessServer(ns))
 	}
+	if !n.cfg.Auth.IsZero() {
+		auth, err := n.cfg.Auth.Options()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		opts = append(opts, auth...)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", redactURLs(url), err)
+		return fmt.Errorf("connect to nats %s: %w", natsauth.RedactURL(url), err)
 	}
 	n.nc = nc
 	return nil
@@ -380,26 +386,4 @@ func (n *Node) snowflakeWorker() int64 {
 		return -1
 	}
 	return n.src.Worker()
-}
-
-// redactURLs hides the passwords and tokens of comma-separated NATS URLs,
-// for logs and errors.
-func redactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil {
-			parts[i] = "(unparsable url)"
-			continue
-		}
-		if u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			} else {
-				u.User = url.User("xxxxx") // a token
-			}
-		}
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
 }

@@ -3,7 +3,11 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +65,51 @@ func TestSecretsNotLogged(t *testing.T) {
 	for what, text := range map[string]string{"logs": logs.String(), "error": err.Error()} {
 		if strings.Contains(text, secret) {
 			t.Errorf("the password is in the %s:\n%s", what, text)
+		}
+	}
+}
+
+// leafd authenticates with the --nats-* settings (here a user and a
+// password file), and a config that cannot work is refused up front.
+func TestNATSAuthSettings(t *testing.T) {
+	const secret = "file-Pa55word"
+	s := natstest.RunServer(t, func(o *server.Options) { o.Username, o.Password = "leafd", secret })
+	pwFile := t.TempDir() + "/pw"
+	if err := os.WriteFile(pwFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuf
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cfg, err := node.Parse([]string{"--nats", s.ClientURL(), "--http", "off", "--data", t.TempDir(), "--name", "authd",
+		"--nats-user", "leafd"}, func(k string) string {
+		if k == "LEAF_NATS_PASSWORD_FILE" {
+			return pwFile
+		}
+		return ""
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), secret) || strings.Contains(fmt.Sprintf("%+v", cfg), secret) {
+		t.Fatal("the password leaked into the logs or the printed config")
+	}
+	for _, args := range [][]string{
+		{"--nats-user", "u"},                                      // no --nats
+		{"--nats", s.ClientURL(), "--nats-password", "p"},         // password without user
+		{"--nats", s.ClientURL(), "--nats-creds", "/nonexistent"}, // unreadable file
+		{"--nats", s.ClientURL(), "--nats-tls-cert", pwFile},      // cert without key
+	} {
+		if _, err := node.Parse(args, func(string) string { return "" }, io.Discard); !errors.Is(err, node.ErrConfig) {
+			t.Errorf("%v: %v, want a config error", args, err)
 		}
 	}
 }

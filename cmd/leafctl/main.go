@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
@@ -48,6 +49,10 @@ Commands:
 Global flags:
   --nats URL       NATS server(s) (env LEAF_NATS; default nats://127.0.0.1:4222)
   --timeout D      per-request timeout (default 5s)
+  --creds F, --nkey F, --user U, --password-file F, --token-file F,
+  --tls-ca F, --tls-cert F, --tls-key F
+                   NATS credentials and TLS (env LEAF_NATS_CREDS, LEAF_NATS_USER,
+                   LEAF_NATS_PASSWORD, LEAF_NATS_TOKEN, LEAF_NATS_TLS_CA, …)
 
 Exit codes: 0 ok, 1 request failed, 2 bad arguments.
 `
@@ -59,6 +64,7 @@ type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	natsURL        string
+	auth           natsauth.Config
 	timeout        time.Duration
 	ready          func() // tests: called once a streaming command is subscribed
 }
@@ -77,6 +83,17 @@ func (c *cli) run(args []string) int {
 	}
 	fs.StringVar(&c.natsURL, "nats", def, "")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "")
+	c.auth.Flags(fs, "")
+	// Credentials from the environment: LEAF_NATS_CREDS, LEAF_NATS_PASSWORD_FILE, …
+	// (flags win: they are parsed after).
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "nats" || f.Name == "timeout" {
+			return
+		}
+		if v := c.getenv("LEAF_NATS_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); v != "" {
+			_ = f.Value.Set(v)
+		}
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, usage)
@@ -158,9 +175,17 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 }
 
 func (c *cli) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(c.natsURL, nats.Name("leafctl"), nats.Timeout(c.timeout))
+	opts := []nats.Option{nats.Name("leafctl"), nats.Timeout(c.timeout)}
+	if !c.auth.IsZero() {
+		auth, err := c.auth.Options()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		opts = append(opts, auth...)
+	}
+	nc, err := nats.Connect(c.natsURL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", c.natsURL, err)
+		return nil, fmt.Errorf("connect to %s: %w", natsauth.RedactURL(c.natsURL), err)
 	}
 	return nc, nil
 }

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
 )
@@ -96,5 +100,33 @@ func TestBench(t *testing.T) {
 	}
 	if code, _, errOut = leafctl(url, "bench", "--rounds", "0"); code != 2 || !strings.Contains(errOut, "--rounds") {
 		t.Fatalf("bench --rounds 0 = %d: %s", code, errOut)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	const secret = "ctl-Pa55word"
+	s := natstest.RunServer(t, func(o *server.Options) { o.Username, o.Password = "ctl", secret })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Name: "ctl-auth", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
+		Auth: natsauth.Config{User: "ctl", Password: secret}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	pw := t.TempDir() + "/pw"
+	if err := os.WriteFile(pw, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := leafctl(s.ClientURL(), "--user", "ctl", "--password-file", pw, "next", "demo"); code != 0 || out != "1\n" {
+		t.Fatalf("with credentials: %d %q %s", code, out, errOut)
+	}
+	code, _, errOut := leafctl(s.ClientURL(), "next", "demo")
+	if code != 1 || !strings.Contains(errOut, "Authorization") {
+		t.Fatalf("without credentials: %d %s", code, errOut)
+	}
+	withPW := strings.Replace(s.ClientURL(), "nats://", "nats://ctl:wrong-"+secret+"@", 1)
+	if code, _, errOut := leafctl(withPW, "next", "demo"); code != 1 || strings.Contains(errOut, secret) {
+		t.Fatalf("a wrong password in the URL: %d, and the message must not show it: %s", code, errOut)
 	}
 }
