@@ -61,6 +61,8 @@ type Event struct {
 	// just claimed, with LastLease).
 	Registered bool
 	LastLease  time.Time
+
+	cause error // why the Source is not serving, for the errors of Fill
 }
 
 // Defaults of SourceConfig.
@@ -122,6 +124,7 @@ type Source struct {
 	gen    *Generator
 	until  time.Time // Waiting/Paused: resume when the clock passes it
 	reason string
+	cause  error // wrapped by the errors of Fill while not serving
 	closed bool
 
 	state  atomic.Int32
@@ -277,7 +280,7 @@ func (src *Source) emit(ev Event) {
 		return
 	}
 	old := State(src.state.Swap(int32(st)))
-	src.until, src.reason = until, reason
+	src.until, src.reason, src.cause = until, reason, ev.cause
 	src.mu.Unlock()
 	if old == st && !ev.Registered {
 		return
@@ -295,6 +298,12 @@ func (src *Source) emit(ev Event) {
 		src.cfg.OnEvent(ev)
 		src.evMu.Unlock()
 	}
+}
+
+// leaseHolds reports whether the persisted lease reaches more than a
+// quarter of LeaseAhead (one renewal interval) past now.
+func (src *Source) leaseHolds(now time.Time) bool {
+	return src.leased.Load()-now.UnixNano() > int64(src.cfg.LeaseAhead/4)
 }
 
 // renew extends the persisted lease to now+LeaseAhead.
@@ -362,17 +371,19 @@ func (src *Source) run() {
 			src.mu.Unlock()
 			if !now.Before(until) {
 				// Lease first, so the first ids do not fail for want of one;
-				// without a renewal, resume only while the last lease holds.
+				// without a renewal, resume only while the last lease holds
+				// for a while.
 				if err := src.renew(src.ctx, now); err == nil {
 					nextRenew = now.Add(src.cfg.LeaseAhead / 4)
-				} else if src.leased.Load() <= now.UnixNano() {
+				} else if !src.leaseHolds(now) {
 					if !failing {
 						src.log.Warn("snowflake: time lease renewal failing", "err", err)
 					}
 					failing = true
 					continue
 				}
-				src.setState(StateServing, time.Time{}, "the clock has passed the last time used")
+				failing = false
+				src.setState(StateServing, time.Time{}, "the clock is past the last time used and the time lease holds")
 			}
 		}
 		if now.Before(nextRenew) {
@@ -387,6 +398,13 @@ func (src *Source) run() {
 				src.log.Warn("snowflake: time lease renewal failing", "err", err)
 			}
 			failing = true
+			// Stop serving (the node leaves the queue group) before the
+			// lease runs out, rather than answering 503 once it has; serve
+			// again as soon as a renewal works.
+			if src.State() == StateServing && !src.leaseHolds(now) {
+				src.emit(Event{State: StateWaiting, Until: now, cause: fmt.Errorf("%w: %w", ErrLeaseFailed, err),
+					Reason: fmt.Sprintf("the time lease (up to %v) cannot be renewed: %v", src.Leased().UTC(), err)})
+			}
 			continue
 		}
 		if failing {
@@ -442,10 +460,12 @@ func (src *Source) Leased() time.Time {
 // notServing is the error for a Source that is not serving.
 func (src *Source) notServing(st State) error {
 	src.mu.Lock()
-	until, reason := src.until, src.reason
+	until, reason, cause := src.until, src.reason, src.cause
 	src.mu.Unlock()
-	switch st {
-	case StateWaiting, StatePaused:
+	switch {
+	case cause != nil:
+		return fmt.Errorf("%w: %s: %s (%w)", ErrNotServing, st, reason, cause)
+	case st == StateWaiting, st == StatePaused:
 		return fmt.Errorf("%w: %s: %s; back after %v", ErrNotServing, st, reason, until.UTC().Format(time.RFC3339Nano))
 	default:
 		return fmt.Errorf("%w: %s: %s", ErrNotServing, st, reason)

@@ -590,8 +590,8 @@ func TestSourceLeaseFails(t *testing.T) {
 	if err := src.Next(context.Background(), dst); !errors.Is(err, snowflake.ErrLeaseFailed) {
 		t.Fatalf("Next past a lease not renewed = %v, want ErrLeaseFailed", err)
 	}
-	if st := src.State(); st != snowflake.StateServing {
-		t.Errorf("State = %v, want serving (the registry may come back)", st)
+	if st := src.State(); st != snowflake.StateServing && st != snowflake.StateWaiting {
+		t.Errorf("State = %v, want serving or waiting (the registry may come back)", st)
 	}
 
 	// The registry comes back: the lease is renewed and ids flow again.
@@ -1186,5 +1186,30 @@ func TestStateString(t *testing.T) {
 		if got := st.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", int32(st), got, want)
 		}
+	}
+}
+
+// TestSourceLeaveBeforeLeaseRunsOut: while renewals fail, the Source stops
+// serving (Waiting, so a node leaves the queue group) once its lease holds
+// for less than a renewal interval — before ids would fail — and serves
+// again as soon as a renewal works.
+func TestSourceLeaveBeforeLeaseRunsOut(t *testing.T) {
+	b := newBackend(-1)
+	src, clock, log := startSource(t, b, nil, nil)
+	lease := t0.Add(testLeaseAhead)
+	b.setFailLease(errors.New("registry down"))
+	clock.Set(lease.Add(-testLeaseAhead / 8))
+	waitState(t, src, snowflake.StateWaiting)
+	if ev, ok := log.last(snowflake.StateWaiting); !ok || !strings.Contains(ev.Reason, "cannot be renewed") {
+		t.Fatalf("waiting event %+v", ev)
+	}
+	_, err := src.Fill(context.Background(), make([]int64, 4))
+	if !errors.Is(err, snowflake.ErrNotServing) || !errors.Is(err, snowflake.ErrLeaseFailed) {
+		t.Fatalf("Fill while the lease cannot be renewed: %v", err)
+	}
+	b.setFailLease(nil)
+	waitState(t, src, snowflake.StateServing)
+	if ids := fill(t, src, 4); len(ids) == 0 {
+		t.Fatal("no ids after the registry came back")
 	}
 }
