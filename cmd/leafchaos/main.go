@@ -1,0 +1,108 @@
+// Command leafchaos is leafmq's chaos soak: it starts 3 nats-servers, MariaDB,
+// ZooKeeper and 3 leafd processes on 127.0.0.1, takes ids at a bounded rate
+// while it kills and pauses them on a schedule, and checks that no id was
+// ever handed out twice. See package internal/chaos.
+//
+//	leafchaos [--duration 3m] [--rate 3000] [--json report.json] [--keep] ...
+//
+// Exit codes: 0 pass, 1 the run failed (duplicates, a crash, a fault not
+// injected) or could not start, 2 bad arguments. Ctrl-C ends the load early;
+// everything started is stopped and the ids taken so far are still checked.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/leafmq/leafmq/internal/chaos"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var cfg chaos.Config
+	var jsonPath, tags, faults, logLevel string
+	var quiet bool
+	fs := flag.NewFlagSet("leafchaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&cfg.Duration, "duration", 0, "how long the load and the faults run (default 3m)")
+	fs.IntVar(&cfg.Rate, "rate", 0, "requests a second, all clients together (default 3000)")
+	fs.IntVar(&cfg.PoolRate, "pool-rate", 0, "pool takes a second; -1 none (default 20)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "request workers (default 64)")
+	fs.IntVar(&cfg.Connections, "connections", 0, "client NATS connections (default 4)")
+	fs.IntVar(&cfg.MaxBatch, "max-batch", 0, "largest batch asked for; batches are 2..N ids (default 500)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 0, "per request and pool take (default 2s)")
+	fs.StringVar(&tags, "tags", "", "segment tags, comma-separated; the first also has a pool (default a,b,c)")
+	fs.IntVar(&cfg.Step, "step", 0, "step of the tags in leaf_alloc (default 1000)")
+	fs.DurationVar(&cfg.DBPause, "db-pause", 0, "how long MariaDB is SIGSTOPped (default duration/10, 5s-60s)")
+	fs.StringVar(&faults, "faults", "", "faults in schedule order, comma-separated (default "+strings.Join(chaos.AllFaults, ",")+")")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the clients' and faults' randomness (default the time)")
+	fs.StringVar(&cfg.WorkDir, "dir", "", "work directory (default a fresh temp dir, removed unless --keep)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the work directory (logs of every process, data)")
+	fs.StringVar(&cfg.Leafd, "leafd", "", "leafd binary (default built from ./cmd/leafd)")
+	fs.StringVar(&cfg.NATSBin, "nats-server", "", "nats-server binary (default built from the Go module)")
+	fs.StringVar(&cfg.Repo, "repo", "", "the leafmq checkout (default found from the working directory up)")
+	fs.StringVar(&jsonPath, "json", "", "write the report as JSON to this file")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&quiet, "quiet", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "leafchaos: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if tags != "" {
+		cfg.Tags = strings.Split(tags, ",")
+	}
+	if faults != "" {
+		cfg.Faults = strings.Split(faults, ",")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(stderr, "leafchaos: --log-level %q\n", logLevel)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if !quiet {
+		cfg.Progress = stdout
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := chaos.Run(ctx, cfg)
+	if errors.Is(err, chaos.ErrConfig) {
+		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout)
+	rep.WriteText(stdout)
+	if jsonPath != "" {
+		if err := rep.WriteJSON(jsonPath); err != nil {
+			fmt.Fprintf(stderr, "leafchaos: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "report: %s\n", jsonPath)
+	}
+	if !rep.Pass {
+		return 1
+	}
+	return 0
+}
