@@ -42,7 +42,12 @@ func TestEvents(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut lockedBuffer
 			ready := make(chan struct{})
-			c := &cli{stdout: &out, stderr: &errOut, getenv: func(string) string { return url },
+			c := &cli{stdout: &out, stderr: &errOut, getenv: func(k string) string {
+				if k == "LEAF_NATS" {
+					return url
+				}
+				return ""
+			},
 				ready: func() { close(ready) }}
 			done := make(chan int)
 			go func() { done <- c.run(append([]string{"events", "--for", "20s"}, tc.args...)) }()
