@@ -106,13 +106,27 @@ func (s *span) state() SegmentState {
 // load, minStep the step column of the row. The result is never below
 // minStep (an improvement on Leaf, where a raised table step only took effect
 // once the dynamic step caught up).
+// maxGrowth bounds how much the step grows in one load.
+const maxGrowth = 16
+
 func nextStep(step, minStep, maxStep int, since, window time.Duration) int {
 	switch {
 	case since < window:
+		// Leaf doubles. Here a segment used up much faster than the window
+		// grows more, by the power of two nearest below window/since, at
+		// most 16x: a freshly (re)started node under heavy load reaches a
+		// step that lasts in a few loads instead of ten, so its buffers
+		// outlast a store outage sooner.
+		factor := int64(2)
+		if since > 0 {
+			for factor < maxGrowth && time.Duration(factor*2) <= window/since {
+				factor *= 2
+			}
+		}
 		// Leaf keeps the step when doubling would pass MAX_STEP, so a table
 		// step of 2000 tops out at 512,000; clamping reaches the cap and
 		// with it one store transaction per MaxStep ids under load.
-		step = int(min(int64(step)*2, int64(maxStep)))
+		step = int(min(int64(step)*factor, int64(maxStep)))
 	case since < 2*window:
 	default:
 		if step/2 >= minStep {

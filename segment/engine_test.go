@@ -335,6 +335,10 @@ func TestNextStepRule(t *testing.T) {
 		want                   int
 	}{
 		{"quick doubles", 10, 10, 1000, 0, 20},
+		{"a third of the window doubles", 10, 10, 1000, w / 3, 20},
+		{"an eighth of the window grows 8x", 10, 10, 1000, w / 8, 80},
+		{"much faster grows 16x at most", 10, 10, 10_000, time.Millisecond, 160},
+		{"16x clamps at the cap", 100, 10, 1000, time.Millisecond, 1000},
 		{"just below window doubles", 10, 10, 1000, w - 1, 20},
 		{"at window same", 10, 10, 1000, w, 10},
 		{"just below twice window same", 40, 10, 1000, 2*w - 1, 40},
@@ -410,7 +414,7 @@ func TestDynamicStep(t *testing.T) {
 		after          time.Duration
 		prev, wantStep int
 	}{
-		{time.Minute, 10, 20},
+		{8 * time.Minute, 10, 20},
 		{15*time.Minute - time.Second, 20, 40},
 		{15 * time.Minute, 40, 40},
 		{30*time.Minute - time.Second, 40, 40},
@@ -502,7 +506,7 @@ func TestReserve(t *testing.T) {
 		{1, 15, 1, false},
 		{1000, 16, 85, false}, // the rest of the segment only
 		{5, 101, 5, true},     // the next segment
-		{500, 106, 195, false},
+		{500, 106, 500, false}, // a segment of 1600: used up in ms, the step grew 16x
 	}
 	for _, tc := range tests {
 		if tc.waitForNext {
