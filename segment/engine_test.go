@@ -504,8 +504,8 @@ func TestReserve(t *testing.T) {
 		{7, 1, 7, false},
 		{7, 8, 7, false},
 		{1, 15, 1, false},
-		{1000, 16, 85, false}, // the rest of the segment only
-		{5, 101, 5, true},     // the next segment
+		{1000, 16, 85, false},  // the rest of the segment only
+		{5, 101, 5, true},      // the next segment
 		{500, 106, 500, false}, // a segment of 1600: used up in ms, the step grew 16x
 	}
 	for _, tc := range tests {
