@@ -248,8 +248,12 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	// Take more than the rest of the first segment (crossing into the
+	// second, which grew 16x: its first load came within milliseconds), and
+	// past the second's load mark, so the engine tries the frozen store —
+	// all from the buffers. An event reports the failed load.
 	var got int
-	for got < 20000 { // more than the rest of the first segment: crosses into the second
+	for got < 60000 {
 		n := 1
 		if got > 100 {
 			n = 500
@@ -260,7 +264,19 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 		}
 		got += len(ids)
 	}
-	// The next segment cannot load: an event says so.
+	var storeErr *nats.Msg
+	for storeErr == nil {
+		msg, err := storeEvents.NextMsg(60 * time.Second)
+		if err != nil {
+			t.Fatalf("after %d ids with MariaDB stopped, no store.error event: %v", got, err)
+		}
+		if strings.Contains(string(msg.Data), `"kind":"`+events.StoreError+`"`) {
+			storeErr = msg
+		}
+	}
+	if _, err := take(nc, "cold", 500, false); err != nil {
+		t.Fatalf("buffers while the store fails: %v", err)
+	}
 	nextEvent := func(kind string) events.Event {
 		t.Helper()
 		for {
@@ -277,8 +293,9 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 			}
 		}
 	}
-	if ev := nextEvent(events.StoreError); ev.Tag != "cold" || ev.Level != events.Error || ev.Node != "frozen" {
-		t.Fatalf("store error event %+v", ev)
+	var ev events.Event
+	if err := json.Unmarshal(storeErr.Data, &ev); err != nil || ev.Tag != "cold" || ev.Level != events.Error || ev.Node != "frozen" {
+		t.Fatalf("store error event %s", storeErr.Data)
 	}
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
