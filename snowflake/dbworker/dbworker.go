@@ -238,7 +238,7 @@ func (r *Registry) call(ctx context.Context, op string, f func(ctx context.Conte
 	if errors.As(err, &me) {
 		switch me.Number {
 		case erBadDB, erNoDB, erNoSuchTable, erBadField:
-			return fmt.Errorf("%w: dbworker: %s: %w (create WORKER_NODE with snowflake/dbworker/schema.sql, or set Options.CreateTable)", ErrSchema, op, err)
+			return fmt.Errorf("%w: dbworker: %s: %w (create WORKER_NODE with deploy/schema.sql, or set Options.CreateTable)", ErrSchema, op, err)
 		}
 	}
 	return fmt.Errorf("%w: dbworker: %s: %w", snowflake.ErrRegistryUnavailable, op, err)

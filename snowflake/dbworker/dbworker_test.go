@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -288,44 +287,5 @@ func TestInvalidOptions(t *testing.T) {
 				t.Fatalf("Open: %v, want ErrInvalid", err)
 			}
 		})
-	}
-}
-
-// schema.sql makes the same tables as Options.CreateTable.
-func TestSchemaFile(t *testing.T) {
-	text, err := os.ReadFile("schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stmt strings.Builder
-	for line := range strings.Lines(string(text)) {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			stmt.WriteString(line)
-		}
-	}
-	ctx := ctxT(t)
-	fromFile := testenv.MySQL(t)
-	for s := range strings.SplitSeq(stmt.String(), ";") {
-		if strings.TrimSpace(s) == "" {
-			continue
-		}
-		if _, err := sqlDB(t, fromFile).ExecContext(ctx, s); err != nil {
-			t.Fatalf("schema.sql: %v", err)
-		}
-	}
-	open(t, fromFile, snowflake.LeafLayout(), dbworker.Options{}) // no CreateTable: the file's table must do
-	fromOpen := testenv.MySQL(t)
-	open(t, fromOpen, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
-	for _, table := range []string{"WORKER_NODE", "LEAF_WORKER_LEASE"} {
-		showCreate := func(dsn string) string {
-			var name, ddl string
-			if err := sqlDB(t, dsn).QueryRowContext(ctx, "SHOW CREATE TABLE "+table).Scan(&name, &ddl); err != nil {
-				t.Fatal(err)
-			}
-			return ddl
-		}
-		if a, b := showCreate(fromFile), showCreate(fromOpen); a != b {
-			t.Fatalf("schema.sql makes\n%s\nbut Open makes\n%s", a, b)
-		}
 	}
 }

@@ -15,7 +15,7 @@
 // AUTO_INCREMENT counter. Calling Register again on the same Registry
 // returns the same worker id without inserting another row. WORKER_NODE is
 // never altered, updated or read beyond that insert; Options.CreateTable
-// creates it with UidGenerator's DDL (schema.sql in this package) if it
+// creates it with UidGenerator's DDL (also in deploy/schema.sql) if it
 // is missing.
 //
 // # Running out of ids
