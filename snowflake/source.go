@@ -318,7 +318,16 @@ func (src *Source) renew(ctx context.Context, now time.Time) error {
 	if reg == nil {
 		return fmt.Errorf("%w: no registry", ErrNotRegistered)
 	}
-	ctx, cancel := context.WithTimeout(ctx, src.cfg.LeaseAhead/2)
+	// A registry that hangs must not keep a serving Source past the point
+	// where it has to stop (its lease holding for less than LeaseAhead/4):
+	// bound the call by that point, so the caller can still step down in
+	// time.
+	timeout := src.cfg.LeaseAhead / 2
+	if src.State() == StateServing {
+		left := time.Duration(src.leased.Load()-now.UnixNano()) - src.cfg.LeaseAhead/4
+		timeout = max(min(timeout, left), src.cfg.LeaseAhead/16)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := reg.Lease(ctx, until); err != nil {
 		return err
@@ -400,7 +409,9 @@ func (src *Source) run() {
 			failing = true
 			// Stop serving (the node leaves the queue group) before the
 			// lease runs out, rather than answering 503 once it has; serve
-			// again as soon as a renewal works.
+			// again as soon as a renewal works. The clock is read again:
+			// the failed call took time.
+			now = src.cfg.Now()
 			if src.State() == StateServing && !src.leaseHolds(now) {
 				src.emit(Event{State: StateWaiting, Until: now, cause: fmt.Errorf("%w: %w", ErrLeaseFailed, err),
 					Reason: fmt.Sprintf("the time lease (up to %v) cannot be renewed: %v", src.Leased().UTC(), err)})

@@ -37,6 +37,7 @@ type memBackend struct {
 	leases    map[int64]time.Time
 	held      map[int64]bool
 	failLease error // Lease fails with it while set
+	hangLease bool  // Lease blocks until its ctx ends while set
 	openErr   error // Open fails with it while set
 	regs      []*memRegistry
 }
@@ -134,6 +135,13 @@ func (r *memRegistry) Lease(ctx context.Context, until time.Time) error {
 		return err
 	}
 	b := r.b
+	b.mu.Lock()
+	hang := b.hangLease
+	b.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return fmt.Errorf("%w: %w", snowflake.ErrRegistryUnavailable, ctx.Err())
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -1212,4 +1220,41 @@ func TestSourceLeaveBeforeLeaseRunsOut(t *testing.T) {
 	if ids := fill(t, src, 4); len(ids) == 0 {
 		t.Fatal("no ids after the registry came back")
 	}
+}
+
+// A registry that hangs (a JetStream KV whose stream is electing a leader,
+// say) rather than failing fast: the Source still steps down while its
+// lease holds, on the real clock, instead of serving until the lease has
+// run out and answering 503 (found by the chaos soak's nats-server kill).
+func TestSourceLeaveBeforeLeaseRunsOutHanging(t *testing.T) {
+	b := newBackend(-1)
+	src, _, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) {
+		c.Now = time.Now
+		c.LeaseAhead = time.Second
+		c.BorrowAhead = 100 * time.Millisecond
+	})
+	waitState(t, src, snowflake.StateServing)
+	b.mu.Lock()
+	b.hangLease = true
+	b.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for src.State() == snowflake.StateServing {
+		if time.Now().After(src.Leased()) {
+			t.Fatalf("still serving at %v, past the lease (up to %v)", time.Now(), src.Leased())
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still serving 5s after the registry hung")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st := src.State(); st != snowflake.StateWaiting {
+		t.Fatalf("state %v, want waiting", st)
+	}
+	if ev, ok := log.last(snowflake.StateWaiting); !ok || !strings.Contains(ev.Reason, "cannot be renewed") {
+		t.Fatalf("waiting event %+v", ev)
+	}
+	b.mu.Lock()
+	b.hangLease = false
+	b.mu.Unlock()
+	waitState(t, src, snowflake.StateServing)
 }
