@@ -276,3 +276,7 @@ const (
 	startTimeout = 30 * time.Second
 	stopTimeout  = 10 * time.Second
 )
+
+// stepFileName is the file under DataDir where the segment engine remembers
+// each tag's dynamic step across restarts (segment.StepFile).
+const stepFileName = "segment-steps.json"

@@ -466,3 +466,73 @@ func TestSecondNodeJoinsEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node restarted on the same data directory starts a busy tag at the
+// dynamic step it had (segment-steps.json), not at the row's step, so its
+// buffers bridge a store outage right after the restart.
+func TestRestartKeepsDynamicStep(t *testing.T) {
+	dir := t.TempDir()
+	cfg := node.Config{Name: "steps", NATSListen: "127.0.0.1:-1", DataDir: dir, HTTP: "off", Registry: node.RegistryOff}
+	ctx := context.Background()
+	a, err := node.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := natstest.Connect(t, a.ClientURL())
+	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "busy", Step: 100})
+	tagStatus := func(nc *nats.Conn) wire.TagStatus {
+		t.Helper()
+		sts, err := responder.AskStatus(ctx, nc, 500*time.Millisecond)
+		if err != nil || len(sts) != 1 {
+			t.Fatalf("status: %v, %d nodes", err, len(sts))
+		}
+		for _, tag := range sts[0].Tags {
+			if tag.Tag == "busy" {
+				return tag
+			}
+		}
+		t.Fatalf("no tag busy in %+v", sts[0])
+		return wire.TagStatus{}
+	}
+	// Loads seconds apart grow the step 16x each.
+	for {
+		if _, err := take(nc, "busy", 100, true); err != nil {
+			t.Fatal(err)
+		}
+		if tagStatus(nc).Step >= 10_000 {
+			break
+		}
+	}
+	grown := tagStatus(nc)
+	var last int64
+	if ids, err := take(nc, "busy", 1, true); err != nil {
+		t.Fatal(err)
+	} else {
+		last = ids[0]
+	}
+	nc.Close()
+	// Close writes the file; a kill -9 would lose at most its last second.
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "segment-steps.json"))
+	if err != nil || !strings.Contains(string(data), `"busy"`) {
+		t.Fatalf("step file: %v %s", err, data)
+	}
+
+	cfg.NATSListen = "127.0.0.1:-1"
+	b := startNode(t, cfg)
+	nc = natstest.Connect(t, b.ClientURL())
+	ids, err := take(nc, "busy", 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] <= last {
+		t.Fatalf("id %d after the restart, not above %d from before", ids[0], last)
+	}
+	st := tagStatus(nc)
+	first := st.Buffers[st.Current]
+	if st.Loads < 1 || first.Step < grown.Step || first.Step == st.MinStep {
+		t.Fatalf("after the restart the first segment has step %d (row %d), want at least the %d the tag had", first.Step, st.MinStep, grown.Step)
+	}
+}

@@ -63,6 +63,7 @@ type Node struct {
 
 	started time.Time
 	pool    *pool.Filler
+	steps   *segment.StepFile
 	met     *liveMetrics
 	events  *events.Publisher
 	health  storeHealth
@@ -94,7 +95,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.openStore(ctx); err != nil {
 		return nil, err
 	}
+	steps, err := segment.OpenStepFile(filepath.Join(cfg.DataDir, stepFileName), n.log)
+	if steps == nil {
+		return nil, err
+	}
+	n.steps = steps
+	if err != nil {
+		n.log.Warn("segment: remembered steps lost", "err", err)
+	}
 	n.engine, err = segment.New(segment.Config{
+		Steps:       steps,
 		Store:       n.store,
 		AutoCreate:  cfg.autoCreate(),
 		DefaultStep: cfg.DefaultStep,
@@ -356,6 +366,9 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	if n.engine != nil {
 		errs = append(errs, n.engine.Close())
+	}
+	if n.steps != nil {
+		errs = append(errs, n.steps.Close())
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

@@ -347,12 +347,17 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		step = nextStep(prev, t.minStep, e.cfg.MaxStep, e.now().Sub(t.lastLoad), e.cfg.StepWindow)
 	}
 	t.mu.Unlock()
+	recalled := 0
+	if first {
+		recalled = recallStep(e.cfg.Steps, t.name, e.now(), e.cfg.StepWindow, e.cfg.MaxStep)
+		step = recalled
+	}
 
 	ev := LoadEvent{Tag: t.name, Step: step, PrevStep: prev}
 	began := time.Now()
 	var a Alloc
 	var err error
-	if first {
+	if first && recalled == 0 {
 		a, err = e.store.Next(t.ctx, t.name)
 	} else {
 		a, err = e.store.NextStep(t.ctx, t.name, step)
@@ -372,10 +377,20 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		t.minStep = a.TableStep
 	} else if first {
 		t.minStep = a.Step
+		if recalled > 0 { // the row's step is unknown
+			t.minStep = 1
+		}
 	}
 	t.lastLoad = e.now()
 	t.loads++
+	at := t.lastLoad
 	t.mu.Unlock()
+	if e.cfg.Steps != nil {
+		e.cfg.Steps.Remember(t.name, a.Step, at)
+	}
+	if recalled > 0 {
+		e.log.Debug("segment: first load with the remembered step", "tag", t.name, "step", a.Step)
+	}
 	ev.Start, ev.End, ev.Step = a.Start(), a.End(), a.Step
 	return newSpan(a, e.cfg.LoadFactor), ev, nil
 }

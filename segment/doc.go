@@ -37,6 +37,13 @@
 // MAX_STEP, so a row step of 2000 never gets past 512,000 and a busy tag
 // costs twice the store transactions it needs).
 //
+// With Config.Steps (a StepFile in leafd's data directory) the step also
+// survives a restart: a tag's first load asks for the step of its last load
+// before the restart, if that is less than 2*StepWindow old, instead of the
+// row's step. Leaf starts again from the row's step, so a node restarted
+// under load needs several loads (store transactions) to grow its buffers
+// back, and an outage of the store in that time runs them dry.
+//
 // # Tags
 //
 // Start lists the tags of the store and preloads the first segment of each,

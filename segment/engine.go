@@ -72,6 +72,11 @@ type Config struct {
 	// ErrTagLimit; a store with more rows has only the first MaxTags (by
 	// name) preloaded. Default DefaultMaxTags.
 	MaxTags int
+	// Steps, if set, remembers each tag's dynamic step across restarts: a
+	// tag's first load asks for the remembered step (if it is from within
+	// 2*StepWindow) instead of the row's, and every load is recorded. See
+	// StepFile. Default nil: first loads use the row's step, as in Leaf.
+	Steps Steps
 	// Now is the clock of the dynamic step and the negative cache.
 	// Default time.Now.
 	Now func() time.Time
@@ -93,7 +98,7 @@ type LoadEvent struct {
 	Tag        string
 	Start, End int64 // ids [Start, End) granted by the store; zero on failure
 	// Step is the size of the segment granted; on failure, the step asked
-	// for (0 for a first load, which uses the row's step).
+	// for (0 for a first load that uses the row's step).
 	Step     int
 	PrevStep int // step of the previous load; 0 for a tag's first load
 	Took     time.Duration

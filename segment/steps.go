@@ -1,0 +1,230 @@
+package segment
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Steps remembers the dynamic step of each tag across restarts
+// (Config.Steps). Without it a restarted node starts every tag at the row's
+// step and needs a few loads, each a store transaction, to get back to the
+// step its traffic needs; with it, the first load asks for the step the
+// tag had, so a restart just before a store outage does not leave the node
+// with buffers far too small to bridge it. Implementations must be safe for
+// concurrent use and must not block.
+type Steps interface {
+	// Recall returns the step of tag's last successful load and when it
+	// happened (Config.Now).
+	Recall(tag string) (step int, at time.Time, ok bool)
+	// Remember records a successful load.
+	Remember(tag string, step int, at time.Time)
+}
+
+// recallStep returns the step a tag's first load asks for: the remembered
+// step if there is one from within 2*window (after which Leaf's rule would
+// have halved it anyway), capped at maxStep; else 0 (use the row's step).
+func recallStep(s Steps, tag string, now time.Time, window time.Duration, maxStep int) int {
+	if s == nil {
+		return 0
+	}
+	step, at, ok := s.Recall(tag)
+	if !ok || step < 1 {
+		return 0
+	}
+	// A remembered time ahead of now (the clock went back) counts as fresh.
+	if age := now.Sub(at); age >= 2*window {
+		return 0
+	}
+	return min(step, maxStep)
+}
+
+// StepFile is a Steps kept in a JSON file: Remember updates memory and a
+// background writer replaces the file (write to a temporary file, rename) at
+// most once per FlushEvery, so the steps survive even a kill -9 of the
+// process, give or take the last FlushEvery. Entries not updated for
+// StepFileMaxAge are dropped when the file is written. Two processes sharing
+// the file overwrite each other's entries, which costs at most a few extra
+// loads: the steps are hints, never ids.
+type StepFile struct {
+	path string
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	steps map[string]stepEntry
+	dirty bool
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+type stepEntry struct {
+	Step int       `json:"step"`
+	At   time.Time `json:"at"`
+}
+
+type stepFileJSON struct {
+	Version int                  `json:"version"`
+	Tags    map[string]stepEntry `json:"tags"`
+}
+
+// Step file settings.
+const (
+	// FlushEvery is the most often a StepFile rewrites its file.
+	FlushEvery = time.Second
+	// StepFileMaxAge is how long an entry that is not updated stays in a
+	// StepFile. A step older than twice Config.StepWindow is not used anyway.
+	StepFileMaxAge = 24 * time.Hour
+
+	stepFileVersion = 1
+)
+
+// OpenStepFile reads the step file at path, if there is one, and starts the
+// writer; Close stops it after a last write. The directory must exist or be
+// creatable. A file that cannot be parsed is not fatal: OpenStepFile then
+// returns a usable, empty StepFile together with an error saying why (the
+// caller logs it), and the next write replaces the bad file.
+func OpenStepFile(path string, log *slog.Logger) (*StepFile, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("segment: step file: %w", err)
+	}
+	f := &StepFile{
+		path:  path,
+		log:   log,
+		steps: map[string]stepEntry{},
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	var bad error
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("segment: step file: %w", err)
+	default:
+		var doc stepFileJSON
+		if err := json.Unmarshal(data, &doc); err != nil {
+			bad = fmt.Errorf("segment: step file %s is not valid JSON, starting without remembered steps: %w", path, err)
+		} else if doc.Version != stepFileVersion {
+			bad = fmt.Errorf("segment: step file %s has version %d, want %d; starting without remembered steps", path, doc.Version, stepFileVersion)
+		} else {
+			for tag, e := range doc.Tags {
+				if CheckTag(tag) == nil && e.Step >= 1 && e.Step <= MaxStep {
+					f.steps[tag] = e
+				}
+			}
+		}
+	}
+	go f.writer()
+	return f, bad
+}
+
+// Recall implements Steps.
+func (f *StepFile) Recall(tag string) (int, time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.steps[tag]
+	return e.Step, e.At, ok
+}
+
+// Remember implements Steps.
+func (f *StepFile) Remember(tag string, step int, at time.Time) {
+	f.mu.Lock()
+	f.steps[tag] = stepEntry{Step: step, At: at}
+	f.dirty = true
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close writes what is not written yet and stops the writer. It is
+// idempotent.
+func (f *StepFile) Close() error {
+	f.once.Do(func() { close(f.stop) })
+	<-f.done
+	return f.flush()
+}
+
+func (f *StepFile) writer() {
+	defer close(f.done)
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-f.kick:
+		}
+		if err := f.flush(); err != nil {
+			f.log.Warn("segment: writing the step file", "err", err)
+		}
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(FlushEvery):
+		}
+	}
+}
+
+// flush writes the file if anything changed since the last write.
+func (f *StepFile) flush() error {
+	f.mu.Lock()
+	if !f.dirty {
+		f.mu.Unlock()
+		return nil
+	}
+	doc := stepFileJSON{Version: stepFileVersion, Tags: make(map[string]stepEntry, len(f.steps))}
+	cut := time.Now().Add(-StepFileMaxAge)
+	for tag, e := range f.steps {
+		if e.At.Before(cut) {
+			delete(f.steps, tag)
+			continue
+		}
+		doc.Tags[tag] = e
+	}
+	f.dirty = false
+	f.mu.Unlock()
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(f.path, data)
+	}
+	if err != nil {
+		f.mu.Lock()
+		f.dirty = true // try again on the next change or Close
+		f.mu.Unlock()
+		return fmt.Errorf("segment: step file: %w", err)
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data: readers see the old or the new
+// content, never a mix.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(append(data, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
+}

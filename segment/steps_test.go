@@ -1,0 +1,217 @@
+package segment_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// mapSteps is an in-memory Steps.
+type mapSteps struct {
+	mu sync.Mutex
+	m  map[string]stepAt
+}
+
+type stepAt struct {
+	step int
+	at   time.Time
+}
+
+func newMapSteps() *mapSteps { return &mapSteps{m: map[string]stepAt{}} }
+
+func (s *mapSteps) Recall(tag string) (int, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[tag]
+	return e.step, e.at, ok
+}
+
+func (s *mapSteps) Remember(tag string, step int, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[tag] = stepAt{step, at}
+}
+
+func TestRememberedStep(t *testing.T) {
+	cases := []struct {
+		name     string
+		step     int
+		age      time.Duration // of the remembered step
+		wantStep int           // of the first load
+	}{
+		{"fresh", 500, time.Minute, 500},
+		{"just under 2 windows", 500, 30*time.Minute - time.Second, 500},
+		{"2 windows old", 500, 30 * time.Minute, 10},
+		{"capped at MaxStep", 5000, time.Minute, 800},
+		{"from the future (clock went back)", 500, -time.Hour, 500},
+		{"below the row's step", 4, 0, 4}, // the next load raises it
+		{"invalid", 0, 0, 10},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clock := newClock()
+			now := clock.Now()
+			s := newTestStore()
+			s.create(t, "t", 10)
+			s.create(t, "other", 10)
+			steps := newMapSteps()
+			steps.Remember("t", c.step, now.Add(-c.age))
+			rec := newRecorder()
+			e := newEngine(t, segment.Config{Store: s, MaxStep: 800, StepWindow: 15 * time.Minute,
+				RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps})
+			start(t, e)
+			byTag := map[string]segment.LoadEvent{}
+			for range 2 {
+				ev := rec.next(t)
+				byTag[ev.Tag] = ev
+			}
+			if ev := byTag["t"]; ev.Err != nil || ev.Step != c.wantStep || ev.End-ev.Start != int64(c.wantStep) {
+				t.Fatalf("first load of t = %+v, want step %d", ev, c.wantStep)
+			}
+			if ev := byTag["other"]; ev.Step != 10 {
+				t.Fatalf("first load of a tag without a remembered step = %+v, want the row's 10", ev)
+			}
+			// Every load is remembered, with the engine's clock.
+			for _, tag := range []string{"t", "other"} {
+				step, at, ok := steps.Recall(tag)
+				if !ok || step != byTag[tag].Step || !at.Equal(now) {
+					t.Fatalf("remembered %s: %d at %v (%v), want %d at %v", tag, step, at, ok, byTag[tag].Step, now)
+				}
+			}
+			// The rule goes on from the step granted; never below the row's.
+			d := &stepDriver{t: t, e: e, s: s, clock: clock, rec: rec, want: byTag["t"].Start}
+			ev := d.load(time.Hour)
+			want := max(c.wantStep/2, 10)
+			if ev.Step != want {
+				t.Fatalf("second load an hour later = %+v, want step %d", ev, want)
+			}
+		})
+	}
+}
+
+func TestStepFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "steps.json")
+	f, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := f.Recall("a"); ok {
+		t.Fatal("a new file recalls a step")
+	}
+	at := time.Now().Truncate(time.Millisecond)
+	f.Remember("a", 64000, at)
+	f.Remember("b", 2000, at.Add(-time.Minute))
+	f.Remember("old", 2000, at.Add(-segment.StepFileMaxAge-time.Minute))
+	if step, got, ok := f.Recall("a"); !ok || step != 64000 || !got.Equal(at) {
+		t.Fatalf("Recall(a) = %d, %v, %v", step, got, ok)
+	}
+	// The writer writes without Close (a kill -9 keeps what was written).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		data, _ := os.ReadFile(path)
+		if strings.Contains(string(data), `"b"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file not written within 5s: %q", data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.Remember("a", 128000, at)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	g, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if step, got, ok := g.Recall("a"); !ok || step != 128000 || !got.Equal(at) {
+		t.Fatalf("after reopening, Recall(a) = %d, %v, %v; want 128000 at %v", step, got, ok, at)
+	}
+	if step, _, ok := g.Recall("b"); !ok || step != 2000 {
+		t.Fatalf("after reopening, Recall(b) = %d, %v", step, ok)
+	}
+	if _, _, ok := g.Recall("old"); ok {
+		t.Fatal("an entry older than StepFileMaxAge was kept")
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Fatalf("directory holds %d entries, want only the file (no temporary files left)", len(entries))
+	}
+}
+
+func TestStepFileBad(t *testing.T) {
+	for name, content := range map[string]string{
+		"not JSON":      "{nope",
+		"other version": `{"version": 2, "tags": {"a": {"step": 5, "at": "2026-01-01T00:00:00Z"}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "steps.json")
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+			if err == nil || !strings.Contains(err.Error(), path) {
+				t.Fatalf("err = %v, want one naming the file", err)
+			}
+			if f == nil {
+				t.Fatal("no usable StepFile with the error")
+			}
+			if _, _, ok := f.Recall("a"); ok {
+				t.Fatal("a bad file gave a step")
+			}
+			// The next write replaces the bad file.
+			f.Remember("a", 7, time.Now())
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			g, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if step, _, ok := g.Recall("a"); !ok || step != 7 {
+				t.Fatalf("Recall(a) = %d, %v after the rewrite", step, ok)
+			}
+		})
+	}
+	t.Run("invalid entries dropped", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "steps.json")
+		now := time.Now().UTC().Format(time.RFC3339)
+		doc := `{"version": 1, "tags": {"ok": {"step": 5, "at": "` + now + `"}, "bad.tag": {"step": 5, "at": "` + now +
+			`"}, "zero": {"step": 0, "at": "` + now + `"}, "neg": {"step": -3, "at": "` + now + `"}}}`
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for tag, want := range map[string]bool{"ok": true, "bad.tag": false, "zero": false, "neg": false} {
+			if _, _, ok := f.Recall(tag); ok != want {
+				t.Errorf("Recall(%q) ok = %v, want %v", tag, ok, want)
+			}
+		}
+	})
+	t.Run("unreadable directory", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := segment.OpenStepFile(filepath.Join(file, "steps.json"), slog.New(slog.DiscardHandler)); err == nil {
+			t.Fatal("a path under a regular file opened")
+		}
+	})
+}
