@@ -85,8 +85,17 @@ func poolSubject(subject string) string {
 	return pool.SegmentSubject(strings.TrimPrefix(subject, wire.SegmentPrefix))
 }
 
+// poolAPITimeout bounds the JetStream API calls of one pool take (beyond
+// the wait for a batch). A JetStream that does not answer (a stream leader
+// being elected after a server died takes seconds) must not hold a refill
+// up: after this it asks leafd instead. A batch fetched but not acked in time
+// is lost (a gap): the pool never delivers it again.
+const poolAPITimeout = 500 * time.Millisecond
+
 // fromPool takes one batch of subject's pool, waiting at most wait.
 func (c *Client) fromPool(ctx context.Context, subject string, wait time.Duration) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait+min(c.o.timeout, poolAPITimeout))
+	defer cancel()
 	ids, err := pool.Take(ctx, c.js, poolSubject(subject), wait)
 	if err == nil {
 		c.poolTakes.Add(1)

@@ -83,7 +83,10 @@
 // leafd only when that pool is empty; when asking leafd fails (no
 // responders, timeouts) a refill waits up to wait for a pool batch before it
 // retries. So a client keeps getting ids while every leafd is down, until the
-// pool drains. Each pool batch is used at most once, by one client.
+// pool drains. Each pool batch is used at most once, by one client. A
+// JetStream that does not answer (a stream leader election after a server
+// died takes seconds) holds a refill up for at most half a second before it
+// asks leafd.
 //
 // # Goroutines
 //

@@ -3,14 +3,18 @@ package client
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // With WithPool the client draws refills from the JetStream pool first, and
@@ -91,5 +95,51 @@ func TestPoolRefillsAndOutlivesLeafd(t *testing.T) {
 func TestWithPoolOption(t *testing.T) {
 	if _, err := New(natstest.Connect(t, natsURL(t)), WithPool(-time.Second)); !errors.Is(err, ErrBadOption) {
 		t.Fatalf("negative pool wait: %v", err)
+	}
+}
+
+// A JetStream that does not answer (its stream leader being elected after a
+// server died, say) must not hold refills up: the pool attempt gives up
+// after poolAPITimeout and the refill asks leafd. Here the server has no
+// JetStream and a subscriber swallows every JetStream API request; a bare
+// responder stands in for leafd.
+func TestPoolHungFallsBackToLeafd(t *testing.T) {
+	s := natstest.RunServer(t, func(o *server.Options) { o.JetStream = false })
+	nc := natstest.Connect(t, s.ClientURL())
+	if _, err := nc.Subscribe("$JS.API.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	var next atomic.Int64
+	if _, err := nc.Subscribe(wire.SegmentPrefix+"hung", func(m *nats.Msg) {
+		n, err := wire.ParseCount(m.Data, 100_000)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ids := make([]int64, n)
+		for i := range ids {
+			ids[i] = next.Add(1)
+		}
+		var body []byte
+		if m.Header.Get(wire.EncodingHeader) == wire.EncodingBinary {
+			body = wire.AppendBinary(nil, ids)
+		} else {
+			body = wire.AppendDecimal(nil, ids)
+		}
+		_ = m.Respond(body)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, s.ClientURL(), WithPool(time.Second))
+	// jetstream's own API timeout is 5s; the pool attempt must give up
+	// long before that.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	id, err := c.Next(ctx, "hung")
+	if err != nil || id < 1 {
+		t.Fatalf("Next with a hung JetStream = %d, %v", id, err)
 	}
 }
