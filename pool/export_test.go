@@ -1,3 +1,5 @@
 package pool
 
 var TakeWith = take
+
+var RetryAPI = retryAPI

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -227,7 +228,11 @@ func NewFiller(ctx context.Context, cfg FillerConfig) (*Filler, error) {
 	if cfg.Depth < 1 || cfg.Batch < 1 || cfg.Batch > 1_000_000 || cfg.AckWait < time.Second || cfg.Interval < 0 {
 		return nil, fmt.Errorf("%w: depth %d, batch %d (1-1000000), ack wait %v (at least 1s)", ErrInvalid, cfg.Depth, cfg.Batch, cfg.AckWait)
 	}
-	st, err := cfg.JS.CreateOrUpdateStream(ctx, StreamConfig(cfg.Depth, cfg.Replicas))
+	var st jetstream.Stream
+	err := retryAPI(ctx, apiAttempt, func(ctx context.Context) (err error) {
+		st, err = cfg.JS.CreateOrUpdateStream(ctx, StreamConfig(cfg.Depth, cfg.Replicas))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pool: stream %s: %w", Stream, err)
 	}
@@ -244,12 +249,40 @@ func NewFiller(ctx context.Context, cfg FillerConfig) (*Filler, error) {
 	return f, nil
 }
 
+// apiAttempt bounds one JetStream API call of NewFiller and Add. A request
+// can go unanswered while a cluster elects its meta leader (just after it
+// formed, or after a server died); it is then asked again, until ctx ends.
+const apiAttempt = 5 * time.Second
+
+// retryAPI runs call with a timeout of attempt, again after an unanswered
+// attempt or a transient error, until ctx ends.
+func retryAPI(ctx context.Context, attempt time.Duration, call func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := call(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil ||
+			!(jskv.Transient(err) || errors.Is(err, context.DeadlineExceeded)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 // Add starts keeping subject's pool full from src, creating its consumer.
 func (f *Filler) Add(ctx context.Context, subject string, src Source) error {
 	if err := checkSubject(subject); err != nil {
 		return err
 	}
-	if _, err := f.stream.CreateOrUpdateConsumer(ctx, consumerConfig(subject, f.cfg.AckWait)); err != nil {
+	err := retryAPI(ctx, apiAttempt, func(ctx context.Context) error {
+		_, err := f.stream.CreateOrUpdateConsumer(ctx, consumerConfig(subject, f.cfg.AckWait))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("pool: consumer of %s: %w", subject, err)
 	}
 	f.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
@@ -262,5 +263,44 @@ func TestDeadClientBatchIsDeleted(t *testing.T) {
 			t.Fatalf("take %d after the dead client: %v", i, err)
 		}
 		got.add(t, b)
+	}
+}
+
+// The stream and consumer calls of NewFiller and Add are asked again when
+// JetStream does not answer (a meta leader election) or answers with a
+// transient error, until their ctx ends; other errors return at once.
+func TestRetryAPI(t *testing.T) {
+	calls := 0
+	err := pool.RetryAPI(context.Background(), 20*time.Millisecond, func(ctx context.Context) error {
+		calls++
+		switch calls {
+		case 1: // unanswered
+			<-ctx.Done()
+			return ctx.Err()
+		case 2:
+			return nats.ErrNoResponders
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("err %v after %d calls, want success on the third", err, calls)
+	}
+
+	calls = 0
+	bad := errors.New("stream name already in use with a different configuration")
+	if err := pool.RetryAPI(context.Background(), 20*time.Millisecond, func(context.Context) error { calls++; return bad }); err != bad || calls != 1 {
+		t.Fatalf("a permanent error: %v after %d calls", err, calls)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	calls = 0
+	err = pool.RetryAPI(ctx, 20*time.Millisecond, func(ctx context.Context) error {
+		calls++
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || calls < 2 {
+		t.Fatalf("never answered: %v after %d calls", err, calls)
 	}
 }
