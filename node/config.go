@@ -31,6 +31,7 @@ type Config struct {
 	KVReplicas  int    // replicas of the KV bucket; default 1
 	MaxBatch    int    // largest ids per request; default wire.DefaultMaxBatch
 	MaxTags     int    // most segment tags a node holds; default segment.DefaultMaxTags
+	MaxStep     int    // cap of the dynamic segment step; default segment.DefaultMaxStep
 	LogLevel    string // debug, info, warn, error; default info
 
 	// Snowflake.
@@ -81,6 +82,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.KVReplicas, "kv-replicas", c.KVReplicas, "replicas of the JetStream KV bucket, 1 or 3 (LEAF_KV_REPLICAS)")
 	fs.IntVar(&c.MaxBatch, "max-batch", c.MaxBatch, "largest number of ids one request may ask for (LEAF_MAX_BATCH)")
 	fs.IntVar(&c.MaxTags, "max-tags", c.MaxTags, "most segment tags one node holds; requests for more fail (LEAF_MAX_TAGS)")
+	fs.IntVar(&c.MaxStep, "max-step", c.MaxStep, "cap of the dynamic segment step; a node buffers up to two segments per tag (LEAF_MAX_STEP)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (LEAF_LOG_LEVEL)")
 	c.Auth.Flags(fs, "nats-")
 	fs.StringVar(&c.Registry, "worker-registry", c.Registry, "snowflake worker ids from kv (JetStream KV leases), zk, mysql (WORKER_NODE), static or off; default mysql with --mysql, else kv (LEAF_WORKER_REGISTRY)")
@@ -223,6 +225,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxTags < 1 || c.MaxTags > 10_000_000 {
 		return fmt.Errorf("%w: max-tags %d must be 1-10000000", ErrConfig, c.MaxTags)
+	}
+	if c.MaxStep == 0 {
+		c.MaxStep = segment.DefaultMaxStep
+	}
+	if c.MaxStep < 1 || c.MaxStep > segment.MaxStep {
+		return fmt.Errorf("%w: max-step %d must be 1-%d", ErrConfig, c.MaxStep, segment.MaxStep)
 	}
 	if c.MaxBatch < 1 || c.MaxBatch > 1_000_000 {
 		return fmt.Errorf("%w: max-batch %d must be 1-1000000", ErrConfig, c.MaxBatch)

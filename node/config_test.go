@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/segment"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -17,7 +18,8 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.NATS != "" || c.NATSListen != "127.0.0.1:4222" || c.HTTP != "127.0.0.1:8080" || c.DataDir != "data" ||
-		c.MySQL != "" || c.DefaultStep != 2000 || c.MaxBatch != 10000 || c.KVReplicas != 1 {
+		c.MySQL != "" || c.DefaultStep != 2000 || c.MaxBatch != 10000 || c.KVReplicas != 1 ||
+		c.MaxStep != segment.DefaultMaxStep {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if !strings.HasPrefix(c.Name, "leafd-") {
@@ -59,6 +61,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad auto", []string{"--auto-create", "maybe"}, nil, "auto-create"},
 		{"bad replicas", []string{"--kv-replicas", "7"}, nil, "kv-replicas"},
 		{"bad batch", []string{"--max-batch", "-5"}, nil, "max-batch"},
+		{"bad max step", []string{"--max-step", "-1"}, nil, "max-step"},
+		{"max step too big", nil, map[string]string{"LEAF_MAX_STEP": "3000000000"}, "max-step"},
 		{"bad level", []string{"--log-level", "loud"}, nil, "log-level"},
 		{"bad name", []string{"--name", "a b"}, nil, "name"},
 		{"bad registry", []string{"--worker-registry", "etcd"}, nil, "worker-registry"},

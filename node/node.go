@@ -111,6 +111,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Logger:      n.log,
 		OnLoad:      n.onLoad,
 		MaxTags:     cfg.MaxTags,
+		MaxStep:     cfg.MaxStep,
 	})
 	if err != nil {
 		return nil, err

@@ -15,14 +15,14 @@ import (
 // Defaults of Config.
 const (
 	DefaultLoadFactor      = 0.1
-	DefaultMaxStep         = 1_000_000
+	DefaultMaxStep         = 10_000_000
 	DefaultStepWindow      = 15 * time.Minute
 	DefaultRefreshInterval = 60 * time.Second
 	DefaultNegativeTTL     = 5 * time.Second
 	DefaultMaxTags         = 10000
 	DefaultReadyWait       = 50 * time.Millisecond
 	DefaultRetryBackoff    = 100 * time.Millisecond
-	DefaultMaxRetryBackoff = 5 * time.Second
+	DefaultMaxRetryBackoff = time.Second
 )
 
 // negativeCap bounds the negative cache of unknown tag names.
@@ -39,7 +39,10 @@ type Config struct {
 	// LoadFactor is the share of a segment that is used when the next one
 	// starts loading, in (0,1). Default 0.1 (Leaf's 10%).
 	LoadFactor float64
-	// MaxStep caps the dynamic step, 1..segment.MaxStep. Default 1,000,000.
+	// MaxStep caps the dynamic step, 1..segment.MaxStep. Default
+	// 10,000,000 (Leaf's MAX_STEP is 1,000,000): a node's two segments of
+	// a tag are what bridges a store outage, and at a busy tag's 17k ids/s
+	// per node a million lasts a minute.
 	MaxStep int
 	// StepWindow is Leaf's SEGMENT_DURATION: loads closer than this double
 	// the step, loads further apart than twice this halve it. Default 15m.
@@ -56,7 +59,9 @@ type Config struct {
 	// Measured with the real clock, not Now.
 	ReadyWait time.Duration
 	// RetryBackoff is the first pause after a failed load; it doubles after
-	// each further failure up to MaxRetryBackoff. Defaults 100ms and 5s.
+	// each further failure up to MaxRetryBackoff. Defaults 100ms and 1s:
+	// a tag whose buffers ran dry during an outage serves again within a
+	// second of the store's return.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 	// AutoCreate creates a tag that the store does not know, with

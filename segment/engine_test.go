@@ -349,7 +349,7 @@ func TestNextStepRule(t *testing.T) {
 		{"doubling to the cap", 500, 10, 1000, 0, 1000},
 		{"doubling past the cap clamps", 600, 10, 1000, 0, 1000},
 		{"at the cap keeps", 1000, 10, 1000, 0, 1000},
-		{"default cap", 512_000, 2000, 1_000_000, 0, 1_000_000},
+		{"default cap", segment.DefaultMaxStep/2 + 1, 2000, segment.DefaultMaxStep, 0, segment.DefaultMaxStep},
 		{"clock went back doubles", 10, 10, 1000, -time.Hour, 20},
 		{"raised table step is the floor", 10, 40, 1000, w, 40},
 		{"huge step no overflow", segment.MaxStep, 1, segment.MaxStep, 0, segment.MaxStep},
