@@ -129,7 +129,7 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 			subj[subject] = newKindStats(start)
 		}
 		k := &kind{name: name, subject: subject, batch: batch, pool: isPool, engine: eng, space: space(sp),
-			weight: weight, stats: newKindStats(start), subj: subj[subject]}
+			weight: weight, stats: newKindStats(start), subj: subj[subject], client: strings.HasPrefix(subject, clientPrefix)}
 		if isPool {
 			l.pools = append(l.pools, k)
 			return
@@ -137,7 +137,8 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 		l.kinds = append(l.kinds, k)
 		l.total += weight
 	}
-	// Weights: segment singles 45%, batches 15%; snowflake singles 30%, batches 10%.
+	// Weights (of 11000): raw requests segment singles 4500, batches 1500;
+	// snowflake singles 3000, batches 1000; through the client 1000.
 	nt := len(cfg.Tags)
 	for _, tag := range cfg.Tags {
 		s := wire.SegmentPrefix + tag
@@ -146,6 +147,14 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 	}
 	add(wire.SnowflakeSubject+" single", wire.SnowflakeSubject, engSnowflake, "snowflake", false, false, 3000)
 	add(wire.SnowflakeSubject+" batch", wire.SnowflakeSubject, engSnowflake, "snowflake", true, false, 1000)
+	// The same through the Go client without its cache (so every call is
+	// a request): what an application sees, with retries and failover.
+	cs := clientPrefix + wire.SegmentPrefix + cfg.Tags[0]
+	add(cs+" single", cs, engSegment, "segment."+cfg.Tags[0], false, false, 400)
+	add(cs+" batch", cs, engSegment, "segment."+cfg.Tags[0], true, false, 100)
+	cs = clientPrefix + wire.SnowflakeSubject
+	add(cs+" single", cs, engSnowflake, "snowflake", false, false, 400)
+	add(cs+" batch", cs, engSnowflake, "snowflake", true, false, 100)
 	if cfg.PoolRate > 0 {
 		ps := pool.SegmentSubject(cfg.Tags[0])
 		add(ps+" take", ps, engPool, "segment."+cfg.Tags[0], false, true, 0)

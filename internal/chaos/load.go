@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/client"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -24,6 +26,7 @@ type kind struct {
 	subject string
 	batch   bool // a count in [2, MaxBatch]; else one id
 	pool    bool // pool.Take of subject
+	client  bool // through the Go client (retries, failover), without prefetch
 	engine  int
 	space   *idSpace
 	weight  int
@@ -35,8 +38,9 @@ type kind struct {
 // takers paced by another. Every id taken goes into its id space.
 type load struct {
 	cfg   *Config
-	conns []*nats.Conn
-	jss   []jetstream.JetStream
+	conns   []*nats.Conn
+	jss     []jetstream.JetStream
+	clients []*client.Client // one per connection, without prefetch
 	kinds []*kind // request kinds, picked by weight
 	pools []*kind // pool kinds, taken in turn
 	total int     // sum of weights
@@ -74,11 +78,22 @@ func (l *load) connect(urls string) error {
 			return err
 		}
 		l.jss = append(l.jss, js)
+		// Per attempt half the raw requests' timeout; the call as a whole
+		// gets twice it (request).
+		cl, err := client.New(nc, client.WithoutPrefetch(), client.WithTimeout(l.cfg.Timeout/2),
+			client.WithBackoff(10*time.Millisecond, 200*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		l.clients = append(l.clients, cl)
 	}
 	return nil
 }
 
 func (l *load) close() {
+	for _, cl := range l.clients {
+		cl.Close()
+	}
 	for _, nc := range l.conns {
 		nc.Close()
 	}
@@ -95,12 +110,16 @@ func (l *load) run(ctx context.Context) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(l.cfg.Seed), uint64(w)))
 			buf := make([]int64, 0, l.cfg.MaxBatch)
-			nc := l.conns[w%len(l.conns)]
+			nc, cl := l.conns[w%len(l.conns)], l.clients[w%len(l.clients)]
 			for range slots {
 				k := l.pick(rng)
 				n := 1
 				if k.batch {
 					n = 2 + rng.IntN(l.cfg.MaxBatch-1)
+				}
+				if k.client {
+					buf = l.viaClient(cl, k, n, buf[:0])
+					continue
 				}
 				buf = l.request(nc, k, n, buf[:0])
 			}
@@ -213,6 +232,48 @@ func (l *load) request(nc *nats.Conn, k *kind, n int, buf []int64) []int64 {
 		if err != nil || len(buf) != n || !positive(buf) {
 			code = CodeBadReply
 		}
+	}
+	l.outcome(k, sent, done, code, err, buf)
+	return buf
+}
+
+// clientPrefix marks the subjects of the kinds that go through the Go
+// client, so that they get rows of their own in the report.
+const clientPrefix = "client "
+
+// viaClient asks for n ids through the Go client, as an application would:
+// it retries timeouts, 503s and missing responders within the call's
+// deadline, so only a fault longer than that is visible to it.
+func (l *load) viaClient(cl *client.Client, k *kind, n int, buf []int64) []int64 {
+	k.stats.sent.Add(1)
+	k.subj.sent.Add(1)
+	l.inflight.Add(1)
+	sent := time.Now().UnixNano()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*l.cfg.Timeout)
+	var ids []int64
+	var err error
+	if k.engine == engSnowflake {
+		ids, err = cl.SnowflakeN(ctx, n)
+	} else {
+		ids, err = cl.NextN(ctx, strings.TrimPrefix(k.subject, clientPrefix+wire.SegmentPrefix), n)
+	}
+	cancel()
+	buf = append(buf, ids...)
+	done := time.Now().UnixNano()
+	l.inflight.Add(-1)
+	code := ""
+	var we *wire.Error
+	switch {
+	case err == nil:
+		if !positive(buf) {
+			code = CodeBadReply
+		}
+	case errors.As(err, &we):
+		code = we.Code
+	case errors.Is(err, client.ErrUnavailable):
+		code = CodeClientUnavailable
+	default:
+		code = CodeOther
 	}
 	l.outcome(k, sent, done, code, err, buf)
 	return buf

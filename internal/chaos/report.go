@@ -88,6 +88,9 @@ type FaultResult struct {
 	WindowS float64 `json:"window_s"`
 	Sent    int64   `json:"sent"`   // requests sent in the window
 	Failed  int64   `json:"failed"` // of which failed
+	// ClientFailed counts the failures of requests made through the Go
+	// client (retries, failover): what an application sees.
+	ClientFailed int64 `json:"failed_via_client"`
 	// FailedSoon counts failures seen within Timeout+1s of the fault: the
 	// requests in flight that it cost, and those sent right after.
 	FailedSoon int64 `json:"failed_within_timeout"`
@@ -205,7 +208,11 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 			fr.Errors[e.code]++
 			fr.Subjects[e.subject]++
 			lastFail = max(lastFail, e.sent)
-			if e.sent >= fr.pauseFrom.UnixNano() && e.sent < fr.pauseTo.UnixNano() && strings.HasPrefix(e.subject, wire.SegmentPrefix) {
+			if strings.HasPrefix(e.subject, clientPrefix) {
+				fr.ClientFailed++
+			}
+			if e.sent >= fr.pauseFrom.UnixNano() && e.sent < fr.pauseTo.UnixNano() &&
+				strings.HasPrefix(strings.TrimPrefix(e.subject, clientPrefix), wire.SegmentPrefix) {
 				fr.PauseSegmentFailed++
 			}
 		}
@@ -315,10 +322,10 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\tat\ttook\tready after\tin flight\tsent in window\tfailed\tfailed ≤timeout+1s\terrors ended after\terrors\ttarget")
+	fmt.Fprintln(tw, "fault\tat\ttook\tready after\tin flight\tsent in window\tfailed\tfailed ≤timeout+1s\tvia client\terrors ended after\terrors\ttarget")
 	for _, f := range r.Faults {
-		fmt.Fprintf(tw, "%s\t%.1fs\t%.1fs\t%.2fs\t%d\t%d\t%d\t%d\t%.2fs\t%s\t%s\n", f.Kind, f.AtS, f.TookS, f.Recovery,
-			f.InFlight, f.Sent, f.Failed, f.FailedSoon, f.ErrorsEndedAfterS, codes(f.Errors), f.Target)
+		fmt.Fprintf(tw, "%s\t%.1fs\t%.1fs\t%.2fs\t%d\t%d\t%d\t%d\t%d\t%.2fs\t%s\t%s\n", f.Kind, f.AtS, f.TookS, f.Recovery,
+			f.InFlight, f.Sent, f.Failed, f.FailedSoon, f.ClientFailed, f.ErrorsEndedAfterS, codes(f.Errors), f.Target)
 	}
 	_ = tw.Flush()
 	for _, f := range r.Faults {

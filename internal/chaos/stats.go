@@ -15,6 +15,9 @@ const (
 	CodePoolEmpty    = "pool_empty"
 	CodePoolUsed     = "pool_used" // batch not confirmed for single use (thrown away, as it must be)
 	CodeOther        = "other"
+	// CodeClientUnavailable: the Go client (package client) gave up: every
+	// attempt within its deadline failed.
+	CodeClientUnavailable = "client_unavailable"
 )
 
 // Engines, for the timeline.
