@@ -55,6 +55,27 @@ func BenchmarkTake(b *testing.B) {
 	b.ReportMetric(float64(empties.Load())/float64(b.N), "empty/op")
 }
 
+// BenchmarkTakeOneConsumer is BenchmarkTake with a single consumer (the
+// benchmark goroutine) while the refill goroutine runs on the other P: the
+// CachedUidGenerator setting, one caller taking ids as the ring is refilled
+// behind it.
+func BenchmarkTakeOneConsumer(b *testing.B) {
+	r := startedRing(b, Config[uint64]{Size: 1 << 16, Fill: counterFill()})
+	var empty uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		for {
+			if _, err := r.Take(); err == nil {
+				break
+			}
+			empty++
+			runtime.Gosched()
+		}
+	}
+	b.ReportMetric(float64(empty)/float64(b.N), "empty/op")
+}
+
 // BenchmarkTakeN measures TakeN with a batch of 1000 against one refill
 // goroutine. One op is one TakeN call; values/op is how many it got on
 // average and ns/value the time per value.
