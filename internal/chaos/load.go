@@ -37,14 +37,14 @@ type kind struct {
 // load is the clients: request workers paced by one schedule, and pool
 // takers paced by another. Every id taken goes into its id space.
 type load struct {
-	cfg   *Config
+	cfg     *Config
 	conns   []*nats.Conn
 	jss     []jetstream.JetStream
 	clients []*client.Client // one per connection, without prefetch
-	kinds []*kind // request kinds, picked by weight
-	pools []*kind // pool kinds, taken in turn
-	total int     // sum of weights
-	tl    *timeline
+	kinds   []*kind          // request kinds, picked by weight
+	pools   []*kind          // pool kinds, taken in turn
+	total   int              // sum of weights
+	tl      *timeline
 
 	errMu   sync.Mutex
 	errLog  []failure // every failure, up to maxFailures
