@@ -21,10 +21,9 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 		before := len(ours())
-		cfg := node.Config{Name: "leak", NATS: url, HTTP: "127.0.0.1:0"}
+		cfg := node.Config{Name: "leak", NATS: url, HTTP: "127.0.0.1:0", DataDir: t.TempDir()}
 		if embedded {
 			cfg.NATSListen = "127.0.0.1:-1"
-			cfg.DataDir = t.TempDir()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		n, err := node.Start(ctx, cfg, nil)

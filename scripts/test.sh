@@ -40,6 +40,7 @@ export LEAF_TEST_CHROMIUM
 export LEAF_TEST_REQUIRE=1
 
 echo "== go test -race"
+untracked_before=$(git ls-files --others --exclude-standard 2>/dev/null | sort)
 set +e
 go test -race -count=1 -timeout "${TEST_TIMEOUT:-20m}" ./... 2>&1 | tee "$work/test.log"
 rc=${PIPESTATUS[0]}
@@ -47,4 +48,12 @@ set -e
 passed=$(grep -c '^ok ' "$work/test.log" || true)
 failed=$(grep -c '^FAIL' "$work/test.log" || true)
 echo "packages: $passed passed, $failed failed"
+# Tests write under temp dirs only: a file they leave in the tree (a node
+# started on the default ./data, say) is a bug.
+left=$(comm -13 <(echo "$untracked_before") <(git ls-files --others --exclude-standard 2>/dev/null | sort))
+if [ -n "$left" ]; then
+	echo "tests left files in the tree:" >&2
+	echo "$left" >&2
+	rc=1
+fi
 exit "$rc"

@@ -20,7 +20,7 @@ func startLeafd(t *testing.T) string {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "ctl", NATS: s.ClientURL(), HTTP: "off"}, nil)
+	n, err := node.Start(ctx, node.Config{Name: "ctl", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
