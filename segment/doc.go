@@ -20,7 +20,7 @@
 //
 // The first load of a tag uses the step of its row (Store.Next). Every later
 // load picks a step from the time since the previous load, as Leaf does
-// (StepWindow defaults to 15 minutes, MaxStep to 10,000,000):
+// (StepWindow defaults to 15 minutes, MaxStep to 1,000,000):
 //
 //	since previous load     next step
 //	< StepWindow            min(step*k, MaxStep), k = 2 (Leaf), or the power of

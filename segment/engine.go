@@ -15,7 +15,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultLoadFactor      = 0.1
-	DefaultMaxStep         = 10_000_000
+	DefaultMaxStep         = 1_000_000
 	DefaultStepWindow      = 15 * time.Minute
 	DefaultRefreshInterval = 60 * time.Second
 	DefaultNegativeTTL     = 5 * time.Second
@@ -40,9 +40,9 @@ type Config struct {
 	// starts loading, in (0,1). Default 0.1 (Leaf's 10%).
 	LoadFactor float64
 	// MaxStep caps the dynamic step, 1..segment.MaxStep. Default
-	// 10,000,000 (Leaf's MAX_STEP is 1,000,000): a node's two segments of
-	// a tag are what bridges a store outage, and at a busy tag's 17k ids/s
-	// per node a million lasts a minute.
+	// 1,000,000 (Leaf's MAX_STEP). A node's two segments of a tag are what
+	// bridges a store outage: at a tag's 17k ids/s per node a million lasts
+	// about a minute, so raise it for tags that busy.
 	MaxStep int
 	// StepWindow is Leaf's SEGMENT_DURATION: loads closer than this double
 	// the step, loads further apart than twice this halve it. Default 15m.

@@ -44,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "per request and pool take (default 2s)")
 	fs.StringVar(&tags, "tags", "", "segment tags, comma-separated; the first also has a pool (default a,b,c)")
 	fs.IntVar(&cfg.Step, "step", 0, "step of the tags in leaf_alloc (default 1000)")
+	fs.IntVar(&cfg.MaxStep, "max-step", 0, "the leafds' --max-step (default 10000000)")
 	fs.DurationVar(&cfg.DBPause, "db-pause", 0, "how long MariaDB is SIGSTOPped (default duration/10, 5s-60s)")
 	fs.StringVar(&faults, "faults", "", "faults in schedule order, comma-separated (default "+strings.Join(chaos.AllFaults, ",")+")")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the clients' and faults' randomness (default the time)")

@@ -321,6 +321,7 @@ func (c *cluster) addLeafds() error {
 			"--mysql", c.dsn,
 			"--kv-replicas", "3",
 			"--pool", c.cfg.Tags[0] + ",snowflake",
+			"--max-step", strconv.Itoa(c.cfg.MaxStep),
 		}
 		reg := "zk"
 		if i == numLeafd-1 {

@@ -24,9 +24,14 @@ type Config struct {
 	Timeout     time.Duration // per request and pool take; default 2s
 	Tags        []string      // segment tags; default a, b, c. The first also has a pool.
 	Step        int           // step of the tags in leaf_alloc; default 1000
-	DBPause     time.Duration // how long MariaDB is SIGSTOPped; default Duration/10, 5s to 60s
-	Faults      []string      // faults in the order of the schedule (cycled); default AllFaults
-	Seed        int64         // of the clients' and the faults' randomness; default the time
+	// MaxStep is the leafds' --max-step; default 10,000,000. At the
+	// default load the first tag takes ~17k ids/s per node, which Leaf's
+	// cap of 1,000,000 buffers for about a minute only: too close to a
+	// 60 s DB pause.
+	MaxStep int
+	DBPause time.Duration // how long MariaDB is SIGSTOPped; default Duration/10, 5s to 60s
+	Faults  []string      // faults in the order of the schedule (cycled); default AllFaults
+	Seed    int64         // of the clients' and the faults' randomness; default the time
 
 	Repo     string // the leafmq checkout (scripts/, cmd/leafd); default found from the working directory up
 	WorkDir  string // everything the run writes; default a fresh temp dir, removed unless Keep
@@ -64,6 +69,9 @@ func (c *Config) validate() error {
 	}
 	if c.PoolRate == 0 {
 		c.PoolRate = 20
+	}
+	if c.MaxStep == 0 {
+		c.MaxStep = 10_000_000
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 64
@@ -113,6 +121,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: db pause %v must be 0-10m", ErrConfig, c.DBPause)
 	case c.Step < 1 || c.Step > segment.MaxStep:
 		return fmt.Errorf("%w: step %d", ErrConfig, c.Step)
+	case c.MaxStep < 1 || c.MaxStep > segment.MaxStep:
+		return fmt.Errorf("%w: max step %d", ErrConfig, c.MaxStep)
 	}
 	for _, t := range c.Tags {
 		if !segment.ValidTag(t) {

@@ -84,6 +84,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad tag", cfg: Config{Repo: "/x", Tags: []string{"a.b"}}, err: ErrConfig},
 		{name: "bad fault", cfg: Config{Repo: "/x", Faults: []string{"meteor"}}, err: ErrConfig},
 		{name: "bad batch", cfg: Config{Repo: "/x", MaxBatch: 1}, err: ErrConfig},
+		{name: "bad max step", cfg: Config{Repo: "/x", MaxStep: -1}, err: ErrConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,7 +98,8 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Duration != 3*time.Minute || c.DBPause != 18*time.Second || c.Rate != 3000 || len(c.Faults) != len(AllFaults) {
+	if c.Duration != 3*time.Minute || c.DBPause != 18*time.Second || c.Rate != 3000 || len(c.Faults) != len(AllFaults) ||
+		c.MaxStep != 10_000_000 {
 		t.Errorf("defaults: %+v", c)
 	}
 	long := Config{Repo: "/x", Duration: 30 * time.Minute}
