@@ -11,6 +11,12 @@
 // group exactly while the source serves; every change of state is published
 // on leaf.events.snowflake.
 //
+// The data directory (Config.DataDir) holds what a node keeps across
+// restarts: the embedded server's JetStream store, the static and ZooKeeper
+// registries' lease files (snowflake/), and each tag's last dynamic step
+// (segment-steps.json, a segment.StepFile), so a restarted node starts busy
+// tags at the step they had.
+//
 // Start builds everything in dependency order and Close tears it down in
 // reverse: leave the queue group first (so NATS sends requests to the other
 // nodes), then stop refills, the engine and the store, drain the connection
