@@ -106,19 +106,24 @@ func (s *span) state() SegmentState {
 // load, minStep the step column of the row. The result is never below
 // minStep (an improvement on Leaf, where a raised table step only took effect
 // once the dynamic step caught up).
-// maxGrowth bounds how much the step grows in one load.
-const maxGrowth = 16
+// maxGrowth bounds how much the step grows in one load; growth beyond
+// Leaf's 2x needs loads at least minGrowthSpan apart: a shorter gap is a
+// burst (a ring's first fill, one large batch), not a rate.
+const (
+	maxGrowth     = 16
+	minGrowthSpan = time.Second
+)
 
 func nextStep(step, minStep, maxStep int, since, window time.Duration) int {
 	switch {
 	case since < window:
-		// Leaf doubles. Here a segment used up much faster than the window
-		// grows more, by the power of two nearest below window/since, at
-		// most 16x: a freshly (re)started node under heavy load reaches a
+		// Leaf doubles. Here a segment used up much faster than the window,
+		// but over a second or more, grows more, by the power of two nearest
+		// below window/since, at most 16x: a freshly (re)started node under heavy load reaches a
 		// step that lasts in a few loads instead of ten, so its buffers
 		// outlast a store outage sooner.
 		factor := int64(2)
-		if since > 0 {
+		if since >= minGrowthSpan {
 			for factor < maxGrowth && time.Duration(factor*2) <= window/since {
 				factor *= 2
 			}

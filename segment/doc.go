@@ -23,7 +23,8 @@
 // (StepWindow defaults to 15 minutes, MaxStep to 1,000,000):
 //
 //	since previous load     next step
-//	< StepWindow            min(step*k, MaxStep), k = 2 (Leaf), or the power of
+//	< StepWindow            min(step*k, MaxStep), k = 2 (Leaf), or, when the
+//	                        loads are a second or more apart, the power of
 //	                        two nearest below StepWindow/since, at most 16
 //	< 2*StepWindow          step
 //	otherwise               step/2, unless that is below the row's step (then step)
@@ -31,7 +32,7 @@
 // and asks for it with Store.NextStep. The row's step (minStep) is re-read on
 // every load, so an operator's change is picked up by the next load. Three
 // improvements over Leaf: a segment used up much faster than StepWindow
-// grows the step up to 16x at once (a restarted node under load reaches a
+// (over a second or more) grows the step up to 16x at once (a restarted node under load reaches a
 // step that outlasts a store outage in a few loads, not ten); a step below
 // the row's step is raised to it; and growth clamps at MaxStep (Leaf keeps the step when doubling would pass
 // MAX_STEP, so a row step of 2000 never gets past 512,000 and a busy tag

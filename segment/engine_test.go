@@ -337,8 +337,11 @@ func TestNextStepRule(t *testing.T) {
 		{"quick doubles", 10, 10, 1000, 0, 20},
 		{"a third of the window doubles", 10, 10, 1000, w / 3, 20},
 		{"an eighth of the window grows 8x", 10, 10, 1000, w / 8, 80},
-		{"much faster grows 16x at most", 10, 10, 10_000, time.Millisecond, 160},
-		{"16x clamps at the cap", 100, 10, 1000, time.Millisecond, 1000},
+		{"much faster grows 16x at most", 10, 10, 10_000, 10 * time.Second, 160},
+		{"16x clamps at the cap", 100, 10, 1000, 10 * time.Second, 1000},
+		{"a second is a rate", 10, 10, 10_000, time.Second, 160},
+		{"under a second is a burst: doubles", 10, 10, 10_000, time.Second - 1, 20},
+		{"a burst of a millisecond doubles", 10, 10, 10_000, time.Millisecond, 20},
 		{"just below window doubles", 10, 10, 1000, w - 1, 20},
 		{"at window same", 10, 10, 1000, w, 10},
 		{"just below twice window same", 40, 10, 1000, 2*w - 1, 40},
@@ -506,7 +509,7 @@ func TestReserve(t *testing.T) {
 		{1, 15, 1, false},
 		{1000, 16, 85, false},  // the rest of the segment only
 		{5, 101, 5, true},      // the next segment
-		{500, 106, 500, false}, // a segment of 1600: used up in ms, the step grew 16x
+		{500, 106, 195, false}, // the rest of a segment of 200: loaded ms after the first, the step doubled
 	}
 	for _, tc := range tests {
 		if tc.waitForNext {
