@@ -352,9 +352,9 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		step = nextStep(prev, t.minStep, e.cfg.MaxStep, e.now().Sub(t.lastLoad), e.cfg.StepWindow)
 	}
 	t.mu.Unlock()
-	recalled := 0
+	recalled, recalledAt := 0, time.Time{}
 	if first {
-		recalled = recallStep(e.cfg.Steps, t.name, e.now(), e.cfg.StepWindow, e.cfg.MaxStep)
+		recalled, recalledAt = recallStep(e.cfg.Steps, t.name, e.now(), e.cfg.StepWindow, e.cfg.MaxStep)
 		step = recalled
 	}
 
@@ -390,6 +390,12 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	t.loads++
 	at := t.lastLoad
 	t.mu.Unlock()
+	if recalled > 0 {
+		// A load made because the node started says nothing about traffic:
+		// keep the hint's age, so that restarts alone (a crash loop, an idle
+		// tag) do not keep a big step alive past 2*StepWindow.
+		at = recalledAt
+	}
 	if e.cfg.Steps != nil {
 		e.cfg.Steps.Remember(t.name, a.Step, at)
 	}

@@ -23,26 +23,32 @@ type Steps interface {
 	// Recall returns the step of tag's last successful load and when it
 	// happened (Config.Now).
 	Recall(tag string) (step int, at time.Time, ok bool)
-	// Remember records a successful load.
+	// Remember records a successful load. The first load of a tag that
+	// used a recalled step is remembered with the recalled time, not the
+	// load's: only loads driven by traffic make a step fresh again.
 	Remember(tag string, step int, at time.Time)
 }
 
-// recallStep returns the step a tag's first load asks for: the remembered
-// step if there is one from within 2*window (after which Leaf's rule would
-// have halved it anyway), capped at maxStep; else 0 (use the row's step).
-func recallStep(s Steps, tag string, now time.Time, window time.Duration, maxStep int) int {
+// recallStep returns the step a tag's first load asks for, and when it was
+// remembered: the remembered step if there is one from within 2*window
+// (after which Leaf's rule would have halved it anyway), capped at maxStep;
+// else 0 (use the row's step).
+//
+// The remembered step is used even when an operator raised the row's step
+// meanwhile; the next load applies the row's step.
+func recallStep(s Steps, tag string, now time.Time, window time.Duration, maxStep int) (int, time.Time) {
 	if s == nil {
-		return 0
+		return 0, time.Time{}
 	}
 	step, at, ok := s.Recall(tag)
 	if !ok || step < 1 {
-		return 0
+		return 0, time.Time{}
 	}
 	// A remembered time ahead of now (the clock went back) counts as fresh.
 	if age := now.Sub(at); age >= 2*window {
-		return 0
+		return 0, time.Time{}
 	}
-	return min(step, maxStep)
+	return min(step, maxStep), at
 }
 
 // StepFile is a Steps kept in a JSON file: Remember updates memory and a
@@ -186,9 +192,10 @@ func (f *StepFile) flush() error {
 		return nil
 	}
 	doc := stepFileJSON{Version: stepFileVersion, Tags: make(map[string]stepEntry, len(f.steps))}
-	cut := time.Now().Add(-StepFileMaxAge)
+	now := time.Now()
+	cut, future := now.Add(-StepFileMaxAge), now.Add(StepFileMaxAge)
 	for tag, e := range f.steps {
-		if e.At.Before(cut) {
+		if e.At.Before(cut) || e.At.After(future) {
 			delete(f.steps, tag)
 			continue
 		}
@@ -217,6 +224,9 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Sync() // the new content is on disk before the name points at it
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

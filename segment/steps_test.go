@@ -77,11 +77,17 @@ func TestRememberedStep(t *testing.T) {
 			if ev := byTag["other"]; ev.Step != 10 {
 				t.Fatalf("first load of a tag without a remembered step = %+v, want the row's 10", ev)
 			}
-			// Every load is remembered, with the engine's clock.
+			// Every load is remembered, with the engine's clock; a first
+			// load that used a remembered step keeps that step's time, so
+			// restarts alone never make a step fresh again.
 			for _, tag := range []string{"t", "other"} {
+				wantAt := now
+				if tag == "t" && c.wantStep != 10 {
+					wantAt = now.Add(-c.age)
+				}
 				step, at, ok := steps.Recall(tag)
-				if !ok || step != byTag[tag].Step || !at.Equal(now) {
-					t.Fatalf("remembered %s: %d at %v (%v), want %d at %v", tag, step, at, ok, byTag[tag].Step, now)
+				if !ok || step != byTag[tag].Step || !at.Equal(wantAt) {
+					t.Fatalf("remembered %s: %d at %v (%v), want %d at %v", tag, step, at, ok, byTag[tag].Step, wantAt)
 				}
 			}
 			// The rule goes on from the step granted; never below the row's.
@@ -214,4 +220,34 @@ func TestStepFileBad(t *testing.T) {
 			t.Fatal("a path under a regular file opened")
 		}
 	})
+}
+
+// Restarts alone do not keep a remembered step alive: a node restarted
+// every 20 minutes with no traffic starts at the row's step once the step
+// is 2*StepWindow old.
+func TestRememberedStepAgesWithoutTraffic(t *testing.T) {
+	clock := newClock()
+	s := newTestStore()
+	s.create(t, "t", 10)
+	steps := newMapSteps()
+	steps.Remember("t", 500, clock.Now().Add(-20*time.Minute))
+	firstStep := func() int {
+		t.Helper()
+		rec := newRecorder()
+		e := newEngine(t, segment.Config{Store: s, StepWindow: 15 * time.Minute, RefreshInterval: -1,
+			Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps})
+		start(t, e)
+		ev := rec.next(t)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return ev.Step
+	}
+	if got := firstStep(); got != 500 {
+		t.Fatalf("first restart: step %d, want the remembered 500", got)
+	}
+	clock.Advance(20 * time.Minute) // the step is 40 minutes old now
+	if got := firstStep(); got != 10 {
+		t.Fatalf("second restart: step %d, want the row's 10", got)
+	}
 }
