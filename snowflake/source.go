@@ -384,7 +384,7 @@ func (src *Source) run() {
 				// for a while.
 				if err := src.renew(src.ctx, now); err == nil {
 					nextRenew = now.Add(src.cfg.LeaseAhead / 4)
-				} else if !src.leaseHolds(now) {
+				} else if !src.leaseHolds(src.cfg.Now()) { // the failed call took time
 					if !failing {
 						src.log.Warn("snowflake: time lease renewal failing", "err", err)
 					}

@@ -1230,7 +1230,7 @@ func TestSourceLeaveBeforeLeaseRunsOutHanging(t *testing.T) {
 	b := newBackend(-1)
 	src, _, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) {
 		c.Now = time.Now
-		c.LeaseAhead = time.Second
+		c.LeaseAhead = 2 * time.Second // steps down with 500ms to spare: room for a busy machine
 		c.BorrowAhead = 100 * time.Millisecond
 	})
 	waitState(t, src, snowflake.StateServing)
