@@ -24,7 +24,7 @@ type Config struct {
 	NATS        string // URL(s) of an existing NATS to join; empty embeds a nats-server
 	NATSListen  string // embedded server's client address; default 127.0.0.1:4222
 	HTTP        string // HTTP address; default 127.0.0.1:8080; "off" disables it
-	DataDir     string // embedded server's JetStream data; default ./data
+	DataDir     string // the embedded server's JetStream data, lease files, segment steps; default ./data
 	MySQL       string // DSN of a MySQL/MariaDB leaf_alloc; empty uses JetStream KV
 	AutoCreate  string // "true"/"false": create unknown tags on first use; default true on KV, false on MySQL
 	DefaultStep int    // step of auto-created tags; default segment.DefaultStep
@@ -75,7 +75,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.NATS, "nats", c.NATS, "join an existing NATS at this URL instead of embedding one (LEAF_NATS)")
 	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded nats-server client address (LEAF_NATS_LISTEN)")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP address for /healthz and /metrics, or off (LEAF_HTTP)")
-	fs.StringVar(&c.DataDir, "data", c.DataDir, "data directory of the embedded nats-server (LEAF_DATA)")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "the node's directory: the embedded nats-server's JetStream data, snowflake lease files, each tag's last dynamic step (LEAF_DATA)")
 	fs.StringVar(&c.MySQL, "mysql", c.MySQL, "MySQL/MariaDB DSN of Leaf's leaf_alloc table, e.g. user:pw@tcp(127.0.0.1:3306)/leaf (LEAF_MYSQL)")
 	fs.StringVar(&c.AutoCreate, "auto-create", c.AutoCreate, "create unknown tags on first use: true or false; default true on JetStream KV, false on MySQL (LEAF_AUTO_CREATE)")
 	fs.IntVar(&c.DefaultStep, "default-step", c.DefaultStep, "step of auto-created tags (LEAF_DEFAULT_STEP)")

@@ -494,7 +494,7 @@ func TestRestartKeepsDynamicStep(t *testing.T) {
 		t.Fatalf("no tag busy in %+v", sts[0])
 		return wire.TagStatus{}
 	}
-	// Loads seconds apart grow the step 16x each.
+	// Loads milliseconds apart double the step.
 	for {
 		if _, err := take(nc, "busy", 100, true); err != nil {
 			t.Fatal(err)
@@ -534,5 +534,22 @@ func TestRestartKeepsDynamicStep(t *testing.T) {
 	first := st.Buffers[st.Current]
 	if st.Loads < 1 || first.Step < grown.Step || first.Step == st.MinStep {
 		t.Fatalf("after the restart the first segment has step %d (row %d), want at least the %d the tag had", first.Step, st.MinStep, grown.Step)
+	}
+}
+
+// Remembered steps are hints: a node joining a NATS (nothing else to keep
+// on disk with registry off) starts even where its data directory cannot
+// be created, and serves.
+func TestStartsWithoutWritableDataDir(t *testing.T) {
+	s := natstest.RunServer(t)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, node.Config{Name: "nodir", NATS: s.ClientURL(), DataDir: filepath.Join(file, "data"),
+		Registry: node.RegistryOff, HTTP: "off"})
+	nc := natstest.Connect(t, s.ClientURL())
+	if _, err := take(nc, "nodir", 3, true); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -95,13 +95,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.openStore(ctx); err != nil {
 		return nil, err
 	}
-	steps, err := segment.OpenStepFile(filepath.Join(cfg.DataDir, stepFileName), n.log)
-	if steps == nil {
-		return nil, err
-	}
-	n.steps = steps
-	if err != nil {
+	// The steps are hints: a data directory that cannot be written costs
+	// them, not the node.
+	var steps segment.Steps
+	sf, err := segment.OpenStepFile(filepath.Join(cfg.DataDir, stepFileName), n.log)
+	switch {
+	case sf == nil:
+		n.log.Warn("segment: running without remembered steps", "err", err)
+	case err != nil:
 		n.log.Warn("segment: remembered steps lost", "err", err)
+	}
+	if sf != nil {
+		n.steps, steps = sf, sf
 	}
 	n.engine, err = segment.New(segment.Config{
 		Steps:       steps,
