@@ -192,12 +192,24 @@ func Start(cfg Config) (*Responder, error) {
 			}
 		}
 	}
+	// The subscriptions are only queued on the connection so far: wait for
+	// the server to have them, so that a request sent once Start returns
+	// finds this node instead of "no responders".
+	if err := cfg.Conn.FlushTimeout(startFlush); err != nil {
+		_ = svc.Stop()
+		r.cancel()
+		return nil, fmt.Errorf("responder: subscribing: %w", err)
+	}
 	for i := 0; i < cfg.Workers; i++ {
 		r.wg.Add(1)
 		go r.worker()
 	}
 	return r, nil
 }
+
+// startFlush bounds how long Start waits for the server to confirm the
+// subscriptions.
+const startFlush = 5 * time.Second
 
 // Service is the underlying micro service (for stats and info).
 func (r *Responder) Service() micro.Service { return r.svc }
