@@ -130,9 +130,22 @@ func take(ctx context.Context, js jetstream.JetStream, subject string, wait time
 	if err != nil {
 		return nil, fmt.Errorf("pool: fetch %s: %w", subject, err)
 	}
+	// Not a range: an unanswered fetch only ends a second after its
+	// expiry, and ctx bounds the whole take. A batch delivered after ctx
+	// ended is never acked, so never used (MaxDeliver 1): a gap.
 	var msg jetstream.Msg
-	for m := range batch.Messages() {
-		msg = m
+	msgs := batch.Messages()
+recv:
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				break recv
+			}
+			msg = m
+		case <-ctx.Done():
+			return nil, fmt.Errorf("pool: fetch %s: %w", subject, ctx.Err())
+		}
 	}
 	if msg == nil {
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
