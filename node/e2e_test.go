@@ -248,12 +248,12 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	// Take more than the rest of the first segment (crossing into the
-	// second, which grew 16x: its first load came within milliseconds), and
-	// past the second's load mark, so the engine tries the frozen store —
-	// all from the buffers. An event reports the failed load.
+	// Take more than the rest of the first segment (16,000 ids), crossing
+	// into the second (40,000: its load came within milliseconds, so the
+	// step doubled) and past its load mark, so the engine tries the frozen
+	// store — all from the buffers. An event reports the failed load.
 	var got int
-	for got < 60000 {
+	for got < 50000 {
 		n := 1
 		if got > 100 {
 			n = 500

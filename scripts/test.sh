@@ -46,7 +46,7 @@ go test -race -count=1 -timeout "${TEST_TIMEOUT:-20m}" ./... 2>&1 | tee "$work/t
 rc=${PIPESTATUS[0]}
 set -e
 passed=$(grep -c '^ok ' "$work/test.log" || true)
-failed=$(grep -c '^FAIL' "$work/test.log" || true)
+failed=$(grep -c '^FAIL'$'\t' "$work/test.log" || true)
 echo "packages: $passed passed, $failed failed"
 # Tests write under temp dirs only: a file they leave in the tree (a node
 # started on the default ./data, say) is a bug.
