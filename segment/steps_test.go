@@ -251,3 +251,30 @@ func TestRememberedStepAgesWithoutTraffic(t *testing.T) {
 		t.Fatalf("second restart: step %d, want the row's 10", got)
 	}
 }
+
+// Whatever the step file holds, OpenStepFile does not panic, and what it
+// recalls is a valid tag with a step the engine accepts.
+func FuzzStepFile(f *testing.F) {
+	f.Add([]byte(`{"version": 1, "tags": {"a": {"step": 64000, "at": "2026-11-22T04:59:18Z"}}}`))
+	f.Add([]byte(`{"version": 1, "tags": {"a.b": {"step": -1, "at": "nope"}}}`))
+	f.Add([]byte(`{"version": 2}`))
+	f.Add([]byte(`{nope`))
+	f.Add([]byte(``))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "steps.json")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sf, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+		if sf == nil {
+			t.Fatalf("no StepFile: %v", err)
+		}
+		defer sf.Close()
+		for _, tag := range []string{"a", "a.b", "", "x"} {
+			step, _, ok := sf.Recall(tag)
+			if ok && (segment.CheckTag(tag) != nil || step < 1 || step > segment.MaxStep) {
+				t.Fatalf("recalled tag %q step %d", tag, step)
+			}
+		}
+	})
+}
