@@ -30,7 +30,7 @@ Commands:
   next TAG [-n N] [--binary] [--json]   take N ids (default 1) of TAG
   snowflake [-n N] [--binary] [--key K] [--json]
                                         take N snowflake ids (leaf.snowflake[.K])
-  decode ID [--local [--layout L] [--unit U] [--epoch E]]
+  decode ID [--json] [--local [--layout L] [--unit U] [--epoch E]]
                                         split a snowflake id into time, worker and
                                         sequence (by the nodes' layout, or --local)
   batch TAG|snowflake [--wait D] [--json]
