@@ -249,8 +249,15 @@ func (f *faulter) run(loadCtx, ctx context.Context) {
 	n := max(len(f.cfg.Faults), int(avail/faultSpacing))
 	every := avail / time.Duration(n)
 	last := f.t0.Add(d - cool)
+	var prevDone time.Time
 	for i := range n {
 		at := f.t0.Add(warm + time.Duration(i)*every)
+		// A fault that ran late (a 60 s DB pause) must not have the next one
+		// strike at once: the requests sent at its end would fail for the
+		// next fault and count for this one.
+		if settle := prevDone.Add(f.cfg.Timeout + time.Second); at.Before(settle) {
+			at = settle
+		}
 		select {
 		case <-loadCtx.Done():
 			return
@@ -273,6 +280,7 @@ func (f *faulter) run(loadCtx, ctx context.Context) {
 			f.c.problem("fault %s: %v", kind, err)
 		}
 		r.done = time.Now()
+		prevDone = r.done
 		f.mu.Lock()
 		f.now = ""
 		f.mu.Unlock()

@@ -181,6 +181,10 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		if i+1 < len(r.Faults) {
 			to = r.Faults[i+1].at
 		}
+		prevFrom := int64(0) // start of the previous fault's window
+		if i > 0 {
+			prevFrom = r.Faults[i-1].at.UnixNano()
+		}
 		if fr.done.IsZero() {
 			fr.done = end
 		}
@@ -198,7 +202,13 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 			if e.done >= from && e.done <= soon {
 				fr.FailedSoon++
 			}
-			if e.sent < from || e.sent >= upTo {
+			// A failure counts for the fault whose window it was sent in,
+			// unless it was still in flight when the next fault struck: then
+			// it counts for that one (the earlier fault was over, the
+			// request had not failed yet).
+			inWindow := e.sent >= from && e.sent < upTo && (i+1 == len(r.Faults) || e.done <= upTo)
+			inFlightAtStart := e.sent >= prevFrom && e.sent < from && e.done > from
+			if !inWindow && !inFlightAtStart {
 				continue
 			}
 			if fr.Errors == nil {
@@ -207,7 +217,7 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 			fr.Failed++
 			fr.Errors[e.code]++
 			fr.Subjects[e.subject]++
-			lastFail = max(lastFail, e.sent)
+			lastFail = max(lastFail, e.sent, from)
 			if strings.HasPrefix(e.subject, clientPrefix) {
 				fr.ClientFailed++
 			}
