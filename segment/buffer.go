@@ -118,10 +118,10 @@ func nextStep(step, minStep, maxStep int, since, window time.Duration) int {
 	switch {
 	case since < window:
 		// Leaf doubles. Here a segment used up much faster than the window,
-		// but over a second or more, grows more, by the power of two nearest
-		// below window/since, at most 16x: a freshly (re)started node under heavy load reaches a
-		// step that lasts in a few loads instead of ten, so its buffers
-		// outlast a store outage sooner.
+		// but over a second or more, grows more, by the power of two
+		// nearest below window/since, at most 16x: a node under heavy load
+		// reaches a step that lasts in a few loads instead of ten, so its
+		// buffers outlast a store outage sooner.
 		factor := int64(2)
 		if since >= minGrowthSpan {
 			for factor < maxGrowth && time.Duration(factor*2) <= window/since {
