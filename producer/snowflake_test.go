@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/ringbuf"
 	"github.com/leafmq/leafmq/snowflake"
@@ -110,13 +111,7 @@ func newSnowflake(t testing.TB, cfg producer.SnowflakeConfig) *producer.Snowflak
 // deadline (a bound on a hang, not a timing assertion).
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, what, 10*time.Second, cond)
 }
 
 func waitFull(t testing.TB, s *producer.Snowflake) {

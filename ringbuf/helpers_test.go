@@ -3,6 +3,8 @@ package ringbuf
 import (
 	"testing"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/testenv"
 )
 
 // newRing returns a ring of cfg that is closed when the test ends.
@@ -21,13 +23,7 @@ func newRing[T any](tb testing.TB, cfg Config[T]) *Ring[T] {
 // sleeps to prove that something did not happen.
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	testenv.Eventually(tb, what, 10*time.Second, cond)
 }
 
 // mustTake takes one value or fails tb.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
 )
@@ -261,13 +262,7 @@ func next(t testing.TB, e *segment.Engine, tag string) int64 {
 // waitFor polls cond for up to 5s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, what, 5*time.Second, cond)
 }
 
 func state(t testing.TB, e *segment.Engine, tag string) segment.TagState {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -262,13 +263,7 @@ func startSource(tb testing.TB, b *memBackend, clock *fakeClock, edit func(*snow
 // Source's goroutine runs on the real clock of a possibly busy machine.
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testenv.Eventually(tb, what, 10*time.Second, cond)
 }
 
 func waitState(tb testing.TB, src *snowflake.Source, st snowflake.State) {

@@ -28,5 +28,9 @@
 // testenv.ZooKeeper(t) returns the address (skipping or failing as above).
 // The server is shared, so each test uses its own random root znode.
 //
+// Eventually is the one polling helper of the module's tests: it waits for
+// a condition another goroutine makes true, with a bound on the wait that
+// is a guard against hangs, never a timing assertion.
+//
 // The helpers are safe to call from parallel tests.
 package testenv

@@ -180,3 +180,34 @@ func TestZooKeeperWithoutServer(t *testing.T) {
 		})
 	}
 }
+
+func TestEventually(t *testing.T) {
+	n := 0
+	testenv.Eventually(t, "the third call", time.Second, func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+	ft := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		testenv.Eventually(ft, "never", 20*time.Millisecond, func() bool { return false })
+	}()
+	<-done
+	if !strings.Contains(ft.msg, "timed out after 20ms waiting for never") {
+		t.Fatalf("message %q", ft.msg)
+	}
+}
+
+// fatalRecorder records Fatalf and ends the goroutine, as testing does.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
