@@ -41,7 +41,8 @@
 // With Config.Steps (a StepFile in leafd's data directory) the step also
 // survives a restart: a tag's first load asks for the step of its last load
 // before the restart, if that is less than 2*StepWindow old, instead of the
-// row's step. Leaf starts again from the row's step, so a node restarted
+// row's step (even one below a row's step raised meanwhile: the next load
+// applies the row's). Leaf starts again from the row's step, so a node restarted
 // under load needs several loads (store transactions) to grow its buffers
 // back, and an outage of the store in that time runs them dry.
 //
