@@ -83,17 +83,10 @@ func (c *cli) run(args []string) int {
 	}
 	fs.StringVar(&c.natsURL, "nats", def, "")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "")
-	c.auth.Flags(fs, "")
 	// Credentials from the environment: LEAF_NATS_CREDS, LEAF_NATS_PASSWORD_FILE, …
 	// (flags win: they are parsed after).
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "nats" || f.Name == "timeout" {
-			return
-		}
-		if v := c.getenv("LEAF_NATS_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))); v != "" {
-			_ = f.Value.Set(v)
-		}
-	})
+	c.auth.FromEnv(c.getenv)
+	c.auth.Flags(fs, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, usage)

@@ -91,6 +91,16 @@ func envName(name string) string {
 	return "LEAF_NATS_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// FromEnv sets each setting whose LEAF_NATS_* variable getenv returns
+// non-empty (leafctl: call it before parsing the flags, so that flags win).
+func (c *Config) FromEnv(getenv func(string) string) {
+	for _, s := range settings {
+		if v := getenv(envName(s.name)); v != "" {
+			*s.field(c) = v
+		}
+	}
+}
+
 // Flags registers the settings on fs as flags named prefix + setting name
 // (leafd: "nats-" gives --nats-creds ... --nats-tls-key; leafctl: ""). The
 // current field values are the defaults; set secrets are shown as "xxxxx"

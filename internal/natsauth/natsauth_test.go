@@ -316,3 +316,22 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// FromEnv reads each setting's LEAF_NATS_* variable; flags parsed after it
+// win.
+func TestFromEnv(t *testing.T) {
+	env := map[string]string{"LEAF_NATS_USER": "env-user", "LEAF_NATS_TOKEN_FILE": "/run/tok", "LEAF_NATS": "nats://x:4222"}
+	var c natsauth.Config
+	c.FromEnv(func(k string) string { return env[k] })
+	if c.User != "env-user" || c.TokenFile != "/run/tok" || c.Password != "" {
+		t.Fatalf("from env: %+v", c)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.Flags(fs, "")
+	if err := fs.Parse([]string{"--user", "flag-user"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.User != "flag-user" || c.TokenFile != "/run/tok" {
+		t.Fatalf("flags must win over env: %+v", c)
+	}
+}
