@@ -217,7 +217,8 @@ func AskPeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now
 // Gather sends an empty request on subject and calls each with every reply
 // that arrives within window (or until ctx ends), one at a time: the
 // scatter-gather of subjects every node answers (leaf.admin.time,
-// leaf.admin.status, $SRV.*). No reply is not an error.
+// leaf.admin.status, $SRV.*). No reply is not an error; a broken
+// connection is.
 func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Duration, each func(*nats.Msg)) error {
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -232,11 +233,12 @@ func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Dura
 	defer cancel()
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return nil // the window is over (or nobody answers: a no-responders status)
-		}
-		if msg.Header.Get("Status") == "503" && len(msg.Data) == 0 {
-			return nil // no responders
+		switch {
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+			errors.Is(err, nats.ErrNoResponders):
+			return nil // the window or ctx is over, or nobody answers
+		case err != nil:
+			return fmt.Errorf("gather %s: %w", subject, err) // the connection closed…
 		}
 		each(msg)
 	}

@@ -421,3 +421,24 @@ func TestSetSnowflakeRacingStop(t *testing.T) {
 		t.Fatal("the snowflake service outlived Stop")
 	}
 }
+
+// Gather: no reply is not an error, a closed connection is.
+func TestGatherErrors(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s.ClientURL())
+	if err := responder.Gather(context.Background(), nc, "nobody.here", 50*time.Millisecond, func(*nats.Msg) {}); err != nil {
+		t.Fatalf("no responders: %v", err)
+	}
+	other := natstest.Connect(t, s.ClientURL())
+	if _, err := other.Subscribe("one.here", func(m *nats.Msg) { _ = m.Respond([]byte("hi")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The connection closes under Gather, after the first reply.
+	err := responder.Gather(context.Background(), nc, "one.here", 5*time.Second, func(*nats.Msg) { nc.Close() })
+	if err == nil {
+		t.Fatal("Gather whose connection closed: no error")
+	}
+}
