@@ -71,6 +71,13 @@ func TestTimeline(t *testing.T) {
 	if got := tl.sum(tl.sentKO[engSnowflake], 0, 10*int64(time.Second)); got != 0 {
 		t.Errorf("snowflake failed = %d, want 0", got)
 	}
+	// Adjacent windows whose bound is not on a bucket edge share no bucket:
+	// each request counts once.
+	a := tl.sum(tl.sentKO[engSegment], 0, 120*ms)
+	b := tl.sum(tl.sentKO[engSegment], 120*ms, 10*int64(time.Second))
+	if a+b != 1 {
+		t.Errorf("windows [0,120ms) and [120ms,10s) count %d+%d failed, want 1 in all", a, b)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

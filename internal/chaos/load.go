@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -202,11 +201,7 @@ func (l *load) pick(rng *rand.Rand) *kind {
 
 // request asks k.subject for n ids (binary replies) and records the outcome.
 func (l *load) request(nc *nats.Conn, k *kind, n int, buf []int64) []int64 {
-	msg := nats.NewMsg(k.subject)
-	msg.Header.Set(wire.EncodingHeader, wire.EncodingBinary)
-	if n > 1 {
-		msg.Data = strconv.AppendInt(nil, int64(n), 10)
-	}
+	msg := wire.NewRequest(k.subject, n, true)
 	k.stats.sent.Add(1)
 	k.subj.sent.Add(1)
 	l.inflight.Add(1)
@@ -338,6 +333,17 @@ func (l *load) outcome(k *kind, sent, done int64, code string, err error, ids []
 		k.stats.fail(code, msg)
 		k.subj.fail(code, msg)
 		l.tl.record(k.engine, sent, false)
+		if code == CodeBadReply {
+			// A wrong count or id 0 is a failure, but the valid ids that
+			// came are still checked: a broken reply may also repeat ids.
+			var valid []int64
+			for _, id := range ids {
+				if id > 0 {
+					valid = append(valid, id)
+				}
+			}
+			k.space.add(done, valid)
+		}
 		return
 	}
 	k.space.add(done, ids)

@@ -122,7 +122,11 @@ func (tl *timeline) record(eng int, sent int64, ok bool) {
 // sum adds the buckets of a series whose start lies in [from, to).
 func (tl *timeline) sum(series []atomic.Int64, from, to int64) int64 {
 	var n int64
-	for i := tl.index(from); i < len(series); i++ {
+	i := tl.index(from)
+	if tl.t0+int64(i)*tl.bucket < from { // the bucket holding from starts before it
+		i++
+	}
+	for ; i < len(series); i++ {
 		if tl.t0+int64(i)*tl.bucket >= to {
 			break
 		}
