@@ -53,6 +53,17 @@ type Registry interface {
 	Close() error
 }
 
+// ClaimTTLer is implemented by a Registry whose claim lapses when it is
+// not renewed (a KV key TTL, a ZooKeeper session, a lease row). ClaimTTL is
+// the fencing bound: a Source serves no id later than ClaimTTL after the
+// start of its last successful Lease call, measured on the local monotonic
+// clock, so a process frozen past it (SIGSTOP, a long GC pause, a VM
+// migration) stops before another process can have claimed the worker id.
+// A Registry that does not implement it (Static) has no such bound.
+type ClaimTTLer interface {
+	ClaimTTL() time.Duration
+}
+
 // Static is a Registry with a worker id from configuration. It keeps leases
 // in memory only, so a restarted node learns nothing of its previous leases:
 // give it Config.LastIssued from elsewhere, or use it only where clocks are
