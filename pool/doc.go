@@ -5,11 +5,16 @@
 // every leafd is briefly down.
 //
 // Single use is the whole point, and JetStream's acks alone do not give it
-// (a batch redelivered after AckWait can be acked twice). Here:
+// (a batch redelivered after AckWait can be acked twice, and a server that
+// crashes before it flushes its consumer state — written asynchronously —
+// delivers a batch again as a first delivery and confirms both acks). Here:
 //   - each pool has one durable pull consumer with explicit acks and
-//     MaxDeliver 1, so the server never delivers a batch twice;
+//     MaxDeliver 1, so a running server never delivers a batch twice;
 //   - a client uses a batch only if its metadata says first delivery and
-//     its double ack (confirmed by the server) succeeds (Take);
+//     it then deletes the batch from the stream by sequence (Take): a
+//     delete succeeds once, and is in the stream's store (fsynced with
+//     sync_always, committed by the replicas of an R3 stream) before the
+//     server confirms it, so exactly one client wins across any crash;
 //   - a batch fetched and never acked (a client that died) is deleted by the
 //     nodes when the max-deliveries advisory names it, so it cannot linger
 //     and no one else can ever get it.

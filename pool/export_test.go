@@ -3,3 +3,5 @@ package pool
 var TakeWith = take
 
 var RetryAPI = retryAPI
+
+var ConsumerConfig = consumerConfig

@@ -100,9 +100,9 @@ func consumerConfig(subject string, ackWait time.Duration) jetstream.ConsumerCon
 
 // Take fetches one batch of subject's pool and returns its ids, waiting at
 // most wait for one. The batch is used only if this is its first delivery
-// and the double ack (acknowledged by the server) succeeds; otherwise it
-// is thrown away (ErrUsed) — so no batch is ever used twice, even when a
-// client stalls past AckWait. ErrEmpty when none came within wait (or the
+// and this client's delete of it from the stream succeeds; otherwise it is
+// thrown away (ErrUsed) — so no batch is ever used twice, even when a
+// client stalls past AckWait or the server forgets a delivery in a crash. ErrEmpty when none came within wait (or the
 // pool of subject does not exist).
 func Take(ctx context.Context, js jetstream.JetStream, subject string, wait time.Duration) ([]int64, error) {
 	return take(ctx, js, subject, wait, nil)
@@ -169,10 +169,51 @@ recv:
 		_ = msg.Term()
 		return nil, fmt.Errorf("pool: %s: bad batch at sequence %d: %v", subject, meta.Sequence.Stream, err)
 	}
-	if err := msg.DoubleAck(ctx); err != nil {
-		return nil, fmt.Errorf("%w: ack of sequence %d: %v", ErrUsed, meta.Sequence.Stream, err)
+	// The batch is ours only if we delete it from the stream: a delete by
+	// sequence succeeds once, is written to the stream's store (fsynced
+	// with sync_always; a raft commit on a replicated stream) before the
+	// server answers, and survives a server crash. An ack does not decide:
+	// the consumer's delivery state is flushed asynchronously, so a server
+	// that crashes forgets a delivery, delivers the batch again as a first
+	// delivery, and then confirms the acks of both clients.
+	if err := deleteMsg(ctx, js, meta.Sequence.Stream); err != nil {
+		_ = msg.Term()
+		return nil, fmt.Errorf("%w: sequence %d: %v", ErrUsed, meta.Sequence.Stream, err)
 	}
+	_ = msg.Ack() // clears the consumer's pending entry; the batch is already gone
 	return ids, nil
+}
+
+// msgDeleteRequest is the body of $JS.API.STREAM.MSG.DELETE.<stream>.
+type msgDeleteRequest struct {
+	Seq     uint64 `json:"seq"`
+	NoErase bool   `json:"no_erase"`
+}
+
+type msgDeleteResponse struct {
+	Error   *jetstream.APIError `json:"error,omitempty"`
+	Success bool                `json:"success"`
+}
+
+// deleteMsg deletes the pool message at seq, or says why not (already
+// deleted by another client: JetStream error 10057, no message found).
+func deleteMsg(ctx context.Context, js jetstream.JetStream, seq uint64) error {
+	body, _ := json.Marshal(msgDeleteRequest{Seq: seq, NoErase: true})
+	m, err := js.Conn().RequestWithContext(ctx, jskv.APISubject(js, "STREAM.MSG.DELETE."+Stream), body)
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	var resp msgDeleteResponse
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return fmt.Errorf("delete: bad reply %q: %v", m.Data, err)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("delete: %w", resp.Error)
+	}
+	if !resp.Success {
+		return fmt.Errorf("delete: not confirmed: %q", m.Data)
+	}
+	return nil
 }
 
 // Source fills dst with fresh ids (all of it, or an error); producer's

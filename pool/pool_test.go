@@ -304,3 +304,69 @@ func TestRetryAPI(t *testing.T) {
 		t.Fatalf("never answered: %v after %d calls", err, calls)
 	}
 }
+
+// A server that crashes before it flushes its consumer state (nats-server
+// writes it asynchronously, about every 100ms, even with sync_always)
+// forgets that it delivered a batch: after the restart the same batch is
+// delivered again, as a first delivery. Deleting and re-creating the
+// consumer forgets the same way. Both clients must not use it: exactly one
+// may, the other gets ErrUsed.
+func TestLostDeliveryStateNeverSharesABatch(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	var c counter
+	f := newFiller(t, js, pool.FillerConfig{Depth: 1, Batch: 10, AckWait: 30 * time.Second})
+	subject := pool.SegmentSubject("forgot")
+	if err := f.Add(context.Background(), subject, c.fill); err != nil {
+		t.Fatal(err)
+	}
+	waitLevel(t, f, subject, 1)
+	if err := f.Close(); err != nil { // no refills: the pool holds this one batch
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fetched := make(chan struct{})
+	resume := make(chan struct{})
+	type result struct {
+		ids []int64
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		b, err := pool.TakeWith(ctx, newJS(t, srv.ClientURL()), subject, 5*time.Second, func() {
+			close(fetched)
+			<-resume
+		})
+		first <- result{b, err}
+	}()
+	<-fetched
+	// The server forgets the delivery.
+	s, err := js.Stream(ctx, pool.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := pool.ConsumerConfig(subject, 30*time.Second)
+	if err := s.DeleteConsumer(ctx, cc.Durable); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateConsumer(ctx, cc); err != nil {
+		t.Fatal(err)
+	}
+	second, err2 := pool.Take(ctx, js, subject, 5*time.Second)
+	close(resume)
+	r := <-first
+	t.Logf("first: %v (%v); second: %v (%v)", r.ids, r.err, second, err2)
+	used := 0
+	for _, e := range []error{r.err, err2} {
+		switch {
+		case e == nil:
+			used++
+		case errors.Is(e, pool.ErrUsed), errors.Is(e, pool.ErrEmpty):
+		default:
+			t.Fatalf("take: %v", e)
+		}
+	}
+	if used != 1 {
+		t.Fatalf("%d clients used the batch, want exactly 1", used)
+	}
+}

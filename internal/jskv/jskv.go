@@ -33,6 +33,12 @@ var ErrBadReply = errors.New("bad STREAM.MSG.GET reply")
 // GetSubject is the STREAM.MSG.GET subject of a KV bucket's stream, with the
 // API prefix (or domain) js uses.
 func GetSubject(js jetstream.JetStream, bucket string) string {
+	return APISubject(js, "STREAM.MSG.GET.KV_"+bucket)
+}
+
+// APISubject is the JetStream API subject api (e.g. "STREAM.MSG.DELETE.S")
+// with the API prefix (or domain) js uses.
+func APISubject(js jetstream.JetStream, api string) string {
 	o := js.Options()
 	prefix := jetstream.DefaultAPIPrefix
 	switch {
@@ -41,7 +47,7 @@ func GetSubject(js jetstream.JetStream, bucket string) string {
 	case o.Domain != "":
 		prefix = "$JS." + o.Domain + ".API."
 	}
-	return prefix + "STREAM.MSG.GET.KV_" + bucket
+	return prefix + api
 }
 
 // MsgGetRequest is the body of $JS.API.STREAM.MSG.GET.<stream>.
