@@ -23,20 +23,50 @@
 // snowflake.ErrNoWorker and says so. Use a new Name, or clean up the
 // forever znodes of retired nodes (knowing their numbers are gone for good).
 //
-// # Exclusiveness
+// # Exclusiveness: the owner znode
 //
-// With Leaf's scheme a worker id belongs to an ip:port, not to a live
-// session: Registries with distinct Addr values get distinct worker ids,
-// but two live nodes configured with the same Addr share one. Operators own
-// that, as with snowflake.Static.
+// With Leaf's scheme a worker id belongs to an ip:port: Registries with
+// distinct Addr values get distinct worker ids, and two processes with one
+// Addr would share one. So Register also creates, for the worker it found,
+//
+//	/snowflake/{Name}/owner/{ip}:{port}-NNNNNNNNNN   (ephemeral)
+//	data: {"node":"leafd-a","host":"h1","pid":4242,"addr":"10.1.2.3:8080","started":"…","session":"0x…"}
+//
+// an ephemeral znode of its session that says who holds the worker id.
+// While another session holds it, Register waits up to Options.OwnerWait
+// (by default a session timeout plus Options.Timeout, long enough for the
+// session of a killed process to expire) and then fails with ErrInUse,
+// naming the holder: a second live process with the same identity never
+// gets the worker id. Leaf does not read /snowflake/{Name}/owner; a Leaf
+// server on the same ip:port as a leafd node is outside this guard (and is
+// fenced by the next point as soon as it writes the forever znode).
+//
+// # Fencing
+//
+// Having made the owner znode, Register writes the forever znode,
+// conditional on the version it read. Every Lease is one transaction,
+// conditional on the owner znode's version and on the forever znode's
+// version being the one this registration wrote last (a lease that raises
+// nothing still checks both). So once the session expired (the owner znode
+// is gone), another process registered the worker (the version moved), or
+// an operator removed or wrote either znode, Lease fails with an error
+// wrapping snowflake.ErrNotRegistered and Lost is closed. Lease also fails
+// that way when go-zookeeper's session is no longer the one that made the
+// owner znode. A process frozen (SIGSTOP) past its session timeout thus
+// wakes to failing Leases; and the process that took over waited for its
+// owner znode to go and read its last lease, so it issues no id the frozen
+// one may still have issued. ClaimTTL (snowflake.ClaimTTLer) is the session
+// timeout the server granted: no takeover can happen sooner after a
+// successful Lease.
 //
 // # Time leases
 //
 // Leaf writes its current time into the znode's "timestamp" every 3 s and
 // refuses to start while its clock is behind it. Here that field holds the
 // time lease: Lease(until) raises it to until (rounded up to a millisecond,
-// never lowering it) with a versioned set before it returns, and Register
-// returns it as Registration.LastLease, so the generator waits until its
+// never lowering it) before it returns, and Register returns it as
+// Registration.LastLease (or the cache file's lease for this worker, if
+// that is higher, and writes that back), so the generator waits until its
 // clock has passed it (Config.LastIssued). A Leaf server later started at
 // the same ip:port applies its own check to the same value. This package
 // does not run Leaf's 3 s reporter: the generator's leases keep the field
@@ -50,29 +80,35 @@
 // snowflake.ErrRegistryUnavailable; so do Register and Lease calls whose
 // ZooKeeper requests fail or time out.
 //
-// The claim itself lives in a persistent znode and survives session loss,
-// but once the session has expired this Registry no longer knows anything
-// about the znode's state (another process with the same Addr, or an
-// operator, may have changed or removed it), and go-zookeeper recreates
-// nothing. So on session expiry after Register, Lost is closed and the
-// Registry stops: Lease and Register return snowflake.ErrNotRegistered. The
-// node should stop issuing ids and open a new Registry, which finds the
-// same znode again and reads its lease. A mere disconnection does not close
-// Lost (the session may still be alive), but Lease fails while it lasts, so
-// the generator cannot move past its last lease.
+// The worker id lives in a persistent znode, but the claim on it is the
+// session's owner znode: on session expiry after Register, Lost is closed
+// and the Registry stops: Lease and Register return
+// snowflake.ErrNotRegistered. The node should stop issuing ids and open a
+// new Registry, which finds the same znode again, waits for nobody (its old
+// owner znode went with the session) and reads its lease. A mere
+// disconnection does not close Lost (the session may still be alive), but
+// Lease fails while it lasts, so the generator cannot move past its last
+// lease.
 //
 // # Cache file
 //
 // With Options.CacheFile set, the worker id and the last lease are written
 // to that JSON file ({"name","addr","worker","lease"}) after each
-// successful Register and Lease, like Leaf's workerID.properties. It is
-// read only when Register cannot get a ZooKeeper session, and used only if
-// it was written for the same Name and Addr. Registered from it, the
-// Registry records further leases in the file only, and Lost is never
-// closed. The file holds just this node's own history: clocks must not
-// have been reset meanwhile by anything the file does not record.
+// successful Register and Lease, like Leaf's workerID.properties, and
+// never lowered: Register with ZooKeeper takes the higher of the znode's
+// and the file's lease (for the same Name, Addr and worker) and writes it
+// to both. The file stands in for ZooKeeper only when Register cannot get a
+// session, and only if it was written for the same Name and Addr.
+// Registered from it, the Registry records further leases in the file only,
+// Lost is never closed, and there is no owner znode and no fencing: with
+// ZooKeeper unreachable nothing can tell whether another process holds the
+// worker id. Cache mode is safe only where no other process can have this
+// Addr (as leafd's default identity, the address it listens on, ensures
+// on one host). The file holds just this node's own history: clocks must
+// not have been reset meanwhile by anything the file does not record.
 //
 // A Registry is safe for concurrent use. Register holds the Registry's
 // lock while it talks to the server, so a concurrent Close waits for it (at
-// most Options.Timeout). No goroutine of the Registry outlives Close.
+// most Options.Timeout, plus Options.OwnerWait while another session holds
+// the worker). No goroutine of the Registry outlives Close.
 package zk

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -37,8 +38,9 @@ type Options struct {
 	Name string
 	// Addr is this node's identity, "ip:port", as in Leaf's
 	// leaf.snowflake.port and its local ip. It names the node's znode, so
-	// the worker id is tied to it: two live nodes with one Addr share a
-	// worker id. Required.
+	// the worker id is tied to it; of two live processes with one Addr only
+	// one holds the worker id (the owner znode), the other's Register fails
+	// with ErrInUse. Required.
 	Addr string
 	// SessionTimeout is the ZooKeeper session timeout. Default 10s (the
 	// server clamps it to 2..20 ticks).
@@ -49,8 +51,39 @@ type Options struct {
 	// workerID.properties). Default none.
 	CacheFile string
 	// Timeout bounds each Register and Lease, waiting for a session
-	// included. Default 5s.
+	// included (Register may wait OwnerWait more). Default 5s.
 	Timeout time.Duration
+	// OwnerWait is how long Register waits for another session's owner
+	// znode of the same worker to go away (a process that was killed holds
+	// it until its session expires) before it fails with ErrInUse. Default
+	// SessionTimeout plus Timeout; negative: do not wait.
+	OwnerWait time.Duration
+	// Owner describes this process in its owner znode, next to the pid,
+	// the host name and the start time (e.g. the node name). Default none.
+	Owner string
+}
+
+// ErrInUse: the worker id of this Addr is held by another live ZooKeeper
+// session, a process that is still running (or that stopped less than a
+// session timeout ago). The error names it.
+var ErrInUse = errors.New("worker id in use by another live process")
+
+// owner is the data of an owner znode: who holds the worker id now.
+type owner struct {
+	Node    string `json:"node,omitempty"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Addr    string `json:"addr"`
+	Started string `json:"started"` // RFC 3339
+	Session string `json:"session"` // hex session id
+}
+
+func (o owner) String() string {
+	s := fmt.Sprintf("pid %d on host %s", o.PID, o.Host)
+	if o.Node != "" {
+		s = "node " + o.Node + ", " + s
+	}
+	return s + fmt.Sprintf(" (addr %s, since %s, session %s)", o.Addr, o.Started, o.Session)
 }
 
 // endpoint is the data of a forever znode, as Leaf's Endpoint class
@@ -77,6 +110,9 @@ type Registry struct {
 	opts     Options
 	ip, port string
 	root     string // /snowflake/{Name}/forever
+	owners   string // /snowflake/{Name}/owner
+	started  time.Time
+	ttl      atomic.Int64 // negotiated session timeout, ns (0: none yet)
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -84,14 +120,19 @@ type Registry struct {
 
 	// leaseMu serializes Lease calls; mu guards the fields below and is held
 	// by Register while it talks to the server. Order: leaseMu before mu.
-	leaseMu    sync.Mutex
-	mu         sync.Mutex
-	registered bool
-	cached     bool // registered from CacheFile: ZooKeeper was unreachable
-	closed     bool
-	worker     int64
-	path       string    // the forever znode
-	lease      time.Time // highest lease recorded (in ZooKeeper, or the cache file)
+	leaseMu      sync.Mutex
+	mu           sync.Mutex
+	registered   bool
+	cached       bool // registered from CacheFile: ZooKeeper was unreachable
+	closed       bool
+	worker       int64
+	path         string    // the forever znode
+	ownerPath    string    // this registration's ephemeral owner znode
+	ownerVersion int32     // its version
+	session      int64     // the session that created ownerPath
+	version      int32     // version of the forever znode this registration last wrote or checked
+	ep           endpoint  // its data then
+	lease        time.Time // highest lease recorded (in ZooKeeper, or the cache file)
 
 	now func() time.Time // for testing
 }
@@ -125,11 +166,13 @@ func Open(ctx context.Context, servers []string, layout snowflake.Layout, opts O
 		ip:     ip,
 		port:   port,
 		root:   "/snowflake/" + opts.Name + "/forever",
+		owners: "/snowflake/" + opts.Name + "/owner",
 		lost:   make(chan struct{}),
 		now:    time.Now,
 	}
+	r.started = r.now()
 	conn, _, err := zk.Connect(servers, opts.SessionTimeout,
-		zk.WithLogger(nopLogger{}),
+		zk.WithLogger(timeoutLogger{r}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
 				r.expired()
@@ -167,15 +210,26 @@ func defaults(o *Options) error {
 	if o.Timeout < 0 {
 		return fmt.Errorf("%w: negative timeout %v", ErrInvalid, o.Timeout)
 	}
+	if o.OwnerWait == 0 {
+		o.OwnerWait = o.SessionTimeout + o.Timeout
+	}
 	return nil
 }
 
 // Register implements snowflake.Registry: it finds this Addr's forever
 // znode (/snowflake/{Name}/forever/{Addr}-NNNNNNNNNN) or creates it as a
-// persistent sequential node, and returns its sequence number as the worker
-// id and its timestamp as LastLease. A sequence number beyond the layout's
-// MaxWorker gives snowflake.ErrNoWorker. Without a session within
-// Options.Timeout it falls back to Options.CacheFile, else fails with
+// persistent sequential node, and takes its worker id, the sequence number.
+// Then it creates the worker's owner znode (/snowflake/{Name}/owner/
+// {Addr}-NNNNNNNNNN), an ephemeral node of this session that names this
+// process; while another session holds it, Register waits up to
+// Options.OwnerWait for it to go away and then fails with ErrInUse naming
+// the holder. Last it writes the forever znode (conditional on the version
+// it read, raising its timestamp to the cache file's lease if that is
+// later), which fences out every earlier registration of the worker: their
+// next Lease fails. LastLease is the highest of the znode's timestamp and
+// the cache file's lease. A sequence number beyond the layout's MaxWorker
+// gives snowflake.ErrNoWorker. Without a session within Options.Timeout it
+// falls back to Options.CacheFile, else fails with
 // snowflake.ErrRegistryUnavailable. Called again, it returns the same
 // worker (or, once Lost is closed, snowflake.ErrNotRegistered).
 func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error) {
@@ -189,7 +243,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	}
 	if r.registered {
 		if r.isLost() {
-			return snowflake.Registration{}, fmt.Errorf("%w: zk: register: session of worker %d expired; open a new Registry", snowflake.ErrNotRegistered, r.worker)
+			return snowflake.Registration{}, fmt.Errorf("%w: zk: register: the claim of worker %d was lost; open a new Registry", snowflake.ErrNotRegistered, r.worker)
 		}
 		return snowflake.Registration{Worker: r.worker, LastLease: r.lease}, nil
 	}
@@ -201,7 +255,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		}
 		return snowflake.Registration{}, r.fail(ctx, "register", err)
 	}
-	path, ep, err := r.findOrCreate(cctx)
+	path, _, err := r.findOrCreate(cctx)
 	if err != nil {
 		return snowflake.Registration{}, r.fail(ctx, "register", err)
 	}
@@ -214,25 +268,178 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 			"sequence numbers are never reused (Leaf #57): use a new leaf name or remove old nodes of %s",
 			snowflake.ErrNoWorker, path, worker, r.layout.MaxWorker(), r.layout, r.root)
 	}
+	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker)
+	if err != nil {
+		return snowflake.Registration{}, err
+	}
+	fctx, fcancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer fcancel()
+	ep, version, err := r.fence(fctx, path, worker)
+	if err != nil {
+		return snowflake.Registration{}, r.fail(ctx, "register", err)
+	}
+	// The owner znode must still be this session's: were the session
+	// replaced meanwhile, the node is gone (or another process's).
+	var st *zk.Stat
+	err = r.call(fctx, func() (err error) {
+		_, st, err = r.conn.Exists(ownerPath)
+		return err
+	})
+	if err != nil {
+		return snowflake.Registration{}, r.fail(ctx, "register", err)
+	}
+	if st == nil || st.EphemeralOwner != session || r.conn.SessionID() != session {
+		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: the session changed while registering worker %d", snowflake.ErrRegistryUnavailable, worker)
+	}
 	var last time.Time
 	if ep.Timestamp > 0 {
 		last = time.UnixMilli(ep.Timestamp)
 	}
 	r.registered, r.worker, r.path, r.lease = true, worker, path, last
+	r.ownerPath, r.ownerVersion, r.session, r.version, r.ep = ownerPath, ownerVersion, session, version, ep
 	_ = r.writeCache(worker, last) // best effort: ZooKeeper has it
 	return snowflake.Registration{Worker: worker, LastLease: last}, nil
+}
+
+// own creates the ephemeral owner znode of the worker whose forever znode
+// is path, for this session, and returns its path and version and the
+// session. While another session holds it, it waits up to
+// Options.OwnerWait for the node to go away, then fails with ErrInUse.
+func (r *Registry) own(ctx context.Context, path string, worker int64) (string, int32, int64, error) {
+	op := r.owners + "/" + path[strings.LastIndexByte(path, '/')+1:]
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout+max(r.opts.OwnerWait, 0))
+	defer cancel()
+	err := r.call(cctx, func() error {
+		_, err := r.conn.Create(r.owners, nil, 0, zk.WorldACL(zk.PermAll))
+		return err
+	})
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return "", 0, 0, r.fail(ctx, "register: create "+r.owners, err)
+	}
+	host, _ := os.Hostname()
+	for {
+		session := r.conn.SessionID()
+		data, err := json.Marshal(owner{Node: r.opts.Owner, Host: host, PID: os.Getpid(), Addr: r.opts.Addr,
+			Started: r.started.UTC().Format(time.RFC3339Nano), Session: fmt.Sprintf("0x%x", session)})
+		if err != nil {
+			return "", 0, 0, err
+		}
+		err = r.call(cctx, func() error {
+			_, err := r.conn.Create(op, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+			return err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return "", 0, 0, r.fail(ctx, "register: create "+op, err)
+		}
+		var (
+			od []byte
+			st *zk.Stat
+			ch <-chan zk.Event
+		)
+		err = r.call(cctx, func() (err error) {
+			od, st, ch, err = r.conn.GetW(op)
+			return err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // gone meanwhile: try again
+		}
+		if err != nil {
+			return "", 0, 0, r.fail(ctx, "register: get "+op, err)
+		}
+		if st.EphemeralOwner == session && session == r.conn.SessionID() {
+			return op, st.Version, session, nil
+		}
+		var o owner
+		if json.Unmarshal(od, &o) != nil || o.PID == 0 {
+			o = owner{Host: "?", Addr: "?", Started: "?", Session: fmt.Sprintf("0x%x", st.EphemeralOwner)}
+		}
+		inUse := fmt.Errorf("%w: zk: register: worker %d (%s) is held by %s; stop that process, or give this one another identity (--zk-addr)",
+			ErrInUse, worker, path, o)
+		if st.EphemeralOwner == 0 {
+			return "", 0, 0, fmt.Errorf("%w; %s is not ephemeral: remove it", inUse, op)
+		}
+		if r.opts.OwnerWait < 0 {
+			return "", 0, 0, inUse
+		}
+		select {
+		case <-ch: // deleted, or the watch ended: look again
+		case <-cctx.Done():
+			if ctx.Err() != nil {
+				return "", 0, 0, fmt.Errorf("zk: register: %w (%w)", ctx.Err(), inUse)
+			}
+			return "", 0, 0, inUse
+		}
+	}
+}
+
+// fence writes the forever znode at path, conditional on the version it
+// read: its timestamp becomes the higher of its own and the cache file's
+// lease of worker. The write bumps the version, so every earlier
+// registration's conditional Lease fails from then on. It returns the data
+// written and the new version.
+func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoint, int32, error) {
+	cached := r.cachedLease(worker)
+	for {
+		ep, version, err := r.read(ctx, path)
+		if err != nil {
+			return endpoint{}, 0, err
+		}
+		if cached > ep.Timestamp {
+			ep.Timestamp = cached
+		}
+		if ep.IP == "" {
+			ep.IP, ep.Port = r.ip, r.port
+		}
+		data, err := json.Marshal(ep)
+		if err != nil {
+			return endpoint{}, 0, err
+		}
+		var st *zk.Stat
+		err = r.call(ctx, func() (err error) {
+			st, err = r.conn.Set(path, data, version)
+			return err
+		})
+		if err == nil {
+			return ep, st.Version, nil
+		}
+		if !errors.Is(err, zk.ErrBadVersion) {
+			return endpoint{}, 0, fmt.Errorf("set %s: %w", path, err)
+		}
+		// An earlier holder's last Lease got in first: read its lease.
+	}
+}
+
+// cachedLease returns the lease (unix ms) of the cache file if it was
+// written for this Name, Addr and worker, else 0.
+func (r *Registry) cachedLease(worker int64) int64 {
+	c, err := r.readCache()
+	if err != nil || c.Name != r.opts.Name || c.Addr != r.opts.Addr || c.Worker != worker {
+		return 0
+	}
+	return c.Lease
+}
+
+func (r *Registry) readCache() (cache, error) {
+	var c cache
+	if r.opts.CacheFile == "" {
+		return c, errors.New("no cache file")
+	}
+	b, err := os.ReadFile(r.opts.CacheFile)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("cache file %s: %v", r.opts.CacheFile, err)
+	}
+	return c, nil
 }
 
 // registerCachedLocked registers from the cache file when ZooKeeper is
 // unreachable (cause).
 func (r *Registry) registerCachedLocked(cause error) (snowflake.Registration, error) {
-	b, err := os.ReadFile(r.opts.CacheFile)
+	c, err := r.readCache()
 	if err != nil {
 		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: %v; cache file: %v", snowflake.ErrRegistryUnavailable, cause, err)
-	}
-	var c cache
-	if err := json.Unmarshal(b, &c); err != nil {
-		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: %v; cache file %s: %v", snowflake.ErrRegistryUnavailable, cause, r.opts.CacheFile, err)
 	}
 	if c.Name != r.opts.Name || c.Addr != r.opts.Addr || c.Worker < 0 || c.Worker > r.layout.MaxWorker() {
 		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: %v; cache file %s is for %s/%s worker %d, not usable here",
@@ -339,9 +546,16 @@ func seqOf(path string) (int64, error) {
 }
 
 // Lease implements snowflake.Registry: it raises the znode's "timestamp" to
-// until (rounded up to a millisecond; never lowering it) with a versioned
-// set before it returns, and then the cache file. Registered from the cache
-// file, it records the lease in the cache file only.
+// until (rounded up to a millisecond; never lowering it) before it returns,
+// and then the cache file. The write is one ZooKeeper transaction,
+// conditional on this registration's owner znode and on the forever
+// znode's version being the one this registration last wrote: after a
+// later Register of the worker (by any process), a session expiry, or the
+// removal of either znode, it fails with an error wrapping
+// snowflake.ErrNotRegistered and closes Lost. A lease not above the last
+// one writes nothing but still checks both versions, so every nil return
+// confirms the claim. Registered from the cache file, it records the lease
+// in the cache file only.
 func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("zk: lease: %w", err)
@@ -350,6 +564,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	defer r.leaseMu.Unlock()
 	r.mu.Lock()
 	closed, registered, cached, worker, path, cur := r.closed, r.registered, r.cached, r.worker, r.path, r.lease
+	ownerPath, ownerVersion, session, version, ep := r.ownerPath, r.ownerVersion, r.session, r.version, r.ep
 	r.mu.Unlock()
 	switch {
 	case closed:
@@ -357,60 +572,77 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	case !registered:
 		return fmt.Errorf("%w: zk: lease", snowflake.ErrNotRegistered)
 	case r.isLost():
-		return fmt.Errorf("%w: zk: lease: session of worker %d expired", snowflake.ErrNotRegistered, worker)
+		return fmt.Errorf("%w: zk: lease: the claim of worker %d was lost", snowflake.ErrNotRegistered, worker)
 	}
 	ms := until.UnixMilli()
 	if until.Sub(time.UnixMilli(ms)) > 0 {
 		ms++ // round up: the stored lease must not be below until
 	}
-	if ms <= cur.UnixMilli() && !cur.IsZero() {
-		return nil
-	}
+	raise := cur.IsZero() || ms > cur.UnixMilli()
 	if cached {
+		if !raise {
+			return nil
+		}
 		if err := r.writeCache(worker, time.UnixMilli(ms)); err != nil {
 			return fmt.Errorf("%w: zk: lease: %v", snowflake.ErrRegistryUnavailable, err)
 		}
 		r.setLease(ms)
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
-	defer cancel()
-	for {
-		ep, version, err := r.read(cctx, path)
-		if errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("%w: zk: lease: znode %s was removed", snowflake.ErrNotRegistered, path)
-		}
-		if err != nil {
-			return r.fail(ctx, "lease", err)
-		}
-		if ep.Timestamp >= ms {
-			break
-		}
+	if s := r.conn.SessionID(); s != session {
+		r.markLost()
+		return fmt.Errorf("%w: zk: lease: the session of worker %d (0x%x) ended; its owner znode %s is gone", snowflake.ErrNotRegistered, worker, session, ownerPath)
+	}
+	ops := []any{&zk.CheckVersionRequest{Path: ownerPath, Version: ownerVersion}}
+	if raise {
 		ep.Timestamp = ms
-		if ep.IP == "" {
-			ep.IP, ep.Port = r.ip, r.port
-		}
 		data, err := json.Marshal(ep)
 		if err != nil {
 			return err
 		}
-		err = r.call(cctx, func() error {
-			_, err := r.conn.Set(path, data, version)
-			return err
-		})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, zk.ErrBadVersion) {
-			return r.fail(ctx, "lease: set "+path, err)
-		}
-		// Someone else wrote it (Leaf's own reporter, or a node with the
-		// same Addr): catch up with the leader, read again.
-		_ = r.call(cctx, func() error { _, err := r.conn.Sync(path); return err })
+		ops = append(ops, &zk.SetDataRequest{Path: path, Data: data, Version: version})
+	} else {
+		ops = append(ops, &zk.CheckVersionRequest{Path: path, Version: version})
 	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	var res []zk.MultiResponse
+	err := r.call(cctx, func() (err error) {
+		res, err = r.conn.Multi(ops...)
+		return err
+	})
+	if err != nil {
+		if len(res) == 2 && (fenced(res[0].Error) || fenced(res[1].Error)) {
+			r.markLost()
+			what := "the owner znode " + ownerPath
+			if !fenced(res[0].Error) {
+				what = fmt.Sprintf("the forever znode %s (version %d)", path, version)
+			}
+			return fmt.Errorf("%w: zk: lease: worker %d was taken over or removed: %s changed", snowflake.ErrNotRegistered, worker, what)
+		}
+		if fenced(err) {
+			r.markLost()
+			return fmt.Errorf("%w: zk: lease: worker %d was taken over or removed: %v", snowflake.ErrNotRegistered, worker, err)
+		}
+		return r.fail(ctx, "lease", err)
+	}
+	if !raise {
+		return nil
+	}
+	r.mu.Lock()
+	if len(res) == 2 && res[1].Stat != nil {
+		r.version, r.ep = res[1].Stat.Version, ep
+	}
+	r.mu.Unlock()
 	r.setLease(ms)
 	_ = r.writeCache(worker, time.UnixMilli(ms)) // best effort: ZooKeeper has it
 	return nil
+}
+
+// fenced reports whether err from a conditional ZooKeeper write means the
+// claim is no longer this registration's.
+func fenced(err error) bool {
+	return errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)
 }
 
 func (r *Registry) setLease(ms int64) {
@@ -559,8 +791,33 @@ func (r *Registry) fail(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%w: zk: %s: %w", snowflake.ErrRegistryUnavailable, op, err)
 }
 
-type nopLogger struct{}
+// ClaimTTL implements snowflake.ClaimTTLer: the session timeout the server
+// granted (or Options.SessionTimeout, if lower or not known yet). Another
+// process can take the worker id over only once this registration's owner
+// znode is gone, that is once its session expired, which the server does no
+// sooner than that long after it last heard from this process, and a
+// successful Lease is heard.
+func (r *Registry) ClaimTTL() time.Duration {
+	if n := time.Duration(r.ttl.Load()); n > 0 && n < r.opts.SessionTimeout {
+		return n
+	}
+	return r.opts.SessionTimeout
+}
 
-func (nopLogger) Printf(string, ...any) {}
+// timeoutLogger discards go-zookeeper's log lines, except that it reads the
+// negotiated session timeout from the one go-zookeeper logs for every new
+// session (it has no other way to tell).
+type timeoutLogger struct{ r *Registry }
+
+func (l timeoutLogger) Printf(format string, args ...any) {
+	if format != "authenticated: id=%d, timeout=%d" || len(args) != 2 {
+		return
+	}
+	if ms, ok := args[1].(int32); ok && ms > 0 {
+		l.r.ttl.Store(int64(time.Duration(ms) * time.Millisecond))
+	}
+}
+
+var _ snowflake.ClaimTTLer = (*Registry)(nil)
 
 var _ snowflake.Registry = (*Registry)(nil)

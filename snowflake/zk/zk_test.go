@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -314,3 +315,324 @@ func TestOpenInvalid(t *testing.T) {
 type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
+
+// zkConn is a plain go-zookeeper session of the test, to look at and
+// tamper with the znodes as an operator (or another process) would.
+func zkConn(t testing.TB, servers []string) *gozk.Conn {
+	t.Helper()
+	conn, _, err := gozk.Connect(servers, 10*time.Second, gozk.WithLogger(nopLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// TestLiveOwner: while a registry holds an Addr's worker id, another
+// registry of that Addr (a second process with the same identity) cannot
+// register it: ErrInUse, naming the holder. Once the holder is closed, it
+// can, and gets the same worker id.
+func TestLiveOwner(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	name := testenv.RandomName("owner_", 6)
+	o := zk.Options{Name: name, Addr: "10.4.0.1:8080", Owner: "node-a"}
+	r1 := open(t, servers, snowflake.LeafLayout(), o)
+	reg1 := register(t, r1)
+
+	o.Owner, o.OwnerWait = "node-b", -1
+	r2 := open(t, servers, snowflake.LeafLayout(), o)
+	_, err := r2.Register(ctxT(t))
+	if !errors.Is(err, zk.ErrInUse) || !strings.Contains(err.Error(), "node node-a") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second registry of one Addr: %v, want ErrInUse naming node node-a and pid %d", err, os.Getpid())
+	}
+	// The owner znode says who holds the worker.
+	conn := zkConn(t, servers)
+	data, st, err := conn.Get(fmt.Sprintf("/snowflake/%s/owner/10.4.0.1:8080-%010d", name, reg1.Worker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var od map[string]any
+	if err := json.Unmarshal(data, &od); err != nil || od["node"] != "node-a" || od["pid"] != float64(os.Getpid()) || st.EphemeralOwner == 0 {
+		t.Fatalf("owner znode: %s (ephemeral owner %x), want node-a, pid %d, ephemeral", data, st.EphemeralOwner, os.Getpid())
+	}
+
+	// A registry that waits gets the worker once the holder is gone.
+	o.OwnerWait = time.Minute
+	r3 := open(t, servers, snowflake.LeafLayout(), o)
+	got := make(chan error, 1)
+	var reg3 snowflake.Registration
+	go func() {
+		var err error
+		reg3, err = r3.Register(ctxT(t))
+		got <- err
+	}()
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Register after the holder closed: %v", err)
+	}
+	if reg3.Worker != reg1.Worker {
+		t.Fatalf("same Addr after the holder closed: worker %d, want %d", reg3.Worker, reg1.Worker)
+	}
+}
+
+// TestTakeoverFences: once another registry took the worker over (here:
+// the first one's owner znode vanished, as when its session expired
+// unnoticed, and a second registered), the first one's Lease fails with
+// ErrNotRegistered and Lost is closed; a write of the forever znode by
+// anyone else fences it the same way.
+func TestTakeoverFences(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	conn := zkConn(t, servers)
+	name := testenv.RandomName("fence_", 6)
+	o := zk.Options{Name: name, Addr: "10.4.0.2:8080", OwnerWait: -1}
+	r1 := open(t, servers, snowflake.LeafLayout(), o)
+	reg1 := register(t, r1)
+	t1 := time.Now().Add(time.Hour)
+	if err := r1.Lease(ctxT(t), t1); err != nil {
+		t.Fatal(err)
+	}
+	znode := fmt.Sprintf("%s-%010d", o.Addr, reg1.Worker)
+	if err := conn.Delete("/snowflake/"+name+"/owner/"+znode, -1); err != nil {
+		t.Fatal(err)
+	}
+	r2 := open(t, servers, snowflake.LeafLayout(), o)
+	reg2 := register(t, r2)
+	if reg2.Worker != reg1.Worker || reg2.LastLease.Before(t1) {
+		t.Fatalf("takeover: %+v, want worker %d and LastLease >= %v", reg2, reg1.Worker, t1)
+	}
+	for _, until := range []time.Time{t1.Add(time.Hour), t1} { // a raise, and a mere check
+		if err := r1.Lease(ctxT(t), until); !errors.Is(err, snowflake.ErrNotRegistered) {
+			t.Fatalf("Lease of the registry taken over: %v, want ErrNotRegistered", err)
+		}
+	}
+	select {
+	case <-r1.Lost():
+	default:
+		t.Fatal("Lost of the registry taken over is open")
+	}
+	if err := r2.Lease(ctxT(t), t1.Add(2*time.Hour)); err != nil {
+		t.Fatalf("Lease of the new holder: %v", err)
+	}
+
+	// Someone else writes the forever znode: r2 is fenced too.
+	path := "/snowflake/" + name + "/forever/" + znode
+	data, _, err := conn.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set(path, data, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Lease(ctxT(t), t1); !errors.Is(err, snowflake.ErrNotRegistered) {
+		t.Fatalf("Lease after a foreign write: %v, want ErrNotRegistered", err)
+	}
+}
+
+// freezer is a TCP proxy to ZooKeeper that can hold all traffic, as if the
+// process behind it were stopped (SIGSTOP): its session expires on the
+// server while the process knows nothing of it.
+type freezer struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	hold   chan struct{} // non-nil while frozen; closed to thaw
+}
+
+func newFreezer(t testing.TB, target string) *freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &freezer{ln: ln, target: target}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	t.Cleanup(func() {
+		f.thaw()
+		_ = ln.Close()
+		f.mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		f.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			f.mu.Lock()
+			conns = append(conns, c, u)
+			f.mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); f.pipe(u, c) }()
+			go func() { defer wg.Done(); f.pipe(c, u) }()
+		}
+	}()
+	return f
+}
+
+func (f *freezer) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			f.mu.Lock()
+			hold := f.hold
+			f.mu.Unlock()
+			if hold != nil {
+				<-hold
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (f *freezer) addr() string { return f.ln.Addr().String() }
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hold == nil {
+		f.hold = make(chan struct{})
+	}
+}
+
+func (f *freezer) thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hold != nil {
+		close(f.hold)
+		f.hold = nil
+	}
+}
+
+// TestFrozenHolder: a process frozen past its session timeout loses its
+// worker id to another process, which waited for the frozen one's owner
+// znode to go and reads its last lease; woken, the frozen process's Lease
+// never succeeds again and Lost is closed.
+func TestFrozenHolder(t *testing.T) {
+	zkAddr := testenv.ZooKeeper(t)
+	proxy := newFreezer(t, zkAddr)
+	name := testenv.RandomName("frozen_", 6)
+	o := zk.Options{Name: name, Addr: "10.4.0.3:8080", SessionTimeout: 4 * time.Second, Timeout: 2 * time.Second, Owner: "frozen"}
+	r1 := open(t, []string{proxy.addr()}, snowflake.LeafLayout(), o)
+	reg1 := register(t, r1)
+	if ttl := r1.ClaimTTL(); ttl <= 0 || ttl > o.SessionTimeout {
+		t.Fatalf("ClaimTTL %v, want 0 < ttl <= %v", ttl, o.SessionTimeout)
+	}
+	t1 := time.Now().Add(time.Hour)
+	if err := r1.Lease(ctxT(t), t1); err != nil {
+		t.Fatal(err)
+	}
+
+	o.Owner, o.OwnerWait = "second", -1
+	if _, err := open(t, []string{zkAddr}, snowflake.LeafLayout(), o).Register(ctxT(t)); !errors.Is(err, zk.ErrInUse) {
+		t.Fatalf("Register while the holder lives: %v, want ErrInUse", err)
+	}
+	proxy.freeze()
+	o.OwnerWait = time.Minute
+	r2 := open(t, []string{zkAddr}, snowflake.LeafLayout(), o)
+	reg2 := register(t, r2) // waits for the frozen session to expire
+	if reg2.Worker != reg1.Worker || reg2.LastLease.Before(t1) {
+		t.Fatalf("takeover: %+v, want worker %d and LastLease >= %v", reg2, reg1.Worker, t1)
+	}
+	proxy.thaw()
+	testenv.Eventually(t, "the woken holder's Lease fails with ErrNotRegistered", 30*time.Second, func() bool {
+		err := r1.Lease(ctxT(t), t1.Add(time.Hour))
+		if err == nil {
+			t.Fatal("the woken holder's Lease succeeded after a takeover")
+		}
+		return errors.Is(err, snowflake.ErrNotRegistered)
+	})
+	select {
+	case <-r1.Lost():
+	default:
+		t.Fatal("Lost of the woken holder is open")
+	}
+	if err := r2.Lease(ctxT(t), t1.Add(2*time.Hour)); err != nil {
+		t.Fatalf("Lease of the new holder: %v", err)
+	}
+}
+
+// TestCacheNeverLowersTime: leases recorded in the cache file while
+// ZooKeeper was unreachable are not lost when it is back: Register returns
+// the higher of the znode's and the cache's lease, writes it to the znode,
+// and keeps it in the cache.
+func TestCacheNeverLowersTime(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	name := testenv.RandomName("cachemax_", 6)
+	cacheFile := filepath.Join(t.TempDir(), "worker.json")
+	o := zk.Options{Name: name, Addr: "10.4.0.4:80", CacheFile: cacheFile}
+	r := open(t, servers, snowflake.LeafLayout(), o)
+	reg := register(t, r)
+	t1 := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if err := r.Lease(ctxT(t), t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// ZooKeeper down: the node runs on the cache and leases further.
+	down := o
+	down.Timeout = 300 * time.Millisecond
+	r = open(t, []string{deadAddr(t)}, snowflake.LeafLayout(), down)
+	register(t, r)
+	t2 := t1.Add(time.Hour)
+	if err := r.Lease(ctxT(t), t2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// ZooKeeper back.
+	for i := range 2 {
+		r = open(t, servers, snowflake.LeafLayout(), o)
+		got := register(t, r)
+		if got.Worker != reg.Worker || got.LastLease.Before(t2) {
+			t.Fatalf("register %d with ZooKeeper back: %+v, want worker %d and LastLease >= %v (the cache's)", i, got, reg.Worker, t2)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _, err := zkConn(t, servers).Get(fmt.Sprintf("/snowflake/%s/forever/%s-%010d", name, o.Addr, reg.Worker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ep struct{ Timestamp int64 }
+	if err := json.Unmarshal(data, &ep); err != nil || ep.Timestamp < t2.UnixMilli() {
+		t.Fatalf("znode %s, want timestamp >= %d", data, t2.UnixMilli())
+	}
+}
+
+// TestClaimTTL: the claim's bound is the session timeout the server
+// granted, not a larger one asked for.
+func TestClaimTTL(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	o := zk.Options{Name: testenv.RandomName("ttl_", 6), Addr: "10.4.0.5:80", SessionTimeout: time.Hour}
+	r := open(t, servers, snowflake.LeafLayout(), o)
+	register(t, r)
+	if ttl := r.ClaimTTL(); ttl <= 0 || ttl >= time.Hour {
+		t.Fatalf("ClaimTTL %v with a 1h session asked for, want the server's (lower) grant", ttl)
+	}
+}
