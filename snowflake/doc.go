@@ -66,6 +66,31 @@
 // more than SourceConfig.MaxStartWait away). Every change of state is
 // reported to SourceConfig.OnEvent.
 //
+// # Fencing
+//
+// A node serves a worker id only while its claim is confirmed. Every
+// Registry fences (see Registry): a later Register of the same worker id
+// makes every earlier registration's Lease fail with ErrNotRegistered, and
+// returns a LastLease at or after every lease the earlier holder had
+// confirmed, so the new holder's ids all come after the old holder's.
+//
+// The Source adds a bound of its own when the registry implements
+// ClaimTTLer: no id is served later than ClaimTTL after the start of the
+// last successful Register or Lease call, measured on SourceConfig.Monotonic
+// (Go's monotonic clock by default), never on Now, which an operator or a
+// fault drill may step. Fill checks the bound itself, so a process that
+// wakes from a freeze (SIGSTOP, a GC pause, a VM migration) serves nothing
+// before its goroutine has run; the Source confirms the claim (a Lease)
+// whenever half the bound is used up. A registration past the bound, or
+// whose claim was lost, is dropped for good (state lost, Fill errors wrap
+// ErrClaimLapsed or say why) and the Source registers anew.
+//
+// Fill takes the generator, the lease and the bound of one registration
+// together (one immutable snapshot), so it never makes ids of one
+// registration under another's lease; a Fill that overlaps the loss of its
+// registration returns no ids. Source.Holds tells a buffer of ids (the
+// producer's ring) which worker's ids may still be handed out.
+//
 // Every wait goes through Config.Sleep and ends when the caller's context
 // does. Layout is a value and safe to share; the Generator is safe for
 // concurrent use (calls are serialized).

@@ -15,7 +15,8 @@ var (
 	ErrNoWorker = errors.New("no worker id available")
 	// ErrRegistryUnavailable: the backend cannot be reached.
 	ErrRegistryUnavailable = errors.New("worker registry unavailable")
-	// ErrNotRegistered: Lease before Register, or after the claim was lost.
+	// ErrNotRegistered: Lease before Register, or after the claim was lost
+	// (expired, or taken over by a later Register of the same worker id).
 	ErrNotRegistered = errors.New("worker not registered")
 	// ErrRegistryClosed: the registry was closed.
 	ErrRegistryClosed = errors.New("worker registry closed")
@@ -37,15 +38,28 @@ type Registration struct {
 //
 // The contract every backend passes (snowflake/registrytest):
 //   - Register claims a worker id that no other live registration holds and
-//     returns it with its LastLease.
+//     returns it with its LastLease. It fences out every earlier holder of
+//     the id before it returns: from then on no earlier registration's
+//     Lease succeeds, so LastLease is at or after every lease an earlier
+//     holder ever had confirmed.
 //   - Lease durably records that the worker will use no time beyond until,
 //     before it returns; a later Register of the same worker id (by anyone)
 //     reports a LastLease at or after it. Leases never move backwards: a
-//     lower until is a no-op.
+//     lower until is a no-op, but still a confirmation of the claim.
+//   - Lease is fenced: it succeeds only while the claim is still this
+//     registration's. Once a later Register of the same worker id has
+//     happened (in any process), it fails with an error wrapping
+//     ErrNotRegistered and closes Lost — even when the process was frozen
+//     and its keep-alive never saw the claim expire.
 //   - Lost is closed when the claim can no longer be guaranteed (a lease or
-//     session that could not be kept alive); the node must stop issuing ids.
+//     session that could not be kept alive, or a fenced Lease); the node
+//     must stop issuing ids.
 //   - Close releases what it can and is idempotent; later calls return
 //     ErrRegistryClosed.
+//
+// A registry whose claims lapse also implements ClaimTTLer. Static has
+// nothing to fence: its id comes from configuration, and two processes
+// configured with one id are outside the promise.
 type Registry interface {
 	Register(ctx context.Context) (Registration, error)
 	Lease(ctx context.Context, until time.Time) error

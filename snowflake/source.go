@@ -15,6 +15,13 @@ import (
 // worker id lost, or closed). The message says which, and until when.
 var ErrNotServing = errors.New("snowflake not serving")
 
+// ErrClaimLapsed: the registration's claim was not confirmed within the
+// registry's ClaimTTL (measured on the monotonic clock): another process
+// may hold the worker id by now, so the Source dropped the registration.
+// Errors of Fill wrap it (with ErrNotServing) until the Source has
+// registered again.
+var ErrClaimLapsed = errors.New("worker claim lapsed")
+
 // State is what a Source is doing.
 type State int32
 
@@ -81,6 +88,11 @@ type SourceConfig struct {
 	Layout      Layout
 	RandomStart int
 	Now         func() time.Time
+	// Monotonic is the clock of the fencing bound (ClaimTTLer): only the
+	// differences of its readings are used, never their value. Unlike Now it
+	// must not be stepped or offset. Default time.Now, whose readings carry
+	// Go's monotonic clock.
+	Monotonic func() time.Time
 	// LeaseAhead is how far ahead of the clock the persisted time lease
 	// reaches; it is renewed every LeaseAhead/4. A restarted worker waits up
 	// to this long for its clock to pass its last lease. Default 3s.
@@ -119,22 +131,67 @@ type Source struct {
 	check time.Duration
 	retry time.Duration
 
-	mu     sync.Mutex // guards reg, gen, until, reason, closed; state transitions
-	reg    Registry
-	gen    *Generator
-	until  time.Time // Waiting/Paused: resume when the clock passes it
+	mono0 time.Time // Monotonic at start: fences are offsets from it
+
+	// cur is the registration in use (nil while there is none): Fill takes
+	// its generator, lease and fence from one snapshot, so ids of one
+	// registration are never made under another's lease. It is written
+	// under mu and read without it.
+	cur atomic.Pointer[claim]
+
+	mu     sync.Mutex // guards until, reason, cause, closed, stale; writes of cur; state transitions
+	until  time.Time  // Waiting/Paused: resume when the clock passes it
 	reason string
 	cause  error // wrapped by the errors of Fill while not serving
 	closed bool
+	stale  []Registry // dropped registrations, for the run loop (or Close) to close
 
 	state  atomic.Int32
 	worker atomic.Int64
-	leased atomic.Int64 // unix nanos up to which the lease is persisted
 
 	evMu   sync.Mutex // serializes OnEvent
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// claim is one registration of a worker id: its registry, generator, lease
+// and fence, swapped as a whole. Once dead it never serves again.
+type claim struct {
+	reg    Registry
+	gen    *Generator
+	worker int64
+	ttl    time.Duration // the registry's ClaimTTL; 0: no fence
+	leased atomic.Int64  // unix nanos (Now) up to which the lease is persisted
+	// fence is the Monotonic offset (from mono0) past which no id is served:
+	// ttl after the start of the last successful Register or Lease call.
+	fence atomic.Int64
+	dead  atomic.Bool // dropped: lost, lapsed or closed
+}
+
+// raise stores v in a unless a holds more already.
+func raise(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// monoNow is the Monotonic clock's offset from the Source's start.
+func (src *Source) monoNow() int64 { return int64(src.cfg.Monotonic().Sub(src.mono0)) }
+
+// lapsed reports whether c is past its fence (never without a ClaimTTL).
+func (src *Source) lapsed(c *claim) bool {
+	return c.ttl > 0 && src.monoNow() >= c.fence.Load()
+}
+
+// fenceDue reports whether half of c's fence is used up, so the claim
+// must be confirmed whatever the wall clock says (it may stand still or
+// step back, and the fence is on the monotonic clock).
+func (src *Source) fenceDue(c *claim) bool {
+	return c != nil && c.ttl > 0 && c.fence.Load()-src.monoNow() <= int64(c.ttl/2)
 }
 
 // StartSource opens the registry, claims a worker id and starts the
@@ -153,6 +210,9 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	cfg.Layout = s.l
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Monotonic == nil {
+		cfg.Monotonic = time.Now
 	}
 	if cfg.LeaseAhead == 0 {
 		cfg.LeaseAhead = DefaultLeaseAhead
@@ -190,6 +250,7 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 		check: defaultCheck,
 		retry: defaultRetry,
 		done:  make(chan struct{}),
+		mono0: cfg.Monotonic(),
 	}
 	src.worker.Store(-1)
 	src.state.Store(int32(StateLost))
@@ -209,6 +270,7 @@ func (src *Source) register(ctx context.Context, first bool) error {
 	if err != nil {
 		return fmt.Errorf("snowflake: open registry: %w", err)
 	}
+	start := src.monoNow() // the claim is confirmed from here
 	r, err := reg.Register(ctx)
 	if err != nil {
 		_ = reg.Close()
@@ -236,19 +298,25 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		_ = reg.Close()
 		return err
 	}
+	c := &claim{reg: reg, gen: gen, worker: r.Worker}
+	if t, ok := reg.(ClaimTTLer); ok && t.ClaimTTL() > 0 {
+		c.ttl = t.ClaimTTL()
+		c.fence.Store(start + int64(c.ttl))
+	}
+	if !r.LastLease.IsZero() {
+		c.leased.Store(r.LastLease.UnixNano())
+	}
 	src.mu.Lock()
 	if src.closed {
 		src.mu.Unlock()
 		_ = reg.Close()
 		return fmt.Errorf("%w: closed", ErrNotServing)
 	}
-	src.reg, src.gen = reg, gen
-	src.worker.Store(r.Worker)
-	if !r.LastLease.IsZero() {
-		src.leased.Store(r.LastLease.UnixNano())
-	} else {
-		src.leased.Store(0)
+	if old := src.cur.Swap(c); old != nil { // not expected: only after a loss
+		old.dead.Store(true)
+		src.stale = append(src.stale, old.reg)
 	}
+	src.worker.Store(r.Worker)
 	until := gen.Last()
 	src.mu.Unlock()
 	src.log.Info("snowflake worker registered", "worker", r.Worker, "last_lease", r.LastLease, "layout", src.s.l.String())
@@ -303,41 +371,53 @@ func (src *Source) emit(ev Event) {
 // leaseHolds reports whether the persisted lease reaches more than a
 // quarter of LeaseAhead (one renewal interval) past now.
 func (src *Source) leaseHolds(now time.Time) bool {
-	return src.leased.Load()-now.UnixNano() > int64(src.cfg.LeaseAhead/4)
+	c := src.cur.Load()
+	return c != nil && c.leased.Load()-now.UnixNano() > int64(src.cfg.LeaseAhead/4)
 }
 
-// renew extends the persisted lease to now+LeaseAhead.
+// renew extends the persisted lease to now+LeaseAhead. With a ClaimTTL it
+// also confirms the claim (a Lease of the lease already held) when half
+// of the fence is used up, even while the clock gives no higher lease.
 func (src *Source) renew(ctx context.Context, now time.Time) error {
-	until := now.Add(src.cfg.LeaseAhead)
-	if until.UnixNano() <= src.leased.Load() {
-		return nil
-	}
-	src.mu.Lock()
-	reg := src.reg
-	src.mu.Unlock()
-	if reg == nil {
+	c := src.cur.Load()
+	if c == nil || c.dead.Load() {
 		return fmt.Errorf("%w: no registry", ErrNotRegistered)
 	}
+	if src.lapsed(c) {
+		src.lapse(c)
+		return fmt.Errorf("%w: %w", ErrNotRegistered, ErrClaimLapsed)
+	}
+	until := now.Add(src.cfg.LeaseAhead)
+	if held := c.leased.Load(); until.UnixNano() <= held {
+		if !src.fenceDue(c) {
+			return nil
+		}
+		until = time.Unix(0, held)
+	}
+	reg := c.reg
 	// A registry that hangs must not keep a serving Source past the point
 	// where it has to stop (its lease holding for less than LeaseAhead/4):
 	// bound the call by that point, so the caller can still step down in
 	// time.
 	timeout := src.cfg.LeaseAhead / 2
 	if src.State() == StateServing {
-		left := time.Duration(src.leased.Load()-now.UnixNano()) - src.cfg.LeaseAhead/4
+		left := time.Duration(c.leased.Load()-now.UnixNano()) - src.cfg.LeaseAhead/4
 		timeout = max(min(timeout, left), src.cfg.LeaseAhead/16)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := src.monoNow()
 	if err := reg.Lease(ctx, until); err != nil {
 		return err
 	}
-	for {
-		old := src.leased.Load()
-		if until.UnixNano() <= old || src.leased.CompareAndSwap(old, until.UnixNano()) {
-			return nil
-		}
+	// The claim held at some point after start: no other process can hold
+	// it before start+ttl. A Lease that returned after that bound raises
+	// the fence to a point already past, so it does not revive c.
+	if c.ttl > 0 {
+		raise(&c.fence, start+int64(c.ttl))
 	}
+	raise(&c.leased, until.UnixNano())
+	return nil
 }
 
 // run renews the lease, resumes a waiting or paused Source once its clock
@@ -349,20 +429,23 @@ func (src *Source) run() {
 	nextRenew := time.Time{}
 	failing := false
 	for {
-		src.mu.Lock()
-		reg := src.reg
-		src.mu.Unlock()
+		src.closeStale()
+		c := src.cur.Load()
 		var lost <-chan struct{}
-		if reg != nil {
-			lost = reg.Lost()
+		if c != nil {
+			lost = c.reg.Lost()
 		}
 		select {
 		case <-src.ctx.Done():
 			return
 		case <-lost:
-			src.relost("the registry reported the claim lost")
+			src.relost(c, "the registry reported the claim lost", nil)
 			continue
 		case <-t.C:
+		}
+		if c != nil && src.lapsed(c) {
+			src.lapse(c)
+			continue
 		}
 		now := src.cfg.Now()
 		switch src.State() {
@@ -395,12 +478,12 @@ func (src *Source) run() {
 				src.setState(StateServing, time.Time{}, "the clock is past the last time used and the time lease holds")
 			}
 		}
-		if now.Before(nextRenew) {
+		if now.Before(nextRenew) && !src.fenceDue(c) {
 			continue
 		}
 		if err := src.renew(src.ctx, now); err != nil {
 			if errors.Is(err, ErrNotRegistered) {
-				src.relost(err.Error())
+				src.relost(c, err.Error(), nil)
 				continue
 			}
 			if !failing {
@@ -437,17 +520,41 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// relost drops the current registration after its claim was lost.
-func (src *Source) relost(reason string) {
+// relost drops registration c (if it is still the current one) after its
+// claim was lost: it never serves again, and the run loop closes its
+// registry and registers anew.
+func (src *Source) relost(c *claim, reason string, cause error) {
+	if c == nil {
+		return
+	}
+	c.dead.Store(true) // before cur changes: a Fill holding c sees it
 	src.mu.Lock()
-	reg := src.reg
-	src.reg, src.gen = nil, nil
+	if src.cur.Load() != c {
+		src.mu.Unlock()
+		return
+	}
+	src.cur.Store(nil)
+	src.stale = append(src.stale, c.reg)
 	src.mu.Unlock()
-	if reg != nil {
+	src.emit(Event{State: StateLost, Reason: reason, cause: cause})
+	src.worker.Store(-1)
+}
+
+// lapse drops c after its claim went unconfirmed for ClaimTTL.
+func (src *Source) lapse(c *claim) {
+	src.relost(c, fmt.Sprintf("the claim of worker %d was not confirmed within %v (the registry's claim TTL, on the monotonic clock): another node may hold it now",
+		c.worker, c.ttl), ErrClaimLapsed)
+}
+
+// closeStale closes the registries of dropped registrations.
+func (src *Source) closeStale() {
+	src.mu.Lock()
+	stale := src.stale
+	src.stale = nil
+	src.mu.Unlock()
+	for _, reg := range stale {
 		_ = reg.Close()
 	}
-	src.setState(StateLost, time.Time{}, reason)
-	src.worker.Store(-1)
 }
 
 // State is the Source's state now.
@@ -459,13 +566,35 @@ func (src *Source) Worker() int64 { return src.worker.Load() }
 // Layout is the layout of the ids.
 func (src *Source) Layout() Layout { return src.s.l }
 
-// Leased is the time up to which the lease is persisted.
+// Leased is the time up to which the lease of the current registration
+// is persisted; zero while there is none.
 func (src *Source) Leased() time.Time {
-	ns := src.leased.Load()
+	c := src.cur.Load()
+	if c == nil {
+		return time.Time{}
+	}
+	ns := c.leased.Load()
 	if ns == 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, ns)
+}
+
+// Holds is the worker id whose ids may still be handed out: that of the
+// current registration, while it is neither lost nor past its fence (the
+// registry's ClaimTTL after the last confirmation, on the monotonic clock).
+// ok is false when there is none: ids made earlier (in a ring buffer) must
+// then be thrown away. A registration found past its fence is dropped.
+func (src *Source) Holds() (worker int64, ok bool) {
+	c := src.cur.Load()
+	if c == nil || c.dead.Load() {
+		return -1, false
+	}
+	if src.lapsed(c) {
+		src.lapse(c)
+		return -1, false
+	}
+	return c.worker, true
 }
 
 // notServing is the error for a Source that is not serving.
@@ -491,18 +620,26 @@ func (src *Source) notServing(st State) error {
 // finds the clock behind the last tick used by more than BorrowAhead plus
 // MaxBackward), ErrExpired or ErrOutOfRange.
 func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
-	if st := src.State(); st != StateServing {
-		return 0, src.notServing(st)
-	}
-	src.mu.Lock()
-	gen := src.gen
-	src.mu.Unlock()
-	if gen == nil {
+	// One snapshot: the generator, lease and fence of one registration.
+	c := src.cur.Load()
+	if st := src.State(); st != StateServing || c == nil || c.dead.Load() {
 		return 0, src.notServing(src.State())
 	}
+	if src.lapsed(c) {
+		// Checked here, not only by the run loop: after a freeze (SIGSTOP)
+		// a caller may get here before that loop has run.
+		src.lapse(c)
+		return 0, src.notServing(src.State())
+	}
+	gen := c.gen
 	now := src.cfg.Now()
-	limit := min(src.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano())
+	limit := min(c.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano())
 	n, err := gen.Borrow(ctx, dst, time.Unix(0, limit))
+	if c.dead.Load() {
+		// The registration was dropped while this Fill ran: its ids are a
+		// gap, not served after the loss.
+		return 0, src.notServing(src.State())
+	}
 	if err != nil || n == len(dst) {
 		return n, err
 	}
@@ -510,7 +647,7 @@ func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
 	// is not being renewed. Read the clock again: a concurrent Fill with a
 	// later reading may have borrowed ahead since ours.
 	now = src.cfg.Now()
-	if n == 0 && limit == src.leased.Load() && limit < now.UnixNano() {
+	if n == 0 && limit == c.leased.Load() && limit < now.UnixNano() {
 		return 0, fmt.Errorf("%w: %w: the time lease (up to %v) is behind the clock: the worker registry cannot be reached",
 			ErrNotServing, ErrLeaseFailed, time.Unix(0, limit).UTC())
 	}
@@ -553,14 +690,12 @@ func (src *Source) Next(ctx context.Context, dst []int64) error {
 
 // wait is how long to wait before Fill can make ids again.
 func (src *Source) wait() time.Duration {
-	src.mu.Lock()
-	gen := src.gen
-	src.mu.Unlock()
+	c := src.cur.Load()
 	now := src.cfg.Now()
 	d := src.s.l.TimeUnit
-	if gen != nil {
-		lim := time.Unix(0, min(src.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano()))
-		if w := gen.Last().Sub(lim); w > 0 && w < d {
+	if c != nil {
+		lim := time.Unix(0, min(c.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano()))
+		if w := c.gen.Last().Sub(lim); w > 0 && w < d {
 			d = w
 		}
 	}
@@ -578,13 +713,16 @@ func (src *Source) Close() error {
 	src.mu.Unlock()
 	src.setState(StateClosed, time.Time{}, "closed")
 	src.mu.Lock()
-	reg := src.reg
-	src.reg, src.gen = nil, nil
+	c := src.cur.Swap(nil)
 	src.mu.Unlock()
+	if c != nil {
+		c.dead.Store(true)
+	}
 	src.cancel()
 	<-src.done
-	if reg != nil {
-		return reg.Close()
+	src.closeStale()
+	if c != nil {
+		return c.reg.Close()
 	}
 	return nil
 }

@@ -41,6 +41,8 @@ type memBackend struct {
 	hangLease bool  // Lease blocks until its ctx ends while set
 	openErr   error // Open fails with it while set
 	regs      []*memRegistry
+	ttl       time.Duration // ClaimTTL of its registries (0: no fence)
+	leaseOK   int           // Lease calls that succeeded
 }
 
 func newBackend(fixed int64) *memBackend {
@@ -156,7 +158,18 @@ func (r *memRegistry) Lease(ctx context.Context, until time.Time) error {
 	if until.After(b.leases[r.worker]) {
 		b.leases[r.worker] = until
 	}
+	b.leaseOK++
 	return nil
+}
+
+// ClaimTTL implements snowflake.ClaimTTLer with the backend's ttl.
+func (r *memRegistry) ClaimTTL() time.Duration { return r.b.ttl }
+
+// leaseCalls is how many Lease calls succeeded.
+func (b *memBackend) leaseCalls() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.leaseOK
 }
 
 func (r *memRegistry) Lost() <-chan struct{} { return r.lost }
@@ -1026,6 +1039,7 @@ type gatedClock struct {
 	mu      sync.Mutex
 	gate    chan struct{}
 	entered chan struct{}
+	late    bool // read the clock after the gate, not before
 }
 
 func (c *gatedClock) Now() time.Time {
@@ -1036,11 +1050,15 @@ func (c *gatedClock) Now() time.Time {
 	} else {
 		gate = nil
 	}
+	late := c.late
 	c.mu.Unlock()
 	now := c.fakeClock.Now()
 	if gate != nil {
 		close(entered)
 		<-gate
+		if late {
+			now = c.fakeClock.Now()
+		}
 	}
 	return now
 }

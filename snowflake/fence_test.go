@@ -1,0 +1,108 @@
+package snowflake_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/snowflake"
+)
+
+// TestSourceFillOneSnapshot (issue #12, path 6): a Fill that straddles a
+// re-registration of the same worker id must not make ids of the old
+// registration's generator under the new registration's lease; those would
+// repeat the ids of the new generator, which starts after the old lease.
+func TestSourceFillOneSnapshot(t *testing.T) {
+	b := newBackend(3) // every registration gets worker 3
+	clock := &gatedClock{fakeClock: &fakeClock{t: t0}, late: true}
+	src, _, _ := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Now = clock.Now })
+	seen := newIssued(t)
+	seen.add("first registration", fill(t, src, 8)...)
+
+	gate, entered := clock.arm()
+	type result struct {
+		ids []int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		dst := make([]int64, 64)
+		n, err := src.Fill(context.Background(), dst)
+		done <- result{dst[:n], err}
+	}()
+	<-entered // that Fill took the first registration and waits in Now
+
+	// The claim is lost; the Source registers worker 3 again, waits for
+	// the clock to pass the first registration's lease, and serves.
+	b.registries()[0].lose()
+	waitFor(t, "a second registration", func() bool { return len(b.registries()) == 2 })
+	clock.Set(t0.Add(2 * testLeaseAhead))
+	waitState(t, src, snowflake.StateServing)
+	seen.add("second registration", fill(t, src, 16)...)
+
+	close(gate) // the first Fill goes on with the clock of the second
+	r := <-done
+	seen.add("the Fill that straddled the re-registration", r.ids...)
+	if r.err == nil || !errors.Is(r.err, snowflake.ErrNotServing) {
+		t.Errorf("Fill across a lost registration = %d ids, %v; want ErrNotServing", len(r.ids), r.err)
+	}
+}
+
+// TestSourceClaimLapses (issue #12, path 4): a Source whose registry has a
+// ClaimTTL serves no id once ClaimTTL has passed on the monotonic clock
+// since the last confirmation — checked by Fill itself, since after a
+// freeze a caller may run before the Source's goroutine — and drops that
+// registration for good. The wall clock (Now) plays no part.
+func TestSourceClaimLapses(t *testing.T) {
+	b := newBackend(-1)
+	b.ttl = time.Second
+	mono := &fakeClock{t: t0}
+	src, clock, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	if w, ok := src.Holds(); !ok || w != 0 {
+		t.Fatalf("Holds = %d, %v; want 0, true", w, ok)
+	}
+	fill(t, src, 8)
+
+	mono.Set(t0.Add(time.Second)) // frozen for the whole TTL
+	n, err := src.Fill(context.Background(), make([]int64, 8))
+	if n != 0 || !errors.Is(err, snowflake.ErrClaimLapsed) || !errors.Is(err, snowflake.ErrNotServing) {
+		t.Fatalf("Fill past the claim TTL = %d, %v; want 0, ErrNotServing and ErrClaimLapsed", n, err)
+	}
+	if _, ok := src.Holds(); ok {
+		t.Error("Holds: ok past the claim TTL")
+	}
+	if _, ok := log.last(snowflake.StateLost); !ok {
+		t.Errorf("no lost event: %v", log.states())
+	}
+	// The registration is closed and never serves again; the Source
+	// registers anew (here, worker 0 again, since the old one released it).
+	waitFor(t, "the lapsed registry closed", func() bool { return b.registries()[0].isClosed() })
+	waitFor(t, "a new registration", func() bool { return len(b.registries()) >= 2 })
+	clock.Set(t0.Add(2 * testLeaseAhead)) // past the lapsed registration's lease
+	waitState(t, src, snowflake.StateServing)
+	if _, err := src.Fill(context.Background(), make([]int64, 1)); err != nil {
+		t.Fatalf("Fill after registering again: %v", err)
+	}
+}
+
+// TestSourceConfirmsClaim: while the wall clock stands still (so no higher
+// lease is due), the Source still confirms its claim before half of the
+// ClaimTTL has passed on the monotonic clock, and keeps serving.
+func TestSourceConfirmsClaim(t *testing.T) {
+	b := newBackend(-1)
+	b.ttl = time.Second
+	mono := &fakeClock{t: t0}
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	for i := 1; i <= 5; i++ {
+		calls := b.leaseCalls()
+		mono.Set(t0.Add(time.Duration(i) * 600 * time.Millisecond))
+		waitFor(t, "a confirming Lease", func() bool { return b.leaseCalls() > calls })
+		if _, err := src.Fill(context.Background(), make([]int64, 1)); err != nil {
+			t.Fatalf("Fill after %d confirmations: %v", i, err)
+		}
+	}
+	if n := len(b.registries()); n != 1 {
+		t.Fatalf("%d registrations, want 1", n)
+	}
+}
