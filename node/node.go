@@ -67,6 +67,7 @@ type Node struct {
 	met     *liveMetrics
 	events  *events.Publisher
 	health  storeHealth
+	lock    *dirLock // DataDir/leafd.lock, held while the node runs
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -88,6 +89,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 
+	// Two nodes on one data directory refuse at once. A directory that
+	// cannot be written at all only costs a node on an external NATS its
+	// hints (the embedded server cannot start without it anyway).
+	if n.lock, err = lockDataDir(cfg.DataDir, cfg.Name); err != nil {
+		if errors.Is(err, ErrDataDirInUse) || cfg.NATS == "" {
+			return nil, err
+		}
+		n.log.Warn("running without a data directory lock", "err", err)
+	}
 	if err := n.startNATS(); err != nil {
 		return nil, err
 	}
@@ -166,6 +176,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.startPool(ctx); err != nil {
 		return nil, err
 	}
+	n.warnUnreplicated(ctx)
 	if err := n.startHTTP(); err != nil {
 		return nil, err
 	}
@@ -210,6 +221,11 @@ func (n *Node) startNATS() error {
 			Port:       port,
 			JetStream:  true,
 			StoreDir:   filepath.Join(n.cfg.DataDir, "jetstream"),
+			// Every range reservation, worker lease and taken pool batch
+			// an id depends on is fsynced before the server acknowledges
+			// it: a power cut must not roll max_id or a lease back
+			// (DESIGN invariant 2). The default syncs every 2 minutes.
+			SyncAlways: true,
 			NoSigs:     true,
 			NoLog:      true,
 		})
@@ -396,6 +412,7 @@ func (n *Node) Close(ctx context.Context) error {
 		n.ns.Shutdown()
 		n.ns.WaitForShutdown()
 	}
+	errs = append(errs, n.lock.Close()) // last: everything that wrote to DataDir has stopped
 	n.log.Info("leafd stopped")
 	return errors.Join(errs...)
 }

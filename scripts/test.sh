@@ -33,6 +33,8 @@ SCRIPT=test.sh
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
 	apt_install prometheus
 fi
+echo "== strace (node/: every reservation of the embedded store is fsynced)"
+command -v strace >/dev/null 2>&1 || apt_install strace
 echo "== Chromium (status page tests)"
 command -v chromium >/dev/null 2>&1 || apt_install chromium
 LEAF_TEST_CHROMIUM=$(command -v chromium)

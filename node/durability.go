@@ -1,0 +1,51 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/segment/kvstore"
+	"github.com/leafmq/leafmq/snowflake/kvlease"
+)
+
+// warnUnreplicated logs a warning for each JetStream stream an id depends
+// on that has one replica on an external NATS. The embedded server runs
+// with sync_always, so there one replica is durable; an external server
+// syncs every 2 minutes by default, and a power cut (or a lost disk) of the
+// one server that holds the stream rolls max_id, a worker's time lease or a
+// taken pool batch back: ids repeat. R3 (--kv-replicas 3), or sync_always
+// on every server, closes that.
+func (n *Node) warnUnreplicated(ctx context.Context) {
+	if n.ns != nil {
+		return
+	}
+	var streams []string
+	if n.cfg.MySQL == "" {
+		streams = append(streams, "KV_"+kvstore.DefaultBucket)
+	}
+	if n.cfg.Registry == RegistryKV {
+		streams = append(streams, "KV_"+kvlease.DefaultBucket)
+	}
+	if n.pool != nil {
+		streams = append(streams, pool.Stream)
+	}
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return
+	}
+	for _, name := range streams {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		s, err := js.Stream(cctx, name)
+		cancel()
+		if err != nil {
+			continue // not created (yet), or not ours to see
+		}
+		if r := s.CachedInfo().Config.Replicas; r <= 1 {
+			n.log.Warn("a stream that ids depend on has one replica: a power cut of its server can repeat ids unless every server runs with sync_always; use --kv-replicas 3",
+				"stream", name, "replicas", r)
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package node_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/segment/kvstore"
+)
+
+// leafdProc is a leafd started from its built binary, as users start it.
+type leafdProc struct {
+	cmd    *exec.Cmd
+	url    string // the NATS URL from its banner
+	stderr *bytes.Buffer
+	exited chan error
+}
+
+var servingRE = regexp.MustCompile(`is serving ids on (nats://\S+)`)
+
+// startLeafd runs bin with args (prefixed by wrap, e.g. strace) and waits
+// for its banner. It fails the test if leafd exits first.
+func startLeafd(t *testing.T, bin string, wrap []string, args ...string) *leafdProc {
+	t.Helper()
+	p, err := tryLeafd(t, bin, wrap, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func tryLeafd(t *testing.T, bin string, wrap []string, args ...string) (*leafdProc, error) {
+	t.Helper()
+	argv := append(append(append([]string{}, wrap...), bin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill reaches a wrapped leafd too
+	p := &leafdProc{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.kill(t) })
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+		p.exited <- cmd.Wait()
+	}()
+	select {
+	case p.url = <-urls:
+		return p, nil
+	case err := <-p.exited:
+		p.exited <- err
+		return nil, fmt.Errorf("leafd exited before serving: %v\n%s", err, p.stderr)
+	case <-time.After(60 * time.Second):
+		return nil, fmt.Errorf("leafd did not start within 60s\n%s", p.stderr)
+	}
+}
+
+// kill sends SIGKILL (a crash) and waits for the process to be gone.
+func (p *leafdProc) kill(t *testing.T) {
+	t.Helper()
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+	case <-time.After(30 * time.Second):
+		t.Errorf("leafd pid %d did not die", p.cmd.Process.Pid)
+	}
+}
+
+// Two leafd on one data directory would run two nats-servers on one
+// JetStream store: the second refuses at once and names the first.
+func TestDataDirInUse(t *testing.T) {
+	bin := testenv.Build(t, "cmd/leafd")
+	dir := t.TempDir()
+	first := startLeafd(t, bin, nil, "--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off", "--name", "first")
+	_, err := tryLeafd(t, bin, nil, "--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off", "--name", "second")
+	if err == nil {
+		t.Fatal("a second leafd started on the same data directory")
+	}
+	want := fmt.Sprintf("pid %d", first.cmd.Process.Pid)
+	if !strings.Contains(err.Error(), "data directory in use") || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `"first"`) {
+		t.Fatalf("second leafd: %v; want an error naming %s and \"first\"", err, want)
+	}
+	// A crash leaves no stale lock: the kernel drops it with the process.
+	first.kill(t)
+	startLeafd(t, bin, nil, "--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off", "--name", "third")
+}
+
+// Power loss: a range reservation is acknowledged only once it is on disk.
+// The embedded server runs JetStream with sync_always, so the alloc
+// bucket's message block is fsynced at least once per reservation
+// (without it: about once per 120 reservations, the 2-minute default sync
+// and block rolls). strace counts the fsyncs of the KV_leaf_alloc stream's
+// files against the bucket's writes.
+func TestEmbeddedStoreFsyncsEveryReservation(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		if testenv.Required() {
+			t.Fatal("strace not installed (make test installs it)")
+		}
+		t.Skip("strace not installed")
+	}
+	bin := testenv.Build(t, "cmd/leafd")
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "fsync.trace")
+	// A fixed small step (max-step = step) makes every few requests a
+	// reservation.
+	p := startLeafd(t, bin, []string{strace, "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync", "-o", trace},
+		"--data", filepath.Join(dir, "data"), "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off",
+		"--default-step", "200", "--max-step", "200")
+	nc, err := nats.Connect(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const ids = 40000
+	for got, fails := 0, 0; got < ids; {
+		b, err := take(nc, "durable", 100, true)
+		if err != nil { // traced, the node may run dry for a moment: 503
+			if fails++; fails > 100 {
+				t.Fatalf("after %d ids: %v", got, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		got += len(b)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A background load (the next segment) may still be on its way: count
+	// only what the node has had answered.
+	time.Sleep(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "KV_"+kvstore.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := s.CachedInfo().State.LastSeq // creates, reservations, markers: every write of the bucket
+	p.kill(t)
+	data, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		// A call interrupted by another thread's line shows as
+		// "fsync(fd</path> <unfinished ...>": count calls, not results.
+		if strings.Contains(line, "sync(") && strings.Contains(line, "KV_"+kvstore.DefaultBucket+"/msgs/") {
+			syncs++
+		}
+	}
+	t.Logf("%d ids: %d writes to the alloc bucket, %d fsyncs of its files", ids, writes, syncs)
+	if writes < ids/200 {
+		t.Fatalf("only %d writes for %d ids at step 200: the test did not reserve what it meant to", writes, ids)
+	}
+	if uint64(syncs) < writes {
+		t.Fatalf("%d fsyncs of the alloc bucket for %d acknowledged writes: a power cut loses reservations", syncs, writes)
+	}
+}
+
+// A batch taken from the pool stays taken across a kill -9 of the server
+// (here the embedded one, with its leafd): after the restart no batch
+// holds an id that a client already took.
+func TestPoolBatchStaysTakenAcrossKill(t *testing.T) {
+	bin := testenv.Build(t, "cmd/leafd")
+	dir := t.TempDir()
+	args := []string{"--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off",
+		"--pool", "pooled", "--pool-depth", "8", "--pool-batch", "100"}
+	seen := map[int64]bool{}
+	taken := 0
+	for round := range 4 {
+		p := startLeafd(t, bin, nil, args...)
+		nc, err := nats.Connect(p.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Take batches right up to the crash: the last take's delete is
+		// confirmed only a moment before the kill.
+		for i := range 12 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			b, err := pool.Take(ctx, js, pool.SegmentSubject("pooled"), 5*time.Second)
+			cancel()
+			if errors.Is(err, pool.ErrEmpty) || errors.Is(err, pool.ErrUsed) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("round %d take %d: %v", round, i, err)
+			}
+			for _, id := range b {
+				if seen[id] {
+					t.Fatalf("round %d: id %d taken twice from the pool", round, id)
+				}
+				seen[id] = true
+			}
+			taken++
+		}
+		nc.Close()
+		p.kill(t)
+	}
+	if taken < 8 {
+		t.Fatalf("only %d batches taken", taken)
+	}
+	t.Logf("%d batches, %d ids taken across 4 kill -9, none twice", taken, len(seen))
+}
+
+// lockedBuffer is a log sink for tests.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// On an external NATS a stream with one replica is as durable as that one
+// server's disk sync: the node says so at start, naming each stream. The
+// embedded server syncs always and says nothing.
+func TestWarnsOnUnreplicatedStreams(t *testing.T) {
+	srv := natstest.RunServer(t)
+	for _, tc := range []struct {
+		name string
+		cfg  node.Config
+		want []string
+	}{
+		{"external", node.Config{Name: "r1", NATS: srv.ClientURL(), Pool: "demo"},
+			[]string{"KV_leaf_alloc", "KV_leaf_workers", "LEAF_POOL"}},
+		{"embedded", node.Config{Name: "emb", NATSListen: "127.0.0.1:-1"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs lockedBuffer
+			tc.cfg.HTTP, tc.cfg.DataDir = "off", t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			n, err := node.Start(ctx, tc.cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer n.Close(context.Background())
+			var warned []string
+			for line := range strings.SplitSeq(logs.String(), "\n") {
+				if strings.Contains(line, "one replica") {
+					warned = append(warned, line)
+				}
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(strings.Join(warned, "\n"), "stream="+s) {
+					t.Errorf("no warning for %s in:\n%s", s, strings.Join(warned, "\n"))
+				}
+			}
+			if tc.want == nil && len(warned) > 0 {
+				t.Errorf("embedded server warned:\n%s", strings.Join(warned, "\n"))
+			}
+		})
+	}
+}
