@@ -10,15 +10,18 @@
 //
 //	w<N>  the claim: {"node", "lease", "updated"} (unix ms), with a per-key
 //	      TTL (Options.TTL, default 10s). Whoever created it holds N.
-//	t<N>  the lease: {"lease", "node", "updated"}, the highest time lease
-//	      ever recorded for N. It has no TTL and is never lowered.
+//	t<N>  the lease: {"lease", "node", "updated", "owner"}, the highest time
+//	      lease ever recorded for N, and the token of the registration that
+//	      holds N. It has no TTL and its lease is never lowered.
 //
 // Register scans the ids from a random start (so starting nodes rarely try
 // the same id) and claims the first free one with kv.Create(w<N>, …,
 // jetstream.KeyTTL(TTL)): Create succeeds only if the key is absent,
-// deleted or expired, so two nodes cannot hold one id. It then reads t<N>
-// and returns it as Registration.LastLease. With every id claimed it fails
-// with snowflake.ErrNoWorker.
+// deleted or expired, so two nodes cannot hold one id. It then fences out
+// every earlier holder of N: it writes a new random owner token into t<N>
+// by compare-and-swap on the revision it read (keeping the lease), and
+// returns the lease it replaced as Registration.LastLease. With every id
+// claimed it fails with snowflake.ErrNoWorker.
 //
 // A goroutine keeps the claim alive: every Options.Refresh (default TTL/3)
 // it publishes the claim again to $KV.<bucket>.w<N> with
@@ -28,6 +31,22 @@
 // under it, the Registry closes Lost before another node can take the id:
 // the node must stop issuing ids then. Close stops that goroutine, waits
 // for it, and purges w<N> so the id is free at once; t<N> stays.
+//
+// # Fencing
+//
+// A process frozen (SIGSTOP, a VM pause) past the TTL wakes believing it
+// still holds N, and its refresher has not run: the claim key alone cannot
+// stop it. t<N> does. Every Lease reads t<N> from the stream leader and
+// succeeds only while it carries this registration's token — a Lease of a
+// lower time too, which then only confirms the claim — and its
+// compare-and-swap is on the revision that carried the token. Once another
+// node's Register has replaced the token, the old registration's Lease
+// fails with an error wrapping snowflake.ErrNotRegistered and closes Lost;
+// whatever it leased before that is in the new holder's LastLease, so the
+// new holder's ids all come after the old one's. The Registry implements
+// snowflake.ClaimTTLer with Options.TTL, so a snowflake.Source also stops on
+// its own monotonic clock once TTL has passed since its last confirmed
+// Lease, even before that Lease is tried.
 //
 // # Why the lease key makes restarts safe
 //
@@ -42,7 +61,7 @@
 //
 // # Reads and errors
 //
-// Reads that must see this node's own writes (t<N> before each CAS) go to
+// Reads that must see the latest write (t<N> before each CAS) go to
 // the stream leader through $JS.API.STREAM.MSG.GET, as in segment/kvstore:
 // on an R>1 bucket kv.Get may be answered by a lagging follower.
 // Compare-and-swap conflicts (10071, or 10164 on clustered streams) are

@@ -2,6 +2,8 @@ package kvlease
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +80,7 @@ type Registry struct {
 	worker     int64
 	rev        uint64    // revision of the claim key w<worker>
 	lease      time.Time // highest lease recorded for worker (durably)
+	token      string    // this registration's owner token in t<worker>
 
 	now  func() time.Time // for testing
 	rand func(n int64) int64
@@ -95,6 +98,19 @@ type leaseRec struct {
 	Lease   int64  `json:"lease"` // unix ms, never lowered
 	Node    string `json:"node"`
 	Updated int64  `json:"updated"`
+	// Owner is the token of the registration that holds the id: Register
+	// writes its own, and a Lease succeeds only while the key carries it.
+	Owner string `json:"owner,omitempty"`
+}
+
+// errFenced: the lease key carries another registration's token.
+var errFenced = errors.New("fenced")
+
+// newToken is a registration's owner token: 128 random bits.
+func newToken() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // Open returns a Registry for layout on the bucket opts.Bucket, creating
@@ -246,22 +262,40 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	if worker < 0 {
 		return snowflake.Registration{}, fmt.Errorf("%w: kvlease: all %d worker ids of bucket %q are claimed", snowflake.ErrNoWorker, n, r.opts.Bucket)
 	}
+	// Fence out every earlier holder: t<worker> takes this registration's
+	// token, by compare-and-swap on what it replaces, whose lease is
+	// LastLease. An earlier holder's Lease either landed before (and is in
+	// LastLease) or finds the token changed and fails.
+	token := newToken()
 	var last time.Time
 	err = retry(cctx, func() (bool, error) {
-		rec, _, err := r.readLease(cctx, worker)
-		if err == nil && rec.Lease > 0 {
+		rec, lrev, err := r.readLease(cctx, worker)
+		if err != nil {
+			return transient(err), err
+		}
+		last = time.Time{}
+		if rec.Lease > 0 {
 			last = time.UnixMilli(rec.Lease)
 		}
-		return transient(err), err
+		val, err := json.Marshal(leaseRec{Lease: rec.Lease, Node: r.opts.Node, Updated: now.UnixMilli(), Owner: token})
+		if err != nil {
+			return false, err
+		}
+		if lrev == 0 {
+			_, err = r.kv.Create(cctx, leaseKey(worker), val)
+		} else {
+			_, err = r.kv.Update(cctx, leaseKey(worker), val, lrev)
+		}
+		return conflict(err) || transient(err), err
 	})
 	if err != nil {
 		// Give the id back; it expires anyway if this fails too.
 		pctx, pcancel := context.WithTimeout(context.Background(), r.opts.Timeout)
 		_ = r.kv.Purge(pctx, claimKey(worker), jetstream.LastRevision(rev))
 		pcancel()
-		return snowflake.Registration{}, fail(ctx, cctx, "register: read "+leaseKey(worker), err)
+		return snowflake.Registration{}, fail(ctx, cctx, "register: fence "+leaseKey(worker), err)
 	}
-	r.registered, r.worker, r.rev, r.lease = true, worker, rev, last
+	r.registered, r.worker, r.rev, r.lease, r.token = true, worker, rev, last, token
 	rctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	r.wg.Add(1)
@@ -270,7 +304,12 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 }
 
 // Lease implements snowflake.Registry: it raises the lease key t<worker>
-// to until by compare-and-swap (never lowering it) before it returns.
+// to until by compare-and-swap (never lowering it) before it returns. It is
+// fenced: it reads t<worker> from the stream leader every time (a lower
+// until included) and succeeds only while the key carries this
+// registration's token, and its compare-and-swap is on the revision that
+// carried it. Once another registration took the worker id over, it closes
+// Lost and fails with an error wrapping snowflake.ErrNotRegistered.
 func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kvlease: lease: %w", err)
@@ -278,7 +317,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	r.leaseMu.Lock()
 	defer r.leaseMu.Unlock()
 	r.mu.Lock()
-	closed, registered, worker, cur := r.closed, r.registered, r.worker, r.lease
+	closed, registered, worker, token := r.closed, r.registered, r.worker, r.token
 	r.mu.Unlock()
 	switch {
 	case closed:
@@ -292,27 +331,35 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if until.Sub(time.UnixMilli(ms)) > 0 {
 		ms++ // round up: the stored lease must not be below until
 	}
-	if ms <= cur.UnixMilli() {
-		return nil
-	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	key := leaseKey(worker)
+	var holder leaseRec
 	err := retry(cctx, func() (bool, error) {
 		rec, rev, err := r.readLease(cctx, worker)
 		if err != nil {
 			return transient(err), err
 		}
-		if rec.Lease >= ms {
-			return false, nil
+		if rec.Owner != token {
+			holder = rec
+			return false, errFenced
 		}
-		val, err := json.Marshal(leaseRec{Lease: ms, Node: r.opts.Node, Updated: r.now().UnixMilli()})
+		if rec.Lease >= ms {
+			ms = rec.Lease
+			return false, nil // confirmed: still ours, and high enough
+		}
+		val, err := json.Marshal(leaseRec{Lease: ms, Node: r.opts.Node, Updated: r.now().UnixMilli(), Owner: token})
 		if err != nil {
 			return false, err
 		}
 		_, err = r.kv.Update(cctx, key, val, rev)
 		return conflict(err) || transient(err), err
 	})
+	if errors.Is(err, errFenced) {
+		r.markLost()
+		return fmt.Errorf("%w: kvlease: lease: worker %d was registered again (by node %q at %v): claim lost",
+			snowflake.ErrNotRegistered, worker, holder.Node, time.UnixMilli(holder.Updated).UTC())
+	}
 	if err != nil {
 		return fail(ctx, cctx, "lease "+key, err)
 	}
@@ -324,9 +371,13 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	return nil
 }
 
+// ClaimTTL implements snowflake.ClaimTTLer: Options.TTL, after which a claim
+// key that was not refreshed expires and another node may claim the id.
+func (r *Registry) ClaimTTL() time.Duration { return r.opts.TTL }
+
 // Lost implements snowflake.Registry: it is closed when the claim key could
 // not be refreshed in time (or was taken over), before another node can
-// claim the worker id.
+// claim the worker id, and when a Lease finds the worker registered again.
 func (r *Registry) Lost() <-chan struct{} { return r.lost }
 
 func (r *Registry) isLost() bool {
@@ -448,4 +499,7 @@ func (r *Registry) readLease(ctx context.Context, worker int64) (leaseRec, uint6
 	return rec, m.Sequence, nil
 }
 
-var _ snowflake.Registry = (*Registry)(nil)
+var (
+	_ snowflake.Registry   = (*Registry)(nil)
+	_ snowflake.ClaimTTLer = (*Registry)(nil)
+)

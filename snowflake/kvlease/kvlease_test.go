@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,18 @@ func TestConformance(t *testing.T) {
 		Layout:   layout16(),
 		Distinct: true,
 		Durable:  true,
+		// A frozen process: its refresher stops, and its claim key goes (as
+		// it expires after the TTL; purged here so the suite need not wait).
+		Takeover: func(t testing.TB, r snowflake.Registry, worker int64) {
+			kvlease.Freeze(r.(*kvlease.Registry))
+			kv, err := js.KeyValue(context.Background(), kvlease.DefaultBucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Purge(context.Background(), "w"+strconv.FormatInt(worker, 10)); err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
 }
 

@@ -7,8 +7,13 @@
 //			New:      func(t testing.TB) snowflake.Registry { ... },
 //			Distinct: true,
 //			Durable:  true,
+//			Takeover: func(t testing.TB, r snowflake.Registry, worker int64) { ... },
 //		})
 //	}
+//
+// The Fenced case (issue #12, path 4) needs Factory.Takeover: it freezes a
+// holder past its claim, lets another registry claim the same worker id,
+// wakes the first and checks that none of its Leases succeeds any more.
 package registrytest
 
 import (
@@ -45,8 +50,16 @@ type Factory struct {
 	// context until it is free, or set a short expiry: the suite retries a
 	// Register that fails with ErrNoWorker until ReuseTimeout.
 	Durable bool
-	// ReuseTimeout bounds the Durable case. Default 30s.
+	// ReuseTimeout bounds the Durable and Fenced cases. Default 30s.
 	ReuseTimeout time.Duration
+	// Takeover makes r's claim of worker lapse as a freeze of r's process
+	// past every TTL would, without telling r: it stops r's keep-alive (a
+	// refresher, a session's pings) as if the process were stopped, then
+	// expires or removes the claim in the backend, so that a Register of
+	// another registry can get worker. r must not notice (its Lost stays
+	// open): the Fenced case wakes it and checks that its Leases fail. Nil
+	// skips the Fenced case (Static has nothing to fence).
+	Takeover func(t testing.TB, r snowflake.Registry, worker int64)
 }
 
 // Run runs the whole suite as subtests of t.
@@ -66,6 +79,7 @@ func Run(t *testing.T, f Factory) {
 		{"Durable", testDurable},
 		{"Close", testClose},
 		{"ContextCanceled", testContextCanceled},
+		{"Fenced", testFenced},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
@@ -77,6 +91,13 @@ func (f Factory) layout() snowflake.Layout {
 		return snowflake.LeafLayout()
 	}
 	return f.Layout
+}
+
+func (f Factory) reuseTimeout() time.Duration {
+	if f.ReuseTimeout == 0 {
+		return 30 * time.Second
+	}
+	return f.ReuseTimeout
 }
 
 func (f Factory) open(t *testing.T) snowflake.Registry {
@@ -213,11 +234,15 @@ func reuse(t *testing.T, f Factory, r snowflake.Registry, worker int64) snowflak
 	if err := r.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	timeout := f.ReuseTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
-	deadline := time.Now().Add(timeout)
+	reg, _ := claim(t, f, worker)
+	return reg
+}
+
+// claim registers new registries, keeping each open, until one gets
+// worker, and returns that one (see reuse).
+func claim(t *testing.T, f Factory, worker int64) (snowflake.Registration, snowflake.Registry) {
+	t.Helper()
+	deadline := time.Now().Add(f.reuseTimeout())
 	ctx := testCtx(t)
 	next := f.open(t)
 	for tries := int64(0); tries <= f.layout().MaxWorker(); {
@@ -229,13 +254,75 @@ func reuse(t *testing.T, f Factory, r snowflake.Registry, worker int64) snowflak
 		case err != nil:
 			t.Fatalf("Register while waiting for worker %d to be reused: %v", worker, err)
 		case reg.Worker == worker:
-			return reg
+			return reg, next
 		}
 		tries++
 		next = f.open(t)
 	}
 	t.Fatalf("worker %d not reused within %d registrations", worker, f.layout().MaxWorker()+1)
-	return snowflake.Registration{}
+	return snowflake.Registration{}, nil
+}
+
+// testFenced: a registration whose claim lapsed while its process was
+// frozen, and whose worker id another registry then claimed, must not get
+// any Lease through when it wakes — not a higher one, not a lower one (a
+// confirmation) — and must close Lost; the new holder's LastLease covers
+// every lease the old one had confirmed, and (Durable) a refused Lease
+// leaves no trace.
+func testFenced(t *testing.T, f Factory) {
+	if f.Takeover == nil {
+		t.Skip("no Takeover: the backend has no claim to fence")
+	}
+	ctx := testCtx(t)
+	r1 := f.open(t)
+	w := mustRegister(t, r1).Worker
+	l1 := lease(time.Hour)
+	if err := r1.Lease(ctx, l1); err != nil {
+		t.Fatalf("Lease: %v", err)
+	}
+
+	f.Takeover(t, r1, w) // r1's process is frozen past its claim
+	reg2, r2 := claim(t, f, w)
+	if reg2.LastLease.Before(l1) {
+		t.Fatalf("new holder of worker %d: LastLease %v, below the old holder's lease %v", w, reg2.LastLease, l1)
+	}
+	l2 := lease(2 * time.Hour)
+	if err := r2.Lease(ctx, l2); err != nil {
+		t.Fatalf("new holder: Lease: %v", err)
+	}
+
+	// r1 wakes, unaware.
+	l3 := lease(3 * time.Hour)
+	if err := r1.Lease(ctx, l3); !errors.Is(err, snowflake.ErrNotRegistered) {
+		t.Fatalf("old holder after a takeover: Lease = %v, want ErrNotRegistered", err)
+	}
+	select {
+	case <-r1.Lost():
+	default:
+		t.Fatal("old holder: Lost open after a fenced Lease")
+	}
+	if err := r1.Lease(ctx, l1); !errors.Is(err, snowflake.ErrNotRegistered) {
+		t.Fatalf("old holder after a takeover: Lease of its own old lease = %v, want ErrNotRegistered", err)
+	}
+	if err := r2.Lease(ctx, l2.Add(time.Minute)); err != nil {
+		t.Fatalf("new holder after the old one woke: Lease: %v", err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatalf("old holder: Close: %v", err)
+	}
+	if err := r2.Lease(ctx, l2.Add(2*time.Minute)); err != nil {
+		t.Fatalf("new holder after the old one closed: Lease: %v", err)
+	}
+	if !f.Durable {
+		return
+	}
+	got := reuse(t, f, r2, w)
+	if got.LastLease.Before(l2.Add(2 * time.Minute)) {
+		t.Fatalf("next holder: LastLease %v, below the lease %v", got.LastLease, l2.Add(2*time.Minute))
+	}
+	if !got.LastLease.Before(l3) {
+		t.Fatalf("next holder: LastLease %v, at or after %v, which only the fenced-out holder asked for", got.LastLease, l3)
+	}
 }
 
 func testClose(t *testing.T, f Factory) {
