@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -408,7 +409,10 @@ func (f *Filler) topUp(subject string, src Source) {
 			break
 		}
 		buf = wire.AppendBinary(buf[:0], ids)
-		if _, err := f.cfg.JS.Publish(ctx, subject, buf); err != nil {
+		// The batch's first id names it: should a publish be stored twice
+		// (a retry after a lost reply), JetStream's duplicate window keeps
+		// one copy.
+		if _, err := f.cfg.JS.Publish(ctx, subject, buf, jetstream.WithMsgID(subject+"."+strconv.FormatInt(ids[0], 10))); err != nil {
 			f.mu.Lock()
 			f.wasted += uint64(len(ids))
 			f.mu.Unlock()

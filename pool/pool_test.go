@@ -370,3 +370,27 @@ func TestLostDeliveryStateNeverSharesABatch(t *testing.T) {
 		t.Fatalf("%d clients used the batch, want exactly 1", used)
 	}
 }
+
+// A batch stored twice — a publish retried after its reply was lost — is
+// one batch: the filler names each by its first id, and JetStream's
+// duplicate window keeps one copy. (The source here repeats itself to make
+// the second publish.)
+func TestBatchPublishedTwiceIsStoredOnce(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	f := newFiller(t, js, pool.FillerConfig{Depth: 4, Batch: 10})
+	subject := pool.SegmentSubject("twice")
+	same := func(_ context.Context, dst []int64) error {
+		for i := range dst {
+			dst[i] = int64(i) + 1
+		}
+		return nil
+	}
+	if err := f.Add(context.Background(), subject, same); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // many top-up rounds
+	if l, err := f.Level(context.Background(), subject); err != nil || l != 1 {
+		t.Fatalf("level %d (%v): the same batch was stored more than once", l, err)
+	}
+}
