@@ -2,7 +2,9 @@ package dbworker
 
 import (
 	"context"
+	crand "crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -31,8 +33,9 @@ const (
 
 // Defaults of Options.
 const (
-	DefaultType    = TypeContainer
-	DefaultTimeout = 3 * time.Second
+	DefaultType     = TypeContainer
+	DefaultTimeout  = 3 * time.Second
+	DefaultClaimTTL = 10 * time.Second
 )
 
 // maxColumn is the width of HOST_NAME and PORT (VARCHAR(64)).
@@ -60,6 +63,14 @@ type Options struct {
 	// Unless the DSN sets them it is also the dial time-out and, times 1.5,
 	// the read and write time-outs. Default DefaultTimeout.
 	Timeout time.Duration
+	// ClaimTTL is the Registry's snowflake.ClaimTTLer bound: a Source serves
+	// no id later than ClaimTTL after the start of its last successful
+	// Register or Lease. A disposable id is taken over only by an operator
+	// (WORKER_NODE truncated, its AUTO_INCREMENT lowered); the lease fence
+	// stops the old holder at its next Lease, and ClaimTTL bounds how long
+	// a holder that cannot reach the database, or was frozen, serves
+	// without one. Default DefaultClaimTTL; at least Timeout.
+	ClaimTTL time.Duration
 }
 
 func (o Options) withDefaults(now time.Time) (Options, error) {
@@ -79,6 +90,9 @@ func (o Options) withDefaults(now time.Time) (Options, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.ClaimTTL == 0 {
+		o.ClaimTTL = max(DefaultClaimTTL, o.Timeout)
+	}
 	switch {
 	case utf8.RuneCountInString(o.Host) > maxColumn || !utf8.ValidString(o.Host):
 		return o, fmt.Errorf("%w: host %q must be at most %d characters of UTF-8", ErrInvalid, o.Host, maxColumn)
@@ -88,6 +102,8 @@ func (o Options) withDefaults(now time.Time) (Options, error) {
 		return o, fmt.Errorf("%w: type %d must be %d (ACTUAL) or %d (CONTAINER)", ErrInvalid, o.Type, TypeActual, TypeContainer)
 	case o.Timeout < 0:
 		return o, fmt.Errorf("%w: negative timeout %v", ErrInvalid, o.Timeout)
+	case o.ClaimTTL < o.Timeout:
+		return o, fmt.Errorf("%w: claim ttl %v must be at least the timeout %v", ErrInvalid, o.ClaimTTL, o.Timeout)
 	}
 	return o, nil
 }
@@ -109,14 +125,23 @@ const (
 	createLease = "CREATE TABLE IF NOT EXISTS LEAF_WORKER_LEASE (\n" +
 		"WORKER_ID BIGINT NOT NULL COMMENT 'WORKER_NODE.ID',\n" +
 		"LEASE_MS BIGINT NOT NULL COMMENT 'time lease in unix ms, never lowered',\n" +
+		"OWNER VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'token of the registration holding the id',\n" +
 		"PRIMARY KEY(WORKER_ID)\n" +
 		") COMMENT='leafmq time leases of WORKER_NODE worker ids',ENGINE = INNODB"
+	// A table made before OWNER existed gets it (the table is leafmq's).
+	verifyOwner      = "SELECT OWNER FROM LEAF_WORKER_LEASE LIMIT 0"
+	addOwner         = "ALTER TABLE LEAF_WORKER_LEASE ADD COLUMN OWNER VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'token of the registration holding the id'"
 	verifyWorkerNode = "SELECT ID, HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED FROM WORKER_NODE LIMIT 0"
 	insertWorkerNode = "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED)" +
 		" VALUES (?, ?, ?, CURDATE(), NOW(), NOW())"
 	selectLease = "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE WORKER_ID = ?"
-	upsertLease = "INSERT INTO LEAF_WORKER_LEASE (WORKER_ID, LEASE_MS) VALUES (?, ?)" +
-		" ON DUPLICATE KEY UPDATE LEASE_MS = GREATEST(LEASE_MS, VALUES(LEASE_MS))"
+	// fenceLease makes the registration the id's owner: any earlier
+	// holder's fencedLease matches no row from then on.
+	fenceLease = "INSERT INTO LEAF_WORKER_LEASE (WORKER_ID, LEASE_MS, OWNER) VALUES (?, 0, ?)" +
+		" ON DUPLICATE KEY UPDATE OWNER = VALUES(OWNER)"
+	// fencedLease raises the lease only while the row is ours; the driver
+	// reports found rows (ClientFoundRows), so 0 means fenced out.
+	fencedLease = "UPDATE LEAF_WORKER_LEASE SET LEASE_MS = GREATEST(LEASE_MS, ?) WHERE WORKER_ID = ? AND OWNER = ?"
 )
 
 // MySQL error numbers that mean a missing schema.
@@ -130,10 +155,11 @@ const (
 // Registry is a snowflake.Registry on UidGenerator's WORKER_NODE table. It
 // is safe for concurrent use.
 type Registry struct {
-	db     *sql.DB
-	layout snowflake.Layout
-	opts   Options
-	lost   chan struct{} // never closed
+	db       *sql.DB
+	layout   snowflake.Layout
+	opts     Options
+	lost     chan struct{} // closed when a Lease finds the id taken over
+	lostOnce sync.Once
 
 	// mu guards the fields below and is held by Register and Lease while
 	// they talk to the database.
@@ -142,6 +168,7 @@ type Registry struct {
 	registered bool
 	worker     int64
 	lease      time.Time // highest lease stored for worker
+	token      string    // this registration's OWNER in LEAF_WORKER_LEASE
 }
 
 // Open connects to the database named by dsn (go-sql-driver syntax, e.g.
@@ -180,6 +207,7 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 		cfg.WriteTimeout = opts.Timeout + opts.Timeout/2
 	}
 	cfg.Logger = &driver.NopLogger{} // its lines repeat errors we return
+	cfg.ClientFoundRows = true       // a fenced UPDATE that changes nothing still counts its row
 	conn, err := driver.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dsn: %w", ErrInvalid, err)
@@ -201,7 +229,14 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 		if _, err := db.ExecContext(ctx, verifyWorkerNode); err != nil {
 			return err
 		}
-		_, err := db.ExecContext(ctx, createLease)
+		if _, err := db.ExecContext(ctx, createLease); err != nil {
+			return err
+		}
+		_, err := db.ExecContext(ctx, verifyOwner)
+		var me *driver.MySQLError
+		if errors.As(err, &me) && me.Number == erBadField {
+			_, err = db.ExecContext(ctx, addOwner)
+		}
 		return err
 	})
 	if err != nil {
@@ -246,9 +281,12 @@ func (r *Registry) call(ctx context.Context, op string, f func(ctx context.Conte
 
 // Register implements snowflake.Registry: it inserts this node's WORKER_NODE
 // row and returns its ID as the worker id, with the id's lease from
-// LEAF_WORKER_LEASE (normally none) as LastLease. An ID beyond the layout's
-// MaxWorker gives snowflake.ErrNoWorker. Called again, it returns the same
-// registration without inserting a row.
+// LEAF_WORKER_LEASE (normally none) as LastLease. Before it reads that
+// lease it makes itself the id's OWNER there, which fences out any earlier
+// holder of the id (one seen again after an operator reset the counter).
+// An ID beyond the layout's MaxWorker gives snowflake.ErrNoWorker. Called
+// again, it returns the same registration without inserting a row (or,
+// once Lost is closed, an error wrapping snowflake.ErrNotRegistered).
 func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error) {
 	if err := ctx.Err(); err != nil {
 		return snowflake.Registration{}, fmt.Errorf("dbworker: register: %w", err)
@@ -259,11 +297,15 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		return snowflake.Registration{}, fmt.Errorf("%w: dbworker: register", snowflake.ErrRegistryClosed)
 	}
 	if r.registered {
+		if r.isLost() {
+			return snowflake.Registration{}, fmt.Errorf("%w: dbworker: register: worker %d was taken over; open a new Registry", snowflake.ErrNotRegistered, r.worker)
+		}
 		return snowflake.Registration{Worker: r.worker, LastLease: r.lease}, nil
 	}
 	var (
 		worker int64
 		last   time.Time
+		token  = newToken()
 	)
 	err := r.call(ctx, "register", func(ctx context.Context) error {
 		res, err := r.db.ExecContext(ctx, insertWorkerNode, r.opts.Host, r.opts.Port, r.opts.Type)
@@ -280,27 +322,35 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 				"(zk, kvlease) or a layout with more worker bits",
 				snowflake.ErrNoWorker, worker, hi, r.layout, r.layout.WorkerBits, hi)
 		}
-		var ms int64
-		err = r.db.QueryRowContext(ctx, selectLease, worker).Scan(&ms)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil
-		case err != nil:
+		// Fence first, then read: a lease an earlier holder got confirmed
+		// was committed before the fence, so the read sees it; one it tries
+		// after the fence matches no row.
+		if _, err := r.db.ExecContext(ctx, fenceLease, worker, token); err != nil {
 			return err
 		}
-		last = time.UnixMilli(ms)
+		var ms int64
+		if err := r.db.QueryRowContext(ctx, selectLease, worker).Scan(&ms); err != nil {
+			return err
+		}
+		if ms > 0 {
+			last = time.UnixMilli(ms)
+		}
 		return nil
 	})
 	if err != nil {
 		return snowflake.Registration{}, err
 	}
-	r.registered, r.worker, r.lease = true, worker, last
+	r.registered, r.worker, r.lease, r.token = true, worker, last, token
 	return snowflake.Registration{Worker: worker, LastLease: last}, nil
 }
 
 // Lease implements snowflake.Registry: it raises the worker's LEASE_MS in
 // LEAF_WORKER_LEASE to until, rounded up to a millisecond, before it
-// returns. A lease at or below one already stored is a no-op.
+// returns, never lowering it. The UPDATE is fenced (WHERE OWNER = this
+// registration's token), a lower until included, which then only
+// confirms the claim: if another registration of the same id has made
+// itself OWNER since, Lease closes Lost and fails with an error wrapping
+// snowflake.ErrNotRegistered.
 func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dbworker: lease: %w", err)
@@ -312,29 +362,60 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 		return fmt.Errorf("%w: dbworker: lease", snowflake.ErrRegistryClosed)
 	case !r.registered:
 		return fmt.Errorf("%w: dbworker: lease", snowflake.ErrNotRegistered)
+	case r.isLost():
+		return fmt.Errorf("%w: dbworker: lease: worker %d was taken over", snowflake.ErrNotRegistered, r.worker)
 	}
 	ms := until.UnixMilli()
 	if time.UnixMilli(ms).Before(until) {
 		ms++ // round up: the lease must cover until
 	}
-	up := time.UnixMilli(ms)
-	if !up.After(r.lease) {
-		return nil
-	}
+	var found int64
 	err := r.call(ctx, "lease", func(ctx context.Context) error {
-		_, err := r.db.ExecContext(ctx, upsertLease, r.worker, ms)
+		res, err := r.db.ExecContext(ctx, fencedLease, ms, r.worker, r.token)
+		if err != nil {
+			return err
+		}
+		found, err = res.RowsAffected()
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	r.lease = up
+	if found == 0 {
+		r.lostOnce.Do(func() { close(r.lost) })
+		return fmt.Errorf("%w: dbworker: lease: worker %d was registered again (its LEAF_WORKER_LEASE row has another OWNER): claim lost",
+			snowflake.ErrNotRegistered, r.worker)
+	}
+	if up := time.UnixMilli(ms); up.After(r.lease) {
+		r.lease = up
+	}
 	return nil
 }
 
-// Lost implements snowflake.Registry. It is never closed: no other node can
-// be given a disposable worker id.
+// ClaimTTL implements snowflake.ClaimTTLer with Options.ClaimTTL.
+func (r *Registry) ClaimTTL() time.Duration { return r.opts.ClaimTTL }
+
+// Lost implements snowflake.Registry. It is closed only when a Lease finds
+// that another registration made itself the id's OWNER: a disposable id
+// belongs to its row, and is seen again only after an operator reset
+// WORKER_NODE's counter.
 func (r *Registry) Lost() <-chan struct{} { return r.lost }
+
+func (r *Registry) isLost() bool {
+	select {
+	case <-r.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// newToken is a registration's OWNER token: 128 random bits in hex.
+func newToken() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
 
 // Close closes the connection pool; the WORKER_NODE row stays, as in
 // UidGenerator. It is idempotent; later Register and Lease calls return
@@ -349,4 +430,7 @@ func (r *Registry) Close() error {
 	return r.db.Close()
 }
 
-var _ snowflake.Registry = (*Registry)(nil)
+var (
+	_ snowflake.Registry   = (*Registry)(nil)
+	_ snowflake.ClaimTTLer = (*Registry)(nil)
+)

@@ -73,6 +73,19 @@ func TestConformance(t *testing.T) {
 		},
 		Distinct: true,
 		Durable:  false, // a disposable id is never handed out again
+		// An operator hands the id out again: the rows from it on deleted
+		// and the counter set back to it.
+		Takeover: func(t testing.TB, _ snowflake.Registry, worker int64) {
+			db := sqlDB(t, dsn)
+			for _, q := range []string{
+				fmt.Sprintf("DELETE FROM WORKER_NODE WHERE ID >= %d", worker),
+				fmt.Sprintf("ALTER TABLE WORKER_NODE AUTO_INCREMENT = %d", worker),
+			} {
+				if _, err := db.ExecContext(ctxT(t), q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		},
 	})
 }
 
@@ -287,5 +300,33 @@ func TestInvalidOptions(t *testing.T) {
 				t.Fatalf("Open: %v, want ErrInvalid", err)
 			}
 		})
+	}
+}
+
+// TestLeaseTableWithoutOwner: a LEAF_WORKER_LEASE made before its OWNER
+// column existed gets it at Open, and fencing works on it.
+func TestLeaseTableWithoutOwner(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db := sqlDB(t, dsn)
+	ctx := ctxT(t)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE LEAF_WORKER_LEASE (WORKER_ID BIGINT NOT NULL, LEASE_MS BIGINT NOT NULL, PRIMARY KEY(WORKER_ID)) ENGINE = INNODB"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO LEAF_WORKER_LEASE (WORKER_ID, LEASE_MS) VALUES (1, 2000000000000)"); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, dsn, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+	reg, err := r.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Worker != 1 || reg.LastLease.UnixMilli() != 2000000000000 {
+		t.Fatalf("Register = %+v, want worker 1 with the stored lease", reg)
+	}
+	if err := r.Lease(ctx, time.UnixMilli(2000000000001)); err != nil {
+		t.Fatalf("Lease: %v", err)
+	}
+	if got := r.ClaimTTL(); got != dbworker.DefaultClaimTTL {
+		t.Fatalf("ClaimTTL = %v, want %v", got, dbworker.DefaultClaimTTL)
 	}
 }

@@ -34,22 +34,37 @@
 // any: leases live in a leafmq-owned side table in the same database,
 // created by Open if missing,
 //
-//	LEAF_WORKER_LEASE (WORKER_ID BIGINT PRIMARY KEY, LEASE_MS BIGINT NOT NULL)
+//	LEAF_WORKER_LEASE (WORKER_ID BIGINT PRIMARY KEY, LEASE_MS BIGINT NOT NULL,
+//	                   OWNER VARCHAR(64) NOT NULL DEFAULT '')
+//
+// (Open adds OWNER to a table made by an older leafmq.) Register makes its
+// registration the id's OWNER (a random token) with
+// INSERT … ON DUPLICATE KEY UPDATE OWNER, then reads the row's LEASE_MS as
+// Registration.LastLease. Normally there is none (the id is new), so
+// LastLease is zero; but if WORKER_NODE was truncated or its AUTO_INCREMENT
+// lowered, ids come round again, and the side table makes the generator
+// wait for the previous holder's lease.
 //
 // Lease(until) stores until (unix ms, rounded up) with
-// INSERT … ON DUPLICATE KEY UPDATE LEASE_MS = GREATEST(LEASE_MS, VALUES(LEASE_MS))
+// UPDATE … SET LEASE_MS = GREATEST(LEASE_MS, ?) WHERE WORKER_ID = ? AND OWNER = ?
 // before it returns, so a lease is durable and never moves backwards.
-// Register reads the new id's row as Registration.LastLease. Normally there
-// is none (the id is new), so LastLease is zero; but if WORKER_NODE was
-// truncated or its AUTO_INCREMENT lowered, ids come round again, and the
-// side table makes the generator wait for the previous holder's lease.
 //
-// # Lost
+// # Fencing and Lost
 //
-// Lost is never closed: a disposable id belongs to its row, and no other
-// node can be given it, whatever happens to connections. A Lease that
-// fails (the database is unreachable) returns an error, so the generator
-// cannot move past its last stored lease.
+// A disposable id belongs to its row, and no other node is given it unless
+// an operator resets the counter. If one does while the old holder still
+// runs (or is frozen), the new holder's Register takes OWNER, and from then
+// on the old holder's Lease matches no row (the connection reports found
+// rows, so an UPDATE that changes nothing still counts): it closes Lost and
+// fails with an error wrapping snowflake.ErrNotRegistered. Every lease the
+// old holder had confirmed was committed before the new OWNER, so it is in
+// the new holder's LastLease, and the new holder's ids come after the old
+// one's. A Lease of a lower until still runs the fenced UPDATE, as a
+// confirmation. Lost is closed only then. A Lease that fails otherwise (the
+// database is unreachable) returns an error, so the generator cannot move
+// past its last stored lease; and the Registry implements
+// snowflake.ClaimTTLer with Options.ClaimTTL (default 10s), so a Source
+// stops serving once that long has passed since its last confirmed Lease.
 //
 // # Errors
 //
