@@ -1,6 +1,7 @@
 -- leafmq on MySQL/MariaDB: every table leafd may use, in one file.
 --
 --   leaf_alloc         Meituan Leaf's segment table, unchanged (--mysql)
+--   leaf_alloc_history leafmq's record of the highest max_id of every tag
 --   WORKER_NODE        Baidu UidGenerator's worker id table, unchanged
 --                      (--worker-registry mysql)
 --   LEAF_WORKER_LEASE  leafmq's time leases of WORKER_NODE ids
@@ -44,6 +45,27 @@ CREATE TABLE IF NOT EXISTS `leaf_alloc` (
 --
 -- INSERT INTO leaf_alloc (biz_tag, max_id, step, description)
 --   VALUES ('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id');
+
+-- ---------------------------------------------------------------------------
+-- leaf_alloc_history: the highest max_id ever issued for every tag that was
+-- ever in leaf_alloc (segment/mysql). leafd raises it in the transaction of
+-- every allocation and never lowers it or deletes a row, so that
+--
+--   * a tag whose leaf_alloc row was deleted is not created again at 1:
+--     auto-create and `leafctl tag create` refuse it; an operator brings it
+--     back with `leafctl tag restart TAG --floor N`, N at least the record;
+--   * an allocation whose range would start below the record (max_id
+--     lowered by hand) is refused and rolled back.
+--
+-- A Leaf database gets a row here for each existing tag when leafd first
+-- opens it. Deleting rows of this table gives up that protection.
+
+CREATE TABLE IF NOT EXISTS `leaf_alloc_history` (
+  `biz_tag` varchar(128) NOT NULL DEFAULT '',
+  `max_id` bigint(20) NOT NULL COMMENT 'highest max_id ever issued for biz_tag, never lowered',
+  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (`biz_tag`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the highest max_id of every tag ever in leaf_alloc';
 
 -- ---------------------------------------------------------------------------
 -- WORKER_NODE: snowflake worker ids (snowflake/dbworker), UidGenerator's DDL

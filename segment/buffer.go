@@ -371,6 +371,24 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	if err == nil && a.Step < 1 {
 		err = fmt.Errorf("%w: store returned step %d", ErrInvalid, a.Step)
 	}
+	if err == nil {
+		// The floor guard: never serve a range below one this node
+		// received before (a lowered max_id, a row or key deleted and made
+		// again, a replaced bucket).
+		if floor := e.cfg.Floors.Floor(t.name); floor > 0 && a.Start() < floor {
+			err = fmt.Errorf("%w: tag %q: the store granted [%d,%d), but this node already received ids up to %d: "+
+				"max_id was lowered, or the row, key or bucket was deleted and made again; no id is served from it "+
+				"(restart the tag at or above %d: leafctl tag restart %s --floor %d)",
+				ErrBelowFloor, t.name, a.Start(), a.End(), floor, floor, t.name, floor)
+			e.log.Error("segment: refused a range below the tag's floor", "tag", t.name,
+				"start", a.Start(), "end", a.End(), "floor", floor)
+		}
+	}
+	if err == nil {
+		if ferr := e.cfg.Floors.Raise(t.name, a.End()); ferr != nil {
+			e.log.Error("segment: recording the tag's floor", "tag", t.name, "end", a.End(), "err", ferr)
+		}
+	}
 	if err != nil {
 		ev.Err = fmt.Errorf("segment: loading tag %q: %w", t.name, err)
 		return nil, ev, ev.Err

@@ -82,6 +82,14 @@ type Config struct {
 	// 2*StepWindow) instead of the row's, and every load is recorded. See
 	// StepFile. Default nil: first loads use the row's step, as in Leaf.
 	Steps Steps
+	// Floors, if set, keeps each tag's floor (the highest range end this
+	// node received) and the store's incarnation across restarts: see
+	// FloorFile. Default: kept in memory, so they guard this process only.
+	// A range that starts below its tag's floor is refused (ErrBelowFloor:
+	// logged, reported in a LoadEvent, no id served from it), and once the
+	// store's incarnation differs from the recorded one AutoCreate is
+	// refused (ErrStoreChanged).
+	Floors Floors
 	// Now is the clock of the dynamic step and the negative cache.
 	// Default time.Now.
 	Now func() time.Time
@@ -158,9 +166,13 @@ type Engine struct {
 	gen  uint64     // bumped for every tag added to the cache
 
 	missMu   sync.Mutex
-	negative map[string]time.Time // unknown tag name -> expiry (Now)
+	negative map[string]negEntry // unknown tag name -> expiry (Now) and answer
 	negCap   int
 	inflight map[string]*lookup // store lookups under way, by tag name
+
+	// replaced, once set, is why AutoCreate is refused: the store's
+	// incarnation is not the one recorded in Config.Floors.
+	replaced atomic.Pointer[error]
 }
 
 // lookup is one store lookup of a tag missing from the cache, shared by all
@@ -183,7 +195,7 @@ func New(cfg Config) (*Engine, error) {
 		now:      cfg.Now,
 		sleep:    cfg.Sleep,
 		log:      cfg.Logger,
-		negative: make(map[string]time.Time),
+		negative: make(map[string]negEntry),
 		negCap:   negativeCap,
 		inflight: make(map[string]*lookup),
 	}
@@ -257,6 +269,9 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Floors == nil {
+		c.Floors = newMemFloors()
+	}
 	return nil
 }
 
@@ -287,6 +302,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if started {
 		return fmt.Errorf("%w: segment engine already started", ErrInvalid)
+	}
+	if err := e.checkIncarnation(ctx); err != nil && !errors.Is(err, ErrStoreChanged) {
+		return err
 	}
 	added, err := e.refresh(ctx, false)
 	if err != nil {
@@ -521,10 +539,10 @@ func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, erro
 		e.missMu.Unlock()
 		return t, nil
 	}
-	if exp, ok := e.negative[tag]; ok {
-		if e.now().Before(exp) {
+	if neg, ok := e.negative[tag]; ok {
+		if e.now().Before(neg.exp) {
 			e.missMu.Unlock()
-			return nil, fmt.Errorf("%w: %q", ErrUnknownTag, tag)
+			return nil, neg.err
 		}
 		delete(e.negative, tag)
 	}
@@ -568,13 +586,7 @@ func (e *Engine) lookup(tag string, l *lookup) {
 	}
 	_, err := e.store.Get(e.ctx, tag)
 	if errors.Is(err, ErrUnknownTag) && e.cfg.AutoCreate {
-		err = e.store.Create(e.ctx, Tag{Name: tag, Step: e.cfg.DefaultStep, Description: "created by leafmq (AutoCreate)"})
-		switch {
-		case err == nil:
-			e.log.Info("segment: created tag", "tag", tag, "step", e.cfg.DefaultStep)
-		case errors.Is(err, ErrTagExists):
-			err = nil // another node was quicker
-		}
+		err = e.autoCreate(tag)
 	}
 	var t *tagBuf
 	unknown := false
@@ -582,6 +594,9 @@ func (e *Engine) lookup(tag string, l *lookup) {
 	case err == nil:
 		t = e.addTag(tag)
 		t.triggerLoad()
+	case errors.Is(err, ErrTagDeleted), errors.Is(err, ErrStoreChanged):
+		unknown = true // an operator must act: do not ask again at once
+		e.log.Error("segment: refusing to auto-create a tag", "tag", tag, "err", err)
 	case errors.Is(err, ErrUnknownTag):
 		unknown = true
 		err = fmt.Errorf("%w: %q", ErrUnknownTag, tag)
@@ -590,7 +605,7 @@ func (e *Engine) lookup(tag string, l *lookup) {
 	}
 	e.missMu.Lock()
 	if unknown {
-		e.addNegativeLocked(tag)
+		e.addNegativeLocked(tag, err)
 	}
 	delete(e.inflight, tag)
 	l.t, l.err = t, err
@@ -598,11 +613,69 @@ func (e *Engine) lookup(tag string, l *lookup) {
 	e.missMu.Unlock()
 }
 
-func (e *Engine) addNegativeLocked(tag string) {
+// autoCreate creates tag for AutoCreate, unless the store was replaced
+// since this node served from it, or the store remembers the tag (a
+// deleted tag is never brought back at 1: ErrTagDeleted).
+func (e *Engine) autoCreate(tag string) error {
+	if err := e.checkIncarnation(e.ctx); err != nil {
+		return fmt.Errorf("segment: tag %q: %w", tag, err)
+	}
+	err := e.store.Create(e.ctx, Tag{Name: tag, Step: e.cfg.DefaultStep, Description: "created by leafmq (AutoCreate)"})
+	switch {
+	case err == nil:
+		e.log.Info("segment: created tag", "tag", tag, "step", e.cfg.DefaultStep)
+	case errors.Is(err, ErrTagExists):
+		err = nil // another node was quicker
+	}
+	return err
+}
+
+// checkIncarnation compares the store's incarnation with the one recorded
+// in Config.Floors: it records it when there is none, and returns (and
+// keeps returning) an error wrapping ErrStoreChanged once they differ.
+// Stores that do not implement Incarnation pass.
+func (e *Engine) checkIncarnation(ctx context.Context) error {
+	if p := e.replaced.Load(); p != nil {
+		return *p
+	}
+	is, ok := e.store.(Incarnation)
+	if !ok {
+		return nil
+	}
+	cur, err := is.Incarnation(ctx)
+	if err != nil {
+		return fmt.Errorf("segment: reading the store's incarnation: %w", err)
+	}
+	old := e.cfg.Floors.Incarnation()
+	switch {
+	case old == "":
+		if err := e.cfg.Floors.SetIncarnation(cur); err != nil {
+			e.log.Error("segment: recording the store's incarnation", "err", err)
+		}
+		return nil
+	case old == cur:
+		return nil
+	}
+	rerr := fmt.Errorf("%w: this node served from %q, the store is now %q; auto-create is off until an operator "+
+		"restarts the tags (leafctl tag restart TAG --floor N) and clears the recorded store of each node "+
+		"(the \"store\" entry of segment-floors.json)", ErrStoreChanged, old, cur)
+	if e.replaced.CompareAndSwap(nil, &rerr) {
+		e.log.Error("segment: the store was replaced", "recorded", old, "now", cur, "err", rerr)
+	}
+	return *e.replaced.Load()
+}
+
+// negEntry is a negative cache entry: the answer to repeat until exp.
+type negEntry struct {
+	exp time.Time
+	err error
+}
+
+func (e *Engine) addNegativeLocked(tag string, err error) {
 	now := e.now()
 	if len(e.negative) >= e.negCap {
-		for name, exp := range e.negative {
-			if !now.Before(exp) {
+		for name, neg := range e.negative {
+			if !now.Before(neg.exp) {
 				delete(e.negative, name)
 			}
 		}
@@ -613,7 +686,7 @@ func (e *Engine) addNegativeLocked(tag string) {
 			delete(e.negative, name) // arbitrary victim
 		}
 	}
-	e.negative[tag] = now.Add(e.cfg.NegativeTTL)
+	e.negative[tag] = negEntry{exp: now.Add(e.cfg.NegativeTTL), err: err}
 }
 
 // addTag puts tag in the cache (or returns the entry already there).

@@ -217,7 +217,8 @@ func (f *StepFile) flush() error {
 }
 
 // writeFileAtomic replaces path with data: readers see the old or the new
-// content, never a mix.
+// content, never a mix, and both the content and the rename are fsynced
+// when it returns nil.
 func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -235,6 +236,16 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
+		return err
+	}
+	// The rename itself is on disk only once the directory is.
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

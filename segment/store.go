@@ -15,6 +15,20 @@ var (
 	ErrUnknownTag = errors.New("unknown tag")
 	// ErrTagExists: Create was asked for a tag that already has a row.
 	ErrTagExists = errors.New("tag already exists")
+	// ErrTagDeleted: the tag has no row, but the store remembers that it
+	// had one (a deleted row, a KV delete or purge marker, a history
+	// record). Create, and so auto-create, refuse such a tag: starting it at
+	// 1 again would repeat ids already handed out. An operator restarts it
+	// with an explicit floor (Store.Restart, leafctl tag restart).
+	ErrTagDeleted = errors.New("tag was deleted; an operator must restart it with an explicit floor (leafctl tag restart TAG --floor N)")
+	// ErrBelowFloor: a range or a floor is below ids already handed out for
+	// the tag: max_id was lowered, a row or key was deleted and made again,
+	// or the bucket was replaced. No id is served from such a range.
+	ErrBelowFloor = errors.New("below the ids already issued")
+	// ErrStoreChanged: the store is not the one this node served from (a KV
+	// bucket deleted and made again); auto-create is refused until an
+	// operator acts.
+	ErrStoreChanged = errors.New("store was replaced")
 	// ErrInvalid: a tag name, step or max_id was rejected before reaching the store.
 	ErrInvalid = errors.New("invalid argument")
 	// ErrTagLimit: the engine holds its maximum number of tags
@@ -83,17 +97,26 @@ type Store interface {
 	Tags(ctx context.Context) ([]string, error)
 	// Get reads one row.
 	Get(ctx context.Context, tag string) (Tag, error)
-	// Create inserts a row; ErrTagExists if there is one. MaxID 0 means 1,
-	// Step 0 means DefaultStep.
+	// Create inserts a row; ErrTagExists if there is one, ErrTagDeleted if
+	// the store remembers that the tag had one. MaxID 0 means 1, Step 0
+	// means DefaultStep.
 	Create(ctx context.Context, t Tag) error
 	// SetStep changes the configured step of an existing tag.
 	SetStep(ctx context.Context, tag string, step int) error
 	// SetMaxID raises max_id. Lowering it would hand out ids twice, so a
 	// value below the current max_id is ErrInvalid.
 	SetMaxID(ctx context.Context, tag string, maxID int64) error
-	// Delete removes a row. Ids already handed out stay unique only if the
-	// tag is never recreated with a lower max_id; operators own that.
+	// Delete removes a row. The store keeps a record that the tag existed
+	// (and, where it can, its last max_id), so that Create refuses the
+	// name with ErrTagDeleted; Restart brings it back.
 	Delete(ctx context.Context, tag string) error
+	// Restart makes tag's max_id floor, creating the row when there is none
+	// (a deleted tag, or one the store never knew): the explicit way to start
+	// a tag over. floor must be at least 1 and at least every max_id the
+	// store remembers for the tag (its row, its history), else the error
+	// wraps ErrBelowFloor and nothing changes. A deleted tag comes back with
+	// its last step when the store remembers it, else DefaultStep.
+	Restart(ctx context.Context, tag string, floor int64) error
 	// Close releases the store's resources. Further calls return ErrClosed.
 	Close() error
 }
@@ -157,6 +180,29 @@ func Normalize(t Tag) (Tag, error) {
 		return t, fmt.Errorf("%w: description longer than %d bytes", ErrInvalid, MaxDescLen)
 	}
 	return t, nil
+}
+
+// CheckFloor returns an error wrapping ErrInvalid when floor cannot be a
+// max_id (below 1), or ErrBelowFloor when it is below high, the highest
+// max_id the store remembers for tag.
+func CheckFloor(tag string, floor, high int64) error {
+	if floor < 1 {
+		return fmt.Errorf("%w: tag %q: floor %d must be at least 1", ErrInvalid, tag, floor)
+	}
+	if floor < high {
+		return fmt.Errorf("%w: tag %q: floor %d is below %d, the highest max_id the store recorded", ErrBelowFloor, tag, floor, high)
+	}
+	return nil
+}
+
+// Incarnation is implemented by stores that can tell their storage from a
+// replacement of it: a KV bucket deleted and made again has a new
+// incarnation. The engine remembers the incarnation it served from
+// (Config.Floors) and refuses auto-create once it changes.
+type Incarnation interface {
+	// Incarnation names the storage the store uses now; it changes only
+	// when the storage is replaced.
+	Incarnation(ctx context.Context) (string, error)
 }
 
 // CheckAdvance returns an error wrapping ErrInvalid when advancing maxID by

@@ -53,6 +53,7 @@ type Options struct {
 // bucket.
 type Store struct {
 	kv      jetstream.KeyValue
+	js      jetstream.JetStream
 	nc      *nats.Conn
 	bucket  string
 	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
@@ -68,6 +69,11 @@ type Store struct {
 	sleep func(ctx context.Context, d time.Duration) error // for testing
 }
 
+// bucketHistory is the history of a bucket Open creates: 2, so that a
+// `nats kv del` leaves the last row (and its max_id) behind its delete
+// marker, and Restart can check a floor against it.
+const bucketHistory = 2
+
 // record is the JSON value stored under each tag's key.
 type record struct {
 	MaxID       int64     `json:"max_id"`
@@ -77,7 +83,7 @@ type record struct {
 }
 
 // Open returns a Store on the bucket opts.Bucket, creating the bucket (a KV
-// bucket with history 1, file storage and opts.Replicas replicas) when it
+// bucket with history 2, file storage and opts.Replicas replicas) when it
 // does not exist. An existing bucket is used as it is.
 //
 // Open fails with an error wrapping segment.ErrInvalid for bad options and
@@ -106,6 +112,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		return nil, fmt.Errorf("%w: kvstore: negative timeout %v", segment.ErrInvalid, opts.Timeout)
 	}
 	s := &Store{
+		js:      js,
 		nc:      js.Conn(),
 		bucket:  opts.Bucket,
 		getSubj: jskv.GetSubject(js, opts.Bucket),
@@ -123,7 +130,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 			kv, err = js.CreateKeyValue(cctx, jetstream.KeyValueConfig{
 				Bucket:      opts.Bucket,
 				Description: "leafmq segment allocations (Leaf's leaf_alloc table)",
-				History:     1,
+				History:     bucketHistory,
 				Storage:     jetstream.FileStorage,
 				Replicas:    opts.Replicas,
 			})
@@ -290,9 +297,11 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	return segment.Tag{Name: tag, MaxID: row.MaxID, Step: row.Step, Description: row.Description, UpdateTime: row.UpdateTime}, nil
 }
 
-// Create implements segment.Store. It writes with an expected revision: 0
-// for a key that never existed, or the revision of the delete marker of a
-// deleted tag, so two concurrent Creates cannot both succeed.
+// Create implements segment.Store. It writes with expected revision 0, for
+// a key that has no message, so two concurrent Creates cannot both
+// succeed. A key whose latest message is a delete or purge marker (Delete,
+// `nats kv del`, `nats kv purge`) is a deleted tag, not an unknown one:
+// Create refuses it with segment.ErrTagDeleted, and Restart brings it back.
 func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	t, err := segment.Normalize(t)
 	if err != nil {
@@ -313,15 +322,15 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 		if err != nil {
 			return transient(err), err
 		}
-		var rev uint64
 		if m != nil {
-			if !m.Deleted() {
+			if m.Deleted() {
+				exists = fmt.Errorf("%w: %q (bucket %q keeps its marker, revision %d)", segment.ErrTagDeleted, t.Name, s.bucket, m.Sequence)
+			} else {
 				exists = fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
-				return false, exists
 			}
-			rev = m.Sequence
+			return false, exists
 		}
-		_, err = s.kv.Update(cctx, t.Name, val, rev)
+		_, err = s.kv.Update(cctx, t.Name, val, 0)
 		return s.again(err), err
 	})
 	if err != nil && err == exists {
@@ -330,9 +339,10 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	return s.fail(ctx, cctx, "create", t.Name, err)
 }
 
-// Delete implements segment.Store. It purges the key (a purge marker
-// replaces the row) with the revision it read, so a concurrent allocation
-// is never half-deleted.
+// Delete implements segment.Store. It purges the key with the revision it
+// read, so a concurrent allocation is never half-deleted: a purge marker
+// replaces the row, and carries the row's JSON as its body, so that the
+// tag's last max_id survives for Restart to check a floor against.
 func (s *Store) Delete(ctx context.Context, tag string) error {
 	if err := segment.CheckTag(tag); err != nil {
 		return err
@@ -352,13 +362,134 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 			unknown = fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 			return false, unknown
 		}
-		err = s.kv.Purge(cctx, tag, jetstream.LastRevision(m.Sequence))
+		err = s.purge(cctx, tag, m)
 		return s.again(err), err
 	})
 	if err != nil && err == unknown {
 		return err
 	}
 	return s.fail(ctx, cctx, "delete", tag, err)
+}
+
+// purge writes a purge marker over m, the latest message of tag's key,
+// whose body is m's row: kv.Purge with LastRevision, but with a body.
+func (s *Store) purge(ctx context.Context, tag string, m *jskv.StoredMsg) error {
+	msg := nats.NewMsg(s.keyPre + tag)
+	msg.Header.Set("KV-Operation", "PURGE")
+	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	msg.Data = m.Data
+	_, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(m.Sequence))
+	return err
+}
+
+// Restart implements segment.Store. The highest max_id it can find for the
+// tag bounds the floor from below: the row, the body of a marker written by
+// Delete, and any earlier revision the bucket keeps (history 2 keeps the
+// row behind a `nats kv del` marker). A bare marker with nothing behind it
+// (`nats kv purge`, or a bucket with history 1) leaves the floor to the
+// operator; nodes that served the tag still refuse ranges below their own
+// floors (segment.Config.Floors).
+func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	if err := segment.CheckFloor(tag, floor, 0); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return closedErr("restart")
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var ferr error
+	err := s.retry(cctx, func() (bool, error) {
+		m, err := s.last(cctx, tag)
+		if err != nil {
+			return transient(err), err
+		}
+		row := record{Step: segment.DefaultStep}
+		var rev uint64
+		if m != nil {
+			rev = m.Sequence
+			if r, err := s.decode(tag, m.Data); err == nil {
+				row = r // a live row, or the body of Delete's marker
+			} else if !m.Deleted() {
+				ferr = err // a corrupt row is never rewritten
+				return false, err
+			}
+		}
+		high := row.MaxID
+		if m != nil {
+			h, err := s.highest(cctx, tag, m.Sequence)
+			if err != nil {
+				return transient(err), err
+			}
+			high = max(high, h)
+		}
+		if err := segment.CheckFloor(tag, floor, high); err != nil {
+			ferr = err
+			return false, err
+		}
+		row.MaxID = floor
+		row.UpdateTime = s.now().UTC()
+		val, err := json.Marshal(row)
+		if err != nil {
+			ferr = err
+			return false, err
+		}
+		_, err = s.kv.Update(cctx, tag, val, rev)
+		return s.again(err), err
+	})
+	if err != nil && err == ferr {
+		return err
+	}
+	return s.fail(ctx, cctx, "restart", tag, err)
+}
+
+// highest returns the highest max_id among the messages of tag's key
+// before sequence last that decode as rows: what the bucket's history
+// keeps.
+func (s *Store) highest(ctx context.Context, tag string, last uint64) (int64, error) {
+	var high int64
+	for seq := uint64(1); seq < last; {
+		m, err := s.msgGet(ctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + tag})
+		if err != nil {
+			return 0, err
+		}
+		if m == nil || m.Sequence >= last {
+			break
+		}
+		if r, err := s.decode(tag, m.Data); err == nil {
+			high = max(high, r.MaxID)
+		}
+		seq = m.Sequence + 1
+	}
+	return high, nil
+}
+
+// Incarnation implements segment.Incarnation: the bucket's name and the
+// creation time of its stream, which the servers keep for the stream's
+// life and which a bucket deleted and made again does not share.
+func (s *Store) Incarnation(ctx context.Context) (string, error) {
+	if s.closed.Load() {
+		return "", closedErr("incarnation")
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var inc string
+	err := s.retry(cctx, func() (bool, error) {
+		st, err := s.js.Stream(cctx, "KV_"+s.bucket)
+		if err != nil {
+			return transient(err), err
+		}
+		info := st.CachedInfo()
+		inc = fmt.Sprintf("kv:%s:%s", s.bucket, info.Created.UTC().Format(time.RFC3339Nano))
+		return false, nil
+	})
+	if err != nil {
+		return "", s.fail(ctx, cctx, "incarnation", "", err)
+	}
+	return inc, nil
 }
 
 // Tags implements segment.Store. It walks the bucket's messages through the
@@ -382,7 +513,7 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 				return false, nil
 			}
 			// Messages come in sequence order, so the last one seen for a
-			// key is its current value (there is only one with history 1).
+			// key is its current value.
 			live[strings.TrimPrefix(m.Subject, s.keyPre)] = !m.Deleted()
 			seq = m.Sequence + 1
 		}
@@ -505,4 +636,7 @@ var (
 	unavailable = jskv.Unavailable
 )
 
-var _ segment.Store = (*Store)(nil)
+var (
+	_ segment.Store       = (*Store)(nil)
+	_ segment.Incarnation = (*Store)(nil)
+)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/segment/storetest"
@@ -141,21 +144,25 @@ func TestValueFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.History() != 1 {
-		t.Fatalf("bucket history = %d, want 1", st.History())
+	if st.History() != 2 {
+		t.Fatalf("bucket history = %d, want 2", st.History())
 	}
 }
 
-func TestCreateAfterDelete(t *testing.T) {
+// TestRestartAfterDelete: Delete leaves a purge marker carrying the row,
+// Create refuses the key, and Restart brings it back only at or above the
+// max_id the marker keeps, over and over.
+func TestRestartAfterDelete(t *testing.T) {
 	srv := natstest.RunServer(t)
 	s := open(t, newJS(t, srv.ClientURL()), kvstore.Options{Bucket: freshBucket()})
 	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "again", MaxID: 100, Step: 5}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3 {
-		if err := s.Create(ctx, segment.Tag{Name: "again", MaxID: int64(100 * (i + 1)), Step: 5}); err != nil {
-			t.Fatalf("Create #%d: %v", i, err)
-		}
-		if a, err := s.Next(ctx, "again"); err != nil || a.Start() != int64(100*(i+1)) {
-			t.Fatalf("Next #%d = %+v, %v", i, a, err)
+		a, err := s.Next(ctx, "again")
+		if err != nil {
+			t.Fatalf("Next #%d: %v", i, err)
 		}
 		if err := s.Delete(ctx, "again"); err != nil {
 			t.Fatalf("Delete #%d: %v", i, err)
@@ -163,10 +170,18 @@ func TestCreateAfterDelete(t *testing.T) {
 		if err := s.Delete(ctx, "again"); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Fatalf("second Delete #%d = %v, want ErrUnknownTag", i, err)
 		}
-	}
-	tags, err := s.Tags(ctx)
-	if err != nil || len(tags) != 0 {
-		t.Fatalf("Tags = %v, %v; want empty", tags, err)
+		if err := s.Create(ctx, segment.Tag{Name: "again", MaxID: a.End() + 1000, Step: 5}); !errors.Is(err, segment.ErrTagDeleted) {
+			t.Fatalf("Create #%d over the marker = %v, want ErrTagDeleted", i, err)
+		}
+		if err := s.Restart(ctx, "again", a.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+			t.Fatalf("Restart #%d below the marker's max_id = %v, want ErrBelowFloor", i, err)
+		}
+		if err := s.Restart(ctx, "again", a.End()); err != nil {
+			t.Fatalf("Restart #%d: %v", i, err)
+		}
+		if got, err := s.Get(ctx, "again"); err != nil || got.Step != 5 || got.MaxID != a.End() {
+			t.Fatalf("Get #%d after Restart = %+v, %v; want the old step", i, got, err)
+		}
 	}
 }
 
@@ -464,3 +479,136 @@ func TestClusterNodeLoss(t *testing.T) {
 }
 
 const globalAccount = "$G"
+
+// TestOperatorDeletesKey: issue #12, path 2. `nats kv del leaf_alloc TAG`
+// (and `nats kv purge`) under a node with auto-create on: the next request
+// gets an error, never an id already handed out, and the tag comes back
+// only through Restart, not below what the bucket still knows.
+func TestOperatorDeletesKey(t *testing.T) {
+	for _, how := range []string{"del", "purge", "del on history 1"} {
+		t.Run(how, func(t *testing.T) {
+			srv := natstest.RunServer(t)
+			js := newJS(t, srv.ClientURL())
+			ctx := testCtx(t)
+			bucket := freshBucket()
+			if how == "del on history 1" { // a bucket made by an older leafmq
+				if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := open(t, js, kvstore.Options{Bucket: bucket})
+			e, err := segment.New(segment.Config{Store: s, AutoCreate: true, DefaultStep: 100, RefreshInterval: -1,
+				Logger: slog.New(slog.DiscardHandler), ReadyWait: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = e.Close() })
+			seen := map[int64]bool{}
+			for range 250 {
+				id, err := e.Next(ctx, "orders")
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[id] = true
+			}
+			// Let the next segment's load finish: the row is then still.
+			testenv.Eventually(t, "next segment loaded", 5*time.Second, func() bool {
+				st, ok := e.State("orders")
+				return ok && !st.Loading && st.Segments[1-st.Current].Ready
+			})
+			row, err := s.Get(ctx, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			kv, err := js.KeyValue(ctx, bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "purge" {
+				err = kv.Purge(ctx, "orders")
+			} else {
+				err = kv.Delete(ctx, "orders")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				id, err := e.Next(ctx, "orders")
+				if err == nil {
+					t.Fatalf("Next after %s = id %d (already issued: %v), want an error", how, id, seen[id])
+				}
+				if !errors.Is(err, segment.ErrTagDeleted) {
+					t.Fatalf("Next after %s = %v, want ErrTagDeleted", how, err)
+				}
+			}
+			if err := s.Create(ctx, segment.Tag{Name: "orders"}); !errors.Is(err, segment.ErrTagDeleted) {
+				t.Fatalf("Create after %s = %v, want ErrTagDeleted", how, err)
+			}
+			// history 2 keeps the row behind `nats kv del`: the floor is checked.
+			err = s.Restart(ctx, "orders", row.MaxID-1)
+			if how == "del" && !errors.Is(err, segment.ErrBelowFloor) {
+				t.Fatalf("Restart below the row behind the marker = %v, want ErrBelowFloor", err)
+			}
+			if how != "del" && err != nil {
+				t.Fatalf("Restart with nothing behind the marker = %v, want it accepted", err)
+			}
+			if how != "del" {
+				// The bucket could not tell; the node's floor can.
+				if err := e.Refresh(ctx); err != nil {
+					t.Fatal(err)
+				}
+				id, err := e.Next(ctx, "orders")
+				switch {
+				case err == nil && (seen[id] || id < row.MaxID):
+					t.Fatalf("Next after a Restart below the node's floor = %d, already issued", id)
+				case err != nil && !errors.Is(err, segment.ErrBelowFloor):
+					t.Fatalf("Next after a Restart below the node's floor = %v, want ErrBelowFloor", err)
+				}
+			}
+			if how == "del" {
+				if err := s.Restart(ctx, "orders", row.MaxID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestIncarnation: a bucket keeps its incarnation across stores and a
+// server restart; a bucket deleted and made again gets a new one.
+func TestIncarnation(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(o *server.Options) { o.StoreDir = dir }
+	srv := natstest.RunServer(t, withDir)
+	ctx := testCtx(t)
+	js := newJS(t, srv.ClientURL())
+	s := open(t, js, kvstore.Options{})
+	inc1, err := s.Incarnation(ctx)
+	if err != nil || !strings.HasPrefix(inc1, "kv:leaf_alloc:") {
+		t.Fatalf("Incarnation = %q, %v", inc1, err)
+	}
+	if inc, err := open(t, js, kvstore.Options{}).Incarnation(ctx); err != nil || inc != inc1 {
+		t.Fatalf("second store: %q, %v; want %q", inc, err, inc1)
+	}
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	srv = natstest.RunServer(t, withDir)
+	js = newJS(t, srv.ClientURL())
+	s = open(t, js, kvstore.Options{})
+	if inc, err := s.Incarnation(ctx); err != nil || inc != inc1 {
+		t.Fatalf("after a server restart: %q, %v; want %q", inc, err, inc1)
+	}
+
+	if err := js.DeleteKeyValue(ctx, kvstore.DefaultBucket); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, js, kvstore.Options{})
+	if inc, err := s.Incarnation(ctx); err != nil || inc == inc1 {
+		t.Fatalf("after the bucket was made again: %q, %v; want other than %q", inc, err, inc1)
+	}
+}

@@ -14,15 +14,17 @@ import (
 type Store struct {
 	mu     sync.Mutex
 	rows   map[string]segment.Tag
+	gone   map[string]segment.Tag // deleted rows, as they were: Create refuses them
 	down   bool
 	closed bool
 	calls  int // Next/NextStep calls that reached the store
+	inc    int // incarnation: bumped by Replace
 	now    func() time.Time
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{rows: make(map[string]segment.Tag), now: time.Now}
+	return &Store{rows: make(map[string]segment.Tag), gone: make(map[string]segment.Tag), now: time.Now}
 }
 
 // SetDown makes the store unreachable (true) or reachable again (false).
@@ -137,6 +139,9 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	if _, ok := s.rows[t.Name]; ok {
 		return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 	}
+	if _, ok := s.gone[t.Name]; ok {
+		return fmt.Errorf("%w: %q", segment.ErrTagDeleted, t.Name)
+	}
 	t.UpdateTime = s.now()
 	s.rows[t.Name] = t
 	return nil
@@ -195,8 +200,78 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 	if _, ok := s.rows[tag]; !ok {
 		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 	}
+	s.gone[tag] = s.rows[tag]
 	delete(s.rows, tag)
 	return nil
+}
+
+// Restart implements segment.Store.
+func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return err
+	}
+	if err := segment.CheckFloor(tag, floor, 0); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return err
+	}
+	row, ok := s.rows[tag]
+	if !ok {
+		row, ok = s.gone[tag]
+		if !ok {
+			row = segment.Tag{Name: tag, Step: segment.DefaultStep}
+		}
+	}
+	if err := segment.CheckFloor(tag, floor, row.MaxID); err != nil {
+		return err
+	}
+	row.MaxID = floor
+	row.UpdateTime = s.now()
+	s.rows[tag] = row
+	delete(s.gone, tag)
+	return nil
+}
+
+// Lower sets tag's max_id to maxID, below the current one if asked: an
+// operator's mistake (UPDATE leaf_alloc SET max_id = ...) for tests.
+func (s *Store) Lower(tag string, maxID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row := s.rows[tag]
+	row.MaxID = maxID
+	s.rows[tag] = row
+}
+
+// Replace drops every row and every deletion record and gives the store a
+// new incarnation: a KV bucket deleted and made again, for tests.
+func (s *Store) Replace() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows = make(map[string]segment.Tag)
+	s.gone = make(map[string]segment.Tag)
+	s.inc++
+}
+
+// Incarnation implements segment.Incarnation: it changes with each Replace.
+func (s *Store) Incarnation(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("memstore/%d", s.inc), nil
+}
+
+// Forget drops every trace of tag, row and deletion record: a store that
+// lost its history (a replaced KV bucket) for tests.
+func (s *Store) Forget(tag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.rows, tag)
+	delete(s.gone, tag)
 }
 
 // Close implements segment.Store.
@@ -207,4 +282,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-var _ segment.Store = (*Store)(nil)
+var (
+	_ segment.Store       = (*Store)(nil)
+	_ segment.Incarnation = (*Store)(nil)
+)

@@ -34,9 +34,13 @@ type Options struct {
 	// Table is the name of the leaf_alloc table in the DSN's database;
 	// default DefaultTable. 1-64 characters of [A-Za-z0-9_$].
 	Table string
-	// CreateTable creates the table with Leaf's DDL if it is missing. An
-	// existing table is never altered. Default false: a missing table makes
-	// Open fail with ErrSchema.
+	// HistoryTable is the name of the table recording the highest max_id
+	// ever issued for each tag (see the package doc); default Table +
+	// "_history" (leaf_alloc_history).
+	HistoryTable string
+	// CreateTable creates the tables (Leaf's DDL for Table) if they are
+	// missing. An existing table is never altered. Default false: a missing
+	// table makes Open fail with ErrSchema.
 	CreateTable bool
 	// Timeout bounds every call, on top of the caller's context; default
 	// DefaultTimeout. Unless the DSN sets them, it is also the dial time-out
@@ -60,6 +64,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !validTable(o.Table) {
 		return o, fmt.Errorf("%w: table name %q must be 1-64 characters of [A-Za-z0-9_$]", segment.ErrInvalid, o.Table)
+	}
+	if o.HistoryTable == "" {
+		o.HistoryTable = o.Table + "_history"
+	}
+	if !validTable(o.HistoryTable) || strings.EqualFold(o.HistoryTable, o.Table) {
+		return o, fmt.Errorf("%w: history table name %q must be 1-64 characters of [A-Za-z0-9_$], not the table's", segment.ErrInvalid, o.HistoryTable)
 	}
 	if o.Timeout < 0 || o.MaxOpenConns < 0 || o.MaxIdleConns < 0 || o.ConnMaxLifetime < 0 {
 		return o, fmt.Errorf("%w: negative time-out or pool size in %+v", segment.ErrInvalid, o)
@@ -99,6 +109,7 @@ func validTable(s string) bool {
 type Store struct {
 	db      *sql.DB
 	table   string // unquoted name
+	history string // unquoted name of the history table
 	timeout time.Duration
 	closed  atomic.Bool
 	q       queries
@@ -110,11 +121,36 @@ type queries struct {
 	get, tags, create           string
 	setStep, setMaxID, maxID    string
 	delete, createTable, verify string
+
+	// the history table
+	createHistory, verifyHistory, backfill string
+	high, highLock, raise                  string
+	allocLock, restartSet, restartIns      string
 }
 
-func newQueries(table string) queries {
+// historyDDL is the history table's DDL, with %s for its name.
+const historyDDL = "CREATE TABLE IF NOT EXISTS `%s` (\n" +
+	"  `biz_tag` varchar(128) NOT NULL DEFAULT '',\n" +
+	"  `max_id` bigint(20) NOT NULL COMMENT 'highest max_id ever issued for biz_tag, never lowered',\n" +
+	"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`biz_tag`)\n" +
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the highest max_id of every tag ever in leaf_alloc'"
+
+func newQueries(table, history string) queries {
 	t := "`" + table + "`"
+	h := "`" + history + "`"
 	return queries{
+		createHistory: fmt.Sprintf(historyDDL, history),
+		verifyHistory: "SELECT biz_tag, max_id, update_time FROM " + h + " LIMIT 0",
+		backfill: "INSERT INTO " + h + " (biz_tag, max_id) SELECT biz_tag, max_id FROM " + t +
+			" ON DUPLICATE KEY UPDATE max_id = GREATEST(" + h + ".max_id, VALUES(max_id))",
+		high:     "SELECT max_id FROM " + h + " WHERE biz_tag = ?",
+		highLock: "SELECT max_id FROM " + h + " WHERE biz_tag = ? FOR UPDATE",
+		raise: "INSERT INTO " + h + " (biz_tag, max_id) VALUES (?, ?)" +
+			" ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id))",
+		allocLock:  "SELECT max_id, step, description FROM " + t + " WHERE biz_tag = ? FOR UPDATE",
+		restartSet: "UPDATE " + t + " SET max_id = ? WHERE biz_tag = ?",
+		restartIns: "INSERT INTO " + t + " (biz_tag, max_id, step, description) VALUES (?, ?, ?, NULL)",
 		next: "UPDATE " + t + " SET max_id = max_id + step" +
 			" WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step",
 		nextStep: "UPDATE " + t + " SET max_id = max_id + ?" +
@@ -200,7 +236,7 @@ func newStore(dsn string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(opts.MaxOpenConns)
 	db.SetMaxIdleConns(opts.MaxIdleConns)
 	db.SetConnMaxLifetime(opts.ConnMaxLifetime)
-	return &Store{db: db, table: opts.Table, timeout: opts.Timeout, q: newQueries(opts.Table)}, nil
+	return &Store{db: db, table: opts.Table, history: opts.HistoryTable, timeout: opts.Timeout, q: newQueries(opts.Table, opts.HistoryTable)}, nil
 }
 
 // MySQL error numbers the store tells apart.
@@ -228,6 +264,19 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 		}
 		if _, err := s.db.ExecContext(ctx, s.q.verify); err != nil {
 			return schemaErr(err)
+		}
+		if createTable {
+			if _, err := s.db.ExecContext(ctx, s.q.createHistory); err != nil {
+				return schemaErr(err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx, s.q.verifyHistory); err != nil {
+			return fmt.Errorf("history table %q: %w", s.history, schemaErr(err))
+		}
+		// Tags whose rows predate the history table (a Leaf database, an
+		// older leafmq) get their record now.
+		if _, err := s.db.ExecContext(ctx, s.q.backfill); err != nil {
+			return fmt.Errorf("filling history table %q: %w", s.history, err)
 		}
 		var engine, transactions sql.NullString
 		err := s.db.QueryRowContext(ctx,
@@ -274,7 +323,7 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrInvalid, segment.ErrUnavailable, ErrSchema} {
+	for _, known := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrTagDeleted, segment.ErrBelowFloor, segment.ErrInvalid, segment.ErrUnavailable, ErrSchema} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -379,6 +428,22 @@ func (s *Store) advance(ctx context.Context, tag string, step int) (segment.Allo
 				// after the UPDATE looked. Nothing changed; retry.
 				return fmt.Errorf("%w: tag %q changed concurrently", segment.ErrUnavailable, tag)
 			}
+			// The row is locked by the UPDATE, and every writer of the
+			// tag's history record holds that lock (or, in Restart, the
+			// row's absence), so this read is current.
+			var high int64
+			err = tx.QueryRowContext(ctx, s.q.high, tag).Scan(&high)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if start := maxID - int64(used); start < high {
+				return fmt.Errorf("%w: tag %q: the next range would start at %d, but ids up to %d were issued "+
+					"(%s): max_id was lowered; nothing changed; restart the tag at or above %d",
+					segment.ErrBelowFloor, tag, start, high, s.history, high)
+			}
+			if _, err := tx.ExecContext(ctx, s.q.raise, tag, maxID); err != nil {
+				return err
+			}
 			a = segment.Alloc{Tag: tag, MaxID: maxID, Step: used, TableStep: tableStep}
 			return nil
 		})
@@ -462,12 +527,69 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 		desc = t.Description
 	}
 	return s.call(ctx, func(ctx context.Context) error {
-		_, err := s.db.ExecContext(ctx, s.q.create, t.Name, t.MaxID, t.Step, desc)
-		var me *driver.MySQLError
-		if errors.As(err, &me) && me.Number == erDupEntry {
-			return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
-		}
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, s.q.create, t.Name, t.MaxID, t.Step, desc)
+			var me *driver.MySQLError
+			if errors.As(err, &me) && me.Number == erDupEntry {
+				return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+			}
+			if err != nil {
+				return err
+			}
+			var high int64
+			err = tx.QueryRowContext(ctx, s.q.highLock, t.Name).Scan(&high)
+			switch {
+			case err == nil:
+				return fmt.Errorf("%w: %q (%s records max_id %d)", segment.ErrTagDeleted, t.Name, s.history, high)
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+			_, err = tx.ExecContext(ctx, s.q.raise, t.Name, t.MaxID)
+			return err
+		})
+	})
+}
+
+// Restart implements segment.Store: in one transaction it reads the row and
+// the history record (both locked), checks floor against the higher
+// max_id, sets or inserts the row and raises the record.
+func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
+	if err := segment.CheckTag(tag); err != nil {
 		return err
+	}
+	if err := segment.CheckFloor(tag, floor, 0); err != nil {
+		return err
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			var (
+				cur, high int64
+				step      int
+				desc      sql.NullString
+			)
+			err := tx.QueryRowContext(ctx, s.q.allocLock, tag).Scan(&cur, &step, &desc)
+			exists := err == nil
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			err = tx.QueryRowContext(ctx, s.q.highLock, tag).Scan(&high)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if err := segment.CheckFloor(tag, floor, max(cur, high)); err != nil {
+				return err
+			}
+			if exists {
+				_, err = tx.ExecContext(ctx, s.q.restartSet, floor, tag)
+			} else {
+				_, err = tx.ExecContext(ctx, s.q.restartIns, tag, floor, segment.DefaultStep)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, s.q.raise, tag, floor)
+			return err
+		})
 	})
 }
 
@@ -517,7 +639,8 @@ func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
 	})
 }
 
-// Delete implements segment.Store.
+// Delete implements segment.Store. The history record stays, so Create
+// refuses the tag afterwards.
 func (s *Store) Delete(ctx context.Context, tag string) error {
 	if err := segment.CheckTag(tag); err != nil {
 		return err

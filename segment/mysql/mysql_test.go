@@ -180,7 +180,16 @@ func TestLeafDatabase(t *testing.T) {
 	}
 	before := showCreate()
 
-	for _, create := range []bool{false, true} {
+	// Leaf's database has no history table: Open needs CreateTable (as
+	// leafd sets it) or deploy/schema.sql to add it.
+	if s, err := mysql.Open(testCtx(t), dsn, mysql.Options{}); !errors.Is(err, mysql.ErrSchema) ||
+		!strings.Contains(err.Error(), "leaf_alloc_history") {
+		if err == nil {
+			_ = s.Close()
+		}
+		t.Fatalf("Open without the history table = %v, want ErrSchema naming leaf_alloc_history", err)
+	}
+	for _, create := range []bool{true, false} {
 		s := open(t, dsn, mysql.Options{CreateTable: create})
 		_ = s.Close()
 	}
@@ -479,7 +488,7 @@ func schemaStatements(t *testing.T) []string {
 // CreateTable options make.
 func TestSchemaFile(t *testing.T) {
 	stmts := schemaStatements(t)
-	tables := []string{"leaf_alloc", "WORKER_NODE", "LEAF_WORKER_LEASE"}
+	tables := []string{"leaf_alloc", "leaf_alloc_history", "WORKER_NODE", "LEAF_WORKER_LEASE"}
 	if len(stmts) != len(tables) {
 		t.Fatalf("deploy/schema.sql has %d statements, want %d (%v):\n%s",
 			len(stmts), len(tables), tables, strings.Join(stmts, "\n;\n"))
@@ -575,5 +584,106 @@ func TestGBKConnection(t *testing.T) {
 	got, err := s.Get(ctx, "gbk")
 	if err != nil || got.Description != "美团点评" || got.MaxID != 8 {
 		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
+// TestOperatorDeletesRow: issue #12, path 2 on MySQL. A row deleted from
+// leaf_alloc by hand is not created again at 1 (auto-create calls Create);
+// Restart brings it back only at or above the max_id it had.
+func TestOperatorDeletesRow(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	s := open(t, dsn, mysql.Options{CreateTable: true})
+	db := rawDB(t, dsn)
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "orders", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	var last segment.Alloc
+	for range 3 {
+		a, err := s.Next(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a
+	}
+	exec(t, db, "DELETE FROM leaf_alloc WHERE biz_tag = 'orders'")
+	if err := s.Create(ctx, segment.Tag{Name: "orders", Step: 100}); !errors.Is(err, segment.ErrTagDeleted) {
+		t.Fatalf("Create after DELETE = %v, want ErrTagDeleted", err)
+	}
+	if _, err := s.Get(ctx, "orders"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("a refused Create left a row: Get = %v", err)
+	}
+	if err := s.Restart(ctx, "orders", last.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Restart below the record = %v, want ErrBelowFloor", err)
+	}
+	if err := s.Restart(ctx, "orders", last.End()); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Next(ctx, "orders"); err != nil || a.Start() != last.End() {
+		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
+	}
+}
+
+// TestOperatorLowersMaxID: a max_id lowered by hand makes Next fail with
+// ErrBelowFloor, and the refused allocation changes nothing.
+func TestOperatorLowersMaxID(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	s := open(t, dsn, mysql.Options{CreateTable: true})
+	db := rawDB(t, dsn)
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "low", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var last segment.Alloc
+	for range 5 {
+		a, err := s.NextStep(ctx, "low", 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a
+	}
+	exec(t, db, "UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = 'low'")
+	for _, step := range []int{0, 20} {
+		var err error
+		if step == 0 {
+			_, err = s.Next(ctx, "low")
+		} else {
+			_, err = s.NextStep(ctx, "low", step)
+		}
+		if !errors.Is(err, segment.ErrBelowFloor) {
+			t.Fatalf("allocation (step %d) after max_id was lowered = %v, want ErrBelowFloor", step, err)
+		}
+	}
+	if got, err := s.Get(ctx, "low"); err != nil || got.MaxID != 1 {
+		t.Fatalf("a refused allocation changed the row: %+v, %v", got, err)
+	}
+	// Even a step that jumps over the record is refused: its range would
+	// still begin among issued ids.
+	if _, err := s.NextStep(ctx, "low", int(last.End())); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("NextStep over the record = %v, want ErrBelowFloor", err)
+	}
+	if err := s.Restart(ctx, "low", last.End()); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Next(ctx, "low"); err != nil || a.Start() != last.End() {
+		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
+	}
+}
+
+// TestHistoryBackfill: tags of a database that had no history table (Leaf's,
+// or an older leafmq's) get their record when the store opens it.
+func TestHistoryBackfill(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db := rawDB(t, dsn)
+	exec(t, db, leafDDL)
+	exec(t, db, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('old', 5001, 1000)")
+	s := open(t, dsn, mysql.Options{CreateTable: true})
+	ctx := testCtx(t)
+	exec(t, db, "DELETE FROM leaf_alloc WHERE biz_tag = 'old'")
+	if err := s.Create(ctx, segment.Tag{Name: "old"}); !errors.Is(err, segment.ErrTagDeleted) {
+		t.Fatalf("Create of a tag deleted after the backfill = %v, want ErrTagDeleted", err)
+	}
+	if err := s.Restart(ctx, "old", 5000); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Restart below the backfilled max_id = %v, want ErrBelowFloor", err)
 	}
 }

@@ -40,6 +40,10 @@ func Run(t *testing.T, f Factory) {
 		{"SetStep", testSetStep},
 		{"SetMaxID", testSetMaxID},
 		{"TagsAndDelete", testTagsAndDelete},
+		{"DeleteThenCreateRefused", testDeleteThenCreate},
+		{"RestartDeleted", testRestartDeleted},
+		{"RestartLive", testRestartLive},
+		{"RestartUnknown", testRestartUnknown},
 		{"Overflow", testOverflow},
 		{"ConcurrentNoOverlap", testConcurrent},
 		{"ContextCanceled", testContextCanceled},
@@ -143,6 +147,9 @@ func testInvalid(t *testing.T, s segment.Store) {
 		{"nextstep negative", func() error { _, err := s.NextStep(c, "ok", -3); return err }},
 		{"setstep zero", func() error { return s.SetStep(c, "ok", 0) }},
 		{"get bad tag", func() error { _, err := s.Get(c, ">"); return err }},
+		{"restart bad tag", func() error { return s.Restart(c, "a.b", 10) }},
+		{"restart zero floor", func() error { return s.Restart(c, "ok", 0) }},
+		{"restart negative floor", func() error { return s.Restart(c, "neg", -1) }},
 	}
 	for _, tc := range cases {
 		if err := tc.call(); !errors.Is(err, segment.ErrInvalid) {
@@ -252,6 +259,113 @@ func testTagsAndDelete(t *testing.T, s segment.Store) {
 	}
 	if _, err := s.Next(ctx(t), "b"); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next of deleted tag = %v, want ErrUnknownTag", err)
+	}
+}
+
+// testDeleteThenCreate: a deleted tag is not unknown. Create (and so
+// auto-create) refuses it: starting it at 1 again would repeat its ids.
+func testDeleteThenCreate(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "gone", MaxID: 1, Step: 10})
+	mustNext(t, s, "gone")
+	if err := s.Delete(ctx(t), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx(t), "gone"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Get of deleted tag = %v, want ErrUnknownTag", err)
+	}
+	for _, tag := range []segment.Tag{{Name: "gone"}, {Name: "gone", MaxID: 1000, Step: 5}} {
+		err := s.Create(ctx(t), tag)
+		if !errors.Is(err, segment.ErrTagDeleted) {
+			t.Fatalf("Create(%+v) of a deleted tag = %v, want ErrTagDeleted", tag, err)
+		}
+	}
+	if _, err := s.Next(ctx(t), "gone"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Next after a refused Create = %v, want ErrUnknownTag", err)
+	}
+	if tags, err := s.Tags(ctx(t)); err != nil || len(tags) != 0 {
+		t.Fatalf("Tags = %v, %v; want none", tags, err)
+	}
+}
+
+// testRestartDeleted: Restart brings a deleted tag back, never below the
+// max_id it had.
+func testRestartDeleted(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "back", MaxID: 1, Step: 10})
+	mustNext(t, s, "back")
+	a := mustNext(t, s, "back") // max_id 21
+	if err := s.Delete(ctx(t), "back"); err != nil {
+		t.Fatal(err)
+	}
+	for _, floor := range []int64{1, a.End() - 1} {
+		if err := s.Restart(ctx(t), "back", floor); !errors.Is(err, segment.ErrBelowFloor) {
+			t.Fatalf("Restart(back, %d) below max_id %d = %v, want ErrBelowFloor", floor, a.End(), err)
+		}
+	}
+	if err := s.Restart(ctx(t), "back", 0); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("Restart(back, 0) = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Get(ctx(t), "back"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Get after refused Restarts = %v, want ErrUnknownTag", err)
+	}
+	if err := s.Restart(ctx(t), "back", a.End()); err != nil {
+		t.Fatalf("Restart(back, %d) at max_id: %v", a.End(), err)
+	}
+	b, err := s.NextStep(ctx(t), "back", 10)
+	if err != nil || b.Start() != a.End() {
+		t.Fatalf("NextStep after Restart = %+v, %v; want start %d", b, err, a.End())
+	}
+	tags, err := s.Tags(ctx(t))
+	if err != nil || strings.Join(tags, ",") != "back" {
+		t.Fatalf("Tags after Restart = %v, %v", tags, err)
+	}
+	// Deleted again: the floor is the new max_id.
+	if err := s.Delete(ctx(t), "back"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Restart(ctx(t), "back", b.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Restart below the second max_id = %v, want ErrBelowFloor", err)
+	}
+	if err := s.Restart(ctx(t), "back", 1_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustNext(t, s, "back"); c.Start() != 1_000_000 {
+		t.Fatalf("Next after Restart(1e6) = %+v", c)
+	}
+}
+
+// testRestartLive: Restart of a live tag raises max_id, never lowers it.
+func testRestartLive(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "live", MaxID: 100, Step: 10})
+	a := mustNext(t, s, "live") // [100, 110)
+	if err := s.Restart(ctx(t), "live", a.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Restart below max_id = %v, want ErrBelowFloor", err)
+	}
+	if got, err := s.Get(ctx(t), "live"); err != nil || got.MaxID != a.End() || got.Step != 10 {
+		t.Fatalf("Get after a refused Restart = %+v, %v", got, err)
+	}
+	if err := s.Restart(ctx(t), "live", 500); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx(t), "live"); err != nil || got.MaxID != 500 || got.Step != 10 {
+		t.Fatalf("Get after Restart(500) = %+v, %v; want max_id 500, step kept", got, err)
+	}
+	if b := mustNext(t, s, "live"); b.Start() != 500 {
+		t.Fatalf("Next after Restart = %+v, want start 500", b)
+	}
+}
+
+// testRestartUnknown: Restart of a tag the store never had creates it at
+// the floor.
+func testRestartUnknown(t *testing.T, s segment.Store) {
+	if err := s.Restart(ctx(t), "fresh", 77); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx(t), "fresh")
+	if err != nil || got.MaxID != 77 || got.Step != segment.DefaultStep {
+		t.Fatalf("Get = %+v, %v; want max_id 77, default step", got, err)
+	}
+	if err := s.Create(ctx(t), segment.Tag{Name: "fresh"}); !errors.Is(err, segment.ErrTagExists) {
+		t.Fatalf("Create after Restart = %v, want ErrTagExists", err)
 	}
 }
 

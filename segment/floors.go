@@ -1,0 +1,210 @@
+package segment
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Floors remembers, for each tag, the highest range end this node ever
+// received from the store (the tag's floor), and the incarnation of the
+// store it served from (see Incarnation). The engine refuses a range that
+// starts below the floor: a lowered max_id, a row or key deleted and made
+// again, a replaced bucket can then never make this node hand out an id
+// twice. Implementations must be safe for concurrent use.
+type Floors interface {
+	// Floor returns tag's floor, 0 when there is none.
+	Floor(tag string) int64
+	// Raise records end as tag's floor if it is higher than the current
+	// one. The engine calls it before it hands out an id of the range; an
+	// error means the floor may not survive a restart (the range is
+	// served anyway: the store is the source of truth, the floor a second
+	// guard).
+	Raise(tag string, end int64) error
+	// Incarnation returns the store incarnation recorded, "" if none.
+	Incarnation() string
+	// SetIncarnation records the store incarnation.
+	SetIncarnation(inc string) error
+}
+
+// memFloors is the process-local Floors an Engine uses without
+// Config.Floors: it guards the process, not a restart.
+type memFloors struct {
+	mu     sync.Mutex
+	floors map[string]int64
+	inc    string
+}
+
+func newMemFloors() *memFloors { return &memFloors{floors: map[string]int64{}} }
+
+func (m *memFloors) Floor(tag string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.floors[tag]
+}
+
+func (m *memFloors) Raise(tag string, end int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end > m.floors[tag] {
+		m.floors[tag] = end
+	}
+	return nil
+}
+
+func (m *memFloors) Incarnation() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inc
+}
+
+func (m *memFloors) SetIncarnation(inc string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inc = inc
+	return nil
+}
+
+// FloorFile is a Floors kept in a JSON file (leafd's
+// <data>/segment-floors.json):
+//
+//	{"version":1,"store":"kv:leaf_alloc:2026-11-24T18:00:00.123456789Z","tags":{"orders":40001}}
+//
+// Raise returns only once the file holding the new floor is on disk
+// (written to a temporary file, fsynced, renamed over the old one, the
+// directory fsynced); calls that arrive while a write is under way share
+// the next write. Floors are never dropped, whatever their age.
+//
+// Why the order is safe: the engine serves an id only from a range that
+// the store committed first, that starts at or above the floor in memory,
+// and whose end Raise has written here. So the file always holds at least
+// the end of every range this node served from, and after a restart (or a
+// kill -9, or a power loss: the file is fsynced) the memory is loaded from
+// it before the first range is checked. A range that a failed write did not
+// record is still covered by the store's own max_id, which is the source of
+// truth; the file only adds a guard against the store going back.
+type FloorFile struct {
+	path string
+
+	mu      sync.Mutex // guards floors, inc and ver
+	floors  map[string]int64
+	inc     string
+	ver     uint64 // bumped by every change
+	wmu     sync.Mutex
+	written uint64 // ver on disk; guarded by wmu
+}
+
+type floorFileJSON struct {
+	Version int              `json:"version"`
+	Store   string           `json:"store,omitempty"`
+	Tags    map[string]int64 `json:"tags"`
+}
+
+const floorFileVersion = 1
+
+// OpenFloorFile reads the floor file at path, if there is one. Unlike a
+// step file, a floor file that cannot be read or parsed is an error: the
+// floors it held would be lost, and with them the guard. The operator
+// repairs or removes it.
+func OpenFloorFile(path string) (*FloorFile, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("segment: floor file: %w", err)
+	}
+	f := &FloorFile{path: path, floors: map[string]int64{}}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return f, nil
+	case err != nil:
+		return nil, fmt.Errorf("segment: floor file: %w", err)
+	}
+	var doc floorFileJSON
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("segment: floor file %s is not valid JSON (repair it, or remove it to drop every floor): %w", path, err)
+	}
+	if doc.Version != floorFileVersion {
+		return nil, fmt.Errorf("segment: floor file %s has version %d, want %d", path, doc.Version, floorFileVersion)
+	}
+	for tag, end := range doc.Tags {
+		if CheckTag(tag) == nil && end > 0 {
+			f.floors[tag] = end
+		}
+	}
+	f.inc = doc.Store
+	return f, nil
+}
+
+// Path returns the file's path.
+func (f *FloorFile) Path() string { return f.path }
+
+// Floor implements Floors.
+func (f *FloorFile) Floor(tag string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.floors[tag]
+}
+
+// Raise implements Floors: the new floor is on disk when it returns nil.
+func (f *FloorFile) Raise(tag string, end int64) error {
+	f.mu.Lock()
+	if end <= f.floors[tag] {
+		f.mu.Unlock()
+		return nil
+	}
+	f.floors[tag] = end
+	f.ver++
+	v := f.ver
+	f.mu.Unlock()
+	return f.sync(v)
+}
+
+// Incarnation implements Floors.
+func (f *FloorFile) Incarnation() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inc
+}
+
+// SetIncarnation implements Floors.
+func (f *FloorFile) SetIncarnation(inc string) error {
+	f.mu.Lock()
+	if f.inc == inc {
+		f.mu.Unlock()
+		return nil
+	}
+	f.inc = inc
+	f.ver++
+	v := f.ver
+	f.mu.Unlock()
+	return f.sync(v)
+}
+
+// sync writes the file unless a write that began after change v already
+// made it to disk.
+func (f *FloorFile) sync(v uint64) error {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if f.written >= v {
+		return nil // a write that started after our change covered it
+	}
+	f.mu.Lock()
+	doc := floorFileJSON{Version: floorFileVersion, Store: f.inc, Tags: make(map[string]int64, len(f.floors))}
+	for tag, end := range f.floors {
+		doc.Tags[tag] = end
+	}
+	cur := f.ver
+	f.mu.Unlock()
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(f.path, data)
+	}
+	if err != nil {
+		return fmt.Errorf("segment: floor file: %w", err)
+	}
+	f.written = cur
+	return nil
+}

@@ -1,0 +1,262 @@
+package segment_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// takeAll takes ids of tag until Next fails, checking that none repeats
+// one in seen, and returns the error.
+func takeAll(t *testing.T, e *segment.Engine, tag string, seen map[int64]bool) error {
+	t.Helper()
+	for range 100_000 {
+		id, err := e.Next(context.Background(), tag)
+		if err != nil {
+			return err
+		}
+		if seen[id] {
+			t.Fatalf("id %d of %q handed out twice", id, tag)
+		}
+		seen[id] = true
+	}
+	t.Fatalf("Next(%q) never failed", tag)
+	return nil
+}
+
+func maxEnd(allocs []segment.Alloc) int64 {
+	var end int64
+	for _, a := range allocs {
+		end = max(end, a.End())
+	}
+	return end
+}
+
+// TestFloorRefusesLoweredMaxID: an operator lowers max_id under a running
+// node. The node refuses the range below what it received (no id from it,
+// ErrBelowFloor), and serves again once the tag is restarted at its floor.
+func TestFloorRefusesLoweredMaxID(t *testing.T) {
+	s := newTestStore()
+	s.create(t, "t", 10)
+	sl := newStepSleeper()
+	rec := newRecorder()
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Sleep: sl.Sleep, OnLoad: rec.OnLoad})
+	seen := map[int64]bool{}
+	for range 5 {
+		seen[next(t, e, "t")] = true
+	}
+	waitLoads(t, e, "t", 2)
+	floor := maxEnd(s.Allocs())
+	s.Lower("t", 1) // UPDATE leaf_alloc SET max_id = 1
+
+	err := takeAll(t, e, "t", seen)
+	if !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Next after max_id was lowered = %v, want ErrNotReady wrapping ErrBelowFloor", err)
+	}
+	for id := range seen {
+		if id >= floor {
+			t.Fatalf("id %d served at or above the floor %d: from a refused range", id, floor)
+		}
+	}
+	refused := false
+	for _, ev := range rec.Events() {
+		refused = refused || errors.Is(ev.Err, segment.ErrBelowFloor)
+	}
+	if !refused {
+		t.Fatal("no LoadEvent reported ErrBelowFloor")
+	}
+
+	// The operator restarts the tag at the floor the error names (or the
+	// row's max_id, which the refused load advanced, if that is higher).
+	row, err := s.Get(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor = max(floor, row.MaxID)
+	if err := s.Restart(context.Background(), "t", floor); err != nil {
+		t.Fatal(err)
+	}
+	sl.next(t).release <- struct{}{}
+	waitLoads(t, e, "t", 3)
+	if id := next(t, e, "t"); id != floor {
+		t.Fatalf("first id after the restart = %d, want %d", id, floor)
+	}
+}
+
+// TestAutoCreateRefusesDeletedTag: issue #12, path 2. A tag deleted from
+// the store is not created again at 1 by auto-create.
+func TestAutoCreateRefusesDeletedTag(t *testing.T) {
+	s := newTestStore()
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true, DefaultStep: 10})
+	seen := map[int64]bool{}
+	for range 15 {
+		seen[next(t, e, "gone")] = true
+	}
+	if err := s.Delete(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e.Known("gone") {
+		t.Fatal("deleted tag still cached after Refresh")
+	}
+	for range 3 {
+		id, err := e.Next(context.Background(), "gone")
+		if err == nil {
+			t.Fatalf("Next of a deleted tag = id %d (seen before: %v), want ErrTagDeleted", id, seen[id])
+		}
+		if !errors.Is(err, segment.ErrTagDeleted) {
+			t.Fatalf("Next of a deleted tag = %v, want ErrTagDeleted", err)
+		}
+	}
+	if _, err := s.Get(context.Background(), "gone"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("the tag was made again: Get = %v", err)
+	}
+}
+
+// TestReplacedStoreKeepsFloors: the store is replaced (a KV bucket deleted
+// and made again) while the node is down. The restarted node reads its
+// floors and the store's old incarnation from its floor file: it refuses to
+// auto-create anything, and serves a tag again only at or above its floor.
+func TestReplacedStoreKeepsFloors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "segment-floors.json")
+	s := newTestStore()
+	ff, err := segment.OpenFloorFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true, DefaultStep: 10, Floors: ff})
+	start(t, e1)
+	seen := map[int64]bool{}
+	for range 15 {
+		seen[next(t, e1, "a")] = true
+	}
+	waitLoads(t, e1, "a", 2)
+	_ = e1.Close()
+	floor := maxEnd(s.Allocs())
+
+	s.Replace() // the bucket is deleted and made again: empty, new incarnation
+
+	ff2, err := segment.OpenFloorFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ff2.Floor("a"); got != floor {
+		t.Fatalf("floor of a after reopening = %d, want %d", got, floor)
+	}
+	sl := newStepSleeper() // a refused load waits for the test: no retries
+	e2 := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true, DefaultStep: 10, Floors: ff2, Sleep: sl.Sleep})
+	start(t, e2)
+	for _, tag := range []string{"a", "never-seen"} {
+		id, err := e2.Next(context.Background(), tag)
+		if !errors.Is(err, segment.ErrStoreChanged) {
+			t.Fatalf("Next(%q) on a replaced store = %d, %v; want ErrStoreChanged", tag, id, err)
+		}
+	}
+	if tags, err := s.Tags(context.Background()); err != nil || len(tags) != 0 {
+		t.Fatalf("auto-create made rows in the replaced store: %v, %v", tags, err)
+	}
+
+	// An operator restarts the tag below the floor: this node refuses it.
+	if err := s.Restart(context.Background(), "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := e2.Next(context.Background(), "a"); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Next of a restarted below the floor = %d, %v; want ErrBelowFloor", id, err)
+	}
+}
+
+// TestFloorSurvivesRestart: the store loses a tag without a trace (a KV
+// delete marker compacted away) and gets it again at 1 while the node is
+// down; the restarted node, reading its floor file, serves no id below what
+// it served before.
+func TestFloorSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "segment-floors.json")
+	s := newTestStore()
+	s.create(t, "t", 10)
+	ff, err := segment.OpenFloorFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1 := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Floors: ff})
+	seen := map[int64]bool{}
+	for range 25 {
+		seen[next(t, e1, "t")] = true
+	}
+	waitLoads(t, e1, "t", 3)
+	floor := maxEnd(s.Allocs())
+	// No Close: the floors must be on disk already (kill -9).
+
+	s.Forget("t")
+	s.create(t, "t", 10)
+
+	ff2, err := segment.OpenFloorFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := newStepSleeper()
+	e2 := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Floors: ff2, Sleep: sl.Sleep})
+	id, err := e2.Next(context.Background(), "t")
+	if !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Next after the tag came back at 1 = %d, %v; want ErrBelowFloor (floor %d)", id, err, floor)
+	}
+}
+
+func TestFloorFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "floors.json")
+	f, err := segment.OpenFloorFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Floor("x") != 0 || f.Incarnation() != "" {
+		t.Fatal("a new floor file is not empty")
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			if err := f.Raise("x", int64(i)); err != nil {
+				t.Error(err)
+			}
+			if err := f.Raise("y", int64(1000-i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := f.SetIncarnation("inc-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Raise("x", 3); err != nil { // lower: no change
+		t.Fatal(err)
+	}
+	g, err := segment.OpenFloorFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Floor("x") != 49 || g.Floor("y") != 1000 || g.Incarnation() != "inc-1" {
+		t.Fatalf("reopened: x %d y %d inc %q; want 49 1000 inc-1", g.Floor("x"), g.Floor("y"), g.Incarnation())
+	}
+
+	for name, content := range map[string]string{
+		"not json":      "{",
+		"wrong version": `{"version":9,"tags":{}}`,
+	} {
+		p := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := segment.OpenFloorFile(p); err == nil {
+			t.Errorf("%s: OpenFloorFile = nil error, want one: the floors would be lost", name)
+		}
+	}
+}
