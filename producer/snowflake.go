@@ -23,6 +23,18 @@ type SnowflakeIDs interface {
 	Next(ctx context.Context, dst []int64) error
 }
 
+// SnowflakeHolder is implemented by SnowflakeIDs whose ids belong to a
+// claimed worker id that can be lost (*snowflake.Source does). The ring
+// then hands out only ids of the worker Holds reports now: ids of a worker
+// whose claim was lost (or lapsed) are thrown away, never taken.
+type SnowflakeHolder interface {
+	// Holds is the worker id whose ids may be handed out; ok false when
+	// there is none.
+	Holds() (worker int64, ok bool)
+	// Layout tells where an id's worker bits are.
+	Layout() snowflake.Layout
+}
+
 // SnowflakeConfig configures a Snowflake ring. Zero values mean the
 // defaults in comments.
 type SnowflakeConfig struct {
@@ -46,6 +58,12 @@ type SnowflakeConfig struct {
 // asynchronously below its padding threshold. Ids idle in the ring for
 // longer than MaxAge are dropped, so an id's time stays within about MaxAge
 // of when it was handed out.
+//
+// When IDs is a SnowflakeHolder (a snowflake.Source), a lost claim empties
+// the ring first: every take checks the ids it took against the worker the
+// Source holds at that moment and throws away those of any other worker
+// (all of them while it holds none), and the ring's own goroutine drops
+// them from the buffer as soon as it sees the change.
 type Snowflake struct {
 	cfg    SnowflakeConfig
 	log    *slog.Logger
@@ -56,6 +74,12 @@ type Snowflake struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 	drops  atomic.Uint64
+	lost   atomic.Uint64 // ids thrown away for their worker's lost claim
+
+	holder     SnowflakeHolder // nil: ids are never fenced
+	seqBits    uint            // an id's worker is (id >> seqBits) & maxWorker
+	maxWorker  int64
+	lastWorker atomic.Int64 // the worker held at the last check of freshen
 }
 
 // NewSnowflake builds and starts the ring.
@@ -82,6 +106,11 @@ func NewSnowflake(cfg SnowflakeConfig) (*Snowflake, error) {
 		return nil, fmt.Errorf("producer: invalid snowflake config: max age %v, direct over %d", cfg.MaxAge, cfg.DirectOver)
 	}
 	s := &Snowflake{cfg: cfg, log: cfg.Logger}
+	if h, ok := cfg.IDs.(SnowflakeHolder); ok {
+		l := h.Layout()
+		s.holder, s.seqBits, s.maxWorker = h, uint(l.SequenceBits), l.MaxWorker()
+	}
+	s.lastWorker.Store(-1)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.ring, err = ringbuf.New(ringbuf.Config[int64]{
@@ -127,10 +156,13 @@ func (s *Snowflake) freshen() {
 			return
 		case <-t.C:
 		}
+		if scratch == nil {
+			scratch = make([]int64, 64)
+		}
+		if s.holder != nil {
+			s.dropLost(scratch)
+		}
 		if time.Since(time.Unix(0, s.filled.Load())) > s.cfg.MaxAge && s.ring.Len() > 0 {
-			if scratch == nil {
-				scratch = make([]int64, 64)
-			}
 			s.dropStale(scratch)
 		}
 		if s.ring.Len() < s.ring.Cap()/2 {
@@ -165,6 +197,63 @@ func (s *Snowflake) dropStale(scratch []int64) {
 	}
 }
 
+// dropLost empties the ring of the ids of a worker the Source no longer
+// holds: all of them while it holds none; after a change of worker, those
+// at the head that are not of the new one (the ring holds the old worker's
+// ids before the new one's).
+func (s *Snowflake) dropLost(scratch []int64) {
+	w, ok := s.holder.Holds()
+	if !ok {
+		w = -1
+	}
+	if s.lastWorker.Swap(w) == w && ok {
+		return
+	}
+	for {
+		n, _ := s.ring.TakeN(scratch)
+		k := 0
+		if ok {
+			for k < n && s.workerOf(scratch[k]) != w {
+				k++
+			}
+		} else {
+			k = n
+		}
+		s.lost.Add(uint64(k))
+		if k < n {
+			s.ring.PutN(scratch[k:n])
+			return
+		}
+		if n < len(scratch) {
+			return
+		}
+	}
+}
+
+func (s *Snowflake) workerOf(id int64) int64 { return (id >> s.seqBits) & s.maxWorker }
+
+// held keeps, in order, the ids of ids whose worker the Source holds now
+// and returns how many; the rest are thrown away.
+func (s *Snowflake) held(ids []int64) int {
+	if s.holder == nil || len(ids) == 0 {
+		return len(ids)
+	}
+	w, ok := s.holder.Holds()
+	if !ok {
+		s.lost.Add(uint64(len(ids)))
+		return 0
+	}
+	k := 0
+	for _, id := range ids {
+		if s.workerOf(id) == w {
+			ids[k] = id
+			k++
+		}
+	}
+	s.lost.Add(uint64(len(ids) - k))
+	return k
+}
+
 // Next fills dst with fresh snowflake ids: all of it, or an error. Small
 // requests come from the ring; the rest straight from the engine, which may
 // wait for the clock.
@@ -176,13 +265,40 @@ func (s *Snowflake) Next(ctx context.Context, dst []int64) error {
 	return s.cfg.IDs.Next(ctx, dst[n:])
 }
 
-// Try fills a prefix of dst without waiting and returns its length.
+// Try fills a prefix of dst without waiting and returns its length. Ids
+// from the ring are checked against the worker the Source holds after they
+// were taken (see SnowflakeHolder).
 func (s *Snowflake) Try(dst []int64) int {
 	if len(dst) <= s.cfg.DirectOver {
 		n, _ := s.ring.TakeN(dst)
+		if k := s.held(dst[:n]); k < n {
+			// Ids of a lost worker were at the head: look again, past them.
+			n = k + s.tryMore(dst[k:])
+			return n
+		}
 		return n
 	}
 	n, _ := s.cfg.IDs.Fill(s.ctx, dst)
+	return n
+}
+
+// tryMore takes ids for dst from the ring again after a take threw away
+// ids of a lost worker, while it keeps finding some.
+func (s *Snowflake) tryMore(dst []int64) int {
+	n := 0
+	for n < len(dst) {
+		k, _ := s.ring.TakeN(dst[n:])
+		if k == 0 {
+			return n
+		}
+		kept := s.held(dst[n : n+k])
+		n += kept
+		if kept == 0 {
+			if _, ok := s.holder.Holds(); !ok {
+				return n
+			}
+		}
+	}
 	return n
 }
 
@@ -192,11 +308,14 @@ type SnowflakeStats struct {
 	Len     int
 	Cap     int
 	Dropped uint64 // ids thrown away for being older than MaxAge
+	// LostWorker counts ids thrown away because the claim of their worker
+	// id was lost (never handed out).
+	LostWorker uint64
 }
 
 // Stats returns the ring's counters.
 func (s *Snowflake) Stats() SnowflakeStats {
-	return SnowflakeStats{Ring: s.ring.Stats(), Len: s.ring.Len(), Cap: s.ring.Cap(), Dropped: s.drops.Load()}
+	return SnowflakeStats{Ring: s.ring.Stats(), Len: s.ring.Len(), Cap: s.ring.Cap(), Dropped: s.drops.Load(), LostWorker: s.lost.Load()}
 }
 
 // Close stops the refills. The ids left in the ring are a gap. Idempotent.

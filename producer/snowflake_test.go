@@ -505,3 +505,99 @@ func TestSnowflakeTinyMaxAge(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// holderIDs is a SnowflakeIDs and SnowflakeHolder whose worker can be lost
+// or changed; its ids are of the worker it holds, with increasing
+// sequences.
+type holderIDs struct {
+	mu     sync.Mutex
+	worker int64 // -1: none (lost)
+	seq    int64
+}
+
+func (h *holderIDs) set(worker int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.worker = worker
+}
+
+func (h *holderIDs) Holds() (int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.worker, h.worker >= 0
+}
+
+func (h *holderIDs) Layout() snowflake.Layout { return snowflake.LeafLayout() }
+
+func (h *holderIDs) Fill(_ context.Context, dst []int64) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.worker < 0 {
+		return 0, fmt.Errorf("%w: lost", snowflake.ErrNotServing)
+	}
+	l := snowflake.LeafLayout()
+	for i := range dst {
+		h.seq++
+		id, err := l.Compose(t0Snowflake.Add(time.Duration(h.seq/4096)*time.Millisecond), h.worker, h.seq%4096)
+		if err != nil {
+			return i, err
+		}
+		dst[i] = id
+	}
+	return len(dst), nil
+}
+
+func (h *holderIDs) Next(ctx context.Context, dst []int64) error {
+	_, err := h.Fill(ctx, dst)
+	return err
+}
+
+var t0Snowflake = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestSnowflakeLostWorkerEmptiesRing (issue #12, path 4): once the Source
+// lost the claim of worker w, no id of w still in the ring is taken: not
+// while it holds no worker, not after it registered another one.
+func TestSnowflakeLostWorkerEmptiesRing(t *testing.T) {
+	h := &holderIDs{worker: 1}
+	s := newSnowflake(t, producer.SnowflakeConfig{IDs: h, Size: 1024, MaxAge: time.Hour})
+	waitFull(t, s)
+	dst := make([]int64, 64)
+	if n := s.Try(dst); n != 64 {
+		t.Fatalf("Try before the loss = %d, want 64", n)
+	}
+	l := snowflake.LeafLayout()
+	check := func(when string, ids []int64) {
+		t.Helper()
+		for _, id := range ids {
+			if w := l.Decompose(id).Worker; w == 1 {
+				t.Fatalf("%s: took id %d of worker 1, whose claim was lost", when, id)
+			}
+		}
+	}
+
+	h.set(-1) // the claim is lost; the ring is full of worker 1's ids
+	if n := s.Try(dst); n != 0 {
+		check("while no worker is held", dst[:n])
+		t.Fatalf("Try while no worker is held = %d ids", n)
+	}
+	if err := s.Next(context.Background(), dst[:1]); err == nil {
+		check("Next while no worker is held", dst[:1])
+		t.Fatal("Next while no worker is held: no error")
+	}
+
+	h.set(2) // registered again, as worker 2
+	got := 0
+	waitUntil(t, "ids of worker 2", func() bool {
+		n := s.Try(dst)
+		check("after registering worker 2", dst[:n])
+		got += n
+		return got > 0
+	})
+	for range 40 {
+		n := s.Try(dst)
+		check("after registering worker 2", dst[:n])
+	}
+	if st := s.Stats(); st.LostWorker == 0 {
+		t.Errorf("Stats.LostWorker = 0 after a lost worker's ids were thrown away")
+	}
+}
