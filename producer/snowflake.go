@@ -111,6 +111,11 @@ func NewSnowflake(cfg SnowflakeConfig) (*Snowflake, error) {
 		s.holder, s.seqBits, s.maxWorker = h, uint(l.SequenceBits), l.MaxWorker()
 	}
 	s.lastWorker.Store(-1)
+	if s.holder != nil {
+		if w, ok := s.holder.Holds(); ok {
+			s.lastWorker.Store(w) // the ring holds nothing of another worker yet
+		}
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.ring, err = ringbuf.New(ringbuf.Config[int64]{
