@@ -10,6 +10,8 @@
 //	leaf.admin.tag.create  JSON {"tag","step","max_id","description"} -> the row
 //	leaf.admin.tag.step    JSON {"tag","step"} -> the row
 //	leaf.admin.tag.max     JSON {"tag","max_id"} -> the row (max_id may only grow)
+//	leaf.admin.tag.restart JSON {"tag","floor"} -> the row: a deleted tag back at an
+//	                       explicit floor, never below what the store remembers
 //	leaf.snowflake         snowflake ids, as for segment (also leaf.snowflake.<key>)
 //	leaf.snowflake.decode  decimal id -> JSON wire.Decoded
 //	leaf.admin.time        this node's clock, JSON wire.NodeTime; every node answers
@@ -20,8 +22,10 @@
 // segments.
 //
 // Errors are micro error headers with HTTP-like codes, mapped from the
-// engines' sentinel errors by one table (codeOf): 400 for bad input, 404 for
-// an unknown tag, 503 when no id can be had now, 500 otherwise.
+// engines' sentinel errors by one table (codeOf): 400 for bad input
+// (including a floor below ids already issued), 404 for an unknown or
+// deleted tag (and auto-create refused on a replaced store), 503 when no id
+// can be had now, 500 otherwise.
 //
 // The subscription's own goroutine never waits: it answers a small request
 // at once when the tag's ring holds every id asked for (the common case, with

@@ -183,6 +183,7 @@ func Start(cfg Config) (*Responder, error) {
 			{"admin-tag-create", "admin.tag.create", r.handleCreate},
 			{"admin-tag-step", "admin.tag.step", r.handleSetStep},
 			{"admin-tag-max", "admin.tag.max", r.handleSetMax},
+			{"admin-tag-restart", "admin.tag.restart", r.handleRestart},
 		}
 		for _, a := range admin {
 			if err := add(a.name, a.subject, a.h); err != nil {
@@ -380,9 +381,11 @@ func (r *Responder) finish(j job) {
 // 404, 503, 500), shared by NATS replies and the HTTP API.
 func CodeOf(err error) string {
 	switch {
-	case errors.Is(err, segment.ErrInvalid), errors.Is(err, segment.ErrTagExists):
+	case errors.Is(err, segment.ErrInvalid), errors.Is(err, segment.ErrTagExists),
+		errors.Is(err, segment.ErrBelowFloor):
 		return wire.CodeBadRequest
-	case errors.Is(err, segment.ErrUnknownTag):
+	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrTagDeleted),
+		errors.Is(err, segment.ErrStoreChanged):
 		return wire.CodeNotFound
 	case errors.Is(err, segment.ErrNotReady), errors.Is(err, segment.ErrUnavailable),
 		errors.Is(err, segment.ErrClosed), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
@@ -456,6 +459,9 @@ type AdminRequest struct {
 	Step        int    `json:"step,omitempty"`
 	MaxID       int64  `json:"max_id,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Floor is the new max_id of leaf.admin.tag.restart: at least every
+	// max_id the store remembers for the tag.
+	Floor int64 `json:"floor,omitempty"`
 }
 
 func rowOf(t segment.Tag) TagRow {
@@ -541,6 +547,23 @@ func (r *Responder) handleSetMax(req micro.Request) {
 		r.fail(req, err)
 		return
 	}
+	r.respondRow(ctx, req, a.Tag)
+}
+
+// handleRestart starts a tag over at an explicit floor (Store.Restart):
+// the only way back for a tag that was deleted.
+func (r *Responder) handleRestart(req micro.Request) {
+	a, ok := r.decodeAdmin(req)
+	if !ok {
+		return
+	}
+	ctx, cancel := r.adminCtx()
+	defer cancel()
+	if err := r.cfg.Store.Restart(ctx, a.Tag, a.Floor); err != nil {
+		r.fail(req, err)
+		return
+	}
+	r.cfg.Logger.Warn("segment: tag restarted by an operator", "tag", a.Tag, "floor", a.Floor)
 	r.respondRow(ctx, req, a.Tag)
 }
 

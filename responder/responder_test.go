@@ -240,6 +240,25 @@ func TestAdmin(t *testing.T) {
 	if err := call("leaf.admin.tag.max", responder.AdminRequest{Tag: "orders", MaxID: 50}, &row); !errors.Is(err, wire.ErrBadRequest) {
 		t.Fatalf("lower max: %v, want bad request", err)
 	}
+	// A deleted tag cannot be created again; restart names its floor.
+	if err := store.Delete(context.Background(), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if err := call("leaf.admin.tag.create", responder.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrUnknownTag) ||
+		!strings.Contains(err.Error(), "restart") {
+		t.Fatalf("create of a deleted tag: %v, want not found naming restart", err)
+	}
+	if err := call("leaf.admin.tag.restart", responder.AdminRequest{Tag: "orders", Floor: 99}, &row); !errors.Is(err, wire.ErrBadRequest) ||
+		!strings.Contains(err.Error(), "below") {
+		t.Fatalf("restart below the deleted max_id: %v, want bad request", err)
+	}
+	if err := call("leaf.admin.tag.restart", responder.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrBadRequest) {
+		t.Fatalf("restart without a floor: %v, want bad request", err)
+	}
+	if err := call("leaf.admin.tag.restart", responder.AdminRequest{Tag: "orders", Floor: 100}, &row); err != nil ||
+		row.MaxID != 100 || row.Step != 9000 {
+		t.Fatalf("restart: %+v %v; want max_id 100, step 9000", row, err)
+	}
 	var rows []responder.TagRow
 	if err := call("leaf.admin.tags", nil, &rows); err != nil || len(rows) != 1 || rows[0].Tag != "orders" {
 		t.Fatalf("tags: %+v %v", rows, err)

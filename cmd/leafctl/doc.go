@@ -3,6 +3,7 @@
 //
 //	leafctl [--nats URL] next TAG [-n N]
 //	leafctl tag list | create TAG [--step S] [--max-id M] [--desc D] | set-step TAG STEP | set-max TAG MAX
+//	leafctl tag restart TAG --floor N   (a deleted tag back, never below what was issued)
 //	leafctl bench [flags]
 //
 // Exit codes: 0 success, 1 the request failed (the server's code and message

@@ -41,6 +41,8 @@ Commands:
   tag create TAG [--step S] [--max-id M] [--desc D]
   tag set-step TAG STEP                 change a tag's configured step
   tag set-max TAG MAX                   raise a tag's max_id (never lowers it)
+  tag restart TAG --floor N             start a (deleted) tag over at max_id N; refused
+                                        below any max_id the store remembers
   events [--kind K]... [--tag T] [--json] [--count N] [--for D]
                                         tail monitoring events (K: an area like
                                         segment, or a kind like store.error)
@@ -102,7 +104,7 @@ func (c *cli) run(args []string) int {
 	switch rest[0] {
 	case "next":
 		err = c.next(rest[1:])
-	case "tag":
+	case "tag", "tags":
 		err = c.tag(rest[1:])
 	case "snowflake":
 		err = c.snowflake(rest[1:])
@@ -246,7 +248,7 @@ func (c *cli) takeIDs(subject string, n int, bin, asJSON bool) error {
 
 func (c *cli) tag(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max", errUsage)
+		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max, restart", errUsage)
 	}
 	fs := flag.NewFlagSet("tag "+args[0], flag.ContinueOnError)
 	var req responder.AdminRequest
@@ -285,6 +287,15 @@ func (c *cli) tag(args []string) error {
 			return fmt.Errorf("%w: max %q is not a number", errUsage, pos[1])
 		}
 		subject = "leaf.admin.tag.max"
+	case "restart":
+		fs.Int64Var(&req.Floor, "floor", 0, "")
+		if pos, err = parse(fs, args[1:], 1); err != nil {
+			return err
+		}
+		if req.Floor < 1 {
+			return fmt.Errorf("%w: tag restart needs --floor N (N >= 1): the first id the tag hands out again", errUsage)
+		}
+		subject = "leaf.admin.tag.restart"
 	default:
 		return fmt.Errorf("%w: unknown tag subcommand %q", errUsage, args[0])
 	}
