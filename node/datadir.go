@@ -16,6 +16,10 @@ var ErrDataDirInUse = errors.New("data directory in use")
 // lockFileName is the file under DataDir that a running node holds locked.
 const lockFileName = "leafd.lock"
 
+// floorFileName is the file under DataDir where the segment engine keeps
+// each tag's floor and the store's incarnation (segment.FloorFile).
+const floorFileName = "segment-floors.json"
+
 // dirLock is an exclusive advisory lock (flock) on DataDir/leafd.lock. Two
 // nodes on one data directory would run two nats-servers on one JetStream
 // store and two step files: the second must refuse at once. The kernel

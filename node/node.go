@@ -118,7 +118,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if sf != nil {
 		n.steps, steps = sf, sf
 	}
+	// The floors are a guard against a store that goes back (issue #12):
+	// a floor file that cannot be read stops the node, unless the node
+	// runs without a data directory (see above).
+	var floors segment.Floors
+	ff, err := segment.OpenFloorFile(filepath.Join(cfg.DataDir, floorFileName))
+	switch {
+	case err == nil:
+		floors = ff
+	case n.lock == nil:
+		n.log.Warn("segment: tag floors kept in memory only", "err", err)
+	default:
+		return nil, err
+	}
 	n.engine, err = segment.New(segment.Config{
+		Floors:      floors,
 		Steps:       steps,
 		Store:       n.store,
 		AutoCreate:  cfg.autoCreate(),
