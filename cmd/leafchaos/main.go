@@ -1,13 +1,22 @@
 // Command leafchaos is leafmq's chaos soak: it starts 3 nats-servers, MariaDB,
-// ZooKeeper and 3 leafd processes on 127.0.0.1, takes ids at a bounded rate
-// while it kills and pauses them on a schedule, and checks that no id was
-// ever handed out twice. See package internal/chaos.
+// ZooKeeper and 3 leafd processes on loopback, every link through an
+// in-process Toxiproxy, takes ids at a bounded rate while it injects the
+// fault model on a schedule — kill -9, SIGSTOP past every TTL, clock steps
+// and offsets both ways, more hosts on 127.0.0.2 and 127.0.0.3 with
+// identical flags, latency/blackhole/reset/partition on each link, lost
+// commit replies, and (on a cluster of its own) operator errors — and checks
+// that no id was ever handed out twice, and that no node hands out a
+// segment id below a range already issued after a restart or an operator's
+// act. See package internal/chaos.
 //
-//	leafchaos [--duration 3m] [--rate 3000] [--json report.json] [--keep] ...
+//	leafchaos [--duration 3m] [--rate 3000] [--faults a,b,...] [--freeze 13s]
+//	          [--hosts-for 8s] [--net-for 4s] [--json report.json] [--keep] ...
 //
-// Exit codes: 0 pass, 1 the run failed (duplicates, a crash, a fault not
-// injected) or could not start, 2 bad arguments. Ctrl-C ends the load early;
-// everything started is stopped and the ids taken so far are still checked.
+// --list-faults prints every fault and exits. Exit codes: 0 pass, 1 the run
+// failed (a duplicate, a segment id below an issued floor, a crash, a fault
+// not injected) or could not start, 2 bad arguments. Ctrl-C ends the load
+// early; everything started is stopped and the ids taken so far are still
+// checked.
 package main
 
 import (
@@ -32,7 +41,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	var cfg chaos.Config
 	var jsonPath, tags, faults, logLevel string
-	var quiet bool
+	var quiet, list bool
 	fs := flag.NewFlagSet("leafchaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long the load and the faults run (default 3m)")
@@ -47,6 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.MaxStep, "max-step", 0, "the leafds' --max-step (default 10000000)")
 	fs.DurationVar(&cfg.DBPause, "db-pause", 0, "how long MariaDB is SIGSTOPped (default duration/10, 5s-60s)")
 	fs.StringVar(&faults, "faults", "", "faults in schedule order, comma-separated (default "+strings.Join(chaos.AllFaults, ",")+")")
+	fs.DurationVar(&cfg.Freeze, "freeze", 0, "how long a freeze-* fault keeps its process SIGSTOPped; past every TTL (default 13s: the KV claim TTL and ZooKeeper session timeout are 10s)")
+	fs.DurationVar(&cfg.HostsFor, "hosts-for", 0, "how long the hosts of a hosts-* fault (and a freeze's taker) serve (default 8s)")
+	fs.DurationVar(&cfg.NetFor, "net-for", 0, "how long a net-* fault lasts (default 4s)")
+	fs.BoolVar(&list, "list-faults", false, "print every fault, one a line, and exit")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the clients' and faults' randomness (default the time)")
 	fs.StringVar(&cfg.WorkDir, "dir", "", "work directory (default a fresh temp dir, removed unless --keep)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the work directory (logs of every process, data)")
@@ -61,6 +74,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2
+	}
+	if list {
+		for _, f := range chaos.AllFaults {
+			fmt.Fprintln(stdout, f)
+		}
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "leafchaos: unexpected argument %q\n", fs.Arg(0))

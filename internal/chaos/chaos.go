@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,11 +17,12 @@ import (
 
 // Schedule shape.
 const (
-	maxWarmup      = 10 * time.Second // load before the first fault
-	maxCooldown    = 15 * time.Second // load after the last fault starts... at least
-	faultSpacing   = 40 * time.Second // in long runs: about one fault this often
-	natsDownFor    = 3 * time.Second  // a killed nats-server stays down this long
-	clockStepAfter = 5 * time.Second  // the clock drills step this long after the start
+	maxWarmup      = 10 * time.Second       // load before the first fault
+	maxCooldown    = 15 * time.Second       // load after the last fault starts... at least
+	faultSpacing   = 40 * time.Second       // in long runs: about one fault this often
+	natsDownFor    = 3 * time.Second        // a killed nats-server stays down this long
+	clockStepAfter = 5 * time.Second        // the clock drills step this long after the start
+	clockOffset    = 800 * time.Millisecond // clock-slow and clock-fast: off by this (under the peer check's 1s)
 )
 
 // Run starts the cluster, puts load on it while faults are injected, stops
@@ -46,7 +48,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &cluster{cfg: &cfg, log: log, dir: dir}
+	c := &cluster{cfg: &cfg, log: log, dir: dir, net: newNetFaults()}
 	defer c.close()
 
 	log.Info("chaos: building binaries", "dir", dir)
@@ -79,7 +81,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	l := &load{cfg: &cfg}
 	defer l.close()
-	if err := l.connect(strings.Join(c.urls, ",")); err != nil {
+	if err := l.connect(c.directURLs()); err != nil {
 		return nil, err
 	}
 	if cfg.PoolRate > 0 {
@@ -89,17 +91,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	t0 := time.Now()
-	span := cfg.Duration + time.Minute
+	mainFaults, opFaults := splitFaults(cfg.Faults)
+	span := cfg.Duration + time.Minute + estimate(&cfg, mainFaults)
 	l.tl = newTimeline(t0.UnixNano(), span, max(100*time.Millisecond, span/20000))
 	spaces := addKinds(l, &cfg, t0)
 	log.Info("chaos: load and faults", "duration", cfg.Duration, "rate", cfg.Rate, "pool_rate", cfg.PoolRate, "seed", cfg.Seed)
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	// The load runs for Duration, longer if the schedule has not injected
+	// each fault once by then (then until a cool-down after the last).
+	soft, stopSoft := context.WithTimeout(ctx, cfg.Duration)
+	defer stopSoft()
+	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	f := &faulter{c: c, l: l, cfg: &cfg, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)), t0: t0}
+	f := &faulter{c: c, l: l, cfg: &cfg, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)), t0: t0,
+		faults: mainFaults, spaces: spaces, cycled: make(chan struct{})}
+	ot := &opTrack{c: c, cfg: &cfg, faults: opFaults, t0: t0, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 2))}
 	var fwg sync.WaitGroup
-	fwg.Add(2)
+	fwg.Add(4)
 	go func() { defer fwg.Done(); l.run(loadCtx) }()
-	go func() { defer fwg.Done(); f.run(loadCtx, ctx) }()
+	go func() { defer fwg.Done(); f.run(soft, ctx) }()
+	go func() { defer fwg.Done(); ot.run(soft, ctx) }()
+	go func() {
+		defer fwg.Done()
+		defer stopLoad()
+		<-soft.Done()
+		select {
+		case <-f.cycled:
+		case <-ctx.Done():
+			return
+		}
+		if f.late.Load() {
+			select {
+			case <-time.After(min(maxCooldown, cfg.Duration/8)):
+			case <-ctx.Done():
+			}
+		}
+	}()
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); progress(loadCtx, &cfg, l, f, t0) }()
 	fwg.Wait()
@@ -108,7 +134,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if end == 0 {
 		end = time.Now().UnixNano()
 	}
-	return buildReport(ctx, &cfg, c, l, f, spaces, t0, time.Unix(0, end)), nil
+	f.mu.Lock()
+	f.results = append(f.results, ot.results...)
+	f.mu.Unlock()
+	return buildReport(ctx, &cfg, c, l, f, spaces, ot, t0, time.Unix(0, end)), nil
 }
 
 // addKinds sets up what the clients ask for: per tag singles and batches,
@@ -225,6 +254,12 @@ type faulter struct {
 	rng *rand.Rand
 	t0  time.Time
 
+	faults []string            // the main track's schedule
+	spaces map[string]*idSpace // where ids taken by the harness itself go
+	cycled chan struct{}       // closed once each fault was injected (or the run ends)
+	late   atomic.Bool         // the first cycle ran past Duration's cool-down
+	counts map[string]int      // injections so far, by kind
+
 	mu      sync.Mutex
 	now     string
 	results []*FaultResult
@@ -239,36 +274,65 @@ func (f *faulter) current() string {
 	return f.now
 }
 
-// run injects faults from warm-up until the cool-down before the load ends
-// (loadCtx). A fault under way when loadCtx ends is finished under ctx.
-func (f *faulter) run(loadCtx, ctx context.Context) {
+// run injects the main track's faults from warm-up until the cool-down
+// before soft ends, and past it until each fault was injected once (closing
+// f.cycled then). A fault under way is finished under ctx.
+func (f *faulter) run(soft, ctx context.Context) {
+	defer func() {
+		select {
+		case <-f.cycled:
+		default:
+			close(f.cycled)
+		}
+	}()
+	if len(f.faults) == 0 {
+		return
+	}
+	f.counts = map[string]int{}
 	d := f.cfg.Duration
 	warm := min(maxWarmup, d/10)
 	cool := min(maxCooldown, d/8)
-	avail := d - warm - cool
-	n := max(len(f.cfg.Faults), int(avail/faultSpacing))
-	every := avail / time.Duration(n)
+	plan := schedule(d, warm, cool, len(f.faults))
 	last := f.t0.Add(d - cool)
 	var prevDone time.Time
-	for i := range n {
-		at := f.t0.Add(warm + time.Duration(i)*every)
+	for i := 0; ; i++ {
+		if i == len(f.faults) {
+			close(f.cycled)
+		}
+		at := f.t0.Add(warm)
+		if i < len(plan) {
+			at = f.t0.Add(plan[i])
+		}
 		// A fault that ran late (a 60 s DB pause) must not have the next one
 		// strike at once: the requests sent at its end would fail for the
 		// next fault and count for this one.
 		if settle := prevDone.Add(f.cfg.Timeout + time.Second); at.Before(settle) {
 			at = settle
 		}
-		select {
-		case <-loadCtx.Done():
-			return
-		case <-time.After(time.Until(at)):
-		}
-		if time.Now().After(last) {
-			f.cfg.Logger.Warn("chaos: no time left for the rest of the schedule", "done", i, "of", n)
+		if i >= len(plan) && i >= len(f.faults) {
 			return
 		}
-		kind := f.cfg.Faults[i%len(f.cfg.Faults)]
-		r := &FaultResult{Kind: kind, at: time.Now()}
+		if i >= len(f.faults) { // the first cycle is done: only within Duration
+			select {
+			case <-soft.Done():
+				return
+			case <-time.After(time.Until(at)):
+			}
+			if time.Now().After(last) {
+				return
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(at)):
+			}
+			if time.Now().After(last) {
+				f.late.Store(true)
+			}
+		}
+		kind := f.faults[i%len(f.faults)]
+		r := &FaultResult{Kind: kind, Track: trackMain, at: time.Now()}
 		r.InFlight = f.l.inflight.Load()
 		f.mu.Lock()
 		f.now = kind
@@ -279,12 +343,48 @@ func (f *faulter) run(loadCtx, ctx context.Context) {
 			r.Error = err.Error()
 			f.c.problem("fault %s: %v", kind, err)
 		}
+		f.counts[kind]++
 		r.done = time.Now()
 		prevDone = r.done
 		f.mu.Lock()
 		f.now = ""
 		f.mu.Unlock()
 	}
+}
+
+// schedule spreads n faults (at least) evenly over a run of duration d
+// from warm to d-cool: about one every faultSpacing in long runs, each
+// fault of the schedule at least once. It returns when each is due, from
+// the start of the load.
+func schedule(d, warm, cool time.Duration, n int) []time.Duration {
+	avail := max(d-warm-cool, time.Second)
+	n = max(n, int(avail/faultSpacing))
+	every := avail / time.Duration(n)
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = warm + time.Duration(i)*every
+	}
+	return out
+}
+
+// estimate is about how long one cycle of the main track takes, to size
+// the timeline of a run that goes past Duration.
+func estimate(cfg *Config, faults []string) time.Duration {
+	var t time.Duration
+	for _, f := range faults {
+		t += cfg.Timeout + time.Second + 10*time.Second
+		switch {
+		case f == FaultPauseDB:
+			t += cfg.DBPause
+		case strings.HasPrefix(f, "freeze-"):
+			t += cfg.Freeze + cfg.HostsFor
+		case strings.HasPrefix(f, "hosts-"):
+			t += cfg.HostsFor
+		case strings.HasPrefix(f, "net-"):
+			t += cfg.NetFor
+		}
+	}
+	return t
 }
 
 func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error {
@@ -294,34 +394,26 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		i := f.rng.IntN(len(c.leafds))
 		r.Target = c.leafds[i].name
 		c.leafds[i].kill9()
-		took, err := c.startLeafd(ctx, i)
-		r.Recovery = took.Seconds()
-		return err
+		return f.restartChecked(ctx, i, r, 0)
 	case FaultPauseDB:
 		r.Target = fmt.Sprintf("mariadbd pid %d for %v", c.dbPID, f.cfg.DBPause)
 		if err := syscall.Kill(c.dbPID, syscall.SIGSTOP); err != nil {
 			return err
 		}
 		r.pauseFrom = time.Now()
-		select {
-		case <-ctx.Done():
-		case <-time.After(f.cfg.DBPause):
-		}
+		sleep(ctx, f.cfg.DBPause)
 		r.pauseTo = time.Now()
 		return syscall.Kill(c.dbPID, syscall.SIGCONT)
 	case FaultKillNATS:
 		i := f.rng.IntN(len(c.nats))
 		r.Target = c.nats[i].name
 		c.nats[i].kill9()
-		select {
-		case <-ctx.Done():
-		case <-time.After(natsDownFor):
-		}
+		sleep(ctx, natsDownFor)
 		t := time.Now()
 		if err := c.nats[i].start(); err != nil {
 			return err
 		}
-		err := waitTCP(ctx, strings.TrimPrefix(c.urls[i], "nats://"), readyWait)
+		err := waitTCP(ctx, c.natsAddr[i], readyWait)
 		r.Recovery = time.Since(t).Seconds()
 		return err
 	case FaultRestartZK:
@@ -329,31 +421,58 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		took, err := c.restartZK(ctx)
 		r.Recovery = took.Seconds()
 		return err
-	case FaultClockBack1, FaultClockBack10:
-		by := -time.Second
-		if kind == FaultClockBack10 {
-			by = -10 * time.Second
+	case FaultClockBack1, FaultClockBack10, FaultClockFwd1, FaultClockFwd10:
+		by := time.Second
+		if kind == FaultClockBack10 || kind == FaultClockFwd10 {
+			by = 10 * time.Second
+		}
+		if kind == FaultClockBack1 || kind == FaultClockBack10 {
+			by = -by
 		}
 		i := f.rng.IntN(len(c.leafds))
 		l := c.leafds[i]
-		r.Target = fmt.Sprintf("%s (%s), --fault-clock-step %v@%v", l.name, l.registry, by, clockStepAfter)
+		step := fmt.Sprintf("%v@%v", by, clockStepAfter)
+		if by > 0 {
+			step = "+" + step
+		}
+		r.Target = fmt.Sprintf("%s (%s), --fault-clock-step %s", l.name, l.registry, step)
 		l.stop(10 * time.Second)
-		took, err := c.startLeafd(ctx, i, "--fault-clock-step", fmt.Sprintf("%v@%v", by, clockStepAfter))
-		r.Recovery = took.Seconds()
-		if err != nil {
+		if err := f.restartChecked(ctx, i, r, 0, "--fault-clock-step", step); err != nil {
 			return err
 		}
 		// Hold until the step has happened and the node's clock has
 		// caught up with the time it used, then put it back on the real
 		// clock (so later restarts pass the peer clock check).
-		hold := clockStepAfter - took + -by + 3*time.Second
-		select {
-		case <-ctx.Done():
-		case <-time.After(hold):
+		hold := clockStepAfter - time.Duration(r.Recovery*float64(time.Second)) + by.Abs() + 3*time.Second
+		sleep(ctx, hold)
+		l.stop(10 * time.Second)
+		return f.restartChecked(ctx, i, r, 0)
+	case FaultClockSlow, FaultClockFast:
+		by := -clockOffset
+		if kind == FaultClockFast {
+			by = clockOffset
+		}
+		i := f.rng.IntN(len(c.leafds))
+		l := c.leafds[i]
+		r.Target = fmt.Sprintf("%s (%s), --fault-clock-offset %v", l.name, l.registry, by)
+		l.stop(10 * time.Second)
+		// A node off its peers' clocks may refuse to start: a refusal.
+		if err := f.restartChecked(ctx, i, r, 1, "--fault-clock-offset", by.String()); err != nil {
+			r.Refusals++
+			r.Notes = append(r.Notes, "refused to start: "+firstLine(err.Error()))
+		} else {
+			sleep(ctx, f.cfg.NetFor+by.Abs())
 		}
 		l.stop(10 * time.Second)
-		_, err = c.startLeafd(ctx, i)
-		return err
+		return f.restartChecked(ctx, i, r, 0)
 	}
-	return fmt.Errorf("unknown fault %q", kind)
+	return f.injectMore(ctx, kind, r)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }

@@ -30,6 +30,7 @@ const (
 	numLeafd   = 3
 	zkJar      = "/usr/share/java/zookeeper.jar"
 	readyWait  = 90 * time.Second // a leafd or server to come up
+	extraWait  = 10 * time.Second // a host or taker, which may refuse
 	startTries = 8                // starts of a leafd that exits before it is ready
 )
 
@@ -39,6 +40,10 @@ type leafd struct {
 	http     string      // its HTTP address, for /readyz
 	registry string      // zk or kv
 	ever     atomic.Bool // it has been ready since its last start
+	// tolerant: an exit on its own is a refusal the fault counts (exited),
+	// not a problem of the run.
+	tolerant atomic.Bool
+	exited   atomic.Bool
 }
 
 // cluster is everything the run starts. Its close stops all of it.
@@ -47,17 +52,23 @@ type cluster struct {
 	log *slog.Logger
 	dir string
 
-	nats    []*proc
-	urls    []string
-	leafds  []*leafd
-	dbDir   string
-	dbPID   int
-	dsn     string // of database leaf
-	zkDir   string
-	zkAddr  string
-	zkPID   int
-	zkStart bool // ZooKeeper was started (by the script or by us)
-	dbStart bool
+	nats     []*proc
+	urls     []string // the NATS URLs leafd gets: through the proxies
+	natsAddr []string // host:port of each nats-server, for the harness's own clients
+	leafds   []*leafd
+	extras   []*leafd // takers and hosts, started and stopped by faults
+	dbDir    string
+	dbPID    int
+	dsn      string  // of database leaf, direct
+	db       *sql.DB // on dsn, for the harness's own reads and operator acts
+	leafdDSN string  // of database leaf through the proxy
+	leafdZK  string  // ZooKeeper through the proxy
+	net      *netFaults
+	zkDir    string
+	zkAddr   string
+	zkPID    int
+	zkStart  bool // ZooKeeper was started (by the script or by us)
+	dbStart  bool
 
 	mu       sync.Mutex
 	problems []string // unexpected exits and the like
@@ -113,20 +124,31 @@ func goBuild(ctx context.Context, repo, out, pkg string) error {
 }
 
 // startNATS writes the configs of a 3-node JetStream cluster and starts it.
+// Each route goes through a proxy of its own (server i to server j), and
+// the servers advertise neither their routes (a gossiped route would bypass
+// the proxies) nor their client URLs (leafd only knows the proxies).
 func (c *cluster) startNATS(ctx context.Context) error {
-	ports, err := freePorts(2 * numNATS)
+	ports, err := freePorts(3 * numNATS)
 	if err != nil {
 		return err
 	}
-	var routes []string
-	for i := range numNATS {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[numNATS+i]))
-	}
+	dead := ports[2*numNATS] // nothing listens there: the advertised route address
 	for i := range numNATS {
 		name := fmt.Sprintf("n%d", i+1)
 		dir := filepath.Join(c.dir, "nats", name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
+		}
+		var routes []string
+		for j := range numNATS {
+			if j == i {
+				continue
+			}
+			addr, err := c.net.add(routeProxy(i, j), fmt.Sprintf("127.0.0.1:%d", ports[numNATS+j]))
+			if err != nil {
+				return err
+			}
+			routes = append(routes, "nats-route://"+addr)
 		}
 		conf := fmt.Sprintf(`server_name: %q
 listen: "127.0.0.1:%d"
@@ -138,9 +160,11 @@ jetstream {
 cluster {
   name: "leafchaos"
   listen: "127.0.0.1:%d"
+  advertise: "127.0.0.1:%d"
+  no_advertise: true
   routes: [%s]
 }
-`, name, ports[i], filepath.Join(dir, "js"), ports[numNATS+i], strings.Join(quoteAll(routes), ", "))
+`, name, ports[i], filepath.Join(dir, "js"), ports[numNATS+i], dead, strings.Join(quoteAll(routes), ", "))
 		path := filepath.Join(dir, "nats.conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return err
@@ -149,17 +173,31 @@ cluster {
 			logPath: filepath.Join(dir, "nats.log")}
 		p.onExit = c.onExit
 		c.nats = append(c.nats, p)
-		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+		c.natsAddr = append(c.natsAddr, fmt.Sprintf("127.0.0.1:%d", ports[i]))
+		addr, err := c.net.add(fmt.Sprintf("nats-%d", i+1), c.natsAddr[i])
+		if err != nil {
+			return err
+		}
+		c.urls = append(c.urls, "nats://"+addr)
 		if err := p.start(); err != nil {
 			return err
 		}
 	}
 	for i := range c.nats {
-		if err := waitTCP(ctx, strings.TrimPrefix(c.urls[i], "nats://"), readyWait); err != nil {
+		if err := waitTCP(ctx, c.natsAddr[i], readyWait); err != nil {
 			return fmt.Errorf("%s: %w\n%s", c.nats[i].name, err, c.nats[i].logTail(20))
 		}
 	}
 	return nil
+}
+
+// directURLs are the nats-servers' own client URLs.
+func (c *cluster) directURLs() string {
+	var u []string
+	for _, a := range c.natsAddr {
+		u = append(u, "nats://"+a)
+	}
+	return strings.Join(u, ",")
 }
 
 func quoteAll(s []string) []string {
@@ -204,6 +242,14 @@ func (c *cluster) startDB(ctx context.Context) error {
 	mc.DBName = "leaf"
 	mc.ParseTime = true
 	c.dsn = mc.FormatDSN()
+	if c.db, err = sql.Open("mysql", c.dsn); err != nil {
+		return err
+	}
+	proxied := *mc
+	if proxied.Addr, err = c.net.add("db", mc.Addr); err != nil {
+		return err
+	}
+	c.leafdDSN = proxied.FormatDSN()
 	st, err := segmysql.Open(ctx, c.dsn, segmysql.Options{CreateTable: true})
 	if err != nil {
 		return err
@@ -227,6 +273,9 @@ func (c *cluster) startZK(ctx context.Context) error {
 		return err
 	}
 	c.zkAddr = env["LEAF_TEST_ZK_ADDR"]
+	if c.leafdZK, err = c.net.add("zk", c.zkAddr); err != nil {
+		return err
+	}
 	c.zkPID, err = pidFrom(env, "LEAF_TEST_ZK_PID")
 	return err
 }
@@ -318,7 +367,7 @@ func (c *cluster) addLeafds() error {
 			"--nats", strings.Join(c.urls, ","),
 			"--http", httpAddr,
 			"--data", filepath.Join(dir, "data"),
-			"--mysql", c.dsn,
+			"--mysql", c.leafdDSN,
 			"--kv-replicas", "3",
 			"--pool", c.cfg.Tags[0] + ",snowflake",
 			"--max-step", strconv.Itoa(c.cfg.MaxStep),
@@ -328,19 +377,31 @@ func (c *cluster) addLeafds() error {
 			reg = "kv"
 			args = append(args, "--worker-registry", "kv")
 		} else {
-			args = append(args, "--worker-registry", "zk", "--zk", c.zkAddr, "--zk-name", "leafchaos",
+			args = append(args, "--worker-registry", "zk", "--zk", c.leafdZK, "--zk-name", "leafchaos",
 				"--zk-addr", fmt.Sprintf("127.0.0.1:%d", ports[numLeafd+i]))
 		}
 		p := &proc{name: name, bin: c.cfg.Leafd, args: args, dir: dir, logPath: filepath.Join(dir, "leafd.log")}
 		l := &leafd{proc: p, http: httpAddr, registry: reg}
-		p.onExit = func(p *proc, err error, unexpected bool) {
-			if unexpected && l.ever.Load() {
-				c.problem("%s exited on its own after it was ready: %v; last log lines:\n%s", p.name, err, p.logTail(15))
-			}
-		}
+		p.onExit = c.leafdExit(l)
 		c.leafds = append(c.leafds, l)
 	}
 	return nil
+}
+
+// leafdExit is the onExit of a leafd: an exit on its own after it was
+// ready is a problem, unless a fault expects it (tolerant).
+func (c *cluster) leafdExit(l *leafd) func(p *proc, err error, unexpected bool) {
+	return func(p *proc, err error, unexpected bool) {
+		if !unexpected || !l.ever.Load() {
+			return
+		}
+		if l.tolerant.Load() {
+			l.exited.Store(true)
+			c.log.Warn("chaos: leafd stopped itself during a fault", "node", p.name, "err", err, "log", p.logTail(5))
+			return
+		}
+		c.problem("%s exited on its own after it was ready: %v; last log lines:\n%s", p.name, err, p.logTail(15))
+	}
 }
 
 // startLeafd starts leafd i with its flags plus extra and waits until its
@@ -348,10 +409,21 @@ func (c *cluster) addLeafds() error {
 // before that — a node may refuse to start while a peer's clock is off or
 // a store is down. It returns how long that took.
 func (c *cluster) startLeafd(ctx context.Context, i int, extra ...string) (time.Duration, error) {
-	l := c.leafds[i]
+	return c.startLeafdTries(ctx, i, 0, extra...)
+}
+
+// startLeafdTries is startLeafd with at most tries starts (0: startTries).
+func (c *cluster) startLeafdTries(ctx context.Context, i, tries int, extra ...string) (time.Duration, error) {
+	return c.startProc(ctx, c.leafds[i], tries, readyWait, extra...)
+}
+
+func (c *cluster) startProc(ctx context.Context, l *leafd, tries int, wait time.Duration, extra ...string) (time.Duration, error) {
+	if tries <= 0 {
+		tries = startTries
+	}
 	t0 := time.Now()
 	var lastErr error
-	for try := range startTries {
+	for try := range tries {
 		if try > 0 {
 			select {
 			case <-ctx.Done():
@@ -360,11 +432,12 @@ func (c *cluster) startLeafd(ctx context.Context, i int, extra ...string) (time.
 			}
 		}
 		l.ever.Store(false)
+		l.exited.Store(false)
 		if err := l.start(extra...); err != nil {
 			return 0, err
 		}
 		done := l.doneChan()
-		err := waitReady(ctx, l.http, done, readyWait)
+		err := waitReady(ctx, l.http, done, wait)
 		if err == nil {
 			l.ever.Store(true)
 			return time.Since(t0), nil
@@ -372,13 +445,109 @@ func (c *cluster) startLeafd(ctx context.Context, i int, extra ...string) (time.
 		lastErr = err
 		select {
 		case <-done:
-			c.log.Warn("chaos: leafd exited during start, starting it again", "node", l.name, "try", try+1)
+			c.log.Warn("chaos: leafd exited during start", "node", l.name, "try", try+1)
 			continue
 		default:
 		}
+		l.stop(10 * time.Second)
 		return 0, fmt.Errorf("%s: %w\n%s", l.name, err, l.logTail(20))
 	}
-	return 0, fmt.Errorf("%s: exited %d times before it was ready: %v\n%s", l.name, startTries, lastErr, l.logTail(20))
+	return 0, fmt.Errorf("%s: exited %d times before it was ready: %v\n%s", l.name, tries, lastErr, l.logTail(20))
+}
+
+// newExtra prepares a leafd that a fault starts and stops (a host or a
+// taker); close stops it if the fault did not.
+func (c *cluster) newExtra(name, dir, httpAddr string, args []string) *leafd {
+	_ = os.MkdirAll(dir, 0o755)
+	p := &proc{name: name, bin: c.cfg.Leafd, args: args, dir: dir, logPath: filepath.Join(dir, "leafd.log")}
+	l := &leafd{proc: p, http: httpAddr}
+	p.onExit = c.leafdExit(l)
+	c.mu.Lock()
+	c.extras = append(c.extras, l)
+	c.mu.Unlock()
+	return l
+}
+
+// startExtra starts an extra leafd, which may refuse: it waits extraWait
+// for it to be ready. A node that exits is a refusal (an error); one still
+// running but not ready (a store or a tag it cannot serve) is up: it
+// serves what it can, and is kept (not an error; notReady says why).
+func (c *cluster) startExtra(ctx context.Context, l *leafd, tries int) (notReady string, err error) {
+	if tries <= 0 {
+		tries = 1
+	}
+	for try := range tries {
+		if try > 0 {
+			sleep(ctx, time.Second)
+		}
+		l.ever.Store(false)
+		l.exited.Store(false)
+		if err := l.start(); err != nil {
+			return "", err
+		}
+		done := l.doneChan()
+		err = waitReady(ctx, l.http, done, extraWait)
+		l.ever.Store(true)
+		if err == nil {
+			return "", nil
+		}
+		select {
+		case <-done:
+			err = fmt.Errorf("%s: %w\n%s", l.name, err, l.logTail(10))
+			continue
+		default:
+		}
+		return firstLine(err.Error()), nil
+	}
+	return "", err
+}
+
+// newTaker prepares a leafd with l's flags but its own name, HTTP port and
+// data directory: for ZooKeeper the same --zk-addr, so the same worker.
+func (c *cluster) newTaker(l *leafd) (*leafd, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	n := len(c.extras)
+	c.mu.Unlock()
+	name := fmt.Sprintf("%s-taker-%d", l.name, n)
+	dir := filepath.Join(c.dir, "leafd", name)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	args := append([]string(nil), l.args...)
+	for k := 0; k+1 < len(args); k++ {
+		switch args[k] {
+		case "--name":
+			args[k+1] = name
+		case "--http":
+			args[k+1] = httpAddr
+		case "--data":
+			args[k+1] = filepath.Join(dir, "data")
+		case "--pool":
+			args[k+1] = c.cfg.Tags[0]
+		}
+	}
+	t := c.newExtra(name, dir, httpAddr, args)
+	t.registry = l.registry
+	t.tolerant.Store(true)
+	return t, nil
+}
+
+// floors reads each tag's max_id from MariaDB: every id below it has been
+// issued, to some node.
+func (c *cluster) floors(ctx context.Context, tags []string) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out := map[string]int64{}
+	for _, tag := range tags {
+		var m int64
+		if err := c.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m); err != nil {
+			return nil, fmt.Errorf("max_id of %s: %w", tag, err)
+		}
+		out[tag] = m
+	}
+	return out, nil
 }
 
 func (p *proc) doneChan() chan struct{} {
@@ -419,7 +588,10 @@ func waitReady(ctx context.Context, addr string, exited <-chan struct{}, timeout
 // nats-servers, ZooKeeper and MariaDB (by their scripts).
 func (c *cluster) close() {
 	var wg sync.WaitGroup
-	for _, l := range c.leafds {
+	c.mu.Lock()
+	all := append(append([]*leafd(nil), c.leafds...), c.extras...)
+	c.mu.Unlock()
+	for _, l := range all {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.stop(10 * time.Second) }()
 	}
@@ -429,6 +601,10 @@ func (c *cluster) close() {
 		go func() { defer wg.Done(); p.stop(10 * time.Second) }()
 	}
 	wg.Wait()
+	c.net.close()
+	if c.db != nil {
+		_ = c.db.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if c.dbStart {
@@ -440,6 +616,9 @@ func (c *cluster) close() {
 		}
 	}
 	if c.zkStart {
+		if c.zkPID > 0 {
+			_ = syscall.Kill(c.zkPID, syscall.SIGCONT)
+		}
 		if _, err := script(ctx, c.cfg.Repo, "zookeeper.sh", "stop", c.zkDir); err != nil {
 			c.log.Error("chaos: stop zookeeper", "err", err)
 		}

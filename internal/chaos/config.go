@@ -31,7 +31,13 @@ type Config struct {
 	MaxStep int
 	DBPause time.Duration // how long MariaDB is SIGSTOPped; default Duration/10, 5s to 60s
 	Faults  []string      // faults in the order of the schedule (cycled); default AllFaults
-	Seed    int64         // of the clients' and the faults' randomness; default the time
+	// Freeze is how long a freeze fault keeps its process stopped; default
+	// 13s: past leafd's KV claim TTL (10s) and ZooKeeper session timeout
+	// (10s), the longest TTLs of the cluster.
+	Freeze   time.Duration
+	HostsFor time.Duration // how long the extra hosts serve; default 8s
+	NetFor   time.Duration // how long a network fault lasts; default 4s
+	Seed     int64         // of the clients' and the faults' randomness; default the time
 
 	Repo     string // the leafmq checkout (scripts/, cmd/leafd); default found from the working directory up
 	WorkDir  string // everything the run writes; default a fresh temp dir, removed unless Keep
@@ -44,18 +50,104 @@ type Config struct {
 	ProgressEvery time.Duration
 }
 
-// Faults the harness injects.
+// Faults the harness injects. Those of the main track strike the main
+// cluster one at a time, under the main load; the operator faults (Op…) run
+// on a track of their own at the same time, on a cluster of their own (see
+// doc.go).
 const (
 	FaultKillLeafd   = "kill-leafd"     // kill -9 a random leafd, restart it with the same flags
-	FaultPauseDB     = "pause-db"       // SIGSTOP MariaDB for DBPause, then SIGCONT
+	FaultPauseDB     = "pause-db"       // freeze: SIGSTOP MariaDB for DBPause, then SIGCONT
 	FaultKillNATS    = "kill-nats"      // kill -9 a random nats-server, restart it
 	FaultRestartZK   = "restart-zk"     // kill -9 ZooKeeper, start it again on the same port and data
 	FaultClockBack1  = "clock-back-1s"  // restart a leafd whose snowflake clock steps back 1s after 5s
 	FaultClockBack10 = "clock-back-10s" // the same, 10s
+	FaultClockFwd1   = "clock-fwd-1s"   // the same, stepping forward 1s (then back on the real clock)
+	FaultClockFwd10  = "clock-fwd-10s"  // the same, forward 10s
+	FaultClockSlow   = "clock-slow"     // restart a leafd whose snowflake clock runs 2s behind (--fault-clock-offset -2s)
+	FaultClockFast   = "clock-fast"     // the same, 2s ahead
+
+	// Freeze: SIGSTOP past every TTL (Config.Freeze), then SIGCONT.
+	FaultFreezeLeafdKV = "freeze-leafd-kv" // the KV-lease leafd; meanwhile a new leafd on KV leases takes the worker id it held
+	FaultFreezeLeafdZK = "freeze-leafd-zk" // a ZooKeeper leafd; meanwhile a new leafd with its --zk-addr takes its worker
+	FaultFreezeNATS    = "freeze-nats"     // a random nats-server
+	FaultFreezeZK      = "freeze-zk"       // ZooKeeper
+
+	// Many hosts: two more leafd "hosts" on 127.0.0.2 and 127.0.0.3, with
+	// identical flags and ports (the same --http port), join the cluster
+	// for HostsFor under the load.
+	FaultHostsKV   = "hosts-kv"        // worker ids from JetStream KV leases
+	FaultHostsZK   = "hosts-zk"        // from ZooKeeper, each with its own --zk-addr <host>:<port>
+	FaultHostsZKNA = "hosts-zk-noaddr" // from ZooKeeper, with no --zk-addr (duplicate path 1 of issue 12)
+
+	// Network, through Toxiproxy (in-process) on one link for NetFor:
+	// latency (+500ms±100ms each way), blackhole (nothing passes, the
+	// connections stay open), reset (every connection reset by peer on its
+	// next byte, new ones too) and partition (the proxy closed: connections
+	// dropped, new ones refused). Links: leafd↔NATS (all three servers),
+	// leafd↔MariaDB, leafd↔ZooKeeper, NATS↔NATS routes (one server cut off
+	// from the other two).
+	FaultNetLatencyNATS    = "net-latency-nats"
+	FaultNetLatencyDB      = "net-latency-db"
+	FaultNetLatencyZK      = "net-latency-zk"
+	FaultNetLatencyRoute   = "net-latency-route"
+	FaultNetBlackholeNATS  = "net-blackhole-nats"
+	FaultNetBlackholeDB    = "net-blackhole-db"
+	FaultNetBlackholeZK    = "net-blackhole-zk"
+	FaultNetBlackholeRoute = "net-blackhole-route"
+	FaultNetResetNATS      = "net-reset-nats"
+	FaultNetResetDB        = "net-reset-db"
+	FaultNetResetZK        = "net-reset-zk"
+	FaultNetResetRoute     = "net-reset-route"
+	FaultNetPartitionNATS  = "net-partition-nats"
+	FaultNetPartitionDB    = "net-partition-db"
+	FaultNetPartitionZK    = "net-partition-zk"
+	FaultNetPartitionRoute = "net-partition-route"
+	// FaultNetDBReplyLost: MariaDB's replies to leafd are dropped for
+	// NetFor and their connections then closed, while leafd's statements
+	// still reach it: commits whose reply never arrives.
+	FaultNetDBReplyLost = "net-db-reply-lost"
+
+	// Operator errors, on the operator track (see doc.go): each takes ids
+	// of a fresh tag, stops the track's leafds, does the operator's act,
+	// takes ids again with the same nodes... and restarted ones.
+	FaultOpKVKeyDel    = "op-kv-key-del"         // the tag's key deleted from bucket leaf_alloc (nats kv del)
+	FaultOpKVBucket    = "op-kv-bucket-recreate" // bucket leaf_alloc deleted and made again
+	FaultOpSQLRowDel   = "op-sql-row-del"        // DELETE FROM leaf_alloc WHERE biz_tag = the tag (--auto-create true)
+	FaultOpSQLLowerMax = "op-sql-maxid-lower"    // UPDATE leaf_alloc SET max_id = max_id - 10*step
+	FaultOpSQLStep     = "op-sql-step"           // UPDATE leaf_alloc SET step = 1, then 100*step
+	FaultOpZnodeDel    = "op-znode-del"          // the worker znodes deleted (/snowflake/<name> and below)
+	FaultOpSharedData  = "op-shared-data-dir"    // two leafd (embedded NATS) started on one --data
 )
 
 // AllFaults is the default schedule: each once per cycle.
-var AllFaults = []string{FaultKillLeafd, FaultPauseDB, FaultKillNATS, FaultRestartZK, FaultClockBack1, FaultClockBack10}
+var AllFaults = []string{
+	FaultKillLeafd, FaultPauseDB, FaultKillNATS, FaultRestartZK,
+	FaultFreezeLeafdKV, FaultFreezeLeafdZK, FaultFreezeNATS, FaultFreezeZK,
+	FaultHostsZKNA, FaultHostsKV, FaultHostsZK,
+	FaultNetLatencyNATS, FaultNetBlackholeDB, FaultNetResetZK, FaultNetPartitionRoute,
+	FaultNetLatencyDB, FaultNetBlackholeZK, FaultNetResetRoute, FaultNetPartitionNATS,
+	FaultNetLatencyZK, FaultNetBlackholeRoute, FaultNetResetNATS, FaultNetPartitionDB,
+	FaultNetLatencyRoute, FaultNetBlackholeNATS, FaultNetResetDB, FaultNetPartitionZK,
+	FaultNetDBReplyLost,
+	FaultClockBack1, FaultClockFwd1, FaultClockBack10, FaultClockFwd10, FaultClockSlow, FaultClockFast,
+	FaultOpKVKeyDel, FaultOpKVBucket, FaultOpSQLRowDel, FaultOpSQLLowerMax, FaultOpSQLStep, FaultOpZnodeDel, FaultOpSharedData,
+}
+
+// isOp reports whether fault f runs on the operator track.
+func isOp(f string) bool { return strings.HasPrefix(f, "op-") }
+
+// splitFaults splits a schedule into the main track and the operator
+// track, each in schedule order.
+func splitFaults(faults []string) (main, ops []string) {
+	for _, f := range faults {
+		if isOp(f) {
+			ops = append(ops, f)
+		} else {
+			main = append(main, f)
+		}
+	}
+	return main, ops
+}
 
 // ErrConfig marks a bad Config.
 var ErrConfig = errors.New("chaos: config")
@@ -97,6 +189,15 @@ func (c *Config) validate() error {
 	if len(c.Faults) == 0 {
 		c.Faults = AllFaults
 	}
+	if c.Freeze == 0 {
+		c.Freeze = 13 * time.Second
+	}
+	if c.HostsFor == 0 {
+		c.HostsFor = 8 * time.Second
+	}
+	if c.NetFor == 0 {
+		c.NetFor = 4 * time.Second
+	}
 	if c.Seed == 0 {
 		c.Seed = time.Now().UnixNano()
 	}
@@ -119,6 +220,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: timeout %v is under 100ms", ErrConfig, c.Timeout)
 	case c.DBPause < 0 || c.DBPause > 10*time.Minute:
 		return fmt.Errorf("%w: db pause %v must be 0-10m", ErrConfig, c.DBPause)
+	case c.Freeze < time.Second || c.Freeze > 10*time.Minute || c.HostsFor < time.Second || c.NetFor < time.Second:
+		return fmt.Errorf("%w: freeze, hosts-for and net-for must be 1s-10m", ErrConfig)
 	case c.Step < 1 || c.Step > segment.MaxStep:
 		return fmt.Errorf("%w: step %d", ErrConfig, c.Step)
 	case c.MaxStep < 1 || c.MaxStep > segment.MaxStep:

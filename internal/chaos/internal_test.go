@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,7 +34,7 @@ func TestIDSpaceCheck(t *testing.T) {
 			for i, ids := range tt.adds {
 				s.add(int64(i), ids)
 			}
-			r := s.check()
+			r := s.check(nil)
 			if r.IDs != tt.ids || r.Runs != tt.runs || r.Duplicates != tt.dups || !slices.Equal(r.Examples, tt.examples) {
 				t.Errorf("check = ids %d runs %d dups %d examples %v; want %d %d %d %v",
 					r.IDs, r.Runs, r.Duplicates, r.Examples, tt.ids, tt.runs, tt.dups, tt.examples)
@@ -92,6 +94,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad fault", cfg: Config{Repo: "/x", Faults: []string{"meteor"}}, err: ErrConfig},
 		{name: "bad batch", cfg: Config{Repo: "/x", MaxBatch: 1}, err: ErrConfig},
 		{name: "bad max step", cfg: Config{Repo: "/x", MaxStep: -1}, err: ErrConfig},
+		{name: "freeze too short", cfg: Config{Repo: "/x", Freeze: time.Millisecond}, err: ErrConfig},
+		{name: "net fault too short", cfg: Config{Repo: "/x", NetFor: time.Millisecond}, err: ErrConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,12 +110,159 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Duration != 3*time.Minute || c.DBPause != 18*time.Second || c.Rate != 3000 || len(c.Faults) != len(AllFaults) ||
-		c.MaxStep != 10_000_000 {
+		c.MaxStep != 10_000_000 || c.Freeze != 13*time.Second || c.NetFor != 4*time.Second || c.HostsFor != 8*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
 	long := Config{Repo: "/x", Duration: 30 * time.Minute}
 	_ = long.validate()
 	if long.DBPause != time.Minute {
 		t.Errorf("30m run pauses MariaDB for %v, want 1m", long.DBPause)
+	}
+}
+
+func TestIDSpaceBlame(t *testing.T) {
+	s := newIDSpace(0, int64(time.Second))
+	s.add(10, []int64{1, 2, 3})
+	s.add(20, []int64{7})
+	s.add(30, []int64{2, 3}) // 2 duplicates, seen again at 30
+	s.add(40, []int64{7, 8}) // 1 duplicate at 40
+	s.add(5, []int64{100})   // none
+	s.add(50, []int64{1})    // 1 at 50: the later of 10 and 50
+	got := map[int64]int64{}
+	r := s.check(func(at, n int64) { got[at] += n })
+	if r.Duplicates != 4 {
+		t.Fatalf("duplicates = %d, want 4", r.Duplicates)
+	}
+	want := map[int64]int64{30: 2, 40: 1, 50: 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("blamed %v, want %v", got, want)
+	}
+	if m := s.maxSeen(); m != 100 {
+		t.Errorf("maxSeen = %d, want 100", m)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	tests := []struct {
+		name             string
+		d, warm, cool    time.Duration
+		n, wantN         int
+		wantFirst, wantL time.Duration
+	}{
+		{name: "short run, many faults: one each", d: 100 * time.Second, warm: 10 * time.Second, cool: 12 * time.Second, n: 40, wantN: 40, wantFirst: 10 * time.Second},
+		{name: "long run: one every faultSpacing", d: 30 * time.Minute, warm: 10 * time.Second, cool: 15 * time.Second, n: 3, wantN: 44, wantFirst: 10 * time.Second},
+		{name: "no time at all", d: time.Second, warm: time.Second, cool: time.Second, n: 2, wantN: 2, wantFirst: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := schedule(tt.d, tt.warm, tt.cool, tt.n)
+			if len(got) != tt.wantN || got[0] != tt.wantFirst {
+				t.Fatalf("schedule = %d faults from %v, want %d from %v", len(got), got[0], tt.wantN, tt.wantFirst)
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i] <= got[i-1] && tt.d > tt.warm+tt.cool {
+					t.Errorf("fault %d at %v, not after %v", i, got[i], got[i-1])
+				}
+			}
+			if last := got[len(got)-1]; tt.d > tt.warm+tt.cool && last >= tt.d-tt.cool {
+				t.Errorf("last fault at %v, in the cool-down", last)
+			}
+		})
+	}
+}
+
+func TestSplitFaults(t *testing.T) {
+	main, ops := splitFaults(AllFaults)
+	if len(main)+len(ops) != len(AllFaults) || len(ops) != 7 {
+		t.Fatalf("split %d + %d of %d", len(main), len(ops), len(AllFaults))
+	}
+	for _, f := range ops {
+		if !isOp(f) {
+			t.Errorf("%s on the operator track", f)
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range AllFaults {
+		if seen[f] {
+			t.Errorf("%s twice in AllFaults", f)
+		}
+		seen[f] = true
+		if strings.HasPrefix(f, "net-") {
+			if _, _, ok := parseNetFault(f); !ok {
+				t.Errorf("net fault %s does not parse", f)
+			}
+		}
+	}
+	// Every link has every kind of network fault.
+	for _, kind := range []string{"latency", "blackhole", "reset", "partition"} {
+		for _, link := range []string{"nats", "db", "zk", "route"} {
+			if !seen["net-"+kind+"-"+link] {
+				t.Errorf("net-%s-%s missing from AllFaults", kind, link)
+			}
+		}
+	}
+	// Clock: step and offset, both directions.
+	for _, f := range []string{FaultClockBack1, FaultClockFwd1, FaultClockBack10, FaultClockFwd10, FaultClockSlow, FaultClockFast} {
+		if !seen[f] {
+			t.Errorf("%s missing from AllFaults", f)
+		}
+	}
+}
+
+func TestParseNetFault(t *testing.T) {
+	tests := []struct {
+		in         string
+		kind, link string
+		ok         bool
+	}{
+		{"net-latency-nats", "latency", "nats", true},
+		{"net-partition-route", "partition", "route", true},
+		{"net-db-reply-lost", "replylost", "db", true},
+		{"net-latency", "", "", false},
+		{"net-flood-db", "", "", false},
+		{"net-reset-moon", "", "", false},
+		{"kill-leafd", "", "", false},
+	}
+	for _, tt := range tests {
+		kind, link, ok := parseNetFault(tt.in)
+		if kind != tt.kind || link != tt.link || ok != tt.ok {
+			t.Errorf("parseNetFault(%q) = %q %q %v, want %q %q %v", tt.in, kind, link, ok, tt.kind, tt.link, tt.ok)
+		}
+	}
+}
+
+func TestLinkProxies(t *testing.T) {
+	if got := linkProxies("route", 2); !slices.Equal(got, []string{"route-1-3", "route-3-1", "route-2-3", "route-3-2"}) {
+		t.Errorf("route proxies of server 3 = %v", got)
+	}
+	if got := linkProxies("nats", 0); len(got) != numNATS {
+		t.Errorf("nats proxies = %v", got)
+	}
+	if got := linkProxies("db", 0); !slices.Equal(got, []string{"db"}) {
+		t.Errorf("db proxies = %v", got)
+	}
+	for _, kind := range []string{"latency", "blackhole", "reset", "replylost"} {
+		if len(toxicsFor(kind, time.Second)) == 0 {
+			t.Errorf("no toxics for %s", kind)
+		}
+	}
+	if ts := toxicsFor("replylost", 3*time.Second); len(ts) != 1 || ts[0].Stream != "downstream" || ts[0].Attributes["timeout"] != 3000 {
+		t.Errorf("replylost toxics = %+v: want the replies (downstream) dropped, then closed after the hold", ts)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	faults := []*FaultResult{
+		{Kind: "kill-leafd", Track: trackMain, Sent: 100, Failed: 3, Refusals: 1},
+		{Kind: "op-sql-row-del", Track: trackOp, Sent: 50, Answered: 20, Refusals: 30, FloorViolations: 2},
+		{Kind: "kill-leafd", Track: trackMain, Sent: 100, Failed: 1, Duplicates: 4, Error: "x"},
+	}
+	got := summarize(faults)
+	want := []KindSummary{
+		{Kind: "kill-leafd", Injected: 2, Requests: 200, Answered: 196, AnsweredShare: 0.98, Duplicates: 4, Refusals: 1, Errors: 1},
+		{Kind: "op-sql-row-del", Injected: 1, Requests: 50, Answered: 20, AnsweredShare: 0.4, Refusals: 30, FloorViolations: 2},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("summarize = %+v\nwant %+v", got, want)
 	}
 }

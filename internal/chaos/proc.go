@@ -89,12 +89,23 @@ func (p *proc) signal(sig syscall.Signal, wait time.Duration) {
 	p.wanted = false
 	p.mu.Unlock()
 	_ = syscall.Kill(-pid, sig)
+	_ = syscall.Kill(-pid, syscall.SIGCONT) // a frozen process must see it
 	select {
 	case <-done:
 	case <-time.After(wait):
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		<-done
 	}
+}
+
+// pid is the running process's id, or 0.
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 // kill9 is kill -9 of the process group, waiting for it to be gone.

@@ -7,10 +7,10 @@ import (
 )
 
 // run is the ids [start, end) handed out in one reply (or several adjacent
-// ones): segment ranges and snowflake batches are runs of consecutive ids,
-// so a run is 16 bytes for up to thousands of ids, and a single id costs 16
-// bytes at worst — 10M single ids fit in 160 MB.
-type run struct{ start, end int64 }
+// ones), first seen at unix ns at: segment ranges and snowflake batches are
+// runs of consecutive ids, so a run is 24 bytes for up to thousands of ids,
+// and a single id costs 24 bytes at worst — 10M single ids fit in 240 MB.
+type run struct{ start, end, at int64 }
 
 // idSpace records every id taken from one id space (a segment tag, or
 // snowflake) and finds duplicates at the end. Safe for concurrent use.
@@ -18,6 +18,7 @@ type idSpace struct {
 	mu   sync.Mutex
 	runs []run
 	ids  int64
+	max  int64 // the highest id added
 	// per time window: for the per-tag trend
 	window int64 // window length in ns, > 0
 	t0     int64 // unix ns of window 0
@@ -44,13 +45,14 @@ func (s *idSpace) add(now int64, ids []int64) {
 	defer s.mu.Unlock()
 	s.ids += int64(len(ids))
 	lo, hi := ids[0], ids[0]
+	defer func() { s.max = max(s.max, hi) }()
 	for _, id := range ids {
 		lo, hi = min(lo, id), max(hi, id)
 		if n := len(s.runs); n > 0 && s.runs[n-1].end == id {
 			s.runs[n-1].end++
 			continue
 		}
-		s.runs = append(s.runs, run{id, id + 1})
+		s.runs = append(s.runs, run{id, id + 1, now})
 	}
 	w := int((now - s.t0) / s.window)
 	if w < 0 {
@@ -78,8 +80,10 @@ type dupResult struct {
 }
 
 // check sorts the runs and counts every id covered more than once. It may
-// be called once, after the last add.
-func (s *idSpace) check() dupResult {
+// be called once, after the last add. Each duplicate found is also passed
+// to attr (if not nil) with the time of the later of its two sightings (to
+// the resolution of a run), so that it can be blamed on a fault.
+func (s *idSpace) check(attr func(at, n int64)) dupResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := dupResult{IDs: s.ids, Runs: len(s.runs)}
@@ -89,18 +93,31 @@ func (s *idSpace) check() dupResult {
 	slices.SortFunc(s.runs, func(a, b run) int { return cmp.Compare(a.start, b.start) })
 	r.Min = s.runs[0].start
 	covered := s.runs[0].end // every id below covered was seen
+	coveredAt := s.runs[0].at
 	for _, x := range s.runs[1:] {
 		if x.start < covered {
 			d := min(x.end, covered) - x.start
 			r.Duplicates += d
+			if attr != nil {
+				attr(max(x.at, coveredAt), d)
+			}
 			for id := x.start; id < x.start+d && len(r.Examples) < 10; id++ {
 				r.Examples = append(r.Examples, id)
 			}
 		}
-		covered = max(covered, x.end)
+		if x.end > covered {
+			covered, coveredAt = x.end, x.at
+		}
 	}
 	r.Max = covered - 1
 	return r
+}
+
+// maxSeen is the highest id added so far (0: none).
+func (s *idSpace) maxSeen() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
 }
 
 // trendWindows returns a copy of the per-window figures.

@@ -29,18 +29,24 @@ type Report struct {
 	DBPauseS  float64   `json:"db_pause_s"`
 	WorkDir   string    `json:"work_dir,omitempty"`
 
-	Requests     int64            `json:"requests"` // requests and pool takes sent
-	OK           int64            `json:"ok"`
-	Availability float64          `json:"availability"` // ok / requests
-	IDs          int64            `json:"ids"`
-	Duplicates   int64            `json:"duplicates"`
-	Dropped      int64            `json:"dropped"` // schedule slots not sent: every client was busy
-	Errors       map[string]int64 `json:"errors"`  // by code, all requests
+	Requests     int64   `json:"requests"` // requests and pool takes sent
+	OK           int64   `json:"ok"`
+	Availability float64 `json:"availability"` // ok / requests
+	IDs          int64   `json:"ids"`
+	Duplicates   int64   `json:"duplicates"`
+	// FloorViolations: segment ids a node handed out after a restart or
+	// an operator's act below the max_id its tag had before (a range
+	// issued again, even if the harness never saw its first copy).
+	FloorViolations int64            `json:"floor_violations"`
+	Refusals        int64            `json:"refusals"` // faults answered with a clear error (see ByKind)
+	Dropped         int64            `json:"dropped"`  // schedule slots not sent: every client was busy
+	Errors          map[string]int64 `json:"errors"`   // by code, all requests
 
 	Spaces   []SpaceReport  `json:"id_spaces"`
 	Subjects []KindReport   `json:"subjects"`
 	Kinds    []KindReport   `json:"kinds"`
 	Faults   []*FaultResult `json:"faults"`
+	ByKind   []KindSummary  `json:"by_fault_kind"`
 	Problems []string       `json:"problems"` // unexpected exits, faults that could not be injected
 }
 
@@ -74,9 +80,26 @@ type KindReport struct {
 	Messages     map[string]string `json:"error_messages,omitempty"` // by code: the last one seen
 }
 
+// KindSummary is what every injection of one kind of fault added up to.
+type KindSummary struct {
+	Kind     string `json:"kind"`
+	Injected int    `json:"injected"`
+	Requests int64  `json:"requests"` // sent in its windows (operator faults: by its own clients)
+	Answered int64  `json:"answered"`
+	// AnsweredShare is Answered/Requests.
+	AnsweredShare float64 `json:"answered_share"`
+	// Duplicates: ids whose second sighting fell in its windows (operator
+	// faults: in its own id spaces).
+	Duplicates      int64 `json:"duplicates"`
+	Refusals        int64 `json:"refusals"`
+	FloorViolations int64 `json:"floor_violations"`
+	Errors          int   `json:"injection_errors"`
+}
+
 // FaultResult is one injected fault and what the clients saw around it.
 type FaultResult struct {
 	Kind     string  `json:"kind"`
+	Track    string  `json:"track"` // main or operator
 	Target   string  `json:"target"`
 	AtS      float64 `json:"at_s"`
 	TookS    float64 `json:"took_s"`             // injecting it, including restarts
@@ -107,6 +130,20 @@ type FaultResult struct {
 	Errors   map[string]int64 `json:"errors,omitempty"`
 	Subjects map[string]int64 `json:"failed_subjects,omitempty"`
 
+	// Refusals: requests answered with a wire error (400, 404, 409, 500,
+	// 501, 503) in the window, plus nodes that refused to start or stopped
+	// themselves: the product saying no rather than repeating an id.
+	Refusals int64 `json:"refusals"`
+	// Duplicates whose later sighting fell in this fault's window (for an
+	// operator fault: in its id spaces).
+	Duplicates      int64    `json:"duplicates"`
+	FloorChecked    int64    `json:"floor_checked,omitempty"` // ids checked against a floor
+	FloorViolations int64    `json:"floor_violations"`
+	FloorExamples   []string `json:"floor_examples,omitempty"`
+	Notes           []string `json:"notes,omitempty"`
+	// Answered: for an operator fault, its own requests answered.
+	Answered int64 `json:"answered,omitempty"`
+
 	at, done           time.Time
 	pauseFrom, pauseTo time.Time
 }
@@ -118,17 +155,40 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *faulter, spaces map[string]*idSpace, t0, end time.Time) *Report {
+func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *faulter, spaces map[string]*idSpace, ops *opTrack, t0, end time.Time) *Report {
 	r := &Report{Started: t0, DurationS: end.Sub(t0).Seconds(), Rate: cfg.Rate, PoolRate: max(cfg.PoolRate, 0),
 		Seed: cfg.Seed, DBPauseS: cfg.DBPause.Seconds(), Errors: map[string]int64{}, Dropped: l.dropped.Load(),
 		Failures: []string{}, Problems: []string{}}
 	if cfg.Keep {
 		r.WorkDir = c.dir
 	}
-	// Id spaces and duplicates.
+	f.mu.Lock()
+	all0 := slices.Clone(f.results)
+	f.mu.Unlock()
+	var mainRes, opRes []*FaultResult
+	for _, fr := range all0 {
+		if fr.Track != trackOp {
+			mainRes = append(mainRes, fr)
+		} else {
+			opRes = append(opRes, fr)
+		}
+	}
+	// Id spaces and duplicates: each blamed on the main fault whose window
+	// holds its later sighting (before the first: none). The operator
+	// track's spaces are its own and blamed in opTrack.
+	var unblamed int64
+	blame := func(at, n int64) {
+		for i := len(mainRes) - 1; i >= 0; i-- {
+			if mainRes[i].at.UnixNano() <= at {
+				mainRes[i].Duplicates += n
+				return
+			}
+		}
+		unblamed += n
+	}
 	for _, name := range slices.Sorted(maps.Keys(spaces)) {
 		sp := spaces[name]
-		res := sp.check()
+		res := sp.check(blame)
 		s := SpaceReport{Name: name, IDs: res.IDs, Runs: res.Runs, Duplicates: res.Duplicates, Min: res.Min, Max: res.Max,
 			TrendWindowS: time.Duration(sp.window).Seconds(), Trend: sp.trendWindows()}
 		for _, id := range res.Examples {
@@ -147,6 +207,24 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 				s.Falling++
 			}
 			prev = max(prev, w.Max)
+		}
+		r.Duplicates += res.Duplicates
+		r.Spaces = append(r.Spaces, s)
+	}
+	// The operator track's id spaces: its own, blamed on its faults.
+	for _, name := range slices.Sorted(maps.Keys(ops.spaces)) {
+		res := ops.spaces[name].check(func(at, n int64) {
+			for i := len(opRes) - 1; i >= 0; i-- {
+				if opRes[i].at.UnixNano() <= at {
+					opRes[i].Duplicates += n
+					return
+				}
+			}
+			unblamed += n
+		})
+		s := SpaceReport{Name: "op." + name, IDs: res.IDs, Runs: res.Runs, Duplicates: res.Duplicates, Min: res.Min, Max: res.Max}
+		for _, id := range res.Examples {
+			s.Examples = append(s.Examples, fmt.Sprint(id))
 		}
 		r.Duplicates += res.Duplicates
 		r.Spaces = append(r.Spaces, s)
@@ -171,19 +249,17 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 	}
 	r.Availability = ratio(r.OK, r.Requests)
 	// Faults.
-	f.mu.Lock()
-	r.Faults = f.results
-	f.mu.Unlock()
+	r.Faults = all0
 	tl := l.tl
 	engines := []int{engSegment, engSnowflake, engPool}
-	for i, fr := range r.Faults {
+	for i, fr := range mainRes {
 		to := end
-		if i+1 < len(r.Faults) {
-			to = r.Faults[i+1].at
+		if i+1 < len(mainRes) {
+			to = mainRes[i+1].at
 		}
 		prevFrom := int64(0) // start of the previous fault's window
 		if i > 0 {
-			prevFrom = r.Faults[i-1].at.UnixNano()
+			prevFrom = mainRes[i-1].at.UnixNano()
 		}
 		if fr.done.IsZero() {
 			fr.done = end
@@ -206,7 +282,7 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 			// unless it was still in flight when the next fault struck: then
 			// it counts for that one (the earlier fault was over, the
 			// request had not failed yet).
-			inWindow := e.sent >= from && e.sent < upTo && (i+1 == len(r.Faults) || e.done <= upTo)
+			inWindow := e.sent >= from && e.sent < upTo && (i+1 == len(mainRes) || e.done <= upTo)
 			inFlightAtStart := e.sent >= prevFrom && e.sent < from && e.done > from
 			if !inWindow && !inFlightAtStart {
 				continue
@@ -215,6 +291,9 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 				fr.Errors, fr.Subjects = map[string]int64{}, map[string]int64{}
 			}
 			fr.Failed++
+			if refusalCodes[e.code] {
+				fr.Refusals++
+			}
 			fr.Errors[e.code]++
 			fr.Subjects[e.subject]++
 			lastFail = max(lastFail, e.sent, from)
@@ -236,12 +315,27 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 			fr.PauseShare = 1 - ratio(fr.PauseSegmentFailed, fr.PauseSegmentSent)
 		}
 	}
+	for _, fr := range r.Faults {
+		if fr.Track == trackOp && !fr.done.IsZero() {
+			fr.AtS = fr.at.Sub(t0).Seconds()
+			fr.TookS = fr.done.Sub(fr.at).Seconds()
+		}
+		r.FloorViolations += fr.FloorViolations
+		r.Refusals += fr.Refusals
+	}
+	r.ByKind = summarize(r.Faults)
+	if unblamed > 0 {
+		r.ByKind = append(r.ByKind, KindSummary{Kind: "(before any fault)", Duplicates: unblamed})
+	}
 	// Verdict.
 	c.mu.Lock()
 	r.Problems = append(r.Problems, c.problems...)
 	c.mu.Unlock()
 	if r.Duplicates > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d duplicate ids", r.Duplicates))
+	}
+	if r.FloorViolations > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d segment ids below a range already issued", r.FloorViolations))
 	}
 	if len(r.Problems) > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d problems (crashes, faults not injected)", len(r.Problems)))
@@ -263,6 +357,39 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 	}
 	r.Pass = len(r.Failures) == 0
 	return r
+}
+
+// summarize adds up the faults by kind, in the order each kind was first
+// injected.
+func summarize(faults []*FaultResult) []KindSummary {
+	var out []KindSummary
+	idx := map[string]int{}
+	for _, fr := range faults {
+		i, ok := idx[fr.Kind]
+		if !ok {
+			i = len(out)
+			idx[fr.Kind] = i
+			out = append(out, KindSummary{Kind: fr.Kind})
+		}
+		s := &out[i]
+		s.Injected++
+		s.Requests += fr.Sent
+		if fr.Track == trackOp {
+			s.Answered += fr.Answered
+		} else {
+			s.Answered += fr.Sent - min(fr.Failed, fr.Sent)
+		}
+		s.Duplicates += fr.Duplicates
+		s.Refusals += fr.Refusals
+		s.FloorViolations += fr.FloorViolations
+		if fr.Error != "" {
+			s.Errors++
+		}
+	}
+	for i := range out {
+		out[i].AnsweredShare = ratio(out[i].Answered, out[i].Requests)
+	}
+	return out
 }
 
 func kindReport(name string, k *kindStats, t0 time.Time) KindReport {
@@ -299,8 +426,8 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "leafchaos: %s\n", verdict)
 	fmt.Fprintf(w, "load %.0fs at %d req/s + %d pool takes/s (seed %d); MariaDB pause %.0fs\n",
 		r.DurationS, r.Rate, r.PoolRate, r.Seed, r.DBPauseS)
-	fmt.Fprintf(w, "requests %d, answered %d (%.3f%%), ids %d, DUPLICATES %d, slots dropped (clients busy) %d\n",
-		r.Requests, r.OK, 100*r.Availability, r.IDs, r.Duplicates, r.Dropped)
+	fmt.Fprintf(w, "requests %d, answered %d (%.3f%%), ids %d, DUPLICATES %d, FLOOR VIOLATIONS %d, refusals %d, slots dropped (clients busy) %d\n",
+		r.Requests, r.OK, 100*r.Availability, r.IDs, r.Duplicates, r.FloorViolations, r.Refusals, r.Dropped)
 	fmt.Fprintf(w, "errors by code: %s\n\n", codes(r.Errors))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -338,10 +465,18 @@ func (r *Report) WriteText(w io.Writer) {
 			f.InFlight, f.Sent, f.Failed, f.FailedSoon, f.ClientFailed, f.ErrorsEndedAfterS, codes(f.Errors), f.Target)
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w)
+	r.writeByKind(w)
 	for _, f := range r.Faults {
+		for _, ex := range f.FloorExamples {
+			fmt.Fprintf(w, "FLOOR: %s at %.1fs: %s\n", f.Kind, f.AtS, ex)
+		}
+		for _, n := range f.Notes {
+			fmt.Fprintf(w, "note: %s at %.1fs: %s\n", f.Kind, f.AtS, n)
+		}
 		if f.PauseSegmentSent > 0 {
-			fmt.Fprintf(w, "MariaDB stopped at %.1fs for %.0fs: %d segment requests sent, %d failed: %.3f%% answered from buffers\n",
-				f.AtS, r.DBPauseS, f.PauseSegmentSent, f.PauseSegmentFailed, 100*f.PauseShare)
+			fmt.Fprintf(w, "%s at %.1fs, for %.1fs: %d segment requests sent, %d failed: %.3f%% answered (from buffers)\n",
+				f.Kind, f.AtS, f.pauseTo.Sub(f.pauseFrom).Seconds(), f.PauseSegmentSent, f.PauseSegmentFailed, 100*f.PauseShare)
 		}
 		if f.Error != "" {
 			fmt.Fprintf(w, "fault %s at %.1fs failed: %s\n", f.Kind, f.AtS, f.Error)
@@ -350,6 +485,17 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "PROBLEM: %s\n", p)
 	}
+}
+
+// writeByKind prints the per-kind table.
+func (r *Report) writeByKind(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "fault kind\tinjected\trequests\tanswered\tduplicates\trefusals\tfloor violations\tinjection errors")
+	for _, k := range r.ByKind {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f%%\t%d\t%d\t%d\t%d\n", k.Kind, k.Injected, k.Requests, 100*k.AnsweredShare,
+			k.Duplicates, k.Refusals, k.FloorViolations, k.Errors)
+	}
+	_ = tw.Flush()
 }
 
 func codes(m map[string]int64) string {

@@ -1,0 +1,534 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/go-zookeeper/zk"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/segment"
+	segmysql "github.com/leafmq/leafmq/segment/mysql"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// Tracks of a FaultResult.
+const (
+	trackMain = "main"
+	trackOp   = "operator"
+)
+
+const (
+	opPhase   = 2 * time.Second // each phase of an operator scenario takes ids this long
+	opStep    = 100             // step of an operator scenario's tag: many ranges in a short phase
+	opZKName  = "leafchaos-op"  // the operator track's --zk-name
+	opWorkers = 4               // request workers of a phase
+)
+
+// opTrack runs the operator faults, one at a time, on a cluster of its
+// own: one nats-server with JetStream, and leafd processes it starts per
+// scenario (on MariaDB or on the JetStream KV store of that server; worker
+// ids from KV leases or ZooKeeper under opZKName), sharing MariaDB and
+// ZooKeeper with the main cluster but no tag or znode. Each scenario:
+//
+//  1. starts two leafd and takes ids of a fresh tag (and snowflake ids);
+//  2. reads the tag's floor (its max_id: every id below was issued);
+//  3. does the operator's act;
+//  4. takes ids again from the same nodes;
+//  5. stops them, starts them again and takes ids a third time: every
+//     segment id now must lie at or above the floor (no node has a buffer
+//     from before).
+//
+// Every id goes into the scenario's id spaces (the tag's, and one per
+// worker registry for snowflake), checked against every other at the end.
+// Errors from the nodes after the act are refusals: the answer the product
+// should give.
+type opTrack struct {
+	c      *cluster
+	cfg    *Config
+	faults []string
+	t0     time.Time
+	rng    *rand.Rand
+
+	nats    *proc
+	addr    string  // host:port of the track's nats-server
+	dsn     string  // database leafop on the main cluster's MariaDB: tags the main nodes do not see
+	db      *sql.DB // on dsn
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	n       int // scenarios so far: names tags and nodes
+	spaces  map[string]*idSpace
+	results []*FaultResult
+}
+
+// run injects each operator fault once, then again while soft lasts.
+func (o *opTrack) run(soft, ctx context.Context) {
+	if len(o.faults) == 0 {
+		return
+	}
+	defer o.close()
+	o.spaces = map[string]*idSpace{}
+	if err := o.start(ctx); err != nil {
+		o.c.problem("operator track: %v", err)
+		for _, k := range o.faults {
+			o.results = append(o.results, &FaultResult{Kind: k, Track: trackOp, Error: err.Error(), at: time.Now(), done: time.Now()})
+		}
+		return
+	}
+	sleep(ctx, min(maxWarmup, o.cfg.Duration/10))
+	for i := 0; ctx.Err() == nil; i++ {
+		if i >= len(o.faults) && soft.Err() != nil {
+			break
+		}
+		kind := o.faults[i%len(o.faults)]
+		r := &FaultResult{Kind: kind, Track: trackOp, at: time.Now()}
+		o.results = append(o.results, r)
+		o.cfg.Logger.Info("chaos: operator fault", "kind", kind, "at", time.Since(o.t0).Round(time.Millisecond))
+		if err := o.scenario(ctx, kind, r); err != nil {
+			r.Error = err.Error()
+			o.c.problem("fault %s: %v", kind, err)
+		}
+		r.done = time.Now()
+		sleep(ctx, time.Second)
+	}
+}
+
+// start starts the track's nats-server.
+func (o *opTrack) start(ctx context.Context) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(o.c.dir, "ops", "nats")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	o.addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	conf := fmt.Sprintf("server_name: \"ops\"\nlisten: %q\njetstream { store_dir: %q }\n", o.addr, filepath.Join(dir, "js"))
+	path := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	o.nats = &proc{name: "nats-ops", bin: o.cfg.NATSBin, args: []string{"-c", path}, dir: dir, logPath: filepath.Join(dir, "nats.log")}
+	o.nats.onExit = o.c.onExit
+	if err := o.nats.start(); err != nil {
+		return err
+	}
+	if err := waitTCP(ctx, o.addr, readyWait); err != nil {
+		return err
+	}
+	if o.nc, err = nats.Connect("nats://"+o.addr, nats.Name("leafchaos-ops"), nats.MaxReconnects(-1)); err != nil {
+		return err
+	}
+	if o.js, err = jetstream.New(o.nc); err != nil {
+		return err
+	}
+	if _, err := o.c.db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS leafop"); err != nil {
+		return err
+	}
+	mc, err := mysql.ParseDSN(o.c.dsn)
+	if err != nil {
+		return err
+	}
+	mc.DBName = "leafop"
+	o.dsn = mc.FormatDSN()
+	o.db, err = sql.Open("mysql", o.dsn)
+	return err
+}
+
+func (o *opTrack) close() {
+	if o.nc != nil {
+		o.nc.Close()
+	}
+	if o.nats != nil {
+		o.nats.stop(10 * time.Second)
+	}
+	if o.db != nil {
+		_ = o.db.Close()
+	}
+}
+
+// opNode is how a scenario's leafd keeps segments and worker ids.
+type opNode struct {
+	store      string // kv or mysql
+	registry   string // kv or zk
+	autoCreate bool
+}
+
+func (o *opTrack) space(name string) *idSpace {
+	if o.spaces[name] == nil {
+		o.spaces[name] = newIDSpace(o.t0.UnixNano(), int64(time.Second))
+	}
+	return o.spaces[name]
+}
+
+// node prepares scenario leafd k.
+func (o *opTrack) node(spec opNode, k int) (*leafd, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("op%d-%d", o.n, k)
+	dir := filepath.Join(o.c.dir, "ops", name)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	args := []string{"--name", name, "--nats", "nats://" + o.addr, "--http", httpAddr, "--data", filepath.Join(dir, "data"),
+		"--kv-replicas", "1", "--default-step", strconv.Itoa(opStep)}
+	if spec.store == "mysql" {
+		args = append(args, "--mysql", o.dsn)
+	}
+	if spec.autoCreate {
+		args = append(args, "--auto-create", "true")
+	}
+	if spec.registry == "zk" {
+		args = append(args, "--worker-registry", "zk", "--zk", o.c.zkAddr, "--zk-name", opZKName,
+			"--zk-addr", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+	} else {
+		args = append(args, "--worker-registry", "kv")
+	}
+	l := o.c.newExtra(name, dir, httpAddr, args)
+	l.registry = spec.registry
+	l.tolerant.Store(true)
+	return l, nil
+}
+
+// phase takes ids of tag (and snowflake) through nc for d. With floor > 0,
+// every segment id must be at least floor. after: errors are refusals.
+func (o *opTrack) phase(ctx context.Context, nc *nats.Conn, tag, registry string, d time.Duration, floor int64, after bool, r *FaultResult) {
+	seg, sf := o.space("segment."+tag), o.space("snowflake."+registry)
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range opWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]int64, 0, 64)
+			for j := 0; ctx.Err() == nil; j++ {
+				subject, space := wire.SegmentPrefix+tag, seg
+				if (w+j)%4 == 3 {
+					subject, space = wire.SnowflakeSubject, sf
+				}
+				n := 1
+				if j%2 == 1 {
+					n = 2 + (w+j)%49
+				}
+				reply, err := nc.RequestMsg(wire.NewRequest(subject, n, true), time.Second)
+				var ids []int64
+				code := ""
+				if err == nil {
+					var we *wire.Error
+					if errors.As(wire.ReplyError(reply), &we) {
+						code = we.Code
+					} else if ids, err = wire.DecodeIDs(buf[:0], reply.Data, true); err != nil || !positive(ids) {
+						code, ids = CodeBadReply, nil
+					}
+				} else {
+					code = CodeTimeout
+					sleep(ctx, 50*time.Millisecond)
+				}
+				now := time.Now().UnixNano()
+				mu.Lock()
+				r.Sent++
+				switch {
+				case code == "":
+					r.Answered++
+					space.add(now, ids)
+					if floor > 0 && space == seg {
+						for _, id := range ids {
+							if id < floor {
+								r.FloorViolations++
+								if len(r.FloorExamples) < 10 {
+									r.FloorExamples = append(r.FloorExamples, fmt.Sprintf("%s: id %d < floor %d", tag, id, floor))
+								}
+							}
+						}
+					}
+				case after && refusalCodes[code]:
+					r.Refusals++
+					if r.Errors == nil {
+						r.Errors = map[string]int64{}
+					}
+					r.Errors[code]++
+				default:
+					if r.Errors == nil {
+						r.Errors = map[string]int64{}
+					}
+					r.Errors[code]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// startAll starts nodes; one that refuses is a refusal (and left stopped).
+func (o *opTrack) startAll(ctx context.Context, nodes []*leafd, r *FaultResult) int {
+	up := 0
+	for _, l := range nodes {
+		nr, err := o.c.startExtra(ctx, l, 1)
+		if err != nil {
+			r.Refusals++
+			r.Notes = append(r.Notes, l.name+" refused to start: "+firstLine(err.Error()))
+			continue
+		}
+		if nr != "" {
+			r.Notes = append(r.Notes, l.name+" up but not ready: "+nr)
+		}
+		up++
+	}
+	return up
+}
+
+func stopAll(nodes []*leafd) {
+	var wg sync.WaitGroup
+	for _, l := range nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.stop(10 * time.Second) }()
+	}
+	wg.Wait()
+}
+
+// scenario runs one operator fault.
+func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) error {
+	o.n++
+	tag := fmt.Sprintf("op%d", o.n)
+	if kind == FaultOpSharedData {
+		return o.sharedData(ctx, tag, r)
+	}
+	spec := opNode{store: "kv", registry: "kv"}
+	switch kind {
+	case FaultOpSQLRowDel:
+		spec = opNode{store: "mysql", registry: "kv", autoCreate: true}
+	case FaultOpSQLLowerMax, FaultOpSQLStep:
+		spec = opNode{store: "mysql", registry: "kv"}
+	case FaultOpZnodeDel:
+		spec.registry = "zk"
+	}
+	if spec.store == "mysql" {
+		st, err := segmysql.Open(ctx, o.dsn, segmysql.Options{CreateTable: true})
+		if err != nil {
+			return err
+		}
+		err = st.Create(ctx, segment.Tag{Name: tag, MaxID: 1, Step: opStep, Description: "leafchaos operator"})
+		st.Close()
+		if err != nil {
+			return fmt.Errorf("create tag %s: %w", tag, err)
+		}
+	}
+	var nodes []*leafd
+	for k := 1; k <= 2; k++ {
+		l, err := o.node(spec, k)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, l)
+	}
+	defer stopAll(nodes)
+	r.Target = fmt.Sprintf("tag %s on %s, worker ids from %s, nodes %s", tag, spec.store, spec.registry, nodes[0].name+","+nodes[1].name)
+	if o.startAll(ctx, nodes, r) == 0 {
+		return errors.New("no node started before the act")
+	}
+	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, false, r)
+	floor, err := o.floor(ctx, spec.store, tag)
+	if err != nil {
+		return err
+	}
+	if err := o.act(ctx, kind, tag); err != nil {
+		return fmt.Errorf("act: %w", err)
+	}
+	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, true, r)
+	stopAll(nodes)
+	if kind == FaultOpSQLStep { // and changed again while they are down
+		if _, err := o.db.ExecContext(ctx, "UPDATE leaf_alloc SET step = ? WHERE biz_tag = ?", 100*opStep, tag); err != nil {
+			return err
+		}
+	}
+	if seen := o.space("segment." + tag).maxSeen(); seen+1 > floor {
+		floor = seen + 1 // everything seen was issued too
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("floor of %s after the act: %d", tag, floor))
+	if o.startAll(ctx, nodes, r) > 0 {
+		o.phase(ctx, o.nc, tag, spec.registry, opPhase, floor, true, r)
+	}
+	return nil
+}
+
+// floor reads the max_id of tag from its store (0 if it has none).
+func (o *opTrack) floor(ctx context.Context, store, tag string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if store == "mysql" {
+		var m int64
+		err := o.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m)
+		return m, err
+	}
+	kv, err := o.js.KeyValue(ctx, "leaf_alloc")
+	if err != nil {
+		return 0, err
+	}
+	e, err := kv.Get(ctx, tag)
+	if err != nil {
+		return 0, err
+	}
+	var v struct {
+		MaxID int64 `json:"max_id"`
+	}
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return 0, fmt.Errorf("value of %s: %w", tag, err)
+	}
+	return v.MaxID, nil
+}
+
+// act does the operator's error of kind on tag.
+func (o *opTrack) act(ctx context.Context, kind, tag string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	db := o.db
+	switch kind {
+	case FaultOpKVKeyDel: // nats kv del leaf_alloc <tag>
+		kv, err := o.js.KeyValue(ctx, "leaf_alloc")
+		if err != nil {
+			return err
+		}
+		return kv.Delete(ctx, tag)
+	case FaultOpKVBucket: // nats kv rm leaf_alloc; nats kv add leaf_alloc (same settings)
+		kv, err := o.js.KeyValue(ctx, "leaf_alloc")
+		if err != nil {
+			return err
+		}
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return err
+		}
+		cfg := jetstream.KeyValueConfig{Bucket: "leaf_alloc", History: uint8(max(st.History(), 1)), Storage: jetstream.FileStorage, Replicas: 1}
+		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			cfg = bs.Config()
+		}
+		if err := o.js.DeleteKeyValue(ctx, "leaf_alloc"); err != nil {
+			return err
+		}
+		_, err = o.js.CreateKeyValue(ctx, cfg)
+		return err
+	case FaultOpSQLRowDel:
+		_, err := db.ExecContext(ctx, "DELETE FROM leaf_alloc WHERE biz_tag = ?", tag)
+		return err
+	case FaultOpSQLLowerMax:
+		_, err := db.ExecContext(ctx, "UPDATE leaf_alloc SET max_id = GREATEST(1, max_id - 10 * step) WHERE biz_tag = ?", tag)
+		return err
+	case FaultOpSQLStep:
+		_, err := db.ExecContext(ctx, "UPDATE leaf_alloc SET step = 1 WHERE biz_tag = ?", tag)
+		return err
+	case FaultOpZnodeDel: // rmr /snowflake/<name>
+		conn, _, err := zk.Connect([]string{o.c.zkAddr}, 5*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		return zkDeleteAll(conn, "/snowflake/"+opZKName)
+	}
+	return fmt.Errorf("unknown operator fault %q", kind)
+}
+
+// zkDeleteAll deletes path and everything below it.
+func zkDeleteAll(conn *zk.Conn, path string) error {
+	children, _, err := conn.Children(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, ch := range children {
+		if err := zkDeleteAll(conn, path+"/"+ch); err != nil {
+			return err
+		}
+	}
+	if err := conn.Delete(path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}
+
+// sharedData starts two leafd with embedded nats-servers on one --data
+// directory (each its own ports): the second should refuse. Ids are taken
+// from both, then from the first alone after a restart, above the floor.
+func (o *opTrack) sharedData(ctx context.Context, tag string, r *FaultResult) error {
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(o.c.dir, "ops", fmt.Sprintf("shared-%d", o.n))
+	var nodes []*leafd
+	var urls []string
+	for k := range 2 {
+		name := fmt.Sprintf("op%d-%d", o.n, k+1)
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[2*k])
+		listen := fmt.Sprintf("127.0.0.1:%d", ports[2*k+1])
+		args := []string{"--name", name, "--nats-listen", listen, "--http", httpAddr, "--data", data,
+			"--default-step", strconv.Itoa(opStep)}
+		l := o.c.newExtra(name, filepath.Join(o.c.dir, "ops", name), httpAddr, args)
+		l.registry = "kv-shared"
+		l.tolerant.Store(true)
+		nodes = append(nodes, l)
+		urls = append(urls, "nats://"+listen)
+	}
+	defer stopAll(nodes)
+	r.Target = fmt.Sprintf("tag %s, two leafd (embedded NATS) on --data %s", tag, data)
+	if nr, err := o.c.startExtra(ctx, nodes[0], 1); err != nil || nr != "" {
+		return fmt.Errorf("first node: %v%s", err, nr)
+	}
+	var conns []*nats.Conn
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	connect := func(url string) *nats.Conn {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		if err != nil {
+			return nil
+		}
+		conns = append(conns, nc)
+		return nc
+	}
+	nc1 := connect(urls[0])
+	if nc1 == nil {
+		return errors.New("cannot connect to the first node's NATS")
+	}
+	o.phase(ctx, nc1, tag, "kv-shared", opPhase, 0, false, r)
+	// The act: a second leafd on the same directory.
+	var wg sync.WaitGroup
+	if _, err := o.c.startExtra(ctx, nodes[1], 1); err != nil {
+		r.Refusals++
+		r.Notes = append(r.Notes, nodes[1].name+" refused to start: "+firstLine(err.Error()))
+		o.phase(ctx, nc1, tag, "kv-shared", opPhase, 0, true, r)
+	} else if nc2 := connect(urls[1]); nc2 != nil {
+		wg.Add(2)
+		go func() { defer wg.Done(); o.phase(ctx, nc1, tag, "kv-shared", opPhase, 0, true, r) }()
+		go func() { defer wg.Done(); o.phase(ctx, nc2, tag, "kv-shared", opPhase, 0, true, r) }()
+		wg.Wait()
+	}
+	stopAll(nodes)
+	floor := o.space("segment."+tag).maxSeen() + 1
+	r.Notes = append(r.Notes, fmt.Sprintf("floor of %s: %d (the highest id seen)", tag, floor))
+	if _, err := o.c.startExtra(ctx, nodes[0], 1); err != nil {
+		r.Refusals++
+		r.Notes = append(r.Notes, nodes[0].name+" refused to start again: "+firstLine(err.Error()))
+		return nil
+	}
+	o.phase(ctx, nc1, tag, "kv-shared", opPhase, floor, true, r)
+	return nil
+}
