@@ -39,7 +39,7 @@ type Config struct {
 	WorkerID      int64         // static worker id
 	ZK            string        // ZooKeeper servers host:port,... for Registry zk
 	ZKName        string        // Leaf's leaf.name: znodes under /snowflake/<name>; default leafmq
-	ZKAddr        string        // this node's ip:port identity in ZooKeeper; default 127.0.0.1:<http port>
+	ZKAddr        string        // this node's ip:port identity in ZooKeeper; default <http host, or the host's first non-loopback ip>:<http port>
 	WorkerMySQL   string        // DSN of the WORKER_NODE database; default MySQL
 	Layout        string        // leaf, uidgen or TIME+WORKER+SEQ bits; default leaf
 	TimeUnit      string        // ms or s; default the layout's
@@ -89,7 +89,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.Int64Var(&c.WorkerID, "worker-id", c.WorkerID, "worker id for --worker-registry static (LEAF_WORKER_ID)")
 	fs.StringVar(&c.ZK, "zk", c.ZK, "ZooKeeper servers host:port[,host:port...] for --worker-registry zk (LEAF_ZK)")
 	fs.StringVar(&c.ZKName, "zk-name", c.ZKName, "Leaf's leaf.name: worker znodes under /snowflake/<name>/forever (LEAF_ZK_NAME)")
-	fs.StringVar(&c.ZKAddr, "zk-addr", c.ZKAddr, "this node's ip:port in ZooKeeper, which keeps its worker id across restarts; default 127.0.0.1:<http port> (LEAF_ZK_ADDR)")
+	fs.StringVar(&c.ZKAddr, "zk-addr", c.ZKAddr, "this node's ip:port in ZooKeeper, which keeps its worker id across restarts; default the --http host (if not a wildcard, else the host's first non-loopback ip) and port; a loopback one is refused when ZooKeeper is not on loopback, and a second live process with the same one refuses snowflake (LEAF_ZK_ADDR)")
 	fs.StringVar(&c.WorkerMySQL, "worker-mysql", c.WorkerMySQL, "DSN of UidGenerator's WORKER_NODE database; default --mysql (LEAF_WORKER_MYSQL)")
 	fs.StringVar(&c.Layout, "snowflake-layout", c.Layout, "snowflake bit layout: leaf (41+10+12 ms), uidgen (28+22+13 s) or TIME+WORKER+SEQ (LEAF_SNOWFLAKE_LAYOUT)")
 	fs.StringVar(&c.TimeUnit, "snowflake-unit", c.TimeUnit, "time unit of the layout: ms or s (LEAF_SNOWFLAKE_UNIT)")

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -56,9 +57,8 @@ func (c *Config) validateSnowflake(d Config) error {
 	if c.WorkerMySQL == "" {
 		c.WorkerMySQL = c.MySQL
 	}
-	if c.ZKAddr == "" && c.HTTP != "off" {
-		_, port, _ := net.SplitHostPort(c.HTTP)
-		c.ZKAddr = net.JoinHostPort("127.0.0.1", port)
+	if c.Registry != RegistryZK {
+		_ = c.defaultZKAddr() // shown, not used
 	}
 	if err := c.validatePool(); err != nil {
 		return err
@@ -71,8 +71,8 @@ func (c *Config) validateSnowflake(d Config) error {
 		if c.ZK == "" {
 			return fmt.Errorf("%w: --worker-registry zk needs --zk host:port", ErrConfig)
 		}
-		if _, _, err := net.SplitHostPort(c.ZKAddr); err != nil {
-			return fmt.Errorf("%w: --zk-addr %q must be ip:port (it names this node's worker znode)", ErrConfig, c.ZKAddr)
+		if err := c.zkIdentity(); err != nil {
+			return err
 		}
 		if strings.Contains(c.ZKName, "/") {
 			return fmt.Errorf("%w: --zk-name %q must not contain /", ErrConfig, c.ZKName)
@@ -105,6 +105,120 @@ func (c *Config) validateSnowflake(d Config) error {
 		return fmt.Errorf("%w: fault-clock-step: %v", ErrConfig, err)
 	}
 	return nil
+}
+
+// interfaceAddrs lists the host's addresses (a variable for tests).
+var interfaceAddrs = net.InterfaceAddrs
+
+// zkIdentity sets and checks ZKAddr, the node's ip:port in ZooKeeper,
+// which names its worker znode. By default it is the host of --http when
+// that is not a wildcard, else the host's first non-loopback address (as
+// Leaf takes its local ip), with the HTTP port: an address of this host, so
+// that hosts with identical configurations get distinct worker ids. A
+// loopback identity is refused when a ZooKeeper server is not on loopback:
+// every host would have it.
+func (c *Config) zkIdentity() error {
+	if c.ZKAddr == "" {
+		if c.HTTP == "off" {
+			return fmt.Errorf("%w: --worker-registry zk with --http off needs --zk-addr <this host's ip>:<port>", ErrConfig)
+		}
+		if err := c.defaultZKAddr(); err != nil {
+			return err
+		}
+	}
+	host, port, err := net.SplitHostPort(c.ZKAddr)
+	if err != nil || host == "" || port == "" {
+		return fmt.Errorf("%w: --zk-addr %q must be ip:port (it names this node's worker znode)", ErrConfig, c.ZKAddr)
+	}
+	if isLoopback(host) && !zkOnLoopback(c.ZK) {
+		return fmt.Errorf("%w: the ZooKeeper identity %s is a loopback address but ZooKeeper (%s) is not on loopback: "+
+			"every host would claim the same worker id; set --zk-addr <this host's ip>:<port> (or --http to this host's address)",
+			ErrConfig, c.ZKAddr, c.ZK)
+	}
+	return nil
+}
+
+// defaultZKAddr sets ZKAddr to its default (see zkIdentity), if HTTP is on.
+func (c *Config) defaultZKAddr() error {
+	if c.ZKAddr != "" || c.HTTP == "off" {
+		return nil
+	}
+	host, port, _ := net.SplitHostPort(c.HTTP)
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		h, err := hostIP()
+		if err != nil {
+			if c.Registry == RegistryZK && !zkOnLoopback(c.ZK) {
+				return fmt.Errorf("%w: --worker-registry zk: %v; set --zk-addr <this host's ip>:<port>", ErrConfig, err)
+			}
+			h = "127.0.0.1" // ZooKeeper on this host too: one host, one identity
+		}
+		host = h
+	}
+	c.ZKAddr = net.JoinHostPort(host, port)
+	return nil
+}
+
+// hostIP returns the host's first non-loopback, non-link-local address,
+// IPv4 first.
+func hostIP() (string, error) {
+	addrs, err := interfaceAddrs()
+	if err != nil {
+		return "", fmt.Errorf("list the host's addresses: %v", err)
+	}
+	var v6 string
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok || n.IP.IsLoopback() || n.IP.IsLinkLocalUnicast() || n.IP.IsUnspecified() || n.IP.IsMulticast() {
+			continue
+		}
+		if n.IP.To4() != nil {
+			return n.IP.String(), nil
+		}
+		if v6 == "" {
+			v6 = n.IP.String()
+		}
+	}
+	if v6 != "" {
+		return v6, nil
+	}
+	return "", errors.New("the host has no non-loopback address")
+}
+
+// isLoopback reports whether host (an IP or a name) is on loopback; a name
+// that does not resolve is not.
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// zkOnLoopback reports whether every server of --zk is on loopback.
+func zkOnLoopback(servers string) bool {
+	for _, s := range strings.Split(servers, ",") {
+		host, _, err := net.SplitHostPort(strings.TrimSpace(s))
+		if err != nil {
+			host = strings.TrimSpace(s)
+		}
+		if !isLoopback(host) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Config) layout() (snowflake.Layout, error) {
@@ -244,7 +358,7 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 		servers := strings.Split(cfg.ZK, ",")
 		cache := filepath.Join(cfg.DataDir, "snowflake", "zk-"+strings.ReplaceAll(cfg.ZKAddr, ":", "-")+".json")
 		return func(ctx context.Context) (snowflake.Registry, error) {
-			return zk.Open(ctx, servers, layout, zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache})
+			return zk.Open(ctx, servers, layout, zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name})
 		}, nil
 	case RegistryMySQL:
 		return func(ctx context.Context) (snowflake.Registry, error) {
