@@ -52,12 +52,46 @@
 // so that the first request does not wait; a refresher then adds new tags and
 // drops deleted ones every RefreshInterval. A tag missing from the cache is
 // looked up in the store (at most once per NegativeTTL per name) and, with
-// AutoCreate, created.
+// AutoCreate, created — unless the store remembers that the tag existed
+// (ErrTagDeleted, see below) or was replaced (ErrStoreChanged).
+//
+// # Deleted tags, lowered max_id, replaced stores
+//
+// A tag's ids are unique only as long as its max_id never goes back. Three
+// guards keep an operator's mistake from making it go back:
+//
+//   - The stores remember deleted tags: a KV delete or purge marker is
+//     history, not absence (segment/kvstore); MySQL keeps the highest max_id
+//     of every tag in leaf_alloc_history (segment/mysql). Create, and so
+//     AutoCreate, refuse such a tag with ErrTagDeleted. Store.Restart (leafctl
+//     tag restart TAG --floor N) is the only way back, and refuses a floor
+//     below any max_id the store remembers (ErrBelowFloor).
+//   - Each Engine keeps every tag's floor, the highest range end it ever
+//     received (Config.Floors; leafd keeps a FloorFile in its data
+//     directory), and refuses a range that starts below it: ErrBelowFloor,
+//     logged at error level and reported in a LoadEvent, and no id served
+//     from it. The loader retries with backoff as for any failed load (each
+//     try takes a range from the store and drops it) until an operator
+//     restarts the tag at or above the floor. The floor is written (fsynced)
+//     before the first id of a range is handed out, so it holds across a
+//     restart, a kill -9 and a power loss of the node.
+//   - Stores that implement Incarnation (segment/kvstore: the bucket's
+//     stream creation time) name their storage; the Engine records it with
+//     the floors and, once it differs (the bucket was deleted and made
+//     again), refuses AutoCreate with ErrStoreChanged until an operator
+//     restarts the tags it needs and removes the "store" entry from each
+//     node's floor file (its floors stay).
+//
+// What the guards cannot see: a node that never served a tag has no floor
+// for it, and a store that lost every trace of a tag (a KV bucket replaced,
+// its delete markers compacted away, leaf_alloc_history edited by hand)
+// cannot refuse it; such a tag is safe only on the nodes that served it.
 //
 // # Guarantees
 //
 // An id is handed out at most once per Engine, and only from a range the
-// Store returned (so committed) before; ids below 1 are skipped. Ids left in
+// Store returned (so committed) before and that starts at or above the
+// tag's floor; ids below 1 are skipped. Ids left in
 // the buffers when the process stops are lost: a gap, never a duplicate.
 //
 // The Engine and every Store implementation are safe for concurrent use.

@@ -5,9 +5,10 @@
 //
 // # Layout
 //
-// One bucket (Options.Bucket, default "leaf_alloc"; history 1, file
+// One bucket (Options.Bucket, default "leaf_alloc"; history 2, file
 // storage, Options.Replicas replicas — 3 on a cluster) holds one key per
-// tag. A tag is [A-Za-z0-9_-]{1,128}, which is always a valid KV key. The
+// tag. History 2 keeps a row behind the marker of `nats kv del`; buckets
+// made by older versions (history 1) work as they are. A tag is [A-Za-z0-9_-]{1,128}, which is always a valid KV key. The
 // value is a small JSON object:
 //
 //	{"max_id":2001,"step":1000,"description":"order ids","update_time":"2025-01-02T03:04:05.123456789Z"}
@@ -31,7 +32,7 @@
 //  2. compute the new row (max_id += step, ...);
 //  3. publish it with Nats-Expected-Last-Subject-Sequence = that revision
 //     (kv.Update; kv.Purge with LastRevision for Delete; revision 0, "no
-//     message yet", or the delete marker's revision for Create).
+//     message yet", for Create; the marker's revision for Restart).
 //
 // The stream leader applies a publish only if the key's last sequence is
 // still the one read, and acknowledges it only once a quorum of replicas
@@ -59,9 +60,27 @@
 // (one request per stored key) instead of an R1 ordered consumer, which may
 // be placed on a lagging follower.
 //
-// Delete purges the key: a purge marker stays in its place, so Get and
-// Next see no row (ErrUnknownTag), Tags omits it, and Create writes over
-// the marker by CAS.
+// # Deleted tags
+//
+// A delete or purge marker is history, not absence. Delete purges the key
+// with a marker that carries the row as its body; `nats kv del` leaves a
+// bare delete marker (with, on a history-2 bucket, the last row behind it);
+// `nats kv purge` leaves a bare purge marker. In every case Get and Next see
+// no row (ErrUnknownTag) and Tags omits the key, but Create — and so the
+// engine's auto-create — refuses it with segment.ErrTagDeleted: the tag
+// would start again at 1 and repeat its ids. Restart writes over the marker
+// by CAS, and refuses a floor below the highest max_id it finds in the
+// marker's body or the revisions behind it. After a bare `nats kv purge`
+// (or `nats kv del` on a history-1 bucket) nothing is left to check the
+// floor against: it is the operator's, and every node that served the tag
+// still refuses ranges below its own floor (segment.Config.Floors).
+//
+// What the bucket cannot remember: markers removed by compaction
+// (PurgeDeletes, `nats kv compact`, a MaxAge), or the whole bucket deleted
+// and made again. For the latter the store's Incarnation (the name and the
+// stream's creation time, which the servers keep for the stream's life)
+// changes, and every node that served from the old bucket refuses
+// auto-create until an operator acts (see package segment).
 //
 // # Errors and time limits
 //

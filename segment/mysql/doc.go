@@ -11,9 +11,22 @@
 //	  PRIMARY KEY (`biz_tag`)
 //	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 //
-// The same DDL is in deploy/schema.sql. Open creates the table only when
-// Options.CreateTable is set and the table is missing; it never alters an
-// existing one. It checks that the table has Leaf's columns and a
+// Beside it the store keeps leafmq's own table, leaf_alloc_history
+// (Options.HistoryTable): the highest max_id ever issued for every tag
+// that was ever in leaf_alloc.
+//
+//	CREATE TABLE `leaf_alloc_history` (
+//	  `biz_tag` varchar(128) NOT NULL DEFAULT '',
+//	  `max_id` bigint(20) NOT NULL,
+//	  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+//	  PRIMARY KEY (`biz_tag`)
+//	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+//
+// The same DDL is in deploy/schema.sql. Open creates the tables only when
+// Options.CreateTable is set and they are missing (both must exist
+// otherwise: ErrSchema); it never alters an existing one. It then records
+// every row of leaf_alloc that has no history yet (a Leaf database, an
+// older leafmq). It checks that the table has Leaf's columns and a
 // transactional engine (an allocation is an UPDATE and a SELECT in one
 // transaction, as in Leaf's updateMaxIdAndGetLeafAlloc; on MyISAM two nodes
 // could read each other's max_id and hand out the same range).
@@ -31,6 +44,21 @@
 // tag; the guard keeps max_id from overflowing (segment.ErrInvalid instead).
 // NextStep adds a given step instead. SetMaxID is one guarded UPDATE that can
 // only raise max_id.
+//
+// In the same transaction the allocation reads the tag's history record
+// and raises it to the new max_id. A range that would start below the
+// record — max_id lowered by hand — is refused and rolled back
+// (segment.ErrBelowFloor): nothing changes, and no node gets the range.
+//
+// # Deleted tags
+//
+// A row deleted from leaf_alloc keeps its history record. Create (and so
+// the engine's auto-create) refuses the tag with segment.ErrTagDeleted:
+// starting it again at 1 would repeat its ids. Restart (leafctl tag
+// restart TAG --floor N) locks the row and the record, refuses a floor below
+// either (segment.ErrBelowFloor), and sets or inserts the row at the floor
+// (a re-inserted row gets segment.DefaultStep). Deleting or lowering rows of
+// leaf_alloc_history by hand gives that protection up.
 //
 // # Errors and time-outs
 //
