@@ -69,8 +69,9 @@ func deadAddr(t testing.TB) string {
 // next registry of the conformance suite restarts "the same node".
 type pooled struct {
 	*zk.Registry
-	once    sync.Once
-	release func()
+	name, addr string
+	once       sync.Once
+	release    func()
 }
 
 func (p *pooled) Close() error {
@@ -107,7 +108,7 @@ func TestConformance(t *testing.T) {
 			}
 			mu.Unlock()
 			r := open(t, servers, layoutBits(4), zk.Options{Name: name, Addr: addr, Timeout: 10 * time.Second})
-			return &pooled{Registry: r, release: func() {
+			return &pooled{Registry: r, name: name, addr: addr, release: func() {
 				mu.Lock()
 				defer mu.Unlock()
 				free = append(free, addr)
@@ -116,6 +117,18 @@ func TestConformance(t *testing.T) {
 		Layout:   layoutBits(4),
 		Distinct: true,
 		Durable:  true,
+		// As if r's process froze and its session expired: its owner
+		// znode goes (r's session, still pinging here, notices nothing)
+		// and its Addr is free for the next New, a process restarted with
+		// r's identity.
+		Takeover: func(t testing.TB, r snowflake.Registry, worker int64) {
+			p := r.(*pooled)
+			owner := fmt.Sprintf("/snowflake/%s/owner/%s-%010d", p.name, p.addr, worker)
+			if err := zkConn(t, servers).Delete(owner, -1); err != nil {
+				t.Fatalf("delete %s: %v", owner, err)
+			}
+			p.once.Do(p.release)
+		},
 	})
 }
 
