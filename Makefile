@@ -11,7 +11,7 @@ STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 20m
 BENCHTIME    ?= 1s
 
-.PHONY: all build run test unit lint fmt-check vet staticcheck tidy-check bench fuzz chaos clean
+.PHONY: all build run test unit lint fmt-check vet staticcheck tidy-check bench fuzz chaos soak clean
 
 all: build
 
@@ -57,12 +57,17 @@ FUZZTIME ?= 30s
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
-## chaos: soak a real cluster (3 nats-server, MariaDB, ZooKeeper, 3 leafd) under faults for DURATION
+## chaos: soak a real cluster (3 nats-server, MariaDB, ZooKeeper, 3 leafd) under every fault of the model for DURATION
 DURATION   ?= 3m
 CHAOS_ARGS ?=
 chaos: build
 	$(GO) build -o $(BIN)/leafchaos ./cmd/leafchaos
 	$(BIN)/leafchaos --duration $(DURATION) --leafd $(BIN)/leafd --json $(BIN)/chaos-report.json $(CHAOS_ARGS)
+
+## soak: the long chaos soak mixing every fault (DURATION=30m by default; leafchaos --list-faults lists them)
+soak: build
+	$(GO) build -o $(BIN)/leafchaos ./cmd/leafchaos
+	$(BIN)/leafchaos --duration $(if $(filter command line,$(origin DURATION)),$(DURATION),30m) --leafd $(BIN)/leafd --json $(BIN)/soak-report.json $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(BIN)

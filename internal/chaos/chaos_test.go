@@ -12,16 +12,20 @@ import (
 	"github.com/leafmq/leafmq/internal/testenv"
 )
 
-// TestChaosShort is the short soak: every fault once in about 100 s of load
-// at 1500 req/s on a real 3-node NATS cluster, MariaDB, ZooKeeper and three
-// leafd processes. It fails on a duplicate id, a crash or a fault that could
-// not be injected; availability and recovery are reported, not asserted.
+// TestChaosShort is the quick soak: every fault kind of the model once
+// (AllFaults; the load goes on until each was injected) at 1000 req/s on a
+// real 3-node NATS cluster, MariaDB, ZooKeeper and three leafd processes,
+// with the shortest holds that still reach each fault: freezes past every
+// TTL (11s), network faults of 3s, hosts serving 5s. It fails on a
+// duplicate id, a segment id below an issued floor, a crash or a fault that
+// could not be injected; availability, refusals and recovery are reported,
+// not asserted.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos: a 2-minute soak; not in -short")
+		t.Skip("chaos: a 5-minute soak; not in -short")
 	}
 	if os.Getenv(testenv.EnvMySQLDSN) == "" && !testenv.Required() {
-		t.Skip("chaos: a 2-minute soak that runs under make test (LEAF_TEST_MYSQL_DSN unset)")
+		t.Skip("chaos: a 5-minute soak that runs under make test (LEAF_TEST_MYSQL_DSN unset)")
 	}
 	if err := chaos.Available(); err != nil {
 		if testenv.Required() {
@@ -29,11 +33,16 @@ func TestChaosShort(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	rep, err := chaos.Run(ctx, chaos.Config{
-		Duration:      100 * time.Second,
-		Rate:          1500,
+		Duration:      150 * time.Second,
+		Rate:          1000,
+		Timeout:       1500 * time.Millisecond,
+		Freeze:        11 * time.Second,
+		DBPause:       11 * time.Second,
+		NetFor:        3 * time.Second,
+		HostsFor:      5 * time.Second,
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Progress:      t.Output(),
 		ProgressEvery: 20 * time.Second,
@@ -48,6 +57,9 @@ func TestChaosShort(t *testing.T) {
 	}
 	if rep.Duplicates != 0 {
 		t.Errorf("%d duplicate ids", rep.Duplicates)
+	}
+	if rep.FloorViolations != 0 {
+		t.Errorf("%d segment ids below a range already issued", rep.FloorViolations)
 	}
 	if !rep.Pass {
 		t.Errorf("run failed: %v", rep.Failures)

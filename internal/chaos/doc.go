@@ -6,11 +6,16 @@
 //
 // # The cluster
 //
-// All on 127.0.0.1, in a fresh work directory. Every leafd gets the three
+// All on loopback, in a fresh work directory. Every leafd gets the three
 // NATS URLs, keeps segments in MariaDB (Leaf's leaf_alloc, the tags created
 // up front), keeps the pool of the first tag and of snowflake full, and
 // uses JetStream with three replicas. Two take snowflake worker ids from
 // ZooKeeper (each with its own --zk-addr), one from JetStream KV leases.
+// Every link goes through an in-process Toxiproxy (package
+// github.com/Shopify/toxiproxy/v2): leafd→each nats-server, leafd→MariaDB,
+// leafd→ZooKeeper, and each NATS route from one server to another (the
+// servers advertise neither routes nor client URLs, so nothing bypasses the
+// proxies). The harness's own clients connect to the servers directly.
 //
 // # The load
 //
@@ -23,33 +28,70 @@
 //
 // # The faults
 //
-// One at a time, spread evenly from a warm-up to a cool-down, cycling
-// through Config.Faults (each at least once): kill -9 of a random leafd and
-// its restart with the same flags; MariaDB SIGSTOPped for DBPause; a random
-// nats-server killed with -9 and restarted a few seconds later;
-// ZooKeeper killed with -9 and started again on the same port and data; and
-// a leafd restarted with --fault-clock-step -1s@5s or -10s@5s, held until
-// its clock has caught up, then restarted on the real clock.
+// The main track strikes the main cluster one fault at a time, spread
+// evenly from a warm-up to a cool-down, cycling through the main faults of
+// Config.Faults; the load goes on past Duration until each was injected
+// once. The faults (constants Fault…):
+//
+//   - crash: kill -9 of a random leafd (restarted with the same flags), of a
+//     nats-server (restarted a few seconds later), of ZooKeeper (started
+//     again on the same port and data);
+//   - freeze, SIGSTOP for Config.Freeze (past the KV claim TTL and the
+//     ZooKeeper session timeout, 10 s each) then SIGCONT: MariaDB
+//     (pause-db, for DBPause), a nats-server, ZooKeeper, and a leafd — the
+//     KV-lease one or a ZooKeeper one — while a "taker" leafd with its
+//     registry flags (for ZooKeeper its --zk-addr) starts and takes what it
+//     held; both then serve for HostsFor;
+//   - clock: a leafd restarted with --fault-clock-step ±1s@5s or ±10s@5s,
+//     or with --fault-clock-offset ±800ms, then back on the real clock;
+//   - many hosts: two more leafd on 127.0.0.2 and 127.0.0.3 with identical
+//     flags and ports (the same --http port), worker ids from KV leases,
+//     from ZooKeeper with --zk-addr, or from ZooKeeper without it, serving
+//     for HostsFor;
+//   - network, for NetFor, on the links leafd↔NATS, leafd↔MariaDB,
+//     leafd↔ZooKeeper and NATS↔NATS (one server cut off): latency,
+//     blackhole, reset and partition; and MariaDB's replies dropped while
+//     leafd's statements still reach it (commits whose reply never arrives).
+//
+// The operator track runs the operator faults (op-…) at the same time on a
+// cluster of its own (one nats-server with JetStream, leafd processes per
+// scenario, the main MariaDB's database leafop and the main ZooKeeper
+// under another --zk-name): a key of bucket leaf_alloc deleted, the bucket
+// deleted and made again, a row of leaf_alloc deleted (nodes with
+// --auto-create true), max_id lowered, step changed, the worker znodes
+// deleted, two leafd on one --data directory. See opTrack.
 //
 // # The checks
 //
 // Every id answered goes into the id space of its tag (or snowflake) as
-// runs of consecutive ids (16 bytes a run: a batch is one run, a single id
+// runs of consecutive ids (24 bytes a run: a batch is one run, a single id
 // one at worst), sorted at the end: any id covered twice is a duplicate and
-// fails the run, as does a process that exits on its own after it was ready
-// or a fault that could not be injected. The report also has, per kind of
-// request and per subject, the share answered, the longest time without a
-// successful answer and the errors by code (400, 404, 503, 500, timeout,
-// no_responders, bad_reply, pool_empty, pool_used), per tag the ids in each
-// time window (the trend), and per fault the requests in flight when it
-// struck, the failures it cost and when they ended, and for the MariaDB
-// pause the share of segment requests answered from buffers.
+// fails the run, blamed on the fault whose window holds its second
+// sighting. After every restart of a leafd the harness asks that node
+// itself (its Leaf HTTP API) for ids of each tag: each must lie at or above
+// the tag's max_id before the start (it has no buffer yet; a lower id is a
+// range issued again, even if its first copy was never seen) — the floor
+// check; the operator track checks its ids the same way after its nodes
+// restart. A floor violation fails the run, as does a process that exits
+// on its own after it was ready (unless a fault expects it, then it is a
+// refusal), or a fault that could not be injected. Refusals — a request
+// answered 400, 404, 409, 500, 501 or 503 in a fault's window, a host or
+// taker that refused to start or stopped itself — are the product saying
+// no rather than repeating an id: counted, not failed. The report has, per
+// fault kind, the injections, requests, share answered, duplicates,
+// refusals and floor violations; per kind of request and per subject the
+// share answered, the longest time without a successful answer and the
+// errors by code (400, 404, 503, 500, timeout, no_responders, bad_reply,
+// pool_empty, pool_used); per tag the ids in each time window (the trend);
+// and per fault the requests in flight when it struck, the failures it
+// cost and when they ended.
 //
 // # Lifecycle
 //
 // Run owns everything it starts: child processes run in process groups of
 // their own and get SIGKILL if the harness dies; Run stops them all (and
 // MariaDB and ZooKeeper by their scripts) before it returns, also when its
-// context is cancelled or a start fails. Run is not meant to be called
+// context is cancelled or a start fails; the proxies run in the harness's
+// own process and close with the cluster. Run is not meant to be called
 // concurrently with itself on the same work directory; Config is copied.
 package chaos

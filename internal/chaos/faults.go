@@ -167,10 +167,14 @@ func (f *faulter) freezeLeafd(ctx context.Context, kind string, r *FaultResult) 
 	taker, err := c.newTaker(l)
 	var tookErr error
 	if err == nil {
+		floors, ferr := c.floors(ctx, f.cfg.Tags)
 		var nr string
 		nr, tookErr = c.startExtra(ctx, taker, 1)
 		if nr != "" {
 			r.Notes = append(r.Notes, "taker up but not ready: "+nr)
+		}
+		if tookErr == nil && ferr == nil {
+			f.probeFloors(ctx, taker, floors, r)
 		}
 	}
 	r.pauseTo = time.Now()
@@ -233,12 +237,18 @@ func (f *faulter) hosts(ctx context.Context, kind string, r *FaultResult) error 
 	r.Target = fmt.Sprintf("leafd on 127.0.0.2 and 127.0.0.3, --http <host>:%d, identical flags (%s)", port, strings.TrimPrefix(kind, "hosts-"))
 	for _, h := range hs {
 		h.tolerant.Store(true)
+		floors, ferr := c.floors(ctx, f.cfg.Tags)
 		nr, err := c.startExtra(ctx, h, 1)
 		if err != nil {
 			r.Refusals++
 			r.Notes = append(r.Notes, h.name+" refused to start: "+firstLine(err.Error()))
-		} else if nr != "" {
+			continue
+		}
+		if nr != "" {
 			r.Notes = append(r.Notes, h.name+" up but not ready: "+nr)
+		}
+		if ferr == nil { // a new node has no buffer: the floor holds for it too
+			f.probeFloors(ctx, h, floors, r)
 		}
 	}
 	sleep(ctx, f.cfg.HostsFor)
