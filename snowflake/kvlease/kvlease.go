@@ -214,8 +214,9 @@ func leaseKey(w int64) string { return "t" + strconv.FormatInt(w, 10) }
 
 // Register implements snowflake.Registry: it claims the first free worker
 // id scanning from a random start (kv.Create of w<id> with a per-key TTL,
-// which fails if another node holds it), reads the id's lease key and
-// starts refreshing the claim. Called again, it returns the same worker
+// which fails if another node holds it), fences out earlier holders by
+// writing its own owner token into the id's lease key (compare-and-swap;
+// the lease it replaces is LastLease) and starts refreshing the claim. Called again, it returns the same worker
 // (or, once Lost is closed, an error wrapping snowflake.ErrNotRegistered).
 func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error) {
 	if err := ctx.Err(); err != nil {
