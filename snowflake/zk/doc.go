@@ -99,12 +99,17 @@
 // and the file's lease (for the same Name, Addr and worker) and writes it
 // to both. The file stands in for ZooKeeper only when Register cannot get a
 // session, and only if it was written for the same Name and Addr.
-// Registered from it, the Registry records further leases in the file only,
-// Lost is never closed, and there is no owner znode and no fencing: with
-// ZooKeeper unreachable nothing can tell whether another process holds the
-// worker id. Cache mode is safe only where no other process can have this
-// Addr (as leafd's default identity, the address it listens on, ensures
-// on one host). The file holds just this node's own history: clocks must
+// Registered from it, the Registry records further leases in the file
+// only, with no owner znode and no fencing: with ZooKeeper unreachable
+// nothing can tell whether another process holds the worker id. Once
+// go-zookeeper has a session again, the next Lease moves the registration
+// to ZooKeeper as Register would (owner znode, fencing write) — unless
+// ZooKeeper now has another worker for this Addr, another session holds the
+// owner znode, or the znode's lease is beyond this registration's: then
+// the claim is lost (Lost is closed, Lease returns an error wrapping
+// snowflake.ErrNotRegistered). While ZooKeeper is unreachable, cache mode
+// is safe only where no other process can have this Addr (as leafd's
+// default identity, the address it listens on, ensures on one host). The file holds just this node's own history: clocks must
 // not have been reset meanwhile by anything the file does not record.
 //
 // A Registry is safe for concurrent use. Register holds the Registry's

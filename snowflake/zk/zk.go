@@ -268,7 +268,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 			"sequence numbers are never reused (Leaf #57): use a new leaf name or remove old nodes of %s",
 			snowflake.ErrNoWorker, path, worker, r.layout.MaxWorker(), r.layout, r.root)
 	}
-	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker)
+	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker, r.opts.OwnerWait)
 	if err != nil {
 		return snowflake.Registration{}, err
 	}
@@ -305,9 +305,9 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 // is path, for this session, and returns its path and version and the
 // session. While another session holds it, it waits up to
 // Options.OwnerWait for the node to go away, then fails with ErrInUse.
-func (r *Registry) own(ctx context.Context, path string, worker int64) (string, int32, int64, error) {
+func (r *Registry) own(ctx context.Context, path string, worker int64, wait time.Duration) (string, int32, int64, error) {
 	op := r.owners + "/" + path[strings.LastIndexByte(path, '/')+1:]
-	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout+max(r.opts.OwnerWait, 0))
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout+max(wait, 0))
 	defer cancel()
 	err := r.call(cctx, func() error {
 		_, err := r.conn.Create(r.owners, nil, 0, zk.WorldACL(zk.PermAll))
@@ -358,7 +358,7 @@ func (r *Registry) own(ctx context.Context, path string, worker int64) (string, 
 		if st.EphemeralOwner == 0 {
 			return "", 0, 0, fmt.Errorf("%w; %s is not ephemeral: remove it", inUse, op)
 		}
-		if r.opts.OwnerWait < 0 {
+		if wait < 0 {
 			return "", 0, 0, inUse
 		}
 		select {
@@ -555,7 +555,8 @@ func seqOf(path string) (int64, error) {
 // snowflake.ErrNotRegistered and closes Lost. A lease not above the last
 // one writes nothing but still checks both versions, so every nil return
 // confirms the claim. Registered from the cache file, it records the lease
-// in the cache file only.
+// in the cache file only, until ZooKeeper has a session again: then it
+// moves the registration there first (see the package doc).
 func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("zk: lease: %w", err)
@@ -579,6 +580,20 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 		ms++ // round up: the stored lease must not be below until
 	}
 	raise := cur.IsZero() || ms > cur.UnixMilli()
+	if cached && r.conn.State() == zk.StateHasSession {
+		// ZooKeeper is back: hold the worker id there from now on.
+		switch err := r.upgrade(ctx, worker, cur); {
+		case err == nil:
+			r.mu.Lock()
+			cached, path, cur = false, r.path, r.lease
+			ownerPath, ownerVersion, session, version, ep = r.ownerPath, r.ownerVersion, r.session, r.version, r.ep
+			r.mu.Unlock()
+			raise = ms > cur.UnixMilli()
+		case errors.Is(err, snowflake.ErrNotRegistered):
+			return err
+		}
+		// Otherwise ZooKeeper is not quite back: the cache file serves on.
+	}
 	if cached {
 		if !raise {
 			return nil
@@ -636,6 +651,59 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	r.mu.Unlock()
 	r.setLease(ms)
 	_ = r.writeCache(worker, time.UnixMilli(ms)) // best effort: ZooKeeper has it
+	return nil
+}
+
+// upgrade moves a registration from the cache file to ZooKeeper once it has
+// a session: it takes the owner znode of worker (not waiting for another
+// holder) and fences the forever znode, as Register does. If ZooKeeper has
+// another worker for this Addr now, another session holds the owner znode,
+// or the znode's lease is beyond cur (another process used the worker
+// meanwhile), the claim is lost: Lost is closed and the error wraps
+// snowflake.ErrNotRegistered. Called with leaseMu held.
+func (r *Registry) upgrade(ctx context.Context, worker int64, cur time.Time) error {
+	lost := func(format string, a ...any) error {
+		r.markLost()
+		return fmt.Errorf("%w: zk: lease: worker %d, registered from the cache file while ZooKeeper was unreachable: %s",
+			snowflake.ErrNotRegistered, worker, fmt.Sprintf(format, a...))
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	path, _, err := r.findOrCreate(cctx)
+	if err != nil {
+		return r.fail(ctx, "lease", err)
+	}
+	if w, err := seqOf(path); err != nil || w != worker {
+		return lost("ZooKeeper has %s for %s now", path, r.opts.Addr)
+	}
+	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker, -1)
+	if errors.Is(err, ErrInUse) {
+		return lost("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	ep, _, err := r.read(cctx, path)
+	if err != nil {
+		return r.fail(ctx, "lease", err)
+	}
+	if !cur.IsZero() && ep.Timestamp > cur.UnixMilli() {
+		return lost("znode %s has a lease (%d ms) beyond this registration's (%d ms): another process used the worker id", path, ep.Timestamp, cur.UnixMilli())
+	}
+	ep, version, err := r.fence(cctx, path, worker)
+	if err != nil {
+		return r.fail(ctx, "lease", err)
+	}
+	if r.conn.SessionID() != session {
+		return fmt.Errorf("%w: zk: lease: the session changed while moving worker %d back to ZooKeeper", snowflake.ErrRegistryUnavailable, worker)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cached, r.path = false, path
+	r.ownerPath, r.ownerVersion, r.session, r.version, r.ep = ownerPath, ownerVersion, session, version, ep
+	if ep.Timestamp > 0 && time.UnixMilli(ep.Timestamp).After(r.lease) {
+		r.lease = time.UnixMilli(ep.Timestamp)
+	}
 	return nil
 }
 

@@ -649,3 +649,75 @@ func TestClaimTTL(t *testing.T) {
 		t.Fatalf("ClaimTTL %v with a 1h session asked for, want the server's (lower) grant", ttl)
 	}
 }
+
+// TestCacheUpgrade: a registry that registered from the cache file while
+// ZooKeeper was unreachable takes the worker's owner znode once ZooKeeper
+// is back, and records its leases there; if another process took the
+// worker id in ZooKeeper meanwhile, its claim is lost instead.
+func TestCacheUpgrade(t *testing.T) {
+	zkAddr := testenv.ZooKeeper(t)
+	servers := []string{zkAddr}
+	conn := zkConn(t, servers)
+	for _, taken := range []bool{false, true} {
+		t.Run(fmt.Sprintf("taken=%v", taken), func(t *testing.T) {
+			name := testenv.RandomName("upgrade_", 6)
+			o := zk.Options{Name: name, Addr: "10.4.0.6:80", CacheFile: filepath.Join(t.TempDir(), "worker.json"), OwnerWait: -1}
+			r0 := open(t, servers, snowflake.LeafLayout(), o)
+			reg := register(t, r0)
+			t1 := time.Now().Add(time.Hour)
+			if err := r0.Lease(ctxT(t), t1); err != nil {
+				t.Fatal(err)
+			}
+			if err := r0.Close(); err != nil {
+				t.Fatal(err)
+			}
+			proxy := newFreezer(t, zkAddr)
+			proxy.freeze()
+			co := o
+			co.Timeout = 300 * time.Millisecond
+			r1 := open(t, []string{proxy.addr()}, snowflake.LeafLayout(), co)
+			if got := register(t, r1); got.Worker != reg.Worker {
+				t.Fatalf("from the cache: worker %d, want %d", got.Worker, reg.Worker)
+			}
+			t2 := t1.Add(time.Hour)
+			if err := r1.Lease(ctxT(t), t2); err != nil {
+				t.Fatalf("Lease on the cache: %v", err)
+			}
+			var r2 *zk.Registry
+			if taken {
+				r2 = open(t, servers, snowflake.LeafLayout(), o)
+				register(t, r2)
+			}
+			proxy.thaw()
+			forever := fmt.Sprintf("/snowflake/%s/forever/%s-%010d", name, o.Addr, reg.Worker)
+			t3 := t2.Add(time.Hour)
+			if taken {
+				testenv.Eventually(t, "the cached registration is lost", 30*time.Second, func() bool {
+					err := r1.Lease(ctxT(t), t3)
+					return errors.Is(err, snowflake.ErrNotRegistered)
+				})
+				select {
+				case <-r1.Lost():
+				default:
+					t.Fatal("Lost open")
+				}
+				if err := r2.Lease(ctxT(t), t3); err != nil {
+					t.Fatalf("Lease of the ZooKeeper holder: %v", err)
+				}
+				return
+			}
+			testenv.Eventually(t, "the lease reaches ZooKeeper", 30*time.Second, func() bool {
+				if err := r1.Lease(ctxT(t), t3); err != nil {
+					t.Fatalf("Lease: %v", err)
+				}
+				data, _, err := conn.Get(forever)
+				var ep struct{ Timestamp int64 }
+				return err == nil && json.Unmarshal(data, &ep) == nil && ep.Timestamp >= t3.UnixMilli()
+			})
+			_, err := open(t, servers, snowflake.LeafLayout(), o).Register(ctxT(t))
+			if !errors.Is(err, zk.ErrInUse) {
+				t.Fatalf("Register of the Addr after the upgrade: %v, want ErrInUse", err)
+			}
+		})
+	}
+}
