@@ -63,7 +63,10 @@ type SnowflakeConfig struct {
 // the ring first: every take checks the ids it took against the worker the
 // Source holds at that moment and throws away those of any other worker
 // (all of them while it holds none), and the ring's own goroutine drops
-// them from the buffer as soon as it sees the change.
+// them from the buffer as soon as it sees the change. Ids of an earlier
+// registration of the same worker id may stay: they are below that
+// registration's confirmed lease, which every later registration of the
+// id waits past (snowflake.Registry's fencing), so no one else makes them.
 type Snowflake struct {
 	cfg    SnowflakeConfig
 	log    *slog.Logger
