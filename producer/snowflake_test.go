@@ -601,3 +601,65 @@ func TestSnowflakeLostWorkerEmptiesRing(t *testing.T) {
 		t.Errorf("Stats.LostWorker = 0 after a lost worker's ids were thrown away")
 	}
 }
+
+// ttlStatic is a Static registry with a claim TTL, so a Source fences it.
+type ttlStatic struct{ *snowflake.Static }
+
+func (ttlStatic) ClaimTTL() time.Duration { return time.Second }
+
+// settable is a settable Monotonic clock.
+type settable struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *settable) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *settable) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestSnowflakeRingFencedAfterFreeze: a process wakes from a freeze longer
+// than its registry's claim TTL with a full ring; the first take, before
+// any goroutine of the Source has run, gets no id of the worker whose
+// claim lapsed (another process may hold it by now).
+func TestSnowflakeRingFencedAfterFreeze(t *testing.T) {
+	layout := snowflake.LeafLayout()
+	mono := &settable{t: time.Now()}
+	opened := false
+	src, err := snowflake.StartSource(context.Background(), snowflake.SourceConfig{
+		Open: func(context.Context) (snowflake.Registry, error) {
+			if opened {
+				return nil, errors.New("test: no second registration")
+			}
+			opened = true
+			st, err := snowflake.NewStatic(layout, 5)
+			return ttlStatic{st}, err
+		},
+		Layout:     layout,
+		LeaseAhead: time.Minute, // the wall-clock lease outlasts the test
+		Monotonic:  mono.Now,
+		Logger:     quiet(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	s := newSnowflake(t, producer.SnowflakeConfig{IDs: src, Size: 1024, MaxAge: time.Hour})
+	waitFull(t, s)
+
+	mono.add(2 * time.Second) // SIGSTOP for 2s, then SIGCONT
+	dst := make([]int64, 64)
+	if n := s.Try(dst); n != 0 {
+		t.Fatalf("Try after the claim lapsed = %d ids (worker %d)", n, layout.Decompose(dst[0]).Worker)
+	}
+	if err := s.Next(context.Background(), dst[:1]); !errors.Is(err, snowflake.ErrClaimLapsed) {
+		t.Fatalf("Next after the claim lapsed = %v, want ErrClaimLapsed", err)
+	}
+}
