@@ -113,7 +113,8 @@
 // not have been reset meanwhile by anything the file does not record.
 //
 // A Registry is safe for concurrent use. Register holds the Registry's
-// lock while it talks to the server, so a concurrent Close waits for it (at
-// most Options.Timeout, plus Options.OwnerWait while another session holds
-// the worker). No goroutine of the Registry outlives Close.
+// lock while it talks to the server, so a concurrent Close waits for it (a
+// few Options.Timeout at most: Close ends a wait for another session's
+// owner znode at once, and that Register fails with an error wrapping
+// snowflake.ErrRegistryClosed). No goroutine of the Registry outlives Close.
 package zk

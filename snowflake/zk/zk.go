@@ -114,9 +114,12 @@ type Registry struct {
 	started  time.Time
 	ttl      atomic.Int64 // negotiated session timeout, ns (0: none yet)
 
-	lost     chan struct{}
-	lostOnce sync.Once
-	wg       sync.WaitGroup // calls in flight (see call)
+	lost      chan struct{}
+	lostOnce  sync.Once
+	closing   chan struct{} // closed when Close starts
+	closeOnce sync.Once
+	held      atomic.Bool    // registered in ZooKeeper: a session expiry loses the claim
+	wg        sync.WaitGroup // calls in flight (see call)
 
 	// leaseMu serializes Lease calls; mu guards the fields below and is held
 	// by Register while it talks to the server. Order: leaseMu before mu.
@@ -161,14 +164,15 @@ func Open(ctx context.Context, servers []string, layout snowflake.Layout, opts O
 		return nil, fmt.Errorf("%w: addr %q must be ip:port", ErrInvalid, opts.Addr)
 	}
 	r := &Registry{
-		layout: layout,
-		opts:   opts,
-		ip:     ip,
-		port:   port,
-		root:   "/snowflake/" + opts.Name + "/forever",
-		owners: "/snowflake/" + opts.Name + "/owner",
-		lost:   make(chan struct{}),
-		now:    time.Now,
+		layout:  layout,
+		opts:    opts,
+		ip:      ip,
+		port:    port,
+		root:    "/snowflake/" + opts.Name + "/forever",
+		owners:  "/snowflake/" + opts.Name + "/owner",
+		lost:    make(chan struct{}),
+		closing: make(chan struct{}),
+		now:     time.Now,
 	}
 	r.started = r.now()
 	conn, _, err := zk.Connect(servers, opts.SessionTimeout,
@@ -296,6 +300,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		last = time.UnixMilli(ep.Timestamp)
 	}
 	r.registered, r.worker, r.path, r.lease = true, worker, path, last
+	r.held.Store(true)
 	r.ownerPath, r.ownerVersion, r.session, r.version, r.ep = ownerPath, ownerVersion, session, version, ep
 	_ = r.writeCache(worker, last) // best effort: ZooKeeper has it
 	return snowflake.Registration{Worker: worker, LastLease: last}, nil
@@ -363,6 +368,8 @@ func (r *Registry) own(ctx context.Context, path string, worker int64, wait time
 		}
 		select {
 		case <-ch: // deleted, or the watch ended: look again
+		case <-r.closing:
+			return "", 0, 0, fmt.Errorf("%w: zk: register (%w)", snowflake.ErrRegistryClosed, inUse)
 		case <-cctx.Done():
 			if ctx.Err() != nil {
 				return "", 0, 0, fmt.Errorf("zk: register: %w (%w)", ctx.Err(), inUse)
@@ -700,6 +707,7 @@ func (r *Registry) upgrade(ctx context.Context, worker int64, cur time.Time) err
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cached, r.path = false, path
+	r.held.Store(true)
 	r.ownerPath, r.ownerVersion, r.session, r.version, r.ep = ownerPath, ownerVersion, session, version, ep
 	if ep.Timestamp > 0 && time.UnixMilli(ep.Timestamp).After(r.lease) {
 		r.lease = time.UnixMilli(ep.Timestamp)
@@ -777,11 +785,10 @@ func (r *Registry) isLost() bool {
 func (r *Registry) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }
 
 // expired is called by the connection on session expiry.
+// It takes no lock: go-zookeeper calls it from its event loop, which a
+// Register holding mu may be waiting on.
 func (r *Registry) expired() {
-	r.mu.Lock()
-	registered, cached := r.registered, r.cached
-	r.mu.Unlock()
-	if registered && !cached {
+	if r.held.Load() {
 		r.markLost()
 	}
 }
@@ -792,6 +799,7 @@ func (r *Registry) expired() {
 // Close is idempotent; later calls of Register and Lease return
 // snowflake.ErrRegistryClosed.
 func (r *Registry) Close() error {
+	r.closeOnce.Do(func() { close(r.closing) }) // a Register waiting for an owner gives up
 	r.leaseMu.Lock()
 	r.mu.Lock()
 	if r.closed {

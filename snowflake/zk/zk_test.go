@@ -370,6 +370,21 @@ func TestLiveOwner(t *testing.T) {
 		t.Fatalf("owner znode: %s (ephemeral owner %x), want node-a, pid %d, ephemeral", data, st.EphemeralOwner, os.Getpid())
 	}
 
+	// Close ends a Register that waits for the holder.
+	o.OwnerWait = time.Hour
+	rw := open(t, servers, snowflake.LeafLayout(), o)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := rw.Register(ctxT(t))
+		waited <- err
+	}()
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; !errors.Is(err, snowflake.ErrRegistryClosed) {
+		t.Fatalf("Register waiting for the holder, then Close: %v, want ErrRegistryClosed", err)
+	}
+
 	// A registry that waits gets the worker once the holder is gone.
 	o.OwnerWait = time.Minute
 	r3 := open(t, servers, snowflake.LeafLayout(), o)
