@@ -48,6 +48,13 @@
 // its own monotonic clock once TTL has passed since its last confirmed
 // Lease, even before that Lease is tried.
 //
+// t<N> is never deleted by leafmq. If an operator deletes or purges it,
+// what N issued is unknown: the holder's next Lease is refused (it closes
+// Lost), and Register skips N (its error, when no other id is left, names
+// the key). Putting the key back with a lease past every id N issued,
+// {"lease": <unix ms>}, makes N usable again from that lease. A bucket
+// deleted and made again is outside what this detects.
+//
 // # Why the lease key makes restarts safe
 //
 // Lease(until) raises t<N> to until with a compare-and-swap (on the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -224,4 +226,58 @@ func TestTakeoverStopsSource(t *testing.T) {
 		return !ok && src.State() != snowflake.StateServing
 	})
 	noIDsOf(t, src, w)
+}
+
+// TestDeletedLeaseKey: an operator deletes the lease key t<w> of a worker
+// in use. The holder's next Lease is refused (it can no longer prove the
+// claim), and no later Register uses w: its past leases are unknown, so a
+// new holder could repeat the ids it issued.
+func TestDeletedLeaseKey(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv)
+	opts := kvlease.Options{TTL: time.Second}
+	r1 := open(t, js, layout2(), opts)
+	reg1, err := r1.Register(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Lease(ctx(t), time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	bystander := open(t, js, layout2(), opts)
+	if _, err := bystander.Register(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx(t), kvlease.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "t" + strconv.FormatInt(reg1.Worker, 10)
+	if err := kv.Delete(ctx(t), key); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Lease(ctx(t), time.Now().Add(2*time.Minute)); !errors.Is(err, snowflake.ErrNotRegistered) {
+		t.Fatalf("Lease after its lease key was deleted = %v, want ErrNotRegistered", err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The lost r1 left its claim key to expire (1s): until then the id is
+	// plainly claimed; after, it is free but unusable.
+	testenv.Eventually(t, "a Register that names the deleted key", 10*time.Second, func() bool {
+		reg, err := open(t, js, layout2(), opts).Register(ctx(t))
+		if !errors.Is(err, snowflake.ErrNoWorker) {
+			t.Fatalf("Register with worker %d's lease key deleted = %+v, %v; want ErrNoWorker", reg1.Worker, reg, err)
+		}
+		return strings.Contains(err.Error(), key)
+	})
+	// Put back with a lease, the id is usable again, from that lease.
+	floor := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if _, err := kv.Put(ctx(t), key, []byte(`{"lease":`+strconv.FormatInt(floor.UnixMilli(), 10)+`}`)); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := open(t, js, layout2(), opts).Register(ctx(t))
+	if err != nil || reg.Worker != reg1.Worker || !reg.LastLease.Equal(floor) {
+		t.Fatalf("Register after the key was put back = %+v, %v; want worker %d from %v", reg, err, reg1.Worker, floor)
+	}
 }

@@ -101,6 +101,8 @@ type leaseRec struct {
 	// Owner is the token of the registration that holds the id: Register
 	// writes its own, and a Lease succeeds only while the key carries it.
 	Owner string `json:"owner,omitempty"`
+
+	deleted bool // read: the key is a delete or purge marker
 }
 
 // errFenced: the lease key carries another registration's token.
@@ -243,7 +245,10 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	if err != nil {
 		return snowflake.Registration{}, err
 	}
+	token := newToken()
 	worker, rev := int64(-1), uint64(0)
+	var last time.Time
+	var deleted []string // ids whose lease key an operator deleted
 	for i := int64(0); i < n && worker < 0; i++ {
 		id := (start + i) % n
 		err := retry(cctx, func() (bool, error) {
@@ -253,26 +258,60 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		})
 		switch {
 		case err == nil:
-			worker = id
 		case errors.Is(err, jetstream.ErrKeyExists) || conflict(err):
-			// held by another node (or a racing Create won)
+			continue // held by another node (or a racing Create won)
 		default:
 			return snowflake.Registration{}, fail(ctx, cctx, "register "+claimKey(id), err)
 		}
+		last, err = r.fence(cctx, id, token, now)
+		if err == nil {
+			worker = id
+			break
+		}
+		// Give the id back; it expires anyway if this fails too.
+		pctx, pcancel := context.WithTimeout(context.Background(), r.opts.Timeout)
+		_ = r.kv.Purge(pctx, claimKey(id), jetstream.LastRevision(rev))
+		pcancel()
+		if !errors.Is(err, errLeaseDeleted) {
+			return snowflake.Registration{}, fail(ctx, cctx, "register: fence "+leaseKey(id), err)
+		}
+		deleted = append(deleted, leaseKey(id))
 	}
 	if worker < 0 {
-		return snowflake.Registration{}, fmt.Errorf("%w: kvlease: all %d worker ids of bucket %q are claimed", snowflake.ErrNoWorker, n, r.opts.Bucket)
+		var why string
+		if len(deleted) > 0 {
+			why = fmt.Sprintf("; the lease keys %s were deleted, so what their worker ids issued is unknown: "+
+				"put each back with a lease past every id it issued ({\"lease\": <unix ms>}) to use it again", strings.Join(deleted, ", "))
+		}
+		return snowflake.Registration{}, fmt.Errorf("%w: kvlease: all %d worker ids of bucket %q are claimed or unusable%s", snowflake.ErrNoWorker, n, r.opts.Bucket, why)
 	}
-	// Fence out every earlier holder: t<worker> takes this registration's
-	// token, by compare-and-swap on what it replaces, whose lease is
-	// LastLease. An earlier holder's Lease either landed before (and is in
-	// LastLease) or finds the token changed and fails.
-	token := newToken()
+	r.registered, r.worker, r.rev, r.lease, r.token = true, worker, rev, last, token
+	rctx, stop := context.WithCancel(context.Background())
+	r.stop = stop
+	r.wg.Add(1)
+	go r.refresh(rctx, worker, rev, now)
+	return snowflake.Registration{Worker: worker, LastLease: last}, nil
+}
+
+// errLeaseDeleted: the lease key of a worker id is a delete or purge
+// marker.
+var errLeaseDeleted = errors.New("lease key deleted")
+
+// fence makes token the owner of worker's lease key by compare-and-swap on
+// what it replaces, and returns the lease it replaced (LastLease): an
+// earlier holder's Lease either landed before (and is in LastLease) or
+// finds the token changed and fails. A lease key that was deleted (a
+// marker: t<N> is never deleted by leafmq, an operator did it) gives
+// errLeaseDeleted: the worker's past leases are unknown, so it is not used.
+func (r *Registry) fence(ctx context.Context, worker int64, token string, now time.Time) (time.Time, error) {
 	var last time.Time
-	err = retry(cctx, func() (bool, error) {
-		rec, lrev, err := r.readLease(cctx, worker)
+	err := retry(ctx, func() (bool, error) {
+		rec, lrev, err := r.readLease(ctx, worker)
 		if err != nil {
 			return transient(err), err
+		}
+		if rec.deleted {
+			return false, errLeaseDeleted
 		}
 		last = time.Time{}
 		if rec.Lease > 0 {
@@ -283,25 +322,13 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 			return false, err
 		}
 		if lrev == 0 {
-			_, err = r.kv.Create(cctx, leaseKey(worker), val)
+			_, err = r.kv.Create(ctx, leaseKey(worker), val)
 		} else {
-			_, err = r.kv.Update(cctx, leaseKey(worker), val, lrev)
+			_, err = r.kv.Update(ctx, leaseKey(worker), val, lrev)
 		}
 		return conflict(err) || transient(err), err
 	})
-	if err != nil {
-		// Give the id back; it expires anyway if this fails too.
-		pctx, pcancel := context.WithTimeout(context.Background(), r.opts.Timeout)
-		_ = r.kv.Purge(pctx, claimKey(worker), jetstream.LastRevision(rev))
-		pcancel()
-		return snowflake.Registration{}, fail(ctx, cctx, "register: fence "+leaseKey(worker), err)
-	}
-	r.registered, r.worker, r.rev, r.lease, r.token = true, worker, rev, last, token
-	rctx, stop := context.WithCancel(context.Background())
-	r.stop = stop
-	r.wg.Add(1)
-	go r.refresh(rctx, worker, rev, now)
-	return snowflake.Registration{Worker: worker, LastLease: last}, nil
+	return last, err
 }
 
 // Lease implements snowflake.Registry: it raises the lease key t<worker>
@@ -356,6 +383,10 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 		_, err = r.kv.Update(cctx, key, val, rev)
 		return conflict(err) || transient(err), err
 	})
+	if errors.Is(err, errFenced) && holder.deleted {
+		r.markLost()
+		return fmt.Errorf("%w: kvlease: lease: the lease key of worker %d was deleted: claim lost", snowflake.ErrNotRegistered, worker)
+	}
 	if errors.Is(err, errFenced) {
 		r.markLost()
 		return fmt.Errorf("%w: kvlease: lease: worker %d was registered again (by node %q at %v): claim lost",
@@ -492,6 +523,7 @@ func (r *Registry) readLease(ctx context.Context, worker int64) (leaseRec, uint6
 		return rec, 0, err
 	}
 	if m.Deleted() {
+		rec.deleted = true
 		return rec, m.Sequence, nil
 	}
 	if err := json.Unmarshal(m.Data, &rec); err != nil {
