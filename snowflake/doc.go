@@ -83,7 +83,10 @@
 // before its goroutine has run; the Source confirms the claim (a Lease)
 // whenever half the bound is used up. A registration past the bound, or
 // whose claim was lost, is dropped for good (state lost, Fill errors wrap
-// ErrClaimLapsed or say why) and the Source registers anew.
+// ErrClaimLapsed or say why) and the Source registers anew. A Source
+// also remembers the lease each of its registrations had: registering a
+// worker id again, it waits past that even if the registry has lost it
+// (an operator deleted a key or row).
 //
 // Fill takes the generator, the lease and the bound of one registration
 // together (one immutable snapshot), so it never makes ids of one

@@ -106,3 +106,26 @@ func TestSourceConfirmsClaim(t *testing.T) {
 		t.Fatalf("%d registrations, want 1", n)
 	}
 }
+
+// TestSourceKeepsItsOwnFloor: the registry lost a worker's lease (an
+// operator deleted the key or row) and the Source, having lost its claim,
+// registers the same worker id again with no LastLease: it must still wait
+// past the lease its earlier registration had, not repeat its own ids.
+func TestSourceKeepsItsOwnFloor(t *testing.T) {
+	b := newBackend(3)
+	src, clock, _ := startSource(t, b, nil, nil)
+	seen := newIssued(t)
+	seen.add("first registration", fill(t, src, 8)...)
+	b.forget(3)
+	b.registries()[0].lose()
+	waitFor(t, "a second registration", func() bool { return len(b.registries()) == 2 && src.State() != snowflake.StateLost })
+	if st := src.State(); st != snowflake.StateWaiting {
+		t.Fatalf("State after registering again with the lease forgotten = %v, want waiting", st)
+	}
+	if n, err := src.Fill(context.Background(), make([]int64, 8)); n != 0 || err == nil {
+		t.Fatalf("Fill while waiting = %d, %v", n, err)
+	}
+	clock.Set(t0.Add(2 * testLeaseAhead))
+	waitState(t, src, snowflake.StateServing)
+	seen.add("second registration", fill(t, src, 8)...)
+}

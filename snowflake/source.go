@@ -145,6 +145,10 @@ type Source struct {
 	cause  error // wrapped by the errors of Fill while not serving
 	closed bool
 	stale  []Registry // dropped registrations, for the run loop (or Close) to close
+	// floor is, per worker id, the highest lease an earlier registration
+	// of this Source had: a registry that lost it (a deleted key or row)
+	// must not make this process repeat its own ids.
+	floor map[int64]int64
 
 	state  atomic.Int32
 	worker atomic.Int64
@@ -280,6 +284,13 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		_ = reg.Close()
 		return fmt.Errorf("%w: registry gave worker %d, outside 0-%d of layout %s", ErrNoWorker, r.Worker, src.s.maxWorker, src.s.l)
 	}
+	src.mu.Lock()
+	if f := src.floor[r.Worker]; f > 0 && time.Unix(0, f).After(r.LastLease) {
+		src.log.Warn("snowflake: the registry's last lease is below one this process had for the worker; using this process's",
+			"worker", r.Worker, "registry_last_lease", r.LastLease, "last_lease", time.Unix(0, f))
+		r.LastLease = time.Unix(0, f)
+	}
+	src.mu.Unlock()
 	now := src.cfg.Now()
 	behind := r.LastLease.Sub(now)
 	if first && behind > src.cfg.MaxStartWait {
@@ -535,6 +546,10 @@ func (src *Source) relost(c *claim, reason string, cause error) {
 	}
 	src.cur.Store(nil)
 	src.stale = append(src.stale, c.reg)
+	if src.floor == nil {
+		src.floor = map[int64]int64{}
+	}
+	src.floor[c.worker] = max(src.floor[c.worker], c.leased.Load())
 	src.mu.Unlock()
 	src.emit(Event{State: StateLost, Reason: reason, cause: cause})
 	src.worker.Store(-1)

@@ -85,6 +85,13 @@ func (b *memBackend) setLease(worker int64, until time.Time) {
 	b.leases[worker] = until
 }
 
+// forget deletes worker's lease, as an operator deleting a key or row.
+func (b *memBackend) forget(worker int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.leases, worker)
+}
+
 func (b *memBackend) setFailLease(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
