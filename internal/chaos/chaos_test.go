@@ -39,7 +39,7 @@ func TestChaosShort(t *testing.T) {
 		Duration:      150 * time.Second,
 		Rate:          1000,
 		Timeout:       1500 * time.Millisecond,
-		Freeze:        11 * time.Second,
+		Freeze:        12 * time.Second,
 		DBPause:       11 * time.Second,
 		NetFor:        3 * time.Second,
 		HostsFor:      5 * time.Second,

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Refusal codes: the product's answer to a fault it cannot serve through
@@ -164,6 +168,14 @@ func (f *faulter) freezeLeafd(ctx context.Context, kind string, r *FaultResult) 
 	}
 	r.pauseFrom = time.Now()
 	sleep(ctx, f.cfg.Freeze)
+	var unfill func()
+	if want == "kv" {
+		// kvlease claims the first free id from a random start: leave the
+		// taker no other choice than the frozen node's worker.
+		var note string
+		unfill, note = f.fillWorkers(ctx, l)
+		r.Notes = append(r.Notes, note)
+	}
 	taker, err := c.newTaker(l)
 	var tookErr error
 	if err == nil {
@@ -176,6 +188,9 @@ func (f *faulter) freezeLeafd(ctx context.Context, kind string, r *FaultResult) 
 		if tookErr == nil && ferr == nil {
 			f.probeFloors(ctx, taker, floors, r)
 		}
+	}
+	if unfill != nil {
+		unfill()
 	}
 	r.pauseTo = time.Now()
 	if err := syscall.Kill(-pid, syscall.SIGCONT); err != nil {
@@ -199,6 +214,65 @@ func (f *faulter) freezeLeafd(ctx context.Context, kind string, r *FaultResult) 
 	}
 	return nil
 }
+
+// lastWorker is the worker id leafd l last logged it registered, or -1.
+func lastWorker(l *leafd) int64 {
+	b, err := os.ReadFile(l.logPath)
+	if err != nil {
+		return -1
+	}
+	m := workerRE.FindAllSubmatch(b, -1)
+	if len(m) == 0 {
+		return -1
+	}
+	w, err := strconv.ParseInt(string(m[len(m)-1][1]), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return w
+}
+
+var workerRE = regexp.MustCompile(`msg="snowflake worker registered" node=\S+ worker=(\d+)`)
+
+// fillWorkers claims, in the KV-lease bucket, every worker id but the one
+// frozen leafd l held (expired by now), the way kvlease does (a key w<id>
+// with a per-key TTL), so that the next node to register gets l's worker.
+// The returned func purges those claims again.
+func (f *faulter) fillWorkers(ctx context.Context, l *leafd) (func(), string) {
+	w := lastWorker(l)
+	if w < 0 {
+		return nil, "worker of " + l.name + " not found in its log: the taker takes any free worker"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	kv, err := f.l.jss[0].KeyValue(ctx, kvleaseBucket)
+	if err != nil {
+		return nil, "kv lease bucket: " + err.Error()
+	}
+	var filled []string
+	for id := range int64(kvleaseWorkers) {
+		if id == w {
+			continue
+		}
+		key := "w" + strconv.FormatInt(id, 10)
+		if _, err := kv.Create(ctx, key, []byte(`{"node":"leafchaos-filler"}`), jetstream.KeyTTL(30*time.Second)); err == nil {
+			filled = append(filled, key)
+		}
+	}
+	return func() {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		for _, key := range filled {
+			_ = kv.Purge(pctx, key)
+		}
+	}, fmt.Sprintf("%d other worker ids claimed by the harness: the taker can only take worker %d of %s", len(filled), w, l.name)
+}
+
+// The KV-lease registry's bucket and worker ids (Leaf's layout: 10 bits).
+const (
+	kvleaseBucket  = "leaf_workers"
+	kvleaseWorkers = 1024
+)
 
 // hosts starts two more leafd "hosts" on 127.0.0.2 and 127.0.0.3 with
 // identical flags and ports, lets them serve for HostsFor under the load,

@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -264,5 +265,25 @@ func TestSummarize(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("summarize = %+v\nwant %+v", got, want)
+	}
+}
+
+func TestLastWorker(t *testing.T) {
+	dir := t.TempDir()
+	log := dir + "/leafd.log"
+	l := &leafd{proc: &proc{logPath: log}}
+	if w := lastWorker(l); w != -1 {
+		t.Errorf("no log: worker %d, want -1", w)
+	}
+	lines := `time=x level=INFO msg="snowflake worker registered" node=chaos-3 worker=109 last_lease=0001
+time=x level=ERROR msg="snowflake lost" node=chaos-3 worker=109 reason="lost"
+time=x level=INFO msg="snowflake worker registered" node=chaos-3 worker=346 last_lease=0001
+time=x level=INFO msg="snowflake serving" node=chaos-3 worker=7
+`
+	if err := os.WriteFile(log, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w := lastWorker(l); w != 346 {
+		t.Errorf("worker %d, want 346 (the last registered)", w)
 	}
 }
