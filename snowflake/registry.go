@@ -70,8 +70,8 @@ type Registry interface {
 // ClaimTTLer is implemented by a Registry whose claim lapses when it is
 // not renewed (a KV key TTL, a ZooKeeper session, a lease row). ClaimTTL is
 // the fencing bound: a Source serves no id later than ClaimTTL after the
-// start of its last successful Lease call, measured on the local monotonic
-// clock, so a process frozen past it (SIGSTOP, a long GC pause, a VM
+// start of its last successful Lease call (or of Register, before the
+// first), measured on the local monotonic clock, so a process frozen past it (SIGSTOP, a long GC pause, a VM
 // migration) stops before another process can have claimed the worker id.
 // A Registry that does not implement it (Static) has no such bound.
 type ClaimTTLer interface {
