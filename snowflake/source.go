@@ -627,6 +627,20 @@ func (src *Source) notServing(st State) error {
 	}
 }
 
+// dropped is the error of a Fill that found no registration, or c
+// dropped: the state's, or (while the state still says serving, the drop
+// being under way) one of its own.
+func (src *Source) dropped(c *claim) error {
+	st := src.State()
+	if st != StateServing {
+		return src.notServing(st)
+	}
+	if c == nil {
+		return fmt.Errorf("%w: %s: no registration", ErrNotServing, StateLost)
+	}
+	return fmt.Errorf("%w: %s: the registration of worker %d was dropped", ErrNotServing, StateLost, c.worker)
+}
+
 // Fill fills a prefix of dst with fresh ids without waiting for the clock
 // and returns its length: up to a whole tick at a time, borrowing future
 // ticks up to BorrowAhead and never past the persisted lease. It returns 0
@@ -638,13 +652,13 @@ func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
 	// One snapshot: the generator, lease and fence of one registration.
 	c := src.cur.Load()
 	if st := src.State(); st != StateServing || c == nil || c.dead.Load() {
-		return 0, src.notServing(src.State())
+		return 0, src.dropped(c)
 	}
 	if src.lapsed(c) {
 		// Checked here, not only by the run loop: after a freeze (SIGSTOP)
 		// a caller may get here before that loop has run.
 		src.lapse(c)
-		return 0, src.notServing(src.State())
+		return 0, src.dropped(c)
 	}
 	gen := c.gen
 	now := src.cfg.Now()
@@ -653,7 +667,7 @@ func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
 	if c.dead.Load() {
 		// The registration was dropped while this Fill ran: its ids are a
 		// gap, not served after the loss.
-		return 0, src.notServing(src.State())
+		return 0, src.dropped(c)
 	}
 	if err != nil || n == len(dst) {
 		return n, err
