@@ -35,6 +35,12 @@ type SnowflakeHolder interface {
 	Layout() snowflake.Layout
 }
 
+// A Source is both: the ring over it drops a lost worker's ids.
+var (
+	_ SnowflakeIDs    = (*snowflake.Source)(nil)
+	_ SnowflakeHolder = (*snowflake.Source)(nil)
+)
+
 // SnowflakeConfig configures a Snowflake ring. Zero values mean the
 // defaults in comments.
 type SnowflakeConfig struct {
