@@ -652,8 +652,9 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 		return nil
 	}
 	r.mu.Lock()
+	r.version, r.ep = version+1, ep // a set at version v makes v+1
 	if len(res) == 2 && res[1].Stat != nil {
-		r.version, r.ep = res[1].Stat.Version, ep
+		r.version = res[1].Stat.Version
 	}
 	r.mu.Unlock()
 	r.setLease(ms)
