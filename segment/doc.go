@@ -72,9 +72,9 @@
 //     logged at error level and reported in a LoadEvent, and no id served
 //     from it. The loader retries with backoff as for any failed load (each
 //     try takes a range from the store and drops it) until an operator
-//     restarts the tag at or above the floor. The floor is written (fsynced)
-//     before the first id of a range is handed out, so it holds across a
-//     restart, a kill -9 and a power loss of the node.
+//     restarts the tag at or above the floor. A FloorFile writes (and
+//     fsyncs) each new floor right behind the load, without holding up the
+//     first id; FloorFile's doc gives the argument why that order is safe.
 //   - Stores that implement Incarnation (segment/kvstore: the bucket's
 //     stream creation time) name their storage; the Engine records it with
 //     the floors and, once it differs (the bucket was deleted and made

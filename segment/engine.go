@@ -364,7 +364,8 @@ feed:
 	return nil
 }
 
-// Close stops the refresher and the loaders and waits for them. The store is
+// Close stops the refresher and the loaders and waits for them, and
+// flushes Config.Floors if it has a Flush method (FloorFile). The store is
 // left open. The first call returns nil, later ones ErrClosed; calls that are
 // waiting return ErrClosed.
 func (e *Engine) Close() error {
@@ -378,6 +379,11 @@ func (e *Engine) Close() error {
 	e.lifeMu.Unlock()
 	e.cancel()
 	e.wg.Wait()
+	if f, ok := e.cfg.Floors.(interface{ Flush() error }); ok {
+		if err := f.Flush(); err != nil {
+			e.log.Error("segment: writing the tag floors", "err", err)
+		}
+	}
 	return nil
 }
 

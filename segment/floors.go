@@ -20,10 +20,10 @@ type Floors interface {
 	// Floor returns tag's floor, 0 when there is none.
 	Floor(tag string) int64
 	// Raise records end as tag's floor if it is higher than the current
-	// one. The engine calls it before it hands out an id of the range; an
-	// error means the floor may not survive a restart (the range is
-	// served anyway: the store is the source of truth, the floor a second
-	// guard).
+	// one. The engine calls it before it hands out an id of the range. It
+	// must not block on I/O; an error (of this or an earlier write) means
+	// floors may not survive a restart (the range is served anyway: the
+	// store is the source of truth, the floor a second guard).
 	Raise(tag string, end int64) error
 	// Incarnation returns the store incarnation recorded, "" if none.
 	Incarnation() string
@@ -74,26 +74,35 @@ func (m *memFloors) SetIncarnation(inc string) error {
 //
 //	{"version":1,"store":"kv:leaf_alloc:2026-11-24T18:00:00.123456789Z","tags":{"orders":40001}}
 //
-// Raise returns only once the file holding the new floor is on disk
-// (written to a temporary file, fsynced, renamed over the old one, the
-// directory fsynced); calls that arrive while a write is under way share
-// the next write. Floors are never dropped, whatever their age.
+// Raise updates the memory at once and starts a write behind it (to a
+// temporary file, fsynced, renamed over the old one, the directory
+// fsynced) unless one is under way, which then writes again: changes that
+// arrive during a write share the next. Flush waits for the file to hold
+// every change; the Engine calls it from Close. Floors are never dropped,
+// whatever their age.
 //
-// Why the order is safe: the engine serves an id only from a range that
-// the store committed first, that starts at or above the floor in memory,
-// and whose end Raise has written here. So the file always holds at least
-// the end of every range this node served from, and after a restart (or a
-// kill -9, or a power loss: the file is fsynced) the memory is loaded from
-// it before the first range is checked. A range that a failed write did not
-// record is still covered by the store's own max_id, which is the source of
-// truth; the file only adds a guard against the store going back.
+// Why the order is safe. The memory is what the engine checks, and it is
+// loaded from the file before the engine asks the store for anything. A
+// range reaches the engine only after the store committed it, so while the
+// store keeps its max_id no range can start below ids already handed out,
+// with or without the file: the store is the source of truth. The file
+// guards against the store going back (a lowered max_id, a key or bucket
+// deleted and made again). It lags the memory by the write under way, a few
+// milliseconds: only a node that dies (kill -9, power loss) within that
+// time after a load, and whose store then goes back while it is down, can
+// lack the last floor after its restart — and even then every floor
+// written before stays. The first load of a tag is not held up by an
+// fsync, which at the default 50 ms ReadyWait would fail first requests on
+// slow disks.
 type FloorFile struct {
 	path string
 
-	mu      sync.Mutex // guards floors, inc and ver
+	mu      sync.Mutex // guards floors, inc, ver, writing and err
 	floors  map[string]int64
 	inc     string
-	ver     uint64 // bumped by every change
+	ver     uint64        // bumped by every change
+	writing chan struct{} // non-nil while a write-behind goroutine runs; closed when it ends
+	err     error         // of the last write; nil after a good one
 	wmu     sync.Mutex
 	written uint64 // ver on disk; guarded by wmu
 }
@@ -148,18 +157,60 @@ func (f *FloorFile) Floor(tag string) int64 {
 	return f.floors[tag]
 }
 
-// Raise implements Floors: the new floor is on disk when it returns nil.
+// Raise implements Floors: the memory changes now, the file soon (see
+// Flush). The error is that of the last write, if it failed.
 func (f *FloorFile) Raise(tag string, end int64) error {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if end <= f.floors[tag] {
-		f.mu.Unlock()
-		return nil
+		return f.err
 	}
 	f.floors[tag] = end
 	f.ver++
-	v := f.ver
+	if f.writing == nil {
+		f.writing = make(chan struct{})
+		go f.writeBehind(f.writing)
+	}
+	return f.err
+}
+
+// writeBehind writes the file until it holds every change, then ends. A
+// failed write ends it too; the next Raise or Flush tries again.
+func (f *FloorFile) writeBehind(done chan struct{}) {
+	for {
+		f.mu.Lock()
+		v := f.ver
+		f.mu.Unlock()
+		err := f.sync(v)
+		f.mu.Lock()
+		f.err = err
+		if err != nil || f.ver == v {
+			f.writing = nil
+			close(done)
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+	}
+}
+
+// Flush returns once the file holds every change made before the call,
+// fsynced, and the write-behind goroutine it found has ended; or the error
+// of writing it.
+func (f *FloorFile) Flush() error {
+	f.mu.Lock()
+	v, w := f.ver, f.writing
 	f.mu.Unlock()
-	return f.sync(v)
+	if w != nil {
+		<-w
+	}
+	err := f.sync(v)
+	f.mu.Lock()
+	if f.ver == v {
+		f.err = err
+	}
+	f.mu.Unlock()
+	return err
 }
 
 // Incarnation implements Floors.
@@ -184,7 +235,7 @@ func (f *FloorFile) SetIncarnation(inc string) error {
 }
 
 // sync writes the file unless a write that began after change v already
-// made it to disk.
+// made it to disk. SetIncarnation, rare, waits for its write.
 func (f *FloorFile) sync(v uint64) error {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()

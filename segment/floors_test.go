@@ -194,7 +194,11 @@ func TestFloorSurvivesRestart(t *testing.T) {
 	}
 	waitLoads(t, e1, "t", 3)
 	floor := maxEnd(s.Allocs())
-	// No Close: the floors must be on disk already (kill -9).
+	// No Close (kill -9): the write behind the last load lands by itself.
+	waitFor(t, "the floor on disk", func() bool {
+		g, err := segment.OpenFloorFile(path)
+		return err == nil && g.Floor("t") == floor
+	})
 
 	s.Forget("t")
 	s.create(t, "t", 10)
@@ -233,6 +237,12 @@ func TestFloorFile(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if err := f.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := segment.OpenFloorFile(path); err != nil || g.Floor("x") != 49 || g.Floor("y") != 1000 {
+		t.Fatalf("after Flush: %v", err)
+	}
 	if err := f.SetIncarnation("inc-1"); err != nil {
 		t.Fatal(err)
 	}
