@@ -79,8 +79,10 @@
 //     stream creation time) name their storage; the Engine records it with
 //     the floors and, once it differs (the bucket was deleted and made
 //     again), refuses AutoCreate with ErrStoreChanged until an operator
-//     restarts the tags it needs and removes the "store" entry from each
-//     node's floor file (its floors stay).
+//     restarts the tags it needs and, with the node stopped, removes the
+//     "store" entry from its floor file (its floors stay). Nothing accepts a
+//     new store by itself: a node that did would auto-create, at 1, tags
+//     that only other nodes served.
 //
 // What the guards cannot see: a node that never served a tag has no floor
 // for it, and a store that lost every trace of a tag (a KV bucket replaced,

@@ -663,8 +663,8 @@ func (e *Engine) checkIncarnation(ctx context.Context) error {
 		return nil
 	}
 	rerr := fmt.Errorf("%w: this node served from %q, the store is now %q; auto-create is off until an operator "+
-		"restarts the tags (leafctl tag restart TAG --floor N) and clears the recorded store of each node "+
-		"(the \"store\" entry of segment-floors.json)", ErrStoreChanged, old, cur)
+		"restarts the tags (leafctl tag restart TAG --floor N) and, with each node stopped, removes the \"store\" "+
+		"entry from its segment-floors.json (the floors stay)", ErrStoreChanged, old, cur)
 	if e.replaced.CompareAndSwap(nil, &rerr) {
 		e.log.Error("segment: the store was replaced", "recorded", old, "now", cur, "err", rerr)
 	}
