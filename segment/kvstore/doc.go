@@ -75,6 +75,14 @@
 // floor against: it is the operator's, and every node that served the tag
 // still refuses ranges below its own floor (segment.Config.Floors).
 //
+// A max_id lowered by hand (`nats kv put leaf_alloc TAG '{"max_id":1,...}'`)
+// is seen the same way: Next and NextStep also read the revisions the bucket
+// keeps behind the latest (one more request to the stream leader per
+// allocation), and refuse, changing nothing, while one of them has a higher
+// max_id (segment.ErrBelowFloor); Restart clears it. A history-1 bucket, or
+// two puts in a row, leave nothing behind to compare with: the node floors
+// remain.
+//
 // What the bucket cannot remember: markers removed by compaction
 // (PurgeDeletes, `nats kv compact`, a MaxAge), or the whole bucket deleted
 // and made again. For the latter the store's Incarnation (the name and the

@@ -80,6 +80,10 @@ type record struct {
 	Step        int       `json:"step"`
 	Description string    `json:"description"`
 	UpdateTime  time.Time `json:"update_time"`
+
+	// high is not stored: cas sets it, for advance, to the highest max_id
+	// of the revisions the bucket keeps before the one read.
+	high int64
 }
 
 // Open returns a Store on the bucket opts.Bucket, creating the bucket (a KV
@@ -158,7 +162,7 @@ func (s *Store) Bucket() string { return s.bucket }
 
 // Next implements segment.Store.
 func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
-	return s.advance(ctx, "next", tag, 0)
+	return s.advance(ctx, opNext, tag, 0)
 }
 
 // NextStep implements segment.Store.
@@ -166,7 +170,7 @@ func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.All
 	if err := segment.CheckStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
-	return s.advance(ctx, "next step", tag, step)
+	return s.advance(ctx, opNextStep, tag, step)
 }
 
 func (s *Store) advance(ctx context.Context, op, tag string, step int) (segment.Alloc, error) {
@@ -178,6 +182,11 @@ func (s *Store) advance(ctx context.Context, op, tag string, step int) (segment.
 		n := step
 		if n == 0 {
 			n = row.Step
+		}
+		if row.high > row.MaxID {
+			return fmt.Errorf("%w: tag %q: max_id %d is below %d, the max_id of the revision before it in bucket %q: "+
+				"max_id was lowered; nothing changed; restart the tag at or above %d",
+				segment.ErrBelowFloor, tag, row.MaxID, row.high, s.bucket, row.high)
 		}
 		if err := segment.CheckAdvance(tag, row.MaxID, n); err != nil {
 			return err
@@ -223,12 +232,21 @@ func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
 	})
 }
 
+// Operation names of the allocations, as errors show them.
+const (
+	opNext     = "next"
+	opNextStep = "next step"
+)
+
 // cas runs read-modify-write on tag's row until the write lands on the
 // revision that was read: read the row from the stream leader, apply f,
 // kv.Update(key, value, revision). A conflict (another writer got there
 // first) re-reads and tries again after a short jittered pause, bounded by
 // the call's timeout. An error from f ends the loop unchanged.
 func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) error {
+	// Allocations also read the revisions before the latest: a max_id
+	// below one of them was lowered by hand (`nats kv put`).
+	withHigh := op == opNext || op == opNextStep
 	if s.closed.Load() {
 		return closedErr(op)
 	}
@@ -248,6 +266,11 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 		if err != nil {
 			ferr = err
 			return false, err
+		}
+		if withHigh {
+			if row.high, err = s.highest(cctx, tag, m.Sequence); err != nil {
+				return transient(err), err
+			}
 		}
 		if err := f(&row); err != nil {
 			ferr = err

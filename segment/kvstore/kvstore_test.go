@@ -612,3 +612,50 @@ func TestIncarnation(t *testing.T) {
 		t.Fatalf("after the bucket was made again: %q, %v; want other than %q", inc, err, inc1)
 	}
 }
+
+// TestOperatorLowersMaxID: `nats kv put leaf_alloc TAG '{"max_id":1,...}'`
+// lowers max_id. The revision behind it (history 2) still has the old
+// max_id: allocations are refused and change nothing until a Restart.
+func TestOperatorLowersMaxID(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	bucket := freshBucket()
+	s := open(t, js, kvstore.Options{Bucket: bucket})
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "low", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var last segment.Alloc
+	for range 3 {
+		a, err := s.Next(ctx, "low")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "low", []byte(`{"max_id":1,"step":10}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(ctx, "low"); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Next after max_id was lowered = %v, want ErrBelowFloor", err)
+	}
+	if _, err := s.NextStep(ctx, "low", 1000); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("NextStep after max_id was lowered = %v, want ErrBelowFloor", err)
+	}
+	if got, err := s.Get(ctx, "low"); err != nil || got.MaxID != 1 {
+		t.Fatalf("a refused allocation changed the row: %+v, %v", got, err)
+	}
+	if err := s.Restart(ctx, "low", last.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("Restart below the revision behind = %v, want ErrBelowFloor", err)
+	}
+	if err := s.Restart(ctx, "low", last.End()); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Next(ctx, "low"); err != nil || a.Start() != last.End() {
+		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
+	}
+}
