@@ -358,7 +358,18 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 		servers := strings.Split(cfg.ZK, ",")
 		cache := filepath.Join(cfg.DataDir, "snowflake", "zk-"+strings.ReplaceAll(cfg.ZKAddr, ":", "-")+".json")
 		return func(ctx context.Context) (snowflake.Registry, error) {
-			return zk.Open(ctx, servers, layout, zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name})
+			r, err := zk.Open(ctx, servers, layout, zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name})
+			if err != nil {
+				return nil, err
+			}
+			// Wait here, not in Register, for a process that held this
+			// identity and died to lose its session: the Source times the
+			// claim from the start of Register.
+			if err := r.WaitFree(ctx); err != nil {
+				_ = r.Close()
+				return nil, err
+			}
+			return r, nil
 		}, nil
 	case RegistryMySQL:
 		return func(ctx context.Context) (snowflake.Registry, error) {

@@ -275,3 +275,86 @@ func TestSameZKAddrRefused(t *testing.T) {
 		t.Fatalf("first node after the refusal: %d ids", len(ids))
 	}
 }
+
+// TestFrozenLeafdZK: a leafd frozen (SIGSTOP) past its ZooKeeper session
+// loses its worker id to a leafd started with the same --zk-addr on
+// another host, which waits for the frozen one's session to expire; woken
+// (SIGCONT) while the new one serves, the frozen one serves no id the new
+// one serves.
+func TestFrozenLeafdZK(t *testing.T) {
+	zkAddr := testenv.ZooKeeper(t)
+	bin := testenv.Build(t, "./cmd/leafd")
+	hosts := []string{"127.0.0.2", "127.0.0.3"}
+	ports := zkSharedPorts(t, 3, hosts...)
+	name := testenv.RandomName("freeze", 6)
+	identity := fmt.Sprintf("127.0.0.1:%d", ports[2])
+	start := func(i int) *zkLeafd {
+		h := hosts[i]
+		natsAt := fmt.Sprintf("%s:%d", h, ports[0])
+		return startZKLeafd(t, bin, natsAt,
+			"--name", fmt.Sprintf("node-%d", i),
+			"--nats-listen", natsAt,
+			"--http", fmt.Sprintf("%s:%d", h, ports[1]),
+			"--data", filepath.Join(t.TempDir(), "data"),
+			"--worker-registry", "zk", "--zk", zkAddr, "--zk-name", name, "--zk-addr", identity,
+			"--pool", "", "--log-level", "warn")
+	}
+	a := start(0)
+	before := zkSnowflakeIDs(t, a, 10_000)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+	b := start(1)
+	fromB := zkSnowflakeIDs(t, b, 10_000) // serves once a's session expired
+	if wa, wb := zkWorkersOf(before), zkWorkersOf(fromB); len(wa) != 1 || fmt.Sprint(wa) != fmt.Sprint(wb) {
+		t.Fatalf("workers: frozen %v, taker %v; want the taker on the frozen one's worker id", wa, wb)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Both are asked at once: a 200 times (an error is a refusal), b for
+	// 100k ids.
+	var (
+		wg                sync.WaitGroup
+		fromA, moreB      []int64
+		errB              error
+		aServed, aRefused int
+	)
+	wg.Go(func() {
+		nc, err := nats.Connect("nats://"+a.natsAt, nats.MaxReconnects(-1))
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		for range 200 {
+			got, err := takeFrom(nc, wire.SnowflakeSubject, 500, true)
+			if err != nil {
+				aRefused++
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			aServed++
+			fromA = append(fromA, got...)
+		}
+	})
+	wg.Go(func() { moreB, errB = takeSnowflake(b.natsAt, 100_000) })
+	wg.Wait()
+	if errB != nil {
+		t.Fatalf("taker: %v", errB)
+	}
+	t.Logf("woken leafd: %d requests served (%d ids), %d refused", aServed, len(fromA), aRefused)
+	seen := map[int64]bool{}
+	for _, id := range append(fromB, moreB...) {
+		seen[id] = true
+	}
+	dups := 0
+	for _, id := range append(before, fromA...) {
+		if seen[id] {
+			dups++
+		}
+	}
+	if dups > 0 {
+		t.Fatalf("%d ids served by both the woken leafd and the taker", dups)
+	}
+}

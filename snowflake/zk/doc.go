@@ -37,7 +37,9 @@
 // (by default a session timeout plus Options.Timeout, long enough for the
 // session of a killed process to expire) and then fails with ErrInUse,
 // naming the holder: a second live process with the same identity never
-// gets the worker id. Leaf does not read /snowflake/{Name}/owner; a Leaf
+// gets the worker id. WaitFree does the same wait without registering, for
+// a caller that times the claim from the start of Register (leafd calls it
+// from the snowflake.Source's Open function). Leaf does not read /snowflake/{Name}/owner; a Leaf
 // server on the same ip:port as a leafd node is outside this guard (and is
 // fenced by the next point as soon as it writes the forever znode).
 //

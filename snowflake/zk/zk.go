@@ -272,7 +272,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 			"sequence numbers are never reused (Leaf #57): use a new leaf name or remove old nodes of %s",
 			snowflake.ErrNoWorker, path, worker, r.layout.MaxWorker(), r.layout, r.root)
 	}
-	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker, r.opts.OwnerWait)
+	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker, r.opts.OwnerWait, true)
 	if err != nil {
 		return snowflake.Registration{}, err
 	}
@@ -310,7 +310,10 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 // is path, for this session, and returns its path and version and the
 // session. While another session holds it, it waits up to
 // Options.OwnerWait for the node to go away, then fails with ErrInUse.
-func (r *Registry) own(ctx context.Context, path string, worker int64, wait time.Duration) (string, int32, int64, error) {
+//
+// With create false it creates nothing: it waits the same way for another
+// session's owner znode to go and returns "" once there is none.
+func (r *Registry) own(ctx context.Context, path string, worker int64, wait time.Duration, create bool) (string, int32, int64, error) {
 	op := r.owners + "/" + path[strings.LastIndexByte(path, '/')+1:]
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout+max(wait, 0))
 	defer cancel()
@@ -329,12 +332,14 @@ func (r *Registry) own(ctx context.Context, path string, worker int64, wait time
 		if err != nil {
 			return "", 0, 0, err
 		}
-		err = r.call(cctx, func() error {
-			_, err := r.conn.Create(op, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-			return err
-		})
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return "", 0, 0, r.fail(ctx, "register: create "+op, err)
+		if create {
+			err = r.call(cctx, func() error {
+				_, err := r.conn.Create(op, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+				return err
+			})
+			if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				return "", 0, 0, r.fail(ctx, "register: create "+op, err)
+			}
 		}
 		var (
 			od []byte
@@ -346,12 +351,18 @@ func (r *Registry) own(ctx context.Context, path string, worker int64, wait time
 			return err
 		})
 		if errors.Is(err, zk.ErrNoNode) {
+			if !create {
+				return "", 0, 0, nil // free
+			}
 			continue // gone meanwhile: try again
 		}
 		if err != nil {
 			return "", 0, 0, r.fail(ctx, "register: get "+op, err)
 		}
 		if st.EphemeralOwner == session && session == r.conn.SessionID() {
+			if !create {
+				return "", 0, 0, nil
+			}
 			return op, st.Version, session, nil
 		}
 		var o owner
@@ -377,6 +388,49 @@ func (r *Registry) own(ctx context.Context, path string, worker int64, wait time
 			return "", 0, 0, inUse
 		}
 	}
+}
+
+// WaitFree waits until no other live process holds this Addr's worker id
+// (until its owner znode is gone), at most Options.OwnerWait, and fails
+// with ErrInUse naming the holder if it is still held then. Register waits
+// the same way; WaitFree lets a caller that times the claim from the start
+// of Register (snowflake.Source, whose Open function can call it) do the
+// waiting before. It creates nothing, and leaves failures to reach
+// ZooKeeper to Register: it returns nil then.
+func (r *Registry) WaitFree(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("%w: zk: wait", snowflake.ErrRegistryClosed)
+	}
+	if r.registered || r.opts.OwnerWait < 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	if r.waitSession(cctx) != nil {
+		return ctx.Err()
+	}
+	var children []string
+	if err := r.call(cctx, func() (err error) {
+		children, _, err = r.conn.Children(r.root)
+		return err
+	}); err != nil {
+		return ctx.Err() // no znodes yet, or ZooKeeper trouble: Register's
+	}
+	path := r.mine(children)
+	if path == "" {
+		return nil
+	}
+	worker, err := seqOf(path)
+	if err != nil {
+		return nil
+	}
+	_, _, _, err = r.own(ctx, path, worker, r.opts.OwnerWait, false)
+	if errors.Is(err, ErrInUse) || errors.Is(err, snowflake.ErrRegistryClosed) || ctx.Err() != nil {
+		return err
+	}
+	return nil
 }
 
 // fence writes the forever znode at path, conditional on the version it
@@ -482,20 +536,8 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, error) {
 	if err != nil {
 		return "", endpoint{}, fmt.Errorf("children of %s: %w", r.root, err)
 	}
-	// Leaf keys children by the part before "-"; with several nodes for
-	// one Addr (concurrent first starts) take the lowest number.
 	prefix := r.opts.Addr + "-"
-	var mine []string
-	for _, c := range children {
-		if strings.HasPrefix(c, prefix) {
-			if _, err := seqOf(c); err == nil {
-				mine = append(mine, c)
-			}
-		}
-	}
-	sort.Strings(mine) // fixed-width numbers: string order is numeric order
-	if len(mine) > 0 {
-		path := r.root + "/" + mine[0]
+	if path := r.mine(children); path != "" {
 		ep, _, err := r.read(ctx, path)
 		if err != nil {
 			return "", endpoint{}, err
@@ -516,6 +558,27 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, error) {
 		return "", endpoint{}, fmt.Errorf("create %s: %w", r.root+"/"+prefix, err)
 	}
 	return path, ep, nil
+}
+
+// mine returns the forever znode of this Addr among children of the
+// forever node, or "". Leaf keys children by the part before "-"; with
+// several nodes for one Addr (concurrent first starts) it takes the lowest
+// number.
+func (r *Registry) mine(children []string) string {
+	prefix := r.opts.Addr + "-"
+	var mine []string
+	for _, c := range children {
+		if strings.HasPrefix(c, prefix) {
+			if _, err := seqOf(c); err == nil {
+				mine = append(mine, c)
+			}
+		}
+	}
+	if len(mine) == 0 {
+		return ""
+	}
+	sort.Strings(mine) // fixed-width numbers: string order is numeric order
+	return r.root + "/" + mine[0]
 }
 
 // read returns the data of a forever znode and its version.
@@ -684,7 +747,7 @@ func (r *Registry) upgrade(ctx context.Context, worker int64, cur time.Time) err
 	if w, err := seqOf(path); err != nil || w != worker {
 		return lost("ZooKeeper has %s for %s now", path, r.opts.Addr)
 	}
-	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker, -1)
+	ownerPath, ownerVersion, session, err := r.own(ctx, path, worker, -1, true)
 	if errors.Is(err, ErrInUse) {
 		return lost("%v", err)
 	}

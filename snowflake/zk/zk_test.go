@@ -736,3 +736,35 @@ func TestCacheUpgrade(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitFree: WaitFree returns once no other session holds the Addr's
+// worker id, and fails with ErrInUse naming the holder after OwnerWait.
+func TestWaitFree(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	name := testenv.RandomName("free_", 6)
+	o := zk.Options{Name: name, Addr: "10.4.0.7:80", Owner: "holder"}
+	if err := open(t, servers, snowflake.LeafLayout(), o).WaitFree(ctxT(t)); err != nil {
+		t.Fatalf("WaitFree of a new Addr: %v", err)
+	}
+	r1 := open(t, servers, snowflake.LeafLayout(), o)
+	register(t, r1)
+	if err := r1.WaitFree(ctxT(t)); err != nil {
+		t.Fatalf("WaitFree of the holder itself: %v", err)
+	}
+	short := o
+	short.OwnerWait = 100 * time.Millisecond
+	if err := open(t, servers, snowflake.LeafLayout(), short).WaitFree(ctxT(t)); !errors.Is(err, zk.ErrInUse) || !strings.Contains(err.Error(), "node holder") {
+		t.Fatalf("WaitFree while held: %v, want ErrInUse naming node holder", err)
+	}
+	o.OwnerWait = time.Minute
+	r2 := open(t, servers, snowflake.LeafLayout(), o)
+	freed := make(chan error, 1)
+	go func() { freed <- r2.WaitFree(ctxT(t)) }()
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-freed; err != nil {
+		t.Fatalf("WaitFree after the holder closed: %v", err)
+	}
+	register(t, r2)
+}
