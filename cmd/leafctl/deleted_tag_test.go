@@ -10,20 +10,20 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/wire"
 )
 
-// startLeafdBinary builds ./cmd/leafd and runs it with the embedded
-// nats-server on a free loopback port and a temporary data directory, as an
-// operator would. It returns the NATS URL.
-func startLeafdBinary(t *testing.T) string {
+// buildLeafd builds ./cmd/leafd into a temporary directory.
+func buildLeafd(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs leafd")
@@ -32,21 +32,32 @@ func startLeafdBinary(t *testing.T) string {
 	if err != nil {
 		t.Skip("no go command to build leafd with")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "leafd")
+	bin := filepath.Join(t.TempDir(), "leafd")
 	build := exec.Command(goBin, "build", "-o", bin, "github.com/leafmq/leafmq/cmd/leafd")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build leafd: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// runLeafd runs bin with the embedded nats-server on addr and the data
+// directory data, as an operator would, and waits until it serves. The
+// returned function stops it (SIGTERM); clean-up stops it too.
+func runLeafd(t *testing.T, bin, addr, data string) (stop func()) {
+	t.Helper()
 	var out, errOut lockedBuffer
-	cmd := exec.Command(bin, "--nats-listen", addr, "--http", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--name", "e2e")
+	cmd := exec.Command(bin, "--nats-listen", addr, "--http", "127.0.0.1:0", "--data", data, "--name", "e2e")
 	cmd.Env = os.Environ()
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
@@ -54,18 +65,22 @@ func startLeafdBinary(t *testing.T) string {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("leafd stderr:\n%s", errOut.String())
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			if t.Failed() {
+				t.Logf("leafd stderr:\n%s", errOut.String())
+			}
+		})
+	}
+	t.Cleanup(stop)
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(out.String(), "nats req leaf.segment.demo") {
 		select {
@@ -77,7 +92,54 @@ func startLeafdBinary(t *testing.T) string {
 			t.Fatalf("leafd did not start: %s %s", out.String(), errOut.String())
 		}
 	}
+	return stop
+}
+
+// startLeafdBinary builds and runs leafd with its defaults on a fresh data
+// directory and returns its NATS URL.
+func startLeafdBinary(t *testing.T) string {
+	t.Helper()
+	addr := freeAddr(t)
+	runLeafd(t, buildLeafd(t), addr, filepath.Join(t.TempDir(), "data"))
 	return "nats://" + addr
+}
+
+// idTaker asks for ids of a tag and fails the test on any id seen before.
+type idTaker struct {
+	t    *testing.T
+	nc   *nats.Conn
+	seen map[int64]bool
+}
+
+func (k *idTaker) take(ctx context.Context, tag string) error {
+	k.t.Helper()
+	msg := wire.NewRequest("leaf.segment."+tag, 1000, false)
+	reply, err := k.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if err := wire.ReplyError(reply); err != nil {
+		return err
+	}
+	ids, err := wire.DecodeIDs(nil, reply.Data, false)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	for _, id := range ids {
+		if k.seen[id] {
+			k.t.Fatalf("id %d handed out twice", id)
+		}
+		k.seen[id] = true
+	}
+	return nil
+}
+
+func (k *idTaker) high() int64 {
+	var h int64
+	for id := range k.seen {
+		h = max(h, id)
+	}
+	return h
 }
 
 var maxIDRe = regexp.MustCompile(`below (\d+)|up to (\d+)`)
@@ -192,5 +254,112 @@ func TestDeletedKeyThroughLeafd(t *testing.T) {
 			t.Fatalf("the restarted tag is not served: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestReplacedBucketThroughLeafd: the alloc bucket is deleted and made
+// again (`nats kv rm leaf_alloc; nats kv add leaf_alloc`) under the built
+// leafd, which then restarts on the same data directory. It never hands out
+// an id twice: it refuses to auto-create on the new bucket, before and
+// after its restart, and refuses a tag restarted below the ids it issued.
+func TestReplacedBucketThroughLeafd(t *testing.T) {
+	bin := buildLeafd(t)
+	addr, data := freeAddr(t), filepath.Join(t.TempDir(), "data")
+	url := "nats://" + addr
+	stop := runLeafd(t, bin, addr, data)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	nc := natstest.Connect(t, url)
+	k := &idTaker{t: t, nc: nc, seen: map[int64]bool{}}
+	for range 10 {
+		if err := k.take(ctx, "orders"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "leaf_alloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, "leaf_alloc"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "leaf_alloc", History: uint8(st.History()), Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	// Buffers drain (ids never handed out), then the node refuses.
+	var refused error
+	for range 20_000 {
+		if refused = k.take(ctx, "orders"); refused != nil {
+			break
+		}
+	}
+	if refused == nil {
+		t.Fatal("leafd kept serving from the replaced bucket")
+	}
+	// The first refusal may come from the load (the tag is gone); the
+	// lookup after it refuses to auto-create.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(refused.Error(), "store was replaced") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal says the store was replaced; last: %v", refused)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if refused = k.take(ctx, "orders"); refused == nil {
+			t.Fatal("a request after the refusal got ids")
+		}
+	}
+
+	// The node restarts on its data directory: it still refuses.
+	nc.Close()
+	stop()
+	runLeafd(t, bin, addr, data)
+	nc = natstest.Connect(t, url)
+	k.nc = nc
+	for _, tag := range []string{"orders", "fresh"} {
+		err := k.take(ctx, tag)
+		if err == nil || !strings.Contains(err.Error(), "store was replaced") {
+			t.Fatalf("%s after the restart = %v, want a refusal saying the store was replaced", tag, err)
+		}
+	}
+
+	// Restarted below what the node issued: the new bucket cannot tell, the
+	// node's floor can.
+	if code, _, errOut := leafctl(url, "tag", "restart", "orders", "--floor", "1"); code != 0 {
+		t.Fatalf("tag restart --floor 1 on the new bucket = %d, %s", code, errOut)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		err := k.take(ctx, "orders")
+		if err == nil {
+			t.Fatal("ids served from a tag restarted below the node's floor")
+		}
+		if strings.Contains(err.Error(), "below the ids already issued") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal names the floor; last: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// At the floor (well above the ranges the refused loads took): served.
+	floor := strconv.FormatInt(k.high()+100_000_000, 10)
+	if code, _, errOut := leafctl(url, "tag", "restart", "orders", "--floor", floor); code != 0 {
+		t.Fatalf("tag restart --floor %s = %d, %s", floor, code, errOut)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for k.take(ctx, "orders") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the tag restarted above the floor is not served")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
