@@ -466,7 +466,9 @@ func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoi
 		if !errors.Is(err, zk.ErrBadVersion) {
 			return endpoint{}, 0, fmt.Errorf("set %s: %w", path, err)
 		}
-		// An earlier holder's last Lease got in first: read its lease.
+		// An earlier holder's last Lease got in first: catch up with the
+		// leader and read its lease.
+		_ = r.call(ctx, func() error { _, err := r.conn.Sync(path); return err })
 	}
 }
 
