@@ -29,7 +29,7 @@
 // distinct Addr values get distinct worker ids, and two processes with one
 // Addr would share one. So Register also creates, for the worker it found,
 //
-//	/snowflake/{Name}/owner/{ip}:{port}-NNNNNNNNNN   (ephemeral)
+//	/snowflake/{Name}/owner/NNNNNNNNNN   (ephemeral; NNNNNNNNNN: the worker id)
 //	data: {"node":"leafd-a","host":"h1","pid":4242,"addr":"10.1.2.3:8080","started":"…","session":"0x…"}
 //
 // an ephemeral znode of its session that says who holds the worker id.
@@ -37,11 +37,15 @@
 // (by default a session timeout plus Options.Timeout, long enough for the
 // session of a killed process to expire) and then fails with ErrInUse,
 // naming the holder: a second live process with the same identity never
-// gets the worker id. WaitFree does the same wait without registering, for
-// a caller that times the claim from the start of Register (leafd calls it
-// from the snowflake.Source's Open function). Leaf does not read /snowflake/{Name}/owner; a Leaf
-// server on the same ip:port as a leafd node is outside this guard (and is
-// fenced by the next point as soon as it writes the forever znode).
+// gets the worker id. The owner znode is named by the worker id, not the
+// Addr, so that even forever znodes recreated by an operator (sequence
+// numbers starting over) cannot give a live worker id to a second process.
+// WaitFree does the same wait without registering, for a caller that times
+// the claim from the start of Register (leafd calls it from the
+// snowflake.Source's Open function). Leaf does not read
+// /snowflake/{Name}/owner; a Leaf server on the same ip:port as a leafd
+// node is outside this guard (and is fenced by the next point as soon as
+// it writes the forever znode).
 //
 // # Fencing
 //

@@ -224,8 +224,7 @@ func defaults(o *Options) error {
 // znode (/snowflake/{Name}/forever/{Addr}-NNNNNNNNNN) or creates it as a
 // persistent sequential node, and takes its worker id, the sequence number.
 // Then it creates the worker's owner znode (/snowflake/{Name}/owner/
-// {Addr}-NNNNNNNNNN), an ephemeral node of this session that names this
-// process; while another session holds it, Register waits up to
+// NNNNNNNNNN), an ephemeral node of this session that names this process; while another session holds it, Register waits up to
 // Options.OwnerWait for it to go away and then fails with ErrInUse naming
 // the holder. Last it writes the forever znode (conditional on the version
 // it read, raising its timestamp to the cache file's lease if that is
@@ -314,7 +313,8 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 // With create false it creates nothing: it waits the same way for another
 // session's owner znode to go and returns "" once there is none.
 func (r *Registry) own(ctx context.Context, path string, worker int64, wait time.Duration, create bool) (string, int32, int64, error) {
-	op := r.owners + "/" + path[strings.LastIndexByte(path, '/')+1:]
+	op := fmt.Sprintf("%s/%010d", r.owners, worker) // by worker id, whichever Addr
+
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout+max(wait, 0))
 	defer cancel()
 	err := r.call(cctx, func() error {

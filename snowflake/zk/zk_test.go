@@ -123,7 +123,7 @@ func TestConformance(t *testing.T) {
 		// r's identity.
 		Takeover: func(t testing.TB, r snowflake.Registry, worker int64) {
 			p := r.(*pooled)
-			owner := fmt.Sprintf("/snowflake/%s/owner/%s-%010d", p.name, p.addr, worker)
+			owner := fmt.Sprintf("/snowflake/%s/owner/%010d", p.name, worker)
 			if err := zkConn(t, servers).Delete(owner, -1); err != nil {
 				t.Fatalf("delete %s: %v", owner, err)
 			}
@@ -361,7 +361,7 @@ func TestLiveOwner(t *testing.T) {
 	}
 	// The owner znode says who holds the worker.
 	conn := zkConn(t, servers)
-	data, st, err := conn.Get(fmt.Sprintf("/snowflake/%s/owner/10.4.0.1:8080-%010d", name, reg1.Worker))
+	data, st, err := conn.Get(fmt.Sprintf("/snowflake/%s/owner/%010d", name, reg1.Worker))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestTakeoverFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	znode := fmt.Sprintf("%s-%010d", o.Addr, reg1.Worker)
-	if err := conn.Delete("/snowflake/"+name+"/owner/"+znode, -1); err != nil {
+	if err := conn.Delete(fmt.Sprintf("/snowflake/%s/owner/%010d", name, reg1.Worker), -1); err != nil {
 		t.Fatal(err)
 	}
 	r2 := open(t, servers, snowflake.LeafLayout(), o)
@@ -767,4 +767,31 @@ func TestWaitFree(t *testing.T) {
 		t.Fatalf("WaitFree after the holder closed: %v", err)
 	}
 	register(t, r2)
+}
+
+// TestSequenceRestart: an operator removes the forever znodes, parent
+// included, so ZooKeeper's sequence numbers start over; a node with
+// another Addr then gets the worker id a live node holds: the owner znode,
+// named by the worker id, makes it wait and fail instead.
+func TestSequenceRestart(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	conn := zkConn(t, servers)
+	name := testenv.RandomName("restart_", 6)
+	r1 := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.0.8:80", Owner: "live"})
+	reg1 := register(t, r1)
+	root := "/snowflake/" + name + "/forever"
+	if err := conn.Delete(fmt.Sprintf("%s/10.4.0.8:80-%010d", root, reg1.Worker), -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Delete(root, -1); err != nil {
+		t.Fatal(err)
+	}
+	r2 := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.0.9:80", OwnerWait: -1})
+	reg2, err := r2.Register(ctxT(t))
+	if !errors.Is(err, zk.ErrInUse) || !strings.Contains(err.Error(), "node live") {
+		t.Fatalf("Register after the sequence started over: %+v, %v; want ErrInUse naming node live (worker %d is live)", reg2, err, reg1.Worker)
+	}
+	if err := r1.Lease(ctxT(t), time.Now().Add(time.Hour)); !errors.Is(err, snowflake.ErrNotRegistered) {
+		t.Fatalf("Lease of the live node whose znode was removed: %v, want ErrNotRegistered", err)
+	}
 }
