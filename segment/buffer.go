@@ -362,10 +362,20 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	began := time.Now()
 	var a Alloc
 	var err error
-	if first && recalled == 0 {
+	floor := e.cfg.Floors.Floor(t.name)
+	an, above := e.store.(AboveNexter)
+	switch {
+	case above && floor > 0:
+		// The store checks the floor before it advances: a refused load
+		// takes no range (see AboveNexter).
+		a, err = an.NextAbove(t.ctx, t.name, step, floor)
+	case first && recalled == 0:
 		a, err = e.store.Next(t.ctx, t.name)
-	} else {
+	default:
 		a, err = e.store.NextStep(t.ctx, t.name, step)
+	}
+	if errors.Is(err, ErrBelowFloor) {
+		e.log.Error("segment: the store is below the tag's floor", "tag", t.name, "floor", floor, "err", err)
 	}
 	ev.Took = time.Since(began)
 	if err == nil && a.Step < 1 {
@@ -375,7 +385,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		// The floor guard: never serve a range below one this node
 		// received before (a lowered max_id, a row or key deleted and made
 		// again, a replaced bucket).
-		if floor := e.cfg.Floors.Floor(t.name); floor > 0 && a.Start() < floor {
+		if floor > 0 && a.Start() < floor {
 			err = fmt.Errorf("%w: tag %q: the store granted [%d,%d), but this node already received ids up to %d: "+
 				"max_id was lowered, or the row, key or bucket was deleted and made again; no id is served from it "+
 				"(restart the tag at or above %d: leafctl tag restart %s --floor %d)",

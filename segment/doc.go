@@ -70,9 +70,12 @@
 //     received (Config.Floors; leafd keeps a FloorFile in its data
 //     directory), and refuses a range that starts below it: ErrBelowFloor,
 //     logged at error level and reported in a LoadEvent, and no id served
-//     from it. The loader retries with backoff as for any failed load (each
-//     try takes a range from the store and drops it) until an operator
-//     restarts the tag at or above the floor. A FloorFile writes (and
+//     from it. Stores that implement AboveNexter (all three here) check
+//     the floor in the allocation itself, so a refused load takes no range:
+//     otherwise the retries would push max_id past this node's floor into
+//     ranges other nodes served. The loader retries with backoff as for any
+//     failed load until an operator restarts the tag at or above the
+//     highest floor any node reports. A FloorFile writes (and
 //     fsyncs) each new floor right behind the load, without holding up the
 //     first id; FloorFile's doc gives the argument why that order is safe.
 //   - Stores that implement Incarnation (segment/kvstore: the bucket's

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leafmq/leafmq/segment"
 )
@@ -268,5 +269,50 @@ func TestFloorFile(t *testing.T) {
 		if _, err := segment.OpenFloorFile(p); err == nil {
 			t.Errorf("%s: OpenFloorFile = nil error, want one: the floors would be lost", name)
 		}
+	}
+}
+
+// TestRefusedLoadsTakeNoRange: two nodes share a tag and max_id is lowered
+// under them. A refused load must not advance the row: if it did, the
+// retries would soon push max_id past one node's floor, and that node would
+// hand out ids the other node already served.
+func TestRefusedLoadsTakeNoRange(t *testing.T) {
+	s := newTestStore()
+	s.create(t, "t", 10)
+	nodes := []*segment.Engine{
+		newEngine(t, segment.Config{Store: s, RefreshInterval: -1, ReadyWait: 20 * time.Millisecond}),
+		newEngine(t, segment.Config{Store: s, RefreshInterval: -1, ReadyWait: 20 * time.Millisecond}),
+	}
+	seen := map[int64]int{} // id -> node
+	take := func(i int) error {
+		id, err := nodes[i].Next(context.Background(), "t")
+		if err != nil {
+			return err
+		}
+		if n, ok := seen[id]; ok {
+			t.Fatalf("id %d handed out by node %d and node %d", id, n, i)
+		}
+		seen[id] = i
+		return nil
+	}
+	for range 200 { // interleaved ranges
+		for i := range nodes {
+			if err := take(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.Lower("t", 1)
+	for range 2000 {
+		for i := range nodes {
+			_ = take(i)
+		}
+	}
+	row, err := s.Get(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.MaxID != 1 {
+		t.Fatalf("refused loads advanced the lowered row to max_id %d", row.MaxID)
 	}
 }

@@ -155,6 +155,16 @@ func (s *testStore) NextStep(ctx context.Context, tag string, step int) (segment
 	return s.record(s.Store.NextStep(ctx, tag, step))
 }
 
+func (s *testStore) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+	if err := s.wait(ctx); err != nil {
+		return segment.Alloc{}, err
+	}
+	s.mu.Lock()
+	shift := s.shift
+	s.mu.Unlock()
+	return s.record(s.Store.NextAbove(ctx, tag, step, floor+shift))
+}
+
 func (s *testStore) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	s.mu.Lock()
 	s.gets++

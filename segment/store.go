@@ -195,6 +195,19 @@ func CheckFloor(tag string, floor, high int64) error {
 	return nil
 }
 
+// AboveNexter is implemented by stores that check a floor atomically with
+// the advance. The engine uses it for every load of a tag that has a floor
+// (Config.Floors), so that a store that went back (a lowered max_id, a tag
+// made again at 1) is not advanced by refused loads: each one would take a
+// range, and after a few the row would pass this node's floor and hand it
+// ranges that other nodes served.
+type AboveNexter interface {
+	// NextAbove is Next (step 0) or NextStep (step > 0), except that it
+	// refuses, changing nothing, with an error wrapping ErrBelowFloor when
+	// the range would start below floor.
+	NextAbove(ctx context.Context, tag string, step int, floor int64) (Alloc, error)
+}
+
 // Incarnation is implemented by stores that can tell their storage from a
 // replacement of it: a KV bucket deleted and made again has a new
 // incarnation. The engine remembers the incarnation it served from

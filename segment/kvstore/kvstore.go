@@ -58,6 +58,7 @@ type Store struct {
 	bucket  string
 	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
 	keyPre  string // $KV.<bucket>.
+	history int64  // the bucket's history, as of Open
 	timeout time.Duration
 	owns    bool
 
@@ -145,7 +146,11 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		if err != nil {
 			return transient(err), err
 		}
-		s.kv = kv
+		st, err := kv.Status(cctx)
+		if err != nil {
+			return transient(err), err
+		}
+		s.kv, s.history = kv, st.History()
 		return false, nil
 	})
 	if err != nil {
@@ -162,7 +167,18 @@ func (s *Store) Bucket() string { return s.bucket }
 
 // Next implements segment.Store.
 func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
-	return s.advance(ctx, opNext, tag, 0)
+	return s.advance(ctx, opNext, tag, 0, 0)
+}
+
+// NextAbove implements segment.AboveNexter: the floor is checked on the
+// revision the compare-and-swap writes over.
+func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+	if step != 0 {
+		if err := segment.CheckStep(step); err != nil {
+			return segment.Alloc{}, err
+		}
+	}
+	return s.advance(ctx, opNextStep, tag, step, floor)
 }
 
 // NextStep implements segment.Store.
@@ -170,10 +186,10 @@ func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.All
 	if err := segment.CheckStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
-	return s.advance(ctx, opNextStep, tag, step)
+	return s.advance(ctx, opNextStep, tag, step, 0)
 }
 
-func (s *Store) advance(ctx context.Context, op, tag string, step int) (segment.Alloc, error) {
+func (s *Store) advance(ctx context.Context, op, tag string, step int, floor int64) (segment.Alloc, error) {
 	if err := segment.CheckTag(tag); err != nil {
 		return segment.Alloc{}, err
 	}
@@ -182,6 +198,10 @@ func (s *Store) advance(ctx context.Context, op, tag string, step int) (segment.
 		n := step
 		if n == 0 {
 			n = row.Step
+		}
+		if row.MaxID < floor {
+			return fmt.Errorf("%w: tag %q: max_id %d in bucket %q is below this node's floor %d",
+				segment.ErrBelowFloor, tag, row.MaxID, s.bucket, floor)
 		}
 		if row.high > row.MaxID {
 			return fmt.Errorf("%w: tag %q: max_id %d is below %d, the max_id of the revision before it in bucket %q: "+
@@ -474,6 +494,9 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 // keeps.
 func (s *Store) highest(ctx context.Context, tag string, last uint64) (int64, error) {
 	var high int64
+	if s.history == 1 {
+		return 0, nil // nothing is kept behind the latest
+	}
 	for seq := uint64(1); seq < last; {
 		m, err := s.msgGet(ctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + tag})
 		if err != nil {
@@ -484,6 +507,9 @@ func (s *Store) highest(ctx context.Context, tag string, last uint64) (int64, er
 		}
 		if r, err := s.decode(tag, m.Data); err == nil {
 			high = max(high, r.MaxID)
+		}
+		if s.history == 2 {
+			break // the one revision behind the latest: no need to ask for the latest again
 		}
 		seq = m.Sequence + 1
 	}
@@ -662,4 +688,5 @@ var (
 var (
 	_ segment.Store       = (*Store)(nil)
 	_ segment.Incarnation = (*Store)(nil)
+	_ segment.AboveNexter = (*Store)(nil)
 )

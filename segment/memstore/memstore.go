@@ -56,7 +56,17 @@ func (s *Store) checkLocked(ctx context.Context) error {
 
 // Next implements segment.Store.
 func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
-	return s.advance(ctx, tag, 0)
+	return s.advance(ctx, tag, 0, 0)
+}
+
+// NextAbove implements segment.AboveNexter.
+func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+	if step != 0 {
+		if err := segment.CheckStep(step); err != nil {
+			return segment.Alloc{}, err
+		}
+	}
+	return s.advance(ctx, tag, step, floor)
 }
 
 // NextStep implements segment.Store.
@@ -64,10 +74,10 @@ func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.All
 	if err := segment.CheckStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
-	return s.advance(ctx, tag, step)
+	return s.advance(ctx, tag, step, 0)
 }
 
-func (s *Store) advance(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
 	if err := segment.CheckTag(tag); err != nil {
 		return segment.Alloc{}, err
 	}
@@ -82,6 +92,9 @@ func (s *Store) advance(ctx context.Context, tag string, step int) (segment.Allo
 	}
 	if step == 0 {
 		step = row.Step
+	}
+	if row.MaxID < floor {
+		return segment.Alloc{}, fmt.Errorf("%w: tag %q: max_id %d is below the floor %d", segment.ErrBelowFloor, tag, row.MaxID, floor)
 	}
 	if err := segment.CheckAdvance(tag, row.MaxID, step); err != nil {
 		return segment.Alloc{}, err
@@ -285,4 +298,5 @@ func (s *Store) Close() error {
 var (
 	_ segment.Store       = (*Store)(nil)
 	_ segment.Incarnation = (*Store)(nil)
+	_ segment.AboveNexter = (*Store)(nil)
 )

@@ -367,7 +367,18 @@ func unknownTag(tag string) error {
 
 // Next implements segment.Store: Leaf's updateMaxIdAndGetLeafAlloc.
 func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
-	return s.advance(ctx, tag, 0)
+	return s.advance(ctx, tag, 0, 0)
+}
+
+// NextAbove implements segment.AboveNexter: a range below floor is rolled
+// back with the transaction.
+func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+	if step != 0 {
+		if err := segment.CheckStep(step); err != nil {
+			return segment.Alloc{}, err
+		}
+	}
+	return s.advance(ctx, tag, step, floor)
 }
 
 // NextStep implements segment.Store: Leaf's
@@ -376,12 +387,12 @@ func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.All
 	if err := segment.CheckStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
-	return s.advance(ctx, tag, step)
+	return s.advance(ctx, tag, step, 0)
 }
 
 // advance adds step (0: the row's step) to max_id and reads the row back, in
 // one transaction.
-func (s *Store) advance(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
 	if err := segment.CheckTag(tag); err != nil {
 		return segment.Alloc{}, err
 	}
@@ -435,6 +446,10 @@ func (s *Store) advance(ctx context.Context, tag string, step int) (segment.Allo
 			err = tx.QueryRowContext(ctx, s.q.high, tag).Scan(&high)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
+			}
+			if start := maxID - int64(used); start < floor {
+				return fmt.Errorf("%w: tag %q: the next range would start at %d, below this node's floor %d; nothing changed",
+					segment.ErrBelowFloor, tag, start, floor)
 			}
 			if start := maxID - int64(used); start < high {
 				return fmt.Errorf("%w: tag %q: the next range would start at %d, but ids up to %d were issued "+
@@ -675,4 +690,7 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-var _ segment.Store = (*Store)(nil)
+var (
+	_ segment.Store       = (*Store)(nil)
+	_ segment.AboveNexter = (*Store)(nil)
+)

@@ -44,6 +44,7 @@ func Run(t *testing.T, f Factory) {
 		{"RestartDeleted", testRestartDeleted},
 		{"RestartLive", testRestartLive},
 		{"RestartUnknown", testRestartUnknown},
+		{"NextAbove", testNextAbove},
 		{"Overflow", testOverflow},
 		{"ConcurrentNoOverlap", testConcurrent},
 		{"ContextCanceled", testContextCanceled},
@@ -366,6 +367,38 @@ func testRestartUnknown(t *testing.T, s segment.Store) {
 	}
 	if err := s.Create(ctx(t), segment.Tag{Name: "fresh"}); !errors.Is(err, segment.ErrTagExists) {
 		t.Fatalf("Create after Restart = %v, want ErrTagExists", err)
+	}
+}
+
+// testNextAbove: a store that checks the engine's floor refuses a range
+// below it and changes nothing (segment.AboveNexter).
+func testNextAbove(t *testing.T, s segment.Store) {
+	an, ok := s.(segment.AboveNexter)
+	if !ok {
+		t.Skip("store does not implement segment.AboveNexter")
+	}
+	mustCreate(t, s, segment.Tag{Name: "above", MaxID: 100, Step: 10})
+	for _, step := range []int{0, 50} {
+		if _, err := an.NextAbove(ctx(t), "above", step, 101); !errors.Is(err, segment.ErrBelowFloor) {
+			t.Fatalf("NextAbove(step %d, floor 101) at max_id 100 = %v, want ErrBelowFloor", step, err)
+		}
+	}
+	if got, err := s.Get(ctx(t), "above"); err != nil || got.MaxID != 100 {
+		t.Fatalf("a refused NextAbove changed the row: %+v, %v", got, err)
+	}
+	a, err := an.NextAbove(ctx(t), "above", 0, 100)
+	if err != nil || a.Start() != 100 || a.Step != 10 {
+		t.Fatalf("NextAbove(step 0, floor 100) = %+v, %v; want [100,110)", a, err)
+	}
+	a, err = an.NextAbove(ctx(t), "above", 50, 0)
+	if err != nil || a.Start() != 110 || a.End() != 160 {
+		t.Fatalf("NextAbove(step 50, no floor) = %+v, %v; want [110,160)", a, err)
+	}
+	if _, err := an.NextAbove(ctx(t), "above", -1, 0); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("NextAbove(step -1) = %v, want ErrInvalid", err)
+	}
+	if _, err := an.NextAbove(ctx(t), "nope", 0, 1); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("NextAbove of an unknown tag = %v, want ErrUnknownTag", err)
 	}
 }
 
