@@ -376,6 +376,8 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	}
 	if errors.Is(err, ErrBelowFloor) {
 		e.log.Error("segment: the store is below the tag's floor", "tag", t.name, "floor", floor, "err", err)
+		err = fmt.Errorf("%w (this node received ids of %q up to %d; restart the tag at or above the highest such floor of every node: leafctl tag restart %s --floor N)",
+			err, t.name, floor, t.name)
 	}
 	ev.Took = time.Since(began)
 	if err == nil && a.Step < 1 {

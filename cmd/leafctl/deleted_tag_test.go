@@ -350,7 +350,7 @@ func TestReplacedBucketThroughLeafd(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// At the floor (well above the ranges the refused loads took): served.
+	// Above the floor: served.
 	floor := strconv.FormatInt(k.high()+100_000_000, 10)
 	if code, _, errOut := leafctl(url, "tag", "restart", "orders", "--floor", floor); code != 0 {
 		t.Fatalf("tag restart --floor %s = %d, %s", floor, code, errOut)
