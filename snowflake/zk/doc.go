@@ -71,9 +71,16 @@
 // refuses to start while its clock is behind it. Here that field holds the
 // time lease: Lease(until) raises it to until (rounded up to a millisecond,
 // never lowering it) before it returns, and Register returns it as
-// Registration.LastLease (or the cache file's lease for this worker, if
-// that is higher, and writes that back), so the generator waits until its
-// clock has passed it (Config.LastIssued). A Leaf server later started at
+// Registration.LastLease, so the generator waits until its clock has passed
+// it (Config.LastIssued). The same transaction writes the lease to
+//
+//	/snowflake/{Name}/lease/NNNNNNNNNN   (persistent; NNNNNNNNNN: the worker id)
+//	data: {"timestamp":1700000000000,"addr":"10.1.2.3:8080"}
+//
+// which is keyed by the worker id and so outlives forever znodes an
+// operator removes. LastLease is the highest of the forever znode's
+// timestamp, the lease znode's and the cache file's lease for this worker,
+// and Register writes it back to all three. A Leaf server later started at
 // the same ip:port applies its own check to the same value. This package
 // does not run Leaf's 3 s reporter: the generator's leases keep the field
 // current.

@@ -111,6 +111,7 @@ type Registry struct {
 	ip, port string
 	root     string // /snowflake/{Name}/forever
 	owners   string // /snowflake/{Name}/owner
+	leases   string // /snowflake/{Name}/lease
 	started  time.Time
 	ttl      atomic.Int64 // negotiated session timeout, ns (0: none yet)
 
@@ -170,6 +171,7 @@ func Open(ctx context.Context, servers []string, layout snowflake.Layout, opts O
 		port:    port,
 		root:    "/snowflake/" + opts.Name + "/forever",
 		owners:  "/snowflake/" + opts.Name + "/owner",
+		leases:  "/snowflake/" + opts.Name + "/lease",
 		lost:    make(chan struct{}),
 		closing: make(chan struct{}),
 		now:     time.Now,
@@ -440,14 +442,26 @@ func (r *Registry) WaitFree(ctx context.Context) error {
 // written and the new version.
 func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoint, int32, error) {
 	cached := r.cachedLease(worker)
+	lp := r.leasePath(worker)
+	for _, p := range []string{r.leases, lp} {
+		err := r.call(ctx, func() error {
+			_, err := r.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			return err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return endpoint{}, 0, fmt.Errorf("create %s: %w", p, err)
+		}
+	}
 	for {
 		ep, version, err := r.read(ctx, path)
 		if err != nil {
 			return endpoint{}, 0, err
 		}
-		if cached > ep.Timestamp {
-			ep.Timestamp = cached
+		wl, err := r.readLease(ctx, lp)
+		if err != nil {
+			return endpoint{}, 0, err
 		}
+		ep.Timestamp = max(ep.Timestamp, cached, wl)
 		if ep.IP == "" {
 			ep.IP, ep.Port = r.ip, r.port
 		}
@@ -455,13 +469,22 @@ func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoi
 		if err != nil {
 			return endpoint{}, 0, err
 		}
-		var st *zk.Stat
+		ldata, err := json.Marshal(workerLease{Timestamp: ep.Timestamp, Addr: r.opts.Addr})
+		if err != nil {
+			return endpoint{}, 0, err
+		}
+		var res []zk.MultiResponse
 		err = r.call(ctx, func() (err error) {
-			st, err = r.conn.Set(path, data, version)
+			res, err = r.conn.Multi(
+				&zk.SetDataRequest{Path: path, Data: data, Version: version},
+				&zk.SetDataRequest{Path: lp, Data: ldata, Version: -1})
 			return err
 		})
 		if err == nil {
-			return ep, st.Version, nil
+			if len(res) > 0 && res[0].Stat != nil {
+				return ep, res[0].Stat.Version, nil
+			}
+			return ep, version + 1, nil
 		}
 		if !errors.Is(err, zk.ErrBadVersion) {
 			return endpoint{}, 0, fmt.Errorf("set %s: %w", path, err)
@@ -470,6 +493,35 @@ func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoi
 		// leader and read its lease.
 		_ = r.call(ctx, func() error { _, err := r.conn.Sync(path); return err })
 	}
+}
+
+// workerLease is the data of a worker's lease znode.
+type workerLease struct {
+	Timestamp int64  `json:"timestamp"` // unix ms
+	Addr      string `json:"addr"`      // of the node that wrote it
+}
+
+// leasePath is the lease znode of worker: /snowflake/{Name}/lease/NNNNNNNNNN.
+func (r *Registry) leasePath(worker int64) string { return fmt.Sprintf("%s/%010d", r.leases, worker) }
+
+// readLease returns the timestamp of a lease znode, 0 if it has none.
+func (r *Registry) readLease(ctx context.Context, lp string) (int64, error) {
+	var data []byte
+	err := r.call(ctx, func() (err error) {
+		data, _, err = r.conn.Get(lp)
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("get %s: %w", lp, err)
+	}
+	var wl workerLease
+	if len(data) > 0 && json.Unmarshal(data, &wl) != nil {
+		return 0, fmt.Errorf("znode %s: bad data %q", lp, data)
+	}
+	return wl.Timestamp, nil
 }
 
 // cachedLease returns the lease (unix ms) of the cache file if it was
@@ -687,7 +739,12 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 		if err != nil {
 			return err
 		}
-		ops = append(ops, &zk.SetDataRequest{Path: path, Data: data, Version: version})
+		ldata, err := json.Marshal(workerLease{Timestamp: ms, Addr: r.opts.Addr})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, &zk.SetDataRequest{Path: path, Data: data, Version: version},
+			&zk.SetDataRequest{Path: r.leasePath(worker), Data: ldata, Version: -1})
 	} else {
 		ops = append(ops, &zk.CheckVersionRequest{Path: path, Version: version})
 	}
@@ -699,11 +756,15 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 		return err
 	})
 	if err != nil {
-		if len(res) == 2 && (fenced(res[0].Error) || fenced(res[1].Error)) {
+		if len(res) >= 2 && (fenced(res[0].Error) || fenced(res[1].Error) || len(res) > 2 && fenced(res[2].Error)) {
 			r.markLost()
 			what := "the owner znode " + ownerPath
-			if !fenced(res[0].Error) {
+			switch {
+			case fenced(res[0].Error):
+			case fenced(res[1].Error):
 				what = fmt.Sprintf("the forever znode %s (version %d)", path, version)
+			default:
+				what = "the lease znode " + r.leasePath(worker)
 			}
 			return fmt.Errorf("%w: zk: lease: worker %d was taken over or removed: %s changed", snowflake.ErrNotRegistered, worker, what)
 		}
@@ -718,7 +779,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	}
 	r.mu.Lock()
 	r.version, r.ep = version+1, ep // a set at version v makes v+1
-	if len(res) == 2 && res[1].Stat != nil {
+	if len(res) >= 2 && res[1].Stat != nil {
 		r.version = res[1].Stat.Version
 	}
 	r.mu.Unlock()
@@ -760,8 +821,12 @@ func (r *Registry) upgrade(ctx context.Context, worker int64, cur time.Time) err
 	if err != nil {
 		return r.fail(ctx, "lease", err)
 	}
-	if !cur.IsZero() && ep.Timestamp > cur.UnixMilli() {
-		return lost("znode %s has a lease (%d ms) beyond this registration's (%d ms): another process used the worker id", path, ep.Timestamp, cur.UnixMilli())
+	wl, err := r.readLease(cctx, r.leasePath(worker))
+	if err != nil {
+		return r.fail(ctx, "lease", err)
+	}
+	if last := max(ep.Timestamp, wl); !cur.IsZero() && last > cur.UnixMilli() {
+		return lost("ZooKeeper has a lease of it (%d ms) beyond this registration's (%d ms): another process used the worker id", last, cur.UnixMilli())
 	}
 	ep, version, err := r.fence(cctx, path, worker)
 	if err != nil {

@@ -772,13 +772,19 @@ func TestWaitFree(t *testing.T) {
 // TestSequenceRestart: an operator removes the forever znodes, parent
 // included, so ZooKeeper's sequence numbers start over; a node with
 // another Addr then gets the worker id a live node holds: the owner znode,
-// named by the worker id, makes it wait and fail instead.
+// named by the worker id, makes it wait and fail instead; and once the
+// worker id is free, the lease znode of the worker id gives the new holder
+// the old one's lease, which went with the forever znode.
 func TestSequenceRestart(t *testing.T) {
 	servers := []string{testenv.ZooKeeper(t)}
 	conn := zkConn(t, servers)
 	name := testenv.RandomName("restart_", 6)
 	r1 := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.0.8:80", Owner: "live"})
 	reg1 := register(t, r1)
+	t1 := time.Now().Add(time.Hour)
+	if err := r1.Lease(ctxT(t), t1); err != nil {
+		t.Fatal(err)
+	}
 	root := "/snowflake/" + name + "/forever"
 	if err := conn.Delete(fmt.Sprintf("%s/10.4.0.8:80-%010d", root, reg1.Worker), -1); err != nil {
 		t.Fatal(err)
@@ -791,7 +797,16 @@ func TestSequenceRestart(t *testing.T) {
 	if !errors.Is(err, zk.ErrInUse) || !strings.Contains(err.Error(), "node live") {
 		t.Fatalf("Register after the sequence started over: %+v, %v; want ErrInUse naming node live (worker %d is live)", reg2, err, reg1.Worker)
 	}
-	if err := r1.Lease(ctxT(t), time.Now().Add(time.Hour)); !errors.Is(err, snowflake.ErrNotRegistered) {
+	if err := r1.Lease(ctxT(t), t1.Add(time.Hour)); !errors.Is(err, snowflake.ErrNotRegistered) {
 		t.Fatalf("Lease of the live node whose znode was removed: %v, want ErrNotRegistered", err)
+	}
+	// Once it is gone, the other node gets the worker id, and its lease:
+	// the lease znode of the worker id outlives the forever znode.
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reg3 := register(t, open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.0.9:80", OwnerWait: -1}))
+	if reg3.Worker != reg1.Worker || reg3.LastLease.Before(t1) {
+		t.Fatalf("after the sequence started over: %+v, want worker %d and LastLease >= %v", reg3, reg1.Worker, t1)
 	}
 }
