@@ -88,7 +88,9 @@ func (a Alloc) End() int64 { return a.MaxID }
 // returns an error wrapping ctx.Err().
 type Store interface {
 	// Next advances the tag's max_id by its configured step and returns the
-	// new row, durably committed before it returns.
+	// new row, durably committed before it returns. A store that can tell
+	// that max_id was lowered by hand (a history record, an earlier
+	// revision) refuses, changing nothing, with ErrBelowFloor.
 	Next(ctx context.Context, tag string) (Alloc, error)
 	// NextStep advances max_id by step (1..MaxStep) instead of the configured
 	// step (Leaf's updateMaxIdByCustomStepAndGetLeafAlloc).
