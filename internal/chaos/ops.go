@@ -318,12 +318,18 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		spec.registry = "zk"
 	}
 	if spec.store == "mysql" {
-		st, err := segmysql.Open(ctx, o.dsn, segmysql.Options{CreateTable: true})
-		if err != nil {
+		err := o.retryDB(ctx, func(ctx context.Context) error {
+			st, err := segmysql.Open(ctx, o.dsn, segmysql.Options{CreateTable: true})
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			err = st.Create(ctx, segment.Tag{Name: tag, MaxID: 1, Step: opStep, Description: "leafchaos operator"})
+			if errors.Is(err, segment.ErrTagExists) { // an attempt that timed out went through
+				return nil
+			}
 			return err
-		}
-		err = st.Create(ctx, segment.Tag{Name: tag, MaxID: 1, Step: opStep, Description: "leafchaos operator"})
-		st.Close()
+		})
 		if err != nil {
 			return fmt.Errorf("create tag %s: %w", tag, err)
 		}
@@ -342,7 +348,10 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		// by this act would keep them from being ready.
 		defer func() {
 			stopAll(nodes)
-			_, _ = o.db.ExecContext(context.WithoutCancel(ctx), "DELETE FROM leaf_alloc WHERE biz_tag = ?", tag)
+			_ = o.retryDB(context.WithoutCancel(ctx), func(ctx context.Context) error {
+				_, err := o.db.ExecContext(ctx, "DELETE FROM leaf_alloc WHERE biz_tag = ?", tag)
+				return err
+			})
 		}()
 	}
 	r.Target = fmt.Sprintf("tag %s on %s, worker ids from %s, nodes %s", tag, spec.store, spec.registry, nodes[0].name+","+nodes[1].name)
@@ -360,7 +369,10 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, true, r)
 	stopAll(nodes)
 	if kind == FaultOpSQLStep { // and changed again while they are down
-		if _, err := o.db.ExecContext(ctx, "UPDATE leaf_alloc SET step = ? WHERE biz_tag = ?", 100*opStep, tag); err != nil {
+		if err := o.retryDB(ctx, func(ctx context.Context) error {
+			_, err := o.db.ExecContext(ctx, "UPDATE leaf_alloc SET step = ? WHERE biz_tag = ?", 100*opStep, tag)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -376,13 +388,15 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 
 // floor reads the max_id of tag from its store (0 if it has none).
 func (o *opTrack) floor(ctx context.Context, store, tag string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	if store == "mysql" {
 		var m int64
-		err := o.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m)
+		err := o.retryDB(ctx, func(ctx context.Context) error {
+			return o.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m)
+		})
 		return m, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	kv, err := o.js.KeyValue(ctx, "leaf_alloc")
 	if err != nil {
 		return 0, err
@@ -400,11 +414,40 @@ func (o *opTrack) floor(ctx context.Context, store, tag string) (int64, error) {
 	return v.MaxID, nil
 }
 
+// retryDB runs f (each attempt within 5s) until it succeeds, for as long
+// as MariaDB may be frozen by the main track (DBPause, Freeze) and then
+// some: the operator track's own reads and acts must not fail because a
+// fault of the other track holds the database.
+func (o *opTrack) retryDB(ctx context.Context, f func(context.Context) error) error {
+	deadline := time.Now().Add(max(o.cfg.DBPause, o.cfg.Freeze) + 30*time.Second)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+}
+
 // act does the operator's error of kind on tag.
 func (o *opTrack) act(ctx context.Context, kind, tag string) error {
+	db := o.db
+	switch kind {
+	case FaultOpSQLRowDel, FaultOpSQLLowerMax, FaultOpSQLStep:
+		stmt := map[string]string{
+			FaultOpSQLRowDel:   "DELETE FROM leaf_alloc WHERE biz_tag = ?",
+			FaultOpSQLLowerMax: "UPDATE leaf_alloc SET max_id = GREATEST(1, max_id - 10 * step) WHERE biz_tag = ?",
+			FaultOpSQLStep:     "UPDATE leaf_alloc SET step = 1 WHERE biz_tag = ?",
+		}[kind]
+		return o.retryDB(ctx, func(ctx context.Context) error {
+			_, err := db.ExecContext(ctx, stmt, tag)
+			return err
+		})
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	db := o.db
 	switch kind {
 	case FaultOpKVKeyDel: // nats kv del leaf_alloc <tag>
 		kv, err := o.js.KeyValue(ctx, "leaf_alloc")
@@ -429,15 +472,6 @@ func (o *opTrack) act(ctx context.Context, kind, tag string) error {
 			return err
 		}
 		_, err = o.js.CreateKeyValue(ctx, cfg)
-		return err
-	case FaultOpSQLRowDel:
-		_, err := db.ExecContext(ctx, "DELETE FROM leaf_alloc WHERE biz_tag = ?", tag)
-		return err
-	case FaultOpSQLLowerMax:
-		_, err := db.ExecContext(ctx, "UPDATE leaf_alloc SET max_id = GREATEST(1, max_id - 10 * step) WHERE biz_tag = ?", tag)
-		return err
-	case FaultOpSQLStep:
-		_, err := db.ExecContext(ctx, "UPDATE leaf_alloc SET step = 1 WHERE biz_tag = ?", tag)
 		return err
 	case FaultOpZnodeDel: // rmr /snowflake/<name>
 		conn, _, err := zk.Connect([]string{o.c.zkAddr}, 5*time.Second, zk.WithLogInfo(false))
