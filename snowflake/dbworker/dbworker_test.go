@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -328,5 +329,58 @@ func TestLeaseTableWithoutOwner(t *testing.T) {
 	}
 	if got := r.ClaimTTL(); got != dbworker.DefaultClaimTTL {
 		t.Fatalf("ClaimTTL = %v, want %v", got, dbworker.DefaultClaimTTL)
+	}
+}
+
+// TestTakeoverStopsSource: an operator resets WORKER_NODE's counter while
+// a node serves, and another node registers the same worker id. The first
+// node's Source stops serving at its next renewal (the Lease is fenced on
+// OWNER), and the new holder starts after the first one's lease.
+func TestTakeoverStopsSource(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db := sqlDB(t, dsn)
+	ctx := ctxT(t)
+	opened := false
+	src, err := snowflake.StartSource(ctx, snowflake.SourceConfig{
+		Open: func(ctx context.Context) (snowflake.Registry, error) {
+			if opened {
+				return nil, errors.New("test: no second registry")
+			}
+			opened = true
+			return dbworker.Open(ctx, dsn, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	w := src.Worker()
+	if _, err := src.Fill(ctx, make([]int64, 16)); err != nil {
+		t.Fatalf("Fill: %v", err)
+	}
+	leased := src.Leased()
+	for _, q := range []string{
+		fmt.Sprintf("DELETE FROM WORKER_NODE WHERE ID >= %d", w),
+		fmt.Sprintf("ALTER TABLE WORKER_NODE AUTO_INCREMENT = %d", w),
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	reg, err := open(t, dsn, snowflake.LeafLayout(), dbworker.Options{}).Register(ctx)
+	if err != nil || reg.Worker != w {
+		t.Fatalf("Register after the reset = %+v, %v; want worker %d", reg, err, w)
+	}
+	if reg.LastLease.Before(leased.Truncate(time.Millisecond)) {
+		t.Fatalf("new holder: LastLease %v, below the old holder's lease %v", reg.LastLease, leased)
+	}
+	testenv.Eventually(t, "the old holder to stop serving", 10*time.Second, func() bool {
+		_, ok := src.Holds()
+		return !ok && src.State() != snowflake.StateServing
+	})
+	dst := make([]int64, 16)
+	if n, err := src.Fill(ctx, dst); n != 0 || err == nil {
+		t.Fatalf("Fill on the old holder = %d ids, %v; want an error", n, err)
 	}
 }
