@@ -128,6 +128,7 @@ type Registry struct {
 	mu           sync.Mutex
 	registered   bool
 	cached       bool // registered from CacheFile: ZooKeeper was unreachable
+	noSession    bool // WaitFree found no session: Register does not wait for one again
 	closed       bool
 	worker       int64
 	path         string    // the forever znode
@@ -254,7 +255,14 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	if err := r.waitSession(cctx); err != nil {
+	wctx := cctx
+	if r.noSession { // WaitFree just waited Options.Timeout for a session
+		r.noSession = false
+		var wcancel context.CancelFunc
+		wctx, wcancel = context.WithTimeout(cctx, 0) // look once, do not wait again
+		defer wcancel()
+	}
+	if err := r.waitSession(wctx); err != nil {
 		if ctx.Err() == nil && r.opts.CacheFile != "" {
 			return r.registerCachedLocked(err)
 		}
@@ -411,6 +419,7 @@ func (r *Registry) WaitFree(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	if r.waitSession(cctx) != nil {
+		r.noSession = ctx.Err() == nil
 		return ctx.Err()
 	}
 	var children []string

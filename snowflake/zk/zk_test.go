@@ -279,6 +279,9 @@ func TestCacheFile(t *testing.T) {
 	down := []string{deadAddr(t)}
 	o.Timeout = 300 * time.Millisecond
 	r = open(t, down, snowflake.LeafLayout(), o)
+	if err := r.WaitFree(ctxT(t)); err != nil {
+		t.Fatalf("WaitFree with ZooKeeper down: %v, want nil (Register decides)", err)
+	}
 	got := register(t, r)
 	if got.Worker != reg.Worker || got.LastLease.Before(until) {
 		t.Fatalf("from cache: %+v, want worker %d, LastLease >= %v", got, reg.Worker, until)
