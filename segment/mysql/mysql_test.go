@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"regexp"
@@ -685,5 +686,46 @@ func TestHistoryBackfill(t *testing.T) {
 	}
 	if err := s.Restart(ctx, "old", 5000); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Restart below the backfilled max_id = %v, want ErrBelowFloor", err)
+	}
+}
+
+// TestAutoCreateAfterRowDeleted: issue #12, path 2 through the engine, as
+// leafd runs it (--mysql --auto-create true): after DELETE FROM leaf_alloc
+// the tag is refused, never started again at 1.
+func TestAutoCreateAfterRowDeleted(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	s := open(t, dsn, mysql.Options{CreateTable: true})
+	db := rawDB(t, dsn)
+	ctx := testCtx(t)
+	e, err := segment.New(segment.Config{Store: s, AutoCreate: true, DefaultStep: 100, RefreshInterval: -1,
+		Logger: slog.New(slog.DiscardHandler), ReadyWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	seen := map[int64]bool{}
+	for range 250 {
+		id, err := e.Next(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[id] = true
+	}
+	exec(t, db, "DELETE FROM leaf_alloc WHERE biz_tag = 'orders'")
+	if err := e.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		id, err := e.Next(ctx, "orders")
+		if err == nil {
+			t.Fatalf("Next after DELETE = id %d (already issued: %v), want an error", id, seen[id])
+		}
+		if !errors.Is(err, segment.ErrTagDeleted) {
+			t.Fatalf("Next after DELETE = %v, want ErrTagDeleted", err)
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM leaf_alloc WHERE biz_tag = 'orders'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the row was made again: %d, %v", n, err)
 	}
 }
