@@ -25,7 +25,8 @@
 //
 // # Compare-and-swap, and why no range is handed out twice
 //
-// Every write (Next, NextStep, SetStep, SetMaxID, Create, Delete) is a
+// Every write (Next, NextStep, NextAbove, SetStep, SetMaxID, Create,
+// Delete, Restart) is a
 // read-modify-write on one key:
 //
 //  1. read the key's latest message and its revision (stream sequence);
