@@ -26,14 +26,14 @@
 // # Compare-and-swap, and why no range is handed out twice
 //
 // Every write (Next, NextStep, NextAbove, SetStep, SetMaxID, Create,
-// Delete, Restart) is a
-// read-modify-write on one key:
+// Delete, Restart) is a read-modify-write on one key:
 //
 //  1. read the key's latest message and its revision (stream sequence);
 //  2. compute the new row (max_id += step, ...);
 //  3. publish it with Nats-Expected-Last-Subject-Sequence = that revision
-//     (kv.Update; kv.Purge with LastRevision for Delete; revision 0, "no
-//     message yet", for Create; the marker's revision for Restart).
+//     (kv.Update; for Delete a purge marker carrying the row, published
+//     with the same header; revision 0, "no message yet", for Create; the
+//     marker's revision for Restart of a deleted tag).
 //
 // The stream leader applies a publish only if the key's last sequence is
 // still the one read, and acknowledges it only once a quorum of replicas
