@@ -31,8 +31,9 @@ import (
 type leafdProc struct {
 	cmd    *exec.Cmd
 	url    string // the NATS URL from its banner
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	exited chan error
+	dead   chan struct{} // closed once Wait returned
 }
 
 var servingRE = regexp.MustCompile(`is serving ids on (nats://\S+)`)
@@ -53,7 +54,7 @@ func tryLeafd(t *testing.T, bin string, wrap []string, args ...string) (*leafdPr
 	argv := append(append(append([]string{}, wrap...), bin), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill reaches a wrapped leafd too
-	p := &leafdProc{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	p := &leafdProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), dead: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -71,7 +72,9 @@ func tryLeafd(t *testing.T, bin string, wrap []string, args ...string) (*leafdPr
 				urls <- m[1]
 			}
 		}
-		p.exited <- cmd.Wait()
+		err := cmd.Wait()
+		close(p.dead)
+		p.exited <- err
 	}()
 	select {
 	case p.url = <-urls:
@@ -87,13 +90,14 @@ func tryLeafd(t *testing.T, bin string, wrap []string, args ...string) (*leafdPr
 // kill sends SIGKILL (a crash) and waits for the process to be gone.
 func (p *leafdProc) kill(t *testing.T) {
 	t.Helper()
-	if p.cmd.ProcessState != nil {
+	select {
+	case <-p.dead:
 		return
+	default:
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	select {
-	case err := <-p.exited:
-		p.exited <- err
+	case <-p.dead:
 	case <-time.After(30 * time.Second):
 		t.Errorf("leafd pid %d did not die", p.cmd.Process.Pid)
 	}
