@@ -129,3 +129,31 @@ func TestSourceKeepsItsOwnFloor(t *testing.T) {
 	waitState(t, src, snowflake.StateServing)
 	seen.add("second registration", fill(t, src, 8)...)
 }
+
+// TestSourceRegisterLapsesBeforeFirstLease: a Register that takes longer
+// than the ClaimTTL (a registry waiting for a previous owner, a slow
+// network) leaves a claim that lapses at the first lease. The Source must
+// not report serving on it: it drops it and registers again, then serves.
+// (It reported serving with no claim and never registered again: a node
+// that stayed in the queue group answering 503.)
+func TestSourceRegisterLapsesBeforeFirstLease(t *testing.T) {
+	b := newBackend(-1)
+	b.ttl = time.Second
+	mono := &fakeClock{t: t0}
+	slow := 1
+	b.onRegister = func() {
+		if slow > 0 { // the first Register takes the whole TTL
+			slow--
+			mono.Set(mono.Now().Add(time.Second))
+		}
+	}
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	waitFor(t, "a second registration", func() bool { return len(b.registries()) >= 2 })
+	waitState(t, src, snowflake.StateServing)
+	if _, ok := src.Holds(); !ok {
+		t.Fatal("serving without a claim")
+	}
+	if _, err := src.Fill(context.Background(), make([]int64, 1)); err != nil {
+		t.Fatalf("Fill after registering again: %v", err)
+	}
+}

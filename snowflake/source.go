@@ -258,8 +258,19 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	}
 	src.worker.Store(-1)
 	src.state.Store(int32(StateLost))
-	if err := src.register(ctx, true); err != nil {
-		return nil, err
+	for {
+		err := src.register(ctx, true)
+		if err == nil {
+			break
+		}
+		// A claim that lapsed while Register ran is dropped: claim again
+		// while ctx allows.
+		if !errors.Is(err, ErrClaimLapsed) || ctx.Err() != nil {
+			src.closeStale()
+			return nil, err
+		}
+		src.log.Warn("snowflake: the claim lapsed before its first lease; registering again", "err", err)
+		src.closeStale()
 	}
 	src.ctx, src.cancel = context.WithCancel(context.Background())
 	go src.run()
@@ -334,6 +345,13 @@ func (src *Source) register(ctx context.Context, first bool) error {
 	if !now.Before(until) {
 		// Lease before serving, so the first ids never wait for the registry.
 		if err := src.renew(ctx, now); err != nil {
+			if c.dead.Load() {
+				// The claim lapsed before it served (Register took longer
+				// than the ClaimTTL): it was dropped, and reporting
+				// serving now would leave the Source serving nothing and
+				// never registering again.
+				return fmt.Errorf("snowflake: worker %d: %w", r.Worker, err)
+			}
 			src.log.Warn("snowflake: first time lease failed; retrying", "err", err)
 		}
 		src.emit(Event{State: StateServing, Reason: fmt.Sprintf("registered worker %d", r.Worker), Registered: true, LastLease: r.LastLease})

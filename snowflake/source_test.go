@@ -43,6 +43,9 @@ type memBackend struct {
 	regs      []*memRegistry
 	ttl       time.Duration // ClaimTTL of its registries (0: no fence)
 	leaseOK   int           // Lease calls that succeeded
+	// onRegister, if set, runs (without b.mu) at the end of every
+	// Register: a test advances a clock there, as a slow registry would.
+	onRegister func()
 }
 
 func newBackend(fixed int64) *memBackend {
@@ -137,7 +140,13 @@ func (r *memRegistry) Register(ctx context.Context) (snowflake.Registration, err
 	}
 	b.held[w] = true
 	r.worker = w
-	return snowflake.Registration{Worker: w, LastLease: b.leases[w]}, nil
+	reg := snowflake.Registration{Worker: w, LastLease: b.leases[w]}
+	if f := b.onRegister; f != nil {
+		b.mu.Unlock()
+		f()
+		b.mu.Lock()
+	}
+	return reg, nil
 }
 
 func (r *memRegistry) Lease(ctx context.Context, until time.Time) error {
