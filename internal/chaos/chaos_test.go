@@ -16,7 +16,7 @@ import (
 // (AllFaults; the load goes on until each was injected) at 1000 req/s on a
 // real 3-node NATS cluster, MariaDB, ZooKeeper and three leafd processes,
 // with the shortest holds that still reach each fault: freezes past every
-// TTL (11s), network faults of 3s, hosts serving 5s. It fails on a
+// TTL (12s), network faults of 2s, hosts serving 4s. It fails on a
 // duplicate id, a segment id below an issued floor, a crash or a fault that
 // could not be injected; availability, refusals and recovery are reported,
 // not asserted.
@@ -41,8 +41,8 @@ func TestChaosShort(t *testing.T) {
 		Timeout:       1500 * time.Millisecond,
 		Freeze:        12 * time.Second,
 		DBPause:       11 * time.Second,
-		NetFor:        3 * time.Second,
-		HostsFor:      5 * time.Second,
+		NetFor:        2 * time.Second,
+		HostsFor:      4 * time.Second,
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Progress:      t.Output(),
 		ProgressEvery: 20 * time.Second,
