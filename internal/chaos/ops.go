@@ -72,7 +72,8 @@ type opTrack struct {
 	results []*FaultResult
 }
 
-// run injects each operator fault once, then again while soft lasts.
+// run injects each operator fault once, back to back, then again (about
+// one every faultSpacing/2) while soft lasts.
 func (o *opTrack) run(soft, ctx context.Context) {
 	if len(o.faults) == 0 {
 		return
@@ -100,7 +101,20 @@ func (o *opTrack) run(soft, ctx context.Context) {
 			o.c.problem("fault %s: %v", kind, err)
 		}
 		r.done = time.Now()
-		sleep(ctx, time.Second)
+		// The first cycle back to back; after it, about one scenario every
+		// faultSpacing/2, so that a long soak is not mostly leafd starts.
+		pause := time.Second
+		if i+1 >= len(o.faults) {
+			pause = faultSpacing / 2
+		}
+		select {
+		case <-ctx.Done():
+		case <-soft.Done():
+			if i+1 < len(o.faults) {
+				sleep(ctx, time.Second)
+			}
+		case <-time.After(pause):
+		}
 	}
 }
 
