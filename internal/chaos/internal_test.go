@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -285,5 +286,29 @@ time=x level=INFO msg="snowflake serving" node=chaos-3 worker=7
 	}
 	if w := lastWorker(l); w != 346 {
 		t.Errorf("worker %d, want 346 (the last registered)", w)
+	}
+}
+
+func TestWriteTextByKind(t *testing.T) {
+	r := &Report{Pass: false, Failures: []string{"3 segment ids below a range already issued"}, FloorViolations: 3, Refusals: 7,
+		Faults: []*FaultResult{{Kind: FaultOpSQLLowerMax, Track: trackOp, AtS: 12, FloorViolations: 3,
+			FloorExamples: []string{"op4: id 5 < floor 900"}, Notes: []string{"floor of op4 after the act: 900"}}},
+		ByKind: []KindSummary{{Kind: FaultOpSQLLowerMax, Injected: 1, Requests: 10, Answered: 3, AnsweredShare: 0.3, Refusals: 7, FloorViolations: 3}}}
+	var b strings.Builder
+	r.WriteText(&b)
+	out := b.String()
+	for _, want := range []string{
+		"leafchaos: FAIL: 3 segment ids below a range already issued",
+		"FLOOR VIOLATIONS 3, refusals 7",
+		"fault kind",
+		"FLOOR: op-sql-maxid-lower at 12.0s: op4: id 5 < floor 900",
+		"note: op-sql-maxid-lower at 12.0s: floor of op4 after the act: 900",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`op-sql-maxid-lower\s+1\s+10\s+30\.000%\s+0\s+7\s+3\s+0`).MatchString(out) {
+		t.Errorf("per-kind row missing or wrong:\n%s", out)
 	}
 }
