@@ -397,15 +397,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		}
 	}
 	if err == nil {
-		ferr := e.cfg.Floors.Raise(t.name, a.End())
-		// A load made ahead of need (the current segment still has ids,
-		// nobody waits for this one) waits for the floor to be on disk
-		// before its range can be used; a load someone waits for does not
-		// (see FloorFile).
-		if f, ok := e.cfg.Floors.(interface{ Flush() error }); ok && ferr == nil && t.cur.Load().remaining() > 0 {
-			ferr = f.Flush()
-		}
-		if ferr != nil {
+		if ferr := e.cfg.Floors.Raise(t.name, a.End()); ferr != nil {
 			e.log.Error("segment: recording the tag's floor", "tag", t.name, "end", a.End(), "err", ferr)
 		}
 	}

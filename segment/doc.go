@@ -76,9 +76,8 @@
 //     ranges other nodes served. The loader retries with backoff as for any
 //     failed load until an operator restarts the tag at or above the
 //     highest floor any node reports. A FloorFile writes (and
-//     fsyncs) each new floor: before the range is used for a load made ahead
-//     of need, right behind it for a load callers wait for; FloorFile's doc
-//     gives the argument why that order is safe.
+//     fsyncs) each new floor right behind the load, without holding up the
+//     first id; FloorFile's doc gives the argument why that order is safe.
 //   - Stores that implement Incarnation (segment/kvstore: the bucket's
 //     stream creation time) name their storage; the Engine records it with
 //     the floors and, once it differs (the bucket was deleted and made

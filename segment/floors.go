@@ -78,9 +78,8 @@ func (m *memFloors) SetIncarnation(inc string) error {
 // temporary file, fsynced, renamed over the old one, the directory
 // fsynced) unless one is under way, which then writes again: changes that
 // arrive during a write share the next. Flush waits for the file to hold
-// every change: the Engine calls it for every load made ahead of need (the
-// current segment still has ids, so nobody waits), before the load's range
-// can be used, and from Close. Floors are never dropped, whatever their age.
+// every change; the Engine calls it from Close. Floors are never dropped,
+// whatever their age.
 //
 // Why the order is safe. The memory is what the engine checks, and it is
 // loaded from the file before the engine asks the store for anything. A
@@ -88,15 +87,13 @@ func (m *memFloors) SetIncarnation(inc string) error {
 // store keeps its max_id no range can start below ids already handed out,
 // with or without the file: the store is the source of truth. The file
 // guards against the store going back (a lowered max_id, a key or bucket
-// deleted and made again). Most loads are made ahead of need (at
-// Config.LoadFactor of the current segment) and their floor is on disk
-// before their range can be used. A load that callers wait for (a tag's
-// first load, or one whose buffers ran dry) is used at once, and its
-// floor follows a few milliseconds later: only a node that dies (kill -9,
-// power loss) in that time, and whose store then goes back while it is
-// down, can lack that floor after its restart — every floor written before
-// stays. Holding such a load for an fsync would fail first requests on
-// slow disks at the default 50 ms ReadyWait.
+// deleted and made again). It lags the memory by the write under way, a few
+// milliseconds: only a node that dies (kill -9, power loss) within that
+// time after a load, and whose store then goes back while it is down, can
+// lack the last floor after its restart — and even then every floor
+// written before stays. The first load of a tag is not held up by an
+// fsync, which at the default 50 ms ReadyWait would fail first requests on
+// slow disks.
 type FloorFile struct {
 	path string
 

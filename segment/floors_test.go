@@ -316,28 +316,3 @@ func TestRefusedLoadsTakeNoRange(t *testing.T) {
 		t.Fatalf("refused loads advanced the lowered row to max_id %d", row.MaxID)
 	}
 }
-
-// TestFloorOnDiskBeforeAheadLoadIsUsed: a load made ahead of need (the
-// current segment still has ids) has its floor on disk before the engine
-// counts it, and so before an id of it can be handed out.
-func TestFloorOnDiskBeforeAheadLoadIsUsed(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "segment-floors.json")
-	s := newTestStore()
-	s.create(t, "t", 100)
-	ff, err := segment.OpenFloorFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Floors: ff})
-	for range 15 { // past the load mark (10%): the second load starts
-		next(t, e, "t")
-	}
-	waitLoads(t, e, "t", 2)
-	g, err := segment.OpenFloorFile(path) // no waiting: it must be there
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := maxEnd(s.Allocs()); g.Floor("t") != want {
-		t.Fatalf("floor on disk after the second load = %d, want %d", g.Floor("t"), want)
-	}
-}
