@@ -493,7 +493,14 @@ func (o *opTrack) act(ctx context.Context, kind, tag string) error {
 			return err
 		}
 		defer conn.Close()
-		return zkDeleteAll(conn, "/snowflake/"+opZKName)
+		// Live nodes may create znodes below while it deletes: again.
+		for try := 0; ; try++ {
+			err := zkDeleteAll(conn, "/snowflake/"+opZKName)
+			if !errors.Is(err, zk.ErrNotEmpty) || try == 9 {
+				return err
+			}
+			sleep(ctx, 100*time.Millisecond)
+		}
 	}
 	return fmt.Errorf("unknown operator fault %q", kind)
 }
