@@ -273,9 +273,17 @@ func (n *Node) startNATS() error {
 func (n *Node) openStore(ctx context.Context) error {
 	var err error
 	if n.cfg.MySQL != "" {
-		n.store, err = mysql.Open(ctx, n.cfg.MySQL, mysql.Options{CreateTable: true})
+		ms, err := mysql.Open(ctx, n.cfg.MySQL, mysql.Options{CreateTable: true})
 		if err != nil {
 			return fmt.Errorf("mysql store: %w", err)
+		}
+		n.store = ms
+		warn, err := ms.Durability(ctx)
+		if err != nil {
+			n.log.Warn("mysql: could not check durability settings", "err", err)
+		}
+		for _, w := range warn {
+			n.log.Warn("mysql is not durable: ids can repeat after a power cut", "setting", w)
 		}
 		return nil
 	}

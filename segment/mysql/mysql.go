@@ -694,3 +694,27 @@ var (
 	_ segment.Store       = (*Store)(nil)
 	_ segment.AboveNexter = (*Store)(nil)
 )
+
+// Durability reports the server settings under which a committed
+// reservation can be lost in a power cut, and so ids repeat: InnoDB not
+// flushing its log at every commit (innodb_flush_log_at_trx_commit other
+// than 1), or a binary log that replicas fail over from written without a
+// sync at every commit (sync_binlog other than 1 with log_bin on). Empty
+// when the server is durable; the node logs each at start.
+func (s *Store) Durability(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var flush, syncBinlog, logBin sql.NullInt64
+	err := s.db.QueryRowContext(ctx, "SELECT @@innodb_flush_log_at_trx_commit, @@sync_binlog, @@log_bin").Scan(&flush, &syncBinlog, &logBin)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: read durability settings: %w", err)
+	}
+	var warn []string
+	if flush.Valid && flush.Int64 != 1 {
+		warn = append(warn, fmt.Sprintf("innodb_flush_log_at_trx_commit=%d: a power cut can lose committed reservations (set it to 1)", flush.Int64))
+	}
+	if logBin.Valid && logBin.Int64 == 1 && syncBinlog.Valid && syncBinlog.Int64 != 1 {
+		warn = append(warn, fmt.Sprintf("sync_binlog=%d: a replica promoted after a power cut can miss committed reservations (set it to 1)", syncBinlog.Int64))
+	}
+	return warn, nil
+}
