@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/leafmq/leafmq/internal/fsutil"
 )
 
 // Floors remembers, for each tag, the highest range end this node ever
@@ -251,7 +253,7 @@ func (f *FloorFile) sync(v uint64) error {
 	f.mu.Unlock()
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err == nil {
-		err = writeFileAtomic(f.path, data)
+		err = fsutil.WriteFile(f.path, append(data, '\n'))
 	}
 	if err != nil {
 		return fmt.Errorf("segment: floor file: %w", err)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/fsutil"
 )
 
 // Steps remembers the dynamic step of each tag across restarts
@@ -205,7 +207,7 @@ func (f *StepFile) flush() error {
 	f.mu.Unlock()
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err == nil {
-		err = writeFileAtomic(f.path, data)
+		err = fsutil.WriteFile(f.path, append(data, '\n'))
 	}
 	if err != nil {
 		f.mu.Lock()
@@ -214,38 +216,4 @@ func (f *StepFile) flush() error {
 		return fmt.Errorf("segment: step file: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic replaces path with data: readers see the old or the new
-// content, never a mix, and both the content and the rename are fsynced
-// when it returns nil.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(append(data, '\n'))
-	if err == nil {
-		err = tmp.Sync() // the new content is on disk before the name points at it
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	// The rename itself is on disk only once the directory is.
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/fsutil"
 )
 
 // LeaseFile wraps a Registry whose leases do not survive a restart (Static)
@@ -73,43 +74,10 @@ func (f *LeaseFile) Lease(ctx context.Context, until time.Time) error {
 	}
 	if until.After(f.last) {
 		b, _ := json.Marshal(leaseFileData{Worker: f.w, Lease: until.UTC()})
-		if err := writeFileSync(f.path, b); err != nil {
+		if err := fsutil.WriteFile(f.path, b); err != nil {
 			return fmt.Errorf("%w: lease file: %w", ErrRegistryUnavailable, err)
 		}
 		f.last = until
 	}
 	return f.Registry.Lease(ctx, until)
-}
-
-// writeFileSync replaces path with b durably.
-func writeFileSync(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// Sync the directory too, or a crash may lose the rename.
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/leafmq/leafmq/internal/fsutil"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -884,28 +884,7 @@ func (r *Registry) writeCache(worker int64, lease time.Time) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(r.opts.CacheFile)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(r.opts.CacheFile)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), r.opts.CacheFile)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
-	return err
+	return fsutil.WriteFile(r.opts.CacheFile, append(b, '\n'))
 }
 
 // Lost implements snowflake.Registry: it is closed when the ZooKeeper
