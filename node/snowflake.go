@@ -357,8 +357,17 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 	case RegistryZK:
 		servers := strings.Split(cfg.ZK, ",")
 		cache := filepath.Join(cfg.DataDir, "snowflake", "zk-"+strings.ReplaceAll(cfg.ZKAddr, ":", "-")+".json")
+		opened := false
 		return func(ctx context.Context) (snowflake.Registry, error) {
-			r, err := zk.Open(ctx, servers, layout, zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name})
+			// The cache file stands in for an unreachable ZooKeeper only at
+			// start (Leaf's workerID.properties): a claim lost later (a
+			// partition past the session timeout) is claimed again in
+			// ZooKeeper only, where another process with this identity may
+			// hold it by now. The Source calls Open once at start and again
+			// after each lost claim.
+			o := zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: opened}
+			opened = true
+			r, err := zk.Open(ctx, servers, layout, o)
 			if err != nil {
 				return nil, err
 			}

@@ -50,6 +50,12 @@ type Options struct {
 	// uses it only when ZooKeeper cannot be reached (like Leaf's
 	// workerID.properties). Default none.
 	CacheFile string
+	// NoCacheRegister keeps writing CacheFile but never registers from it:
+	// for a process that already held a claim in ZooKeeper and lost it
+	// (a partition past the session timeout). Another process with this
+	// Addr may hold the worker id by then, and a registration from the
+	// cache has no owner znode to check: it would serve beside it.
+	NoCacheRegister bool
 	// Timeout bounds each Register and Lease, waiting for a session
 	// included (Register may wait OwnerWait more). Default 5s.
 	Timeout time.Duration
@@ -263,7 +269,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		defer wcancel()
 	}
 	if err := r.waitSession(wctx); err != nil {
-		if ctx.Err() == nil && r.opts.CacheFile != "" {
+		if ctx.Err() == nil && r.opts.CacheFile != "" && !r.opts.NoCacheRegister {
 			return r.registerCachedLocked(err)
 		}
 		return snowflake.Registration{}, r.fail(ctx, "register", err)

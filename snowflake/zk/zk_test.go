@@ -297,6 +297,15 @@ func TestCacheFile(t *testing.T) {
 		t.Fatalf("cache after Lease: LastLease %v, want >= %v", got.LastLease, later)
 	}
 
+	// A process that lost its claim in ZooKeeper (NoCacheRegister) does
+	// not take the worker back from the cache: another process with this
+	// Addr may hold it now (issue #12: 600k duplicates after a partition).
+	noCache := o
+	noCache.NoCacheRegister = true
+	if _, err := open(t, down, snowflake.LeafLayout(), noCache).Register(ctxT(t)); !errors.Is(err, snowflake.ErrRegistryUnavailable) {
+		t.Fatalf("NoCacheRegister with ZooKeeper down: %v, want ErrRegistryUnavailable", err)
+	}
+
 	// The cache of another Addr is not used.
 	o.Addr = "10.2.0.2:80"
 	if _, err := open(t, down, snowflake.LeafLayout(), o).Register(ctxT(t)); !errors.Is(err, snowflake.ErrRegistryUnavailable) {
