@@ -13,61 +13,106 @@ import (
 // ErrDataDirInUse: another live leafd holds the data directory.
 var ErrDataDirInUse = errors.New("data directory in use")
 
-// lockFileName is the file under DataDir that a running node holds locked.
+// lockFileName is the file under DataDir that names the node holding it.
 const lockFileName = "leafd.lock"
 
 // floorFileName is the file under DataDir where the segment engine keeps
 // each tag's floor and the store's incarnation (segment.FloorFile).
 const floorFileName = "segment-floors.json"
 
-// dirLock is an exclusive advisory lock (flock) on DataDir/leafd.lock. Two
-// nodes on one data directory would run two nats-servers on one JetStream
-// store and two step files: the second must refuse at once. The kernel
-// drops the lock when the process dies, so a kill -9 leaves no stale lock;
-// the file's content (pid, name, start time) only names the holder.
+// dirLock holds exclusive advisory locks (flock) on the data directory
+// itself and, for the embedded nats-server, on its JetStream store
+// directory. Two nodes on one store would run two nats-servers on one
+// JetStream directory, each compare-and-swap seeing only its own server's
+// memory: the second must refuse at once. The locks are on the directories'
+// inodes, so removing a file cannot free them and a store reached through a
+// symlink (a data dir copied with its jetstream link) is the same lock. The
+// kernel drops them when the process dies, so a kill -9 leaves no stale
+// lock; DataDir/leafd.lock only names the holder (pid, name, start time).
 type dirLock struct {
-	f *os.File
+	dirs []*os.File
+	info *os.File
 }
 
-// lockDataDir creates dir if needed and takes its lock, or fails with an
-// error wrapping ErrDataDirInUse that names the holder.
-func lockDataDir(dir, name string) (*dirLock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("data directory %s: %w", dir, err)
-	}
-	path := filepath.Join(dir, lockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("data directory %s: %w", dir, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			h := strings.TrimSpace(string(holder))
-			if h == "" {
-				h = "another process"
-			}
-			return nil, fmt.Errorf("%w: %s is held by %s; give each leafd its own --data", ErrDataDirInUse, dir, h)
+// lockDataDir creates dir (and store, if not empty) as needed and locks
+// them, or fails with an error wrapping ErrDataDirInUse that names the
+// holder.
+func lockDataDir(dir, store, name string) (*dirLock, error) {
+	l := &dirLock{}
+	for _, d := range []string{dir, store} {
+		if d == "" {
+			continue
 		}
-		return nil, fmt.Errorf("data directory %s: lock %s: %w", dir, path, err)
+		if err := l.lock(dir, d); err != nil {
+			_ = l.Close()
+			return nil, err
+		}
 	}
+	f, err := os.OpenFile(filepath.Join(dir, lockFileName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("data directory %s: %w", dir, err)
+	}
+	l.info = f
 	host, _ := os.Hostname()
 	info := fmt.Sprintf("pid %d (leafd %q on %s, started %s)\n", os.Getpid(), name, host, time.Now().UTC().Format(time.RFC3339))
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(info), 0)
 	}
-	return &dirLock{f: f}, nil
+	return l, nil
 }
 
-// Close releases the lock. The file stays: removing it would let a third
-// process lock a new inode while a second still waits on the old one.
+// lock takes the flock of directory d (dir's own, or its store).
+func (l *dirLock) lock(dir, d string) error {
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return fmt.Errorf("data directory %s: %w", d, err)
+	}
+	f, err := os.Open(d) // follows symlinks: the lock is the target's
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", d, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("data directory %s: lock: %w", d, err)
+		}
+		return fmt.Errorf("%w: %s is held by %s; give each leafd its own --data", ErrDataDirInUse, d, holder(dir, d))
+	}
+	l.dirs = append(l.dirs, f)
+	return nil
+}
+
+// holder names the process that holds d, from the leafd.lock file of the
+// data directory d belongs to (for a store reached through a symlink, the
+// directory above its target).
+func holder(dir, d string) string {
+	candidates := []string{filepath.Join(dir, lockFileName)}
+	if real, err := filepath.EvalSymlinks(d); err == nil {
+		candidates = append([]string{filepath.Join(filepath.Dir(real), lockFileName)}, candidates...)
+	}
+	for _, c := range candidates {
+		if b, err := os.ReadFile(c); err == nil && strings.TrimSpace(string(b)) != "" {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return "another process"
+}
+
+// Close releases the locks. The files stay: removing leafd.lock would only
+// lose the holder's name.
 func (l *dirLock) Close() error {
-	if l == nil || l.f == nil {
+	if l == nil {
 		return nil
 	}
-	_ = l.f.Truncate(0)
-	err := l.f.Close() // closing the descriptor releases the flock
-	l.f = nil
-	return err
+	var errs []error
+	if l.info != nil {
+		_ = l.info.Truncate(0)
+		errs = append(errs, l.info.Close())
+		l.info = nil
+	}
+	for _, f := range l.dirs {
+		errs = append(errs, f.Close()) // closing the descriptor releases its flock
+	}
+	l.dirs = nil
+	return errors.Join(errs...)
 }

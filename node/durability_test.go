@@ -117,6 +117,26 @@ func TestDataDirInUse(t *testing.T) {
 	if !strings.Contains(err.Error(), "data directory in use") || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `"first"`) {
 		t.Fatalf("second leafd: %v; want an error naming %s and \"first\"", err, want)
 	}
+	// A data directory of its own whose jetstream is a link to the first
+	// one's store (a copied data dir) is the same store.
+	other := t.TempDir()
+	if err := os.Symlink(filepath.Join(dir, "jetstream"), filepath.Join(other, "jetstream")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tryLeafd(t, bin, nil, "--data", other, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off", "--name", "linked")
+	if err == nil || !strings.Contains(err.Error(), "data directory in use") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("leafd on a store linked to a live one's: %v; want data directory in use, naming %s", err, want)
+	}
+	// The lock is the directory's own, not a file an operator can remove
+	// as "stale" (the adversary's second leafd then served 1.5M duplicate
+	// ids from the same JetStream store).
+	if err := os.Remove(filepath.Join(dir, "leafd.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryLeafd(t, bin, nil, "--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off", "--name", "second"); err == nil ||
+		!strings.Contains(err.Error(), "data directory in use") {
+		t.Fatalf("second leafd after leafd.lock was removed: %v; want data directory in use", err)
+	}
 	// A crash leaves no stale lock: the kernel drops it with the process.
 	first.kill(t)
 	startLeafd(t, bin, nil, "--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off", "--name", "third")

@@ -92,7 +92,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// Two nodes on one data directory refuse at once. A directory that
 	// cannot be written at all only costs a node on an external NATS its
 	// hints (the embedded server cannot start without it anyway).
-	if n.lock, err = lockDataDir(cfg.DataDir, cfg.Name); err != nil {
+	store := "" // the embedded nats-server's JetStream directory
+	if cfg.NATS == "" {
+		store = filepath.Join(cfg.DataDir, "jetstream")
+	}
+	if n.lock, err = lockDataDir(cfg.DataDir, store, cfg.Name); err != nil {
 		if errors.Is(err, ErrDataDirInUse) || cfg.NATS == "" {
 			return nil, err
 		}
