@@ -325,3 +325,33 @@ func TestWarnsOnUnreplicatedStreams(t *testing.T) {
 		})
 	}
 }
+
+// A data directory remembers the snowflake layout it made ids with: a
+// restart with another epoch (or unit, or bits) would map later times onto
+// earlier ids (the adversary's run: 703k duplicates after moving the epoch
+// 10 s later), so it is refused.
+func TestLayoutChangeRefused(t *testing.T) {
+	dir := t.TempDir()
+	start := func(epoch string) (*node.Node, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return node.Start(ctx, node.Config{Name: "layout", NATSListen: "127.0.0.1:-1", HTTP: "off", DataDir: dir,
+			Registry: node.RegistryStatic, WorkerID: 5, Epoch: epoch}, nil)
+	}
+	n, err := start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = n.Close(context.Background())
+	if n, err = start("1288834984657"); err == nil {
+		_ = n.Close(context.Background())
+		t.Fatal("a restart with the epoch moved 10 s started")
+	}
+	if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "layout was") {
+		t.Fatalf("restart with another epoch: %v; want ErrConfig naming the recorded layout", err)
+	}
+	if n, err = start(""); err != nil {
+		t.Fatalf("restart with the recorded layout: %v", err)
+	}
+	_ = n.Close(context.Background())
+}

@@ -273,6 +273,9 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := n.checkLayout(layout); err != nil {
+		return err
+	}
 	n.layout = layout
 	now := cfg.clock()
 	n.now = now
