@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -354,8 +355,13 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 		if err != nil {
 			return nil, fmt.Errorf("jetstream: %w", err)
 		}
+		dir := filepath.Join(cfg.DataDir, "snowflake")
 		return func(ctx context.Context) (snowflake.Registry, error) {
-			return kvlease.Open(ctx, js, layout, kvlease.Options{Replicas: cfg.KVReplicas, Node: cfg.Name})
+			r, err := kvlease.Open(ctx, js, layout, kvlease.Options{Replicas: cfg.KVReplicas, Node: cfg.Name})
+			if err != nil {
+				return nil, err
+			}
+			return n.leaseFiles(r, dir, "kv"), nil
 		}, nil
 	case RegistryZK:
 		servers := strings.Split(cfg.ZK, ",")
@@ -384,8 +390,13 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 			return r, nil
 		}, nil
 	case RegistryMySQL:
+		dir := filepath.Join(cfg.DataDir, "snowflake")
 		return func(ctx context.Context) (snowflake.Registry, error) {
-			return dbworker.Open(ctx, cfg.WorkerMySQL, layout, dbworker.Options{CreateTable: true, Host: cfg.Name})
+			r, err := dbworker.Open(ctx, cfg.WorkerMySQL, layout, dbworker.Options{CreateTable: true, Host: cfg.Name})
+			if err != nil {
+				return nil, err
+			}
+			return n.leaseFiles(r, dir, "mysql"), nil
 		}, nil
 	case RegistryStatic:
 		path := filepath.Join(cfg.DataDir, "snowflake", fmt.Sprintf("static-%d.json", cfg.WorkerID))
@@ -460,3 +471,16 @@ func (n *Node) SnowflakeJoined() bool { return n.resp != nil && n.resp.Snowflake
 
 // Snowflake is the node's snowflake source, or nil when it has none.
 func (n *Node) Snowflake() *snowflake.Source { return n.src }
+
+// leaseFiles keeps this host's own copy of each worker id's time leases in
+// dir (snowflake.NewLeaseFiles), so that a restart on this data directory
+// never starts a worker below a lease it had, even after an operator wiped
+// the registry. A directory that cannot be written costs that copy, with a
+// warning, not snowflake.
+func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Registry {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		n.log.Warn("snowflake: no local copy of the time leases", "dir", dir, "err", err)
+		return r
+	}
+	return snowflake.NewLeaseFiles(r, dir, prefix)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -20,10 +21,11 @@ import (
 // Register that gets another id ignores it (and the next Lease replaces it).
 type LeaseFile struct {
 	Registry
-	path string
-	mu   sync.Mutex
-	w    int64     // worker of the registration, -1 before
-	last time.Time // lease in the file
+	pathFor func(worker int64) string
+	path    string // the registration's file, set by Register
+	mu      sync.Mutex
+	w       int64     // worker of the registration, -1 before
+	last    time.Time // lease in the file
 }
 
 type leaseFileData struct {
@@ -33,7 +35,28 @@ type leaseFileData struct {
 
 // NewLeaseFile wraps reg with the lease file at path.
 func NewLeaseFile(reg Registry, path string) *LeaseFile {
-	return &LeaseFile{Registry: reg, path: path, w: -1}
+	return &LeaseFile{Registry: reg, pathFor: func(int64) string { return path }, w: -1}
+}
+
+// NewLeaseFiles wraps reg with one lease file per worker id, in dir, named
+// prefix-<worker>.json: for a registry that hands out changing worker ids
+// (KV, WORKER_NODE). The registry keeps the leases too; the files are this
+// host's own memory of them, so a restart on this data directory never
+// starts a worker id below a lease it had, even after an operator wiped
+// the registry.
+func NewLeaseFiles(reg Registry, dir, prefix string) *LeaseFile {
+	return &LeaseFile{Registry: reg, pathFor: func(w int64) string {
+		return filepath.Join(dir, fmt.Sprintf("%s-%d.json", prefix, w))
+	}, w: -1}
+}
+
+// ClaimTTL implements ClaimTTLer with the wrapped registry's bound (0, no
+// bound, if it has none).
+func (f *LeaseFile) ClaimTTL() time.Duration {
+	if t, ok := f.Registry.(ClaimTTLer); ok {
+		return t.ClaimTTL()
+	}
+	return 0
 }
 
 // Register implements Registry.
@@ -44,7 +67,7 @@ func (f *LeaseFile) Register(ctx context.Context) (Registration, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.w, f.last = r.Worker, time.Time{}
+	f.w, f.last, f.path = r.Worker, time.Time{}, f.pathFor(r.Worker)
 	b, err := os.ReadFile(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

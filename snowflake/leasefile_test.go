@@ -241,3 +241,41 @@ func TestLeaseFileSourceRestart(t *testing.T) {
 		t.Fatalf("StartSource an hour behind the lease file = %v, want ErrClockBackwards", err)
 	}
 }
+
+// ttlStatic is a Static with a claim TTL, standing in for a registry with
+// a fence (KV, ZooKeeper, WORKER_NODE).
+type ttlStatic struct{ *snowflake.Static }
+
+func (ttlStatic) ClaimTTL() time.Duration { return 7 * time.Second }
+
+// NewLeaseFiles keeps one file per worker id: a registry that forgot a
+// worker's lease (an operator wiped it) still reports, on this data
+// directory, the lease this host had; another worker id starts from its
+// own file. The wrapper passes the registry's ClaimTTL on.
+func TestLeaseFilesPerWorker(t *testing.T) {
+	dir := t.TempDir()
+	wrap := func(worker int64) *snowflake.LeaseFile {
+		st, err := snowflake.NewStatic(smallLayout, worker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snowflake.NewLeaseFiles(ttlStatic{st}, dir, "kv")
+	}
+	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	lf := wrap(3)
+	register(t, lf)
+	leaseTo(t, lf, until)
+	if got := lf.ClaimTTL(); got != 7*time.Second {
+		t.Errorf("ClaimTTL through the wrapper = %v, want 7s", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kv-3.json")); err != nil {
+		t.Fatal(err)
+	}
+	// A new registry with no memory of worker 3 (a wiped registry).
+	if got := register(t, wrap(3)); got.LastLease.Before(until) {
+		t.Fatalf("worker 3 again: LastLease %v, want >= %v", got.LastLease, until)
+	}
+	if got := register(t, wrap(4)); !got.LastLease.IsZero() {
+		t.Fatalf("worker 4: LastLease %v, want none", got.LastLease)
+	}
+}
