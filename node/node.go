@@ -172,6 +172,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Now:      n.now,
 		Observe:  n.met.observe,
 		Status:   n.status,
+		Floor:    n.engine.Floor,
 	}
 	if n.sfRing != nil {
 		rc.Snowflake = n.sfRing
@@ -372,6 +373,10 @@ func (n *Node) Server() *server.Server { return n.ns }
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
+
+// SegmentFloor is the highest range end this node received for tag (what
+// it answers on leaf.admin.floor.<tag>), 0 if none.
+func (n *Node) SegmentFloor(tag string) int64 { return n.engine.Floor(tag) }
 
 // Close stops the node gracefully: leave the queue group, finish in-flight
 // requests, stop refills, engine and store, drain NATS, stop the embedded

@@ -57,6 +57,10 @@ type Config struct {
 	Observe func(Observation)
 	// Status, if set, answers leaf.admin.status (every node answers).
 	Status func() wire.NodeStatus
+	// Floor, if set, answers leaf.admin.floor.<tag> (every node answers)
+	// with the highest range end this node received for the tag; with it,
+	// tag restart and create refuse to go below any live node's floor.
+	Floor func(tag string) int64
 }
 
 // Observation is one answered id request.
@@ -165,6 +169,14 @@ func Start(cfg Config) (*Responder, error) {
 			_ = svc.Stop()
 			r.cancel()
 			return nil, fmt.Errorf("responder: add admin-status endpoint: %w", err)
+		}
+	}
+	if cfg.Floor != nil {
+		if err := leaf.AddEndpoint("admin-floor", micro.HandlerFunc(r.handleFloor), micro.WithEndpointSubject("admin.floor.*"),
+			micro.WithEndpointQueueGroupDisabled()); err != nil {
+			_ = svc.Stop()
+			r.cancel()
+			return nil, fmt.Errorf("responder: add admin-floor endpoint: %w", err)
 		}
 	}
 	if cfg.Snowflake != nil {
@@ -515,6 +527,10 @@ func (r *Responder) handleCreate(req micro.Request) {
 	}
 	ctx, cancel := r.adminCtx()
 	defer cancel()
+	if err := r.checkPeerFloors(ctx, a.Tag, max(a.MaxID, 1), "create"); err != nil {
+		r.fail(req, err)
+		return
+	}
 	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: a.Tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description}); err != nil {
 		r.fail(req, err)
 		return
@@ -559,6 +575,10 @@ func (r *Responder) handleRestart(req micro.Request) {
 	}
 	ctx, cancel := r.adminCtx()
 	defer cancel()
+	if err := r.checkPeerFloors(ctx, a.Tag, a.Floor, "restart"); err != nil {
+		r.fail(req, err)
+		return
+	}
 	if err := r.cfg.Store.Restart(ctx, a.Tag, a.Floor); err != nil {
 		r.fail(req, err)
 		return

@@ -856,3 +856,7 @@ func (e *Engine) State(tag string) (TagState, bool) {
 	}
 	return t.state(), true
 }
+
+// Floor is the highest range end this node has received for tag (from
+// Config.Floors, raised before any id of a range is handed out), 0 if none.
+func (e *Engine) Floor(tag string) int64 { return e.cfg.Floors.Floor(tag) }

@@ -26,6 +26,11 @@ const (
 	// TimeSubject is answered by every node (no queue group) with its clock
 	// as JSON (NodeTime); nodes ask it before they serve snowflake ids.
 	TimeSubject = "leaf.admin.time"
+	// FloorPrefix + <tag> is answered by every node (no queue group) with
+	// the highest range end it has received for the tag (NodeFloor): what
+	// an operator's tag restart or create must not go below, whatever the
+	// store still remembers.
+	FloorPrefix = "leaf.admin.floor."
 	// EncodingHeader selects the reply encoding; EncodingBinary is its only
 	// value other than the default decimal text.
 	EncodingHeader = "Leaf-Encoding"
@@ -221,6 +226,13 @@ type Decoded struct {
 	Worker    int64  `json:"workerId"`
 	Sequence  int64  `json:"sequence"`
 	Layout    string `json:"layout"`
+}
+
+// NodeFloor is the reply of FloorPrefix + tag.
+type NodeFloor struct {
+	Node  string `json:"node"`
+	Tag   string `json:"tag"`
+	Floor int64  `json:"floor"` // 0: this node never received a range of the tag
 }
 
 // NodeTime is the reply of TimeSubject.

@@ -1,0 +1,99 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/kvstore"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// adminErr sends an admin request and returns the reply's error.
+func adminErr(t *testing.T, nc *nats.Conn, subject string, req responder.AdminRequest) error {
+	t.Helper()
+	body, _ := json.Marshal(req)
+	reply, err := nc.Request(subject, body, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	return wire.ReplyError(reply)
+}
+
+// The store can forget a tag entirely — its key deleted twice, so only
+// markers are left in the bucket's history (the adversary's "deldel": an
+// operator's script retried) — but the live nodes have not: a restart (or
+// a create) below the highest floor any live node reports is refused,
+// naming that node; at it, it works.
+func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
+	s := natstest.RunServer(t)
+	a := startNode(t, node.Config{Name: "fa", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	b := startNode(t, node.Config{Name: "fb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	nc := natstest.Connect(t, s.ClientURL())
+	for i, fails := 0, 0; i < 40 || a.SegmentFloor("forgot") == 0 || b.SegmentFloor("forgot") == 0; i++ {
+		if _, err := take(nc, "forgot", 100, true); err != nil { // a 503 while a busy machine loads
+			if fails++; fails > 50 || i > 400 {
+				t.Fatalf("take %d: %v", i, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Let the loads made ahead of need land: the floors then stay put.
+	testenv.Eventually(t, "settled floors", 10*time.Second, func() bool {
+		fa, fb := a.SegmentFloor("forgot"), b.SegmentFloor("forgot")
+		time.Sleep(300 * time.Millisecond)
+		return fa == a.SegmentFloor("forgot") && fb == b.SegmentFloor("forgot")
+	})
+	lowFloor, highFloor, highNode := int64(-1), int64(0), ""
+	for _, n := range []*node.Node{a, b} {
+		f := n.SegmentFloor("forgot")
+		if lowFloor < 0 || f < lowFloor {
+			lowFloor = f
+		}
+		if f > highFloor {
+			highFloor, highNode = f, n.Name()
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := kv.Delete(ctx, "forgot"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = adminErr(t, nc, "leaf.admin.tag.restart", responder.AdminRequest{Tag: "forgot", Floor: lowFloor})
+	if err == nil || !strings.Contains(err.Error(), highNode) {
+		t.Fatalf("restart at %d below node %s's floor %d: %v; want refused naming it", lowFloor, highNode, highFloor, err)
+	}
+	if err := adminErr(t, nc, "leaf.admin.tag.restart", responder.AdminRequest{Tag: "forgot", Floor: highFloor}); err != nil {
+		t.Fatalf("restart at the highest floor %d: %v", highFloor, err)
+	}
+	// create of a tag the store forgot, below a live node's floor.
+	for range 2 {
+		if err := kv.Purge(ctx, "forgot"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = adminErr(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "forgot", MaxID: lowFloor})
+	if err == nil || !strings.Contains(err.Error(), segment.ErrBelowFloor.Error()) {
+		t.Fatalf("create at %d below live floors (up to %d): %v; want refused", lowFloor, highFloor, err)
+	}
+}
