@@ -476,6 +476,14 @@ func (src *Source) run() {
 			src.lapse(c)
 			continue
 		}
+		if st := src.State(); c == nil && st != StateLost && st != StateClosed {
+			// The registration was dropped under a change to serving (a
+			// Fill found the claim lapsed while this loop renewed it, and
+			// the loop then resumed serving): claim again rather than stay
+			// "serving" with nothing to serve.
+			src.setState(StateLost, time.Time{}, "no registration")
+			continue
+		}
 		now := src.cfg.Now()
 		switch src.State() {
 		case StateLost:
@@ -504,6 +512,9 @@ func (src *Source) run() {
 					continue
 				}
 				failing = false
+				if c == nil || c.dead.Load() {
+					continue // dropped meanwhile: the next round claims again
+				}
 				src.setState(StateServing, time.Time{}, "the clock is past the last time used and the time lease holds")
 			}
 		}
