@@ -230,6 +230,11 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 		return err
 	}
 	return s.cas(ctx, "set step", tag, func(row *record) error {
+		if row.high > row.MaxID {
+			return fmt.Errorf("%w: tag %q: max_id %d is below %d, the max_id of the revision before it in bucket %q: "+
+				"max_id was lowered; nothing changed; raise it (leafctl tag set-max) to at least %d first",
+				segment.ErrBelowFloor, tag, row.MaxID, row.high, s.bucket, row.high)
+		}
 		row.Step = step
 		return nil
 	})
@@ -246,6 +251,11 @@ func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
 	return s.cas(ctx, "set max_id", tag, func(row *record) error {
 		if maxID < row.MaxID {
 			return fmt.Errorf("%w: max_id %d is below the current %d of %q", segment.ErrInvalid, maxID, row.MaxID, tag)
+		}
+		if maxID < row.high {
+			return fmt.Errorf("%w: tag %q: max_id %d is below %d, the max_id of the revision before the current one in bucket %q "+
+				"(max_id was lowered): set at least %d",
+				segment.ErrBelowFloor, tag, maxID, row.high, s.bucket, row.high)
 		}
 		row.MaxID = maxID
 		return nil
@@ -264,9 +274,11 @@ const (
 // first) re-reads and tries again after a short jittered pause, bounded by
 // the call's timeout. An error from f ends the loop unchanged.
 func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) error {
-	// Allocations also read the revisions before the latest: a max_id
-	// below one of them was lowered by hand (`nats kv put`).
-	withHigh := op == opNext || op == opNextStep
+	// Every write also reads the revision before the latest: a max_id
+	// below it was lowered by hand (`nats kv put`), and a write of ours
+	// on top (an allocation, or a step or max_id an operator sets) would
+	// push that evidence out of the bucket's history.
+	withHigh := true
 	if s.closed.Load() {
 		return closedErr(op)
 	}

@@ -646,8 +646,17 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	if _, err := s.NextStep(ctx, "low", 1000); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("NextStep after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
+	// An operator's own later write must not push the evidence out of the
+	// history (the adversary's "putstep" and "putmax": 8k and 36k
+	// duplicates from a node with a lower floor).
+	if err := s.SetStep(ctx, "low", 20); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("SetStep after max_id was lowered = %v, want ErrBelowFloor", err)
+	}
+	if err := s.SetMaxID(ctx, "low", 2); !errors.Is(err, segment.ErrBelowFloor) {
+		t.Fatalf("SetMaxID below the revision behind = %v, want ErrBelowFloor", err)
+	}
 	if got, err := s.Get(ctx, "low"); err != nil || got.MaxID != 1 {
-		t.Fatalf("a refused allocation changed the row: %+v, %v", got, err)
+		t.Fatalf("a refused write changed the row: %+v, %v", got, err)
 	}
 	if err := s.Restart(ctx, "low", last.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Restart below the revision behind = %v, want ErrBelowFloor", err)

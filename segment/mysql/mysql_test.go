@@ -736,19 +736,22 @@ func TestDurability(t *testing.T) {
 	dsn := testenv.MySQL(t)
 	s := open(t, dsn, mysql.Options{CreateTable: true})
 	ctx := context.Background()
-	warn, err := s.Durability(ctx)
-	if err != nil || len(warn) != 0 {
-		t.Fatalf("Durability of the test server = %q, %v; want none", warn, err)
-	}
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "SET GLOBAL innodb_flush_log_at_trx_commit = 1") })
+	if _, err := db.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = 1"); err != nil { // the default
+		t.Fatal(err)
+	}
+	warn, err := s.Durability(ctx)
+	if err != nil || len(warn) != 0 {
+		t.Fatalf("Durability of the test server = %q, %v; want none", warn, err)
+	}
 	if _, err := db.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = 2"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "SET GLOBAL innodb_flush_log_at_trx_commit = 1") })
 	warn, err = s.Durability(ctx)
 	if err != nil || len(warn) != 1 || !strings.Contains(warn[0], "innodb_flush_log_at_trx_commit=2") {
 		t.Fatalf("Durability with innodb_flush_log_at_trx_commit=2 = %q, %v", warn, err)
