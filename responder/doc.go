@@ -12,6 +12,9 @@
 //	leaf.admin.tag.max     JSON {"tag","max_id"} -> the row (max_id may only grow)
 //	leaf.admin.tag.restart JSON {"tag","floor"} -> the row: a deleted tag back at an
 //	                       explicit floor, never below what the store remembers
+//	                       nor below any live node's floor (create too)
+//	leaf.admin.floor.<tag> this node's floor of the tag, JSON wire.NodeFloor;
+//	                       every node answers
 //	leaf.snowflake         snowflake ids, as for segment (also leaf.snowflake.<key>)
 //	leaf.snowflake.decode  decimal id -> JSON wire.Decoded
 //	leaf.admin.time        this node's clock, JSON wire.NodeTime; every node answers
