@@ -411,8 +411,16 @@ func TestSecondNodeJoinsEmbedded(t *testing.T) {
 	nc := natstest.Connect(t, first.ClientURL())
 	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "shared", Step: 100})
 	seen := map[int64]bool{}
-	for i := 0; i < 200; i++ {
+	for i, busy := 0, 0; i < 200; i++ {
 		ids, err := take(nc, "shared", 7, i%2 == 0)
+		if err != nil && strings.Contains(err.Error(), "503") && busy < 20 {
+			// A load (fsynced: sync_always) outlasted the 50 ms a request
+			// waits on a machine busy with other tests: ask again.
+			busy++
+			i--
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -359,9 +359,13 @@ func TestClusterTwoStores(t *testing.T) {
 	}
 	servers := natstest.RunCluster(t, 3)
 	bucket := freshBucket()
+	// A generous call timeout: 8 writers contend on one key of an R3
+	// stream, and on a machine busy with other tests a call that retries
+	// its conflicts can pass the default 3 s; the test is about the sums.
+	o := kvstore.Options{Bucket: bucket, Replicas: 3, Timeout: 20 * time.Second}
 	stores := []*kvstore.Store{
-		open(t, newJS(t, servers[0].ClientURL()), kvstore.Options{Bucket: bucket, Replicas: 3}),
-		open(t, newJS(t, servers[1].ClientURL()), kvstore.Options{Bucket: bucket, Replicas: 3}),
+		open(t, newJS(t, servers[0].ClientURL()), o),
+		open(t, newJS(t, servers[1].ClientURL()), o),
 	}
 	ctx := testCtx(t)
 	if err := stores[0].Create(ctx, segment.Tag{Name: "shared", MaxID: 1, Step: 10}); err != nil {
