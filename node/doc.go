@@ -12,10 +12,19 @@
 // on leaf.events.snowflake.
 //
 // The data directory (Config.DataDir) holds what a node keeps across
-// restarts: the embedded server's JetStream store, the static and ZooKeeper
-// registries' lease files (snowflake/), and each tag's last dynamic step
-// (segment-steps.json, a segment.StepFile), so a restarted node starts busy
-// tags at the step they had.
+// restarts: the embedded server's JetStream store (run with sync_always:
+// every reservation, lease and pool delete is fsynced before it is
+// acknowledged), the snowflake lease files of every registry (snowflake/:
+// static-N, kv-N and mysql-N per worker id, the ZooKeeper cache) and the
+// layout the ids were made with (snowflake/layout; another one is
+// refused), each tag's floor and the store's incarnation
+// (segment-floors.json, a segment.FloorFile) and each tag's last dynamic
+// step (segment-steps.json, a segment.StepFile). One node holds a data
+// directory at a time: Start takes a flock on the directory's own inode and
+// on its JetStream store's (leafd.lock names the holder), so a second node
+// refuses at once with ErrDataDirInUse. On an external NATS the node warns
+// at start about every stream it depends on that has one replica, and on
+// MySQL about settings under which a commit is not durable.
 //
 // Start builds everything in dependency order and Close tears it down in
 // reverse: leave the queue group first (so NATS sends requests to the other
