@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,7 +29,7 @@ import (
 type leafdProc struct {
 	cmd    *exec.Cmd
 	url    string // the NATS URL from its banner
-	stderr *lockedBuffer
+	stderr *testenv.Buffer
 	exited chan error
 	dead   chan struct{} // closed once Wait returned
 }
@@ -54,7 +52,7 @@ func tryLeafd(t *testing.T, bin string, wrap []string, args ...string) (*leafdPr
 	argv := append(append(append([]string{}, wrap...), bin), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kill reaches a wrapped leafd too
-	p := &leafdProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), dead: make(chan struct{})}
+	p := &leafdProc{cmd: cmd, stderr: &testenv.Buffer{}, exited: make(chan error, 1), dead: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -266,24 +264,6 @@ func TestPoolBatchStaysTakenAcrossKill(t *testing.T) {
 	t.Logf("%d batches, %d ids taken across 4 kill -9, none twice", taken, len(seen))
 }
 
-// lockedBuffer is a log sink for tests.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // On an external NATS a stream with one replica is as durable as that one
 // server's disk sync: the node says so at start, naming each stream. The
 // embedded server syncs always and says nothing.
@@ -299,7 +279,7 @@ func TestWarnsOnUnreplicatedStreams(t *testing.T) {
 		{"embedded", node.Config{Name: "emb", NATSListen: "127.0.0.1:-1"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs lockedBuffer
+			var logs testenv.Buffer
 			tc.cfg.HTTP, tc.cfg.DataDir = "off", t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,32 +8,15 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A password in the --nats URL never reaches the logs, nor the error of a
 // failed connection.
@@ -42,7 +24,7 @@ func TestSecretsNotLogged(t *testing.T) {
 	const secret = "s3cret-Pa55word"
 	s := natstest.RunServer(t, func(o *server.Options) { o.Username, o.Password = "leafd", secret })
 	url := strings.Replace(s.ClientURL(), "nats://", "nats://leafd:"+secret+"@", 1)
-	var logs syncBuf
+	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -78,7 +60,7 @@ func TestNATSAuthSettings(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuf
+	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	cfg, err := node.Parse([]string{"--nats", s.ClientURL(), "--http", "off", "--data", t.TempDir(), "--name", "authd",
 		"--nats-user", "leafd"}, func(k string) string {

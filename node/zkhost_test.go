@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,34 +24,17 @@ import (
 // zkLeafd is a leafd started from the built binary.
 type zkLeafd struct {
 	cmd    *exec.Cmd
-	out    *zkOutBuffer
+	out    *testenv.Buffer
 	done   chan struct{}
 	err    error // of Wait, once done is closed
 	natsAt string
-}
-
-type zkOutBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *zkOutBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *zkOutBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startZKLeafd starts bin with args; the process is killed at the end of
 // the test.
 func startZKLeafd(t *testing.T, bin, natsAt string, args ...string) *zkLeafd {
 	t.Helper()
-	p := &zkLeafd{cmd: exec.Command(bin, args...), out: &zkOutBuffer{}, done: make(chan struct{}), natsAt: natsAt}
+	p := &zkLeafd{cmd: exec.Command(bin, args...), out: &testenv.Buffer{}, done: make(chan struct{}), natsAt: natsAt}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -56,7 +57,7 @@ func freeAddr(t *testing.T) string {
 // returned function stops it (SIGTERM); clean-up stops it too.
 func runLeafd(t *testing.T, bin, addr, data string) (stop func()) {
 	t.Helper()
-	var out, errOut lockedBuffer
+	var out, errOut testenv.Buffer
 	cmd := exec.Command(bin, "--nats-listen", addr, "--http", "127.0.0.1:0", "--data", data, "--name", "e2e")
 	cmd.Env = os.Environ()
 	cmd.Stdout, cmd.Stderr = &out, &errOut

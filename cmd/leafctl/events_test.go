@@ -1,34 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/wire"
 )
-
-// lockedBuffer is a bytes.Buffer safe to read while a command writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestEvents(t *testing.T) {
 	url := startLeafd(t)
@@ -40,7 +21,7 @@ func TestEvents(t *testing.T) {
 		{[]string{"--kind", "segment.loaded", "--json", "--count", "1"}, `"kind":"segment.loaded"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			var out, errOut lockedBuffer
+			var out, errOut testenv.Buffer
 			ready := make(chan struct{})
 			c := &cli{stdout: &out, stderr: &errOut, getenv: func(k string) string {
 				if k == "LEAF_NATS" {
