@@ -68,6 +68,7 @@ type Node struct {
 	events  *events.Publisher
 	health  storeHealth
 	lock    *dirLock // DataDir/leafd.lock, held while the node runs
+	peers   *peerFloors
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -135,7 +136,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	default:
 		return nil, err
 	}
+	if n.peers, err = n.startPeerFloors(ctx); err != nil {
+		return nil, err
+	}
 	n.engine, err = segment.New(segment.Config{
+		PeerFloor:   n.peers.floor,
 		Floors:      floors,
 		Steps:       steps,
 		Store:       n.store,
@@ -420,6 +425,7 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.engine != nil {
 		errs = append(errs, n.engine.Close())
 	}
+	n.peers.close()
 	if n.steps != nil {
 		errs = append(errs, n.steps.Close())
 	}

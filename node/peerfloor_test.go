@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,4 +97,61 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), segment.ErrBelowFloor.Error()) {
 		t.Fatalf("create at %d below live floors (up to %d): %v; want refused", lowFloor, highFloor, err)
 	}
+}
+
+// The adversary's "put2": an operator writes a lowered max_id twice with
+// `nats kv put` (the bucket's history then holds no higher revision), at
+// the lower of two nodes' floors. The node with the lower floor must not
+// serve the ids the other served: it heard the other's floor
+// (leaf.floor.<tag>) and refuses ranges below it.
+func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
+	s := natstest.RunServer(t)
+	a := startNode(t, node.Config{Name: "pa", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	b := startNode(t, node.Config{Name: "pb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	nc := natstest.Connect(t, s.ClientURL())
+	seen := map[int64]bool{}
+	takeAll := func(what string, n int, mayFail bool) {
+		t.Helper()
+		for i, fails := 0, 0; i < n; i++ {
+			ids, err := take(nc, "twice", 100, true)
+			if err != nil {
+				if mayFail || strings.Contains(err.Error(), "503") && fails < 50 {
+					fails++
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				t.Fatalf("%s: take %d: %v", what, i, err)
+			}
+			for _, id := range ids {
+				if seen[id] {
+					t.Fatalf("%s: id %d handed out twice", what, id)
+				}
+				seen[id] = true
+			}
+		}
+	}
+	takeAll("before", 60, false)
+	testenv.Eventually(t, "both nodes loaded and settled", 10*time.Second, func() bool {
+		fa, fb := a.SegmentFloor("twice"), b.SegmentFloor("twice")
+		time.Sleep(300 * time.Millisecond)
+		return fa > 0 && fb > 0 && fa == a.SegmentFloor("twice") && fb == b.SegmentFloor("twice")
+	})
+	low := min(a.SegmentFloor("twice"), b.SegmentFloor("twice"))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := []byte(`{"max_id":` + strconv.FormatInt(low, 10) + `,"step":1000}`)
+	for range 2 {
+		if _, err := kv.Put(ctx, "twice", row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	takeAll("after the row was lowered twice", 100, true)
 }

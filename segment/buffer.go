@@ -363,6 +363,10 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	var a Alloc
 	var err error
 	floor := e.cfg.Floors.Floor(t.name)
+	own := floor
+	if e.cfg.PeerFloor != nil {
+		floor = max(floor, e.cfg.PeerFloor(t.name))
+	}
 	an, above := e.store.(AboveNexter)
 	switch {
 	case above && floor > 0:
@@ -376,8 +380,8 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	}
 	if errors.Is(err, ErrBelowFloor) {
 		e.log.Error("segment: the store is below the tag's floor", "tag", t.name, "floor", floor, "err", err)
-		err = fmt.Errorf("%w (this node received ids of %q up to %d; restart the tag at or above the highest such floor of every node: leafctl tag restart %s --floor N)",
-			err, t.name, floor, t.name)
+		err = fmt.Errorf("%w (this node received ids of %q up to %d, the nodes up to %d; restart the tag at or above the highest such floor of every node: leafctl tag restart %s --floor N)",
+			err, t.name, own, floor, t.name)
 	}
 	ev.Took = time.Since(began)
 	if err == nil && a.Step < 1 {
@@ -388,7 +392,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		// received before (a lowered max_id, a row or key deleted and made
 		// again, a replaced bucket).
 		if floor > 0 && a.Start() < floor {
-			err = fmt.Errorf("%w: tag %q: the store granted [%d,%d), but this node already received ids up to %d: "+
+			err = fmt.Errorf("%w: tag %q: the store granted [%d,%d), but this node or a peer already received ids up to %d: "+
 				"max_id was lowered, or the row, key or bucket was deleted and made again; no id is served from it "+
 				"(restart the tag at or above %d: leafctl tag restart %s --floor %d)",
 				ErrBelowFloor, t.name, a.Start(), a.End(), floor, floor, t.name, floor)

@@ -99,6 +99,13 @@ type Config struct {
 	// Logger receives load failures, recoveries and tag changes. Default
 	// slog.Default(); pass slog.New(slog.DiscardHandler) for silence.
 	Logger *slog.Logger
+	// PeerFloor, if set, is the highest floor of tag that other nodes on
+	// the same store have announced (the node wires it to NATS). A load
+	// refuses a range below it as it refuses one below this node's own
+	// floor: a row lowered by hand and rewritten until the store's history
+	// forgot the higher max_id must not let this node serve ids another
+	// node served. Called from load goroutines; must not block.
+	PeerFloor func(tag string) int64
 	// OnLoad, if set, is called after every load attempt, successful (Err
 	// nil) or not, from the loader goroutine, in order for each tag. A
 	// successful segment is handed out only after OnLoad returns, so it

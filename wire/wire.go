@@ -31,6 +31,10 @@ const (
 	// an operator's tag restart or create must not go below, whatever the
 	// store still remembers.
 	FloorPrefix = "leaf.admin.floor."
+	// FloorAnnouncePrefix + <tag> carries a node's new floor after each
+	// load (FloorAnnounce, no reply): nodes on the same store refuse
+	// ranges below any floor they heard.
+	FloorAnnouncePrefix = "leaf.floor."
 	// EncodingHeader selects the reply encoding; EncodingBinary is its only
 	// value other than the default decimal text.
 	EncodingHeader = "Leaf-Encoding"
@@ -233,6 +237,13 @@ type NodeFloor struct {
 	Node  string `json:"node"`
 	Tag   string `json:"tag"`
 	Floor int64  `json:"floor"` // 0: this node never received a range of the tag
+}
+
+// FloorAnnounce is published on FloorAnnouncePrefix + tag.
+type FloorAnnounce struct {
+	Node  string `json:"node"`
+	Store string `json:"store"` // the store's incarnation: floors of another store do not count
+	Floor int64  `json:"floor"`
 }
 
 // NodeTime is the reply of TimeSubject.

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// peerFloors keeps the highest floor each tag's other nodes announced on
+// leaf.floor.<tag> for the same store (its incarnation), so that the
+// engine refuses a range below one a peer served (segment.Config.PeerFloor).
+// Only stores with an incarnation (JetStream KV) take part: MySQL refuses a
+// lowered max_id in the allocation's own transaction.
+type peerFloors struct {
+	node  string
+	store string // this node's store incarnation; "" disables
+	max   int    // most tags kept
+	mu    sync.Mutex
+	m     map[string]int64
+	sub   *nats.Subscription
+}
+
+// startPeerFloors subscribes to the announcements of the nodes on nc. It
+// returns nil (no peer floors) when the store has no incarnation.
+func (n *Node) startPeerFloors(ctx context.Context) (*peerFloors, error) {
+	is, ok := n.store.(segment.Incarnation)
+	if !ok {
+		return nil, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	inc, err := is.Incarnation(cctx)
+	if err != nil || inc == "" {
+		n.log.Warn("segment: no store incarnation: peer floors off", "err", err)
+		return nil, nil
+	}
+	p := &peerFloors{node: n.cfg.Name, store: inc, max: max(n.cfg.MaxTags, 10_000), m: map[string]int64{}}
+	p.sub, err = n.nc.Subscribe(wire.FloorAnnouncePrefix+"*", p.heard)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// heard records one announcement.
+func (p *peerFloors) heard(m *nats.Msg) {
+	tag := strings.TrimPrefix(m.Subject, wire.FloorAnnouncePrefix)
+	var a wire.FloorAnnounce
+	if !segment.ValidTag(tag) || json.Unmarshal(m.Data, &a) != nil || a.Store != p.store || a.Node == p.node || a.Floor <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.m[tag]; ok || len(p.m) < p.max {
+		p.m[tag] = max(cur, a.Floor)
+	}
+}
+
+// floor is the highest floor of tag heard from a peer; 0 if none.
+func (p *peerFloors) floor(tag string) int64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[tag]
+}
+
+// announce publishes this node's new floor of tag (after a load).
+func (p *peerFloors) announce(nc *nats.Conn, tag string, end int64) {
+	if p == nil {
+		return
+	}
+	b, _ := json.Marshal(wire.FloorAnnounce{Node: p.node, Store: p.store, Floor: end})
+	_ = nc.Publish(wire.FloorAnnouncePrefix+tag, b)
+}
+
+func (p *peerFloors) close() {
+	if p != nil && p.sub != nil {
+		_ = p.sub.Unsubscribe()
+	}
+}
