@@ -22,7 +22,13 @@
 // step (segment-steps.json, a segment.StepFile). One node holds a data
 // directory at a time: Start takes a flock on the directory's own inode and
 // on its JetStream store's (leafd.lock names the holder), so a second node
-// refuses at once with ErrDataDirInUse. On an external NATS the node warns
+// refuses at once with ErrDataDirInUse.
+//
+// Floors are shared: after each load a node announces its new floor of the
+// tag on leaf.floor.<tag> (with its JetStream KV store's incarnation), and
+// the engine refuses ranges below any floor a peer on the same store
+// announced; every node also answers leaf.admin.floor.<tag>, which tag
+// restart and create gather. On an external NATS the node warns
 // at start about every stream it depends on that has one replica, and on
 // MySQL about settings under which a commit is not durable.
 //
