@@ -31,6 +31,44 @@ func adminErr(t *testing.T, nc *nats.Conn, subject string, req responder.AdminRe
 	return wire.ReplyError(reply)
 }
 
+// settleFloors waits until every node has a floor of tag and the loads made
+// ahead of need have landed (the floors stay put for a moment).
+func settleFloors(t *testing.T, tag string, nodes ...*node.Node) {
+	t.Helper()
+	testenv.Eventually(t, "settled floors of "+tag, 10*time.Second, func() bool {
+		before := make([]int64, len(nodes))
+		for i, n := range nodes {
+			if before[i] = n.SegmentFloor(tag); before[i] == 0 {
+				return false
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+		for i, n := range nodes {
+			if n.SegmentFloor(tag) != before[i] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// allocBucket is the alloc KV bucket, for acting as an operator with the
+// nats CLI would.
+func allocBucket(t *testing.T, nc *nats.Conn) (jetstream.KeyValue, context.Context) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv, ctx
+}
+
 // The store can forget a tag entirely — its key deleted twice, so only
 // markers are left in the bucket's history (the adversary's "deldel": an
 // operator's script retried) — but the live nodes have not: a restart (or
@@ -50,11 +88,7 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 		}
 	}
 	// Let the loads made ahead of need land: the floors then stay put.
-	testenv.Eventually(t, "settled floors", 10*time.Second, func() bool {
-		fa, fb := a.SegmentFloor("forgot"), b.SegmentFloor("forgot")
-		time.Sleep(300 * time.Millisecond)
-		return fa == a.SegmentFloor("forgot") && fb == b.SegmentFloor("forgot")
-	})
+	settleFloors(t, "forgot", a, b)
 	lowFloor, highFloor, highNode := int64(-1), int64(0), ""
 	for _, n := range []*node.Node{a, b} {
 		f := n.SegmentFloor("forgot")
@@ -65,22 +99,13 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 			highFloor, highNode = f, n.Name()
 		}
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, ctx := allocBucket(t, nc)
 	for range 2 {
 		if err := kv.Delete(ctx, "forgot"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err = adminErr(t, nc, "leaf.admin.tag.restart", responder.AdminRequest{Tag: "forgot", Floor: lowFloor})
+	err := adminErr(t, nc, "leaf.admin.tag.restart", responder.AdminRequest{Tag: "forgot", Floor: lowFloor})
 	if err == nil || !strings.Contains(err.Error(), highNode) {
 		t.Fatalf("restart at %d below node %s's floor %d: %v; want refused naming it", lowFloor, highNode, highFloor, err)
 	}
@@ -131,22 +156,9 @@ func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 		}
 	}
 	takeAll("before", 60, false)
-	testenv.Eventually(t, "both nodes loaded and settled", 10*time.Second, func() bool {
-		fa, fb := a.SegmentFloor("twice"), b.SegmentFloor("twice")
-		time.Sleep(300 * time.Millisecond)
-		return fa > 0 && fb > 0 && fa == a.SegmentFloor("twice") && fb == b.SegmentFloor("twice")
-	})
+	settleFloors(t, "twice", a, b)
 	low := min(a.SegmentFloor("twice"), b.SegmentFloor("twice"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, ctx := allocBucket(t, nc)
 	row := []byte(`{"max_id":` + strconv.FormatInt(low, 10) + `,"step":1000}`)
 	for range 2 {
 		if _, err := kv.Put(ctx, "twice", row); err != nil {
