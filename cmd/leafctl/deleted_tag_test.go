@@ -23,24 +23,6 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// buildLeafd builds ./cmd/leafd into a temporary directory.
-func buildLeafd(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds and runs leafd")
-	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build leafd with")
-	}
-	bin := filepath.Join(t.TempDir(), "leafd")
-	build := exec.Command(goBin, "build", "-o", bin, "github.com/leafmq/leafmq/cmd/leafd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build leafd: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // freeAddr returns a loopback address with a port free right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -101,7 +83,7 @@ func runLeafd(t *testing.T, bin, addr, data string) (stop func()) {
 func startLeafdBinary(t *testing.T) string {
 	t.Helper()
 	addr := freeAddr(t)
-	runLeafd(t, buildLeafd(t), addr, filepath.Join(t.TempDir(), "data"))
+	runLeafd(t, testenv.Build(t, "cmd/leafd"), addr, filepath.Join(t.TempDir(), "data"))
 	return "nats://" + addr
 }
 
@@ -264,7 +246,7 @@ func TestDeletedKeyThroughLeafd(t *testing.T) {
 // an id twice: it refuses to auto-create on the new bucket, before and
 // after its restart, and refuses a tag restarted below the ids it issued.
 func TestReplacedBucketThroughLeafd(t *testing.T) {
-	bin := buildLeafd(t)
+	bin := testenv.Build(t, "cmd/leafd")
 	addr, data := freeAddr(t), filepath.Join(t.TempDir(), "data")
 	url := "nats://" + addr
 	stop := runLeafd(t, bin, addr, data)

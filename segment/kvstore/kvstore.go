@@ -274,11 +274,6 @@ const (
 // first) re-reads and tries again after a short jittered pause, bounded by
 // the call's timeout. An error from f ends the loop unchanged.
 func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) error {
-	// Every write also reads the revision before the latest: a max_id
-	// below it was lowered by hand (`nats kv put`), and a write of ours
-	// on top (an allocation, or a step or max_id an operator sets) would
-	// push that evidence out of the bucket's history.
-	withHigh := true
 	if s.closed.Load() {
 		return closedErr(op)
 	}
@@ -299,10 +294,12 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 			ferr = err
 			return false, err
 		}
-		if withHigh {
-			if row.high, err = s.highest(cctx, tag, m.Sequence); err != nil {
-				return transient(err), err
-			}
+		// Every write also reads the revision before the latest: a max_id
+		// below it was lowered by hand (`nats kv put`), and a write of ours
+		// on top (an allocation, or a step or max_id an operator sets)
+		// would push that evidence out of the bucket's history.
+		if row.high, err = s.highest(cctx, tag, m.Sequence); err != nil {
+			return transient(err), err
 		}
 		if err := f(&row); err != nil {
 			ferr = err
