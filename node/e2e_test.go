@@ -64,6 +64,20 @@ func take(nc *nats.Conn, tag string, n int, binary bool) ([]int64, error) {
 	return takeFrom(nc, wire.SegmentPrefix+tag, n, binary)
 }
 
+// takeReady is take for a caller that, like the Go client, asks again after
+// a 503: a busy machine may need longer than ReadyWait to create and load a
+// tag. It gives up after 10 s.
+func takeReady(nc *nats.Conn, tag string, n int, binary bool) ([]int64, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ids, err := take(nc, tag, n, binary)
+		if !errors.Is(err, wire.ErrUnavailable) || time.Now().After(deadline) {
+			return ids, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // takeFrom asks subject for n ids and returns them, or the error.
 func takeFrom(nc *nats.Conn, subject string, n int, binary bool) ([]int64, error) {
 	reply, err := nc.RequestMsg(wire.NewRequest(subject, n, binary), 5*time.Second)

@@ -33,7 +33,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		}
 		nc := natstest.Connect(t, n.ClientURL())
 		for i := 0; i < 20; i++ {
-			if _, err := take(nc, "t"+string(rune('a'+i)), 1+i*100, i%2 == 0); err != nil {
+			if _, err := takeReady(nc, "t"+string(rune('a'+i)), 1+i*100, i%2 == 0); err != nil {
 				t.Fatal(err)
 			}
 		}
