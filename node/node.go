@@ -69,6 +69,9 @@ type Node struct {
 	health  storeHealth
 	lock    *dirLock // DataDir/leafd.lock, held while the node runs
 	peers   *peerFloors
+	start   starting                     // what Start waits for, on /readyz
+	api     atomic.Pointer[http.Handler] // the HTTP API, once started
+	reg     *prometheus.Registry         // /metrics
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -87,9 +90,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 			_ = n.Close(context.Background())
 		}
 	}()
-	ctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-
+	n.start.set("starting", nil)
 	// Two nodes on one data directory refuse at once. A directory that
 	// cannot be written at all only costs a node on an external NATS its
 	// hints (the embedded server cannot start without it anyway).
@@ -107,7 +108,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
-	if err := n.openStore(ctx); err != nil {
+	// Live at once, ready once started: a backend that does not answer yet
+	// (a NATS cluster electing its JetStream leader, a database starting
+	// beside leafd) is waited for, not fatal.
+	if err := n.startHTTP(); err != nil {
+		return nil, err
+	}
+	if err := n.await(ctx, "opening the segment store", n.openStore); err != nil {
 		return nil, err
 	}
 	// The steps are hints: a data directory that cannot be written costs
@@ -154,7 +161,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err != nil {
 		return nil, err
 	}
-	if err := n.engine.Start(ctx); err != nil {
+	if err := n.await(ctx, "loading the tags", n.engine.Start); err != nil {
 		return nil, fmt.Errorf("segment engine: %w", err)
 	}
 	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log, OnEmpty: n.onEmpty})
@@ -162,7 +169,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	n.prod.Preload()
-	if err := n.startSnowflake(ctx); err != nil {
+	if err := n.await(ctx, "registering a snowflake worker", n.startSnowflake); err != nil {
 		return nil, err
 	}
 	rc := responder.Config{
@@ -197,11 +204,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		go n.applySnowflake()
 		n.sfEvents <- n.src.State()
 	}
-	if err := n.startPool(ctx); err != nil {
+	if err := n.await(ctx, "starting the batch pool", n.startPool); err != nil {
 		return nil, err
 	}
-	n.warnUnreplicated(ctx)
-	if err := n.startHTTP(); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, startTimeout)
+	n.warnUnreplicated(wctx)
+	cancel()
+	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}
 	n.events.Emit(events.Event{Kind: events.NodeUp, Message: "leafd " + Version + " started",
@@ -301,23 +310,18 @@ func (n *Node) openStore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	// A fresh cluster may need a moment to elect a JetStream meta leader.
-	for {
-		n.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.KVReplicas})
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || !errors.Is(err, segment.ErrUnavailable) {
-			return fmt.Errorf("jetstream kv store: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("jetstream kv store: %w", err)
-		case <-time.After(250 * time.Millisecond):
-		}
+	// A fresh cluster may need a moment to elect a JetStream meta leader:
+	// Start retries (await).
+	n.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.KVReplicas})
+	if err != nil {
+		return fmt.Errorf("jetstream kv store: %w", err)
 	}
+	return nil
 }
 
+// startHTTP listens and serves /healthz (alive), /metrics and pprof at
+// once; every other path, /readyz among them, answers 503 with what the
+// node waits for until serveAPI.
 func (n *Node) startHTTP() error {
 	if n.cfg.HTTP == "off" {
 		return nil
@@ -326,19 +330,18 @@ func (n *Node) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newCollector(n))
-	n.met.register(reg)
-	api, err := n.httpAPI()
-	if err != nil {
-		_ = ln.Close()
-		return err
-	}
+	n.reg = prometheus.NewRegistry()
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("/", api) // Leaf's HTTP API, /readyz, the status page
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if api := n.api.Load(); api != nil {
+			(*api).ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "not ready: "+n.start.why(), http.StatusServiceUnavailable)
+	})) // Leaf's HTTP API, /readyz, the status page
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -351,6 +354,23 @@ func (n *Node) startHTTP() error {
 			n.log.Error("http server", "err", err)
 		}
 	}()
+	return nil
+}
+
+// serveAPI puts the started node's metrics and HTTP API behind startHTTP's
+// listener: from now on /readyz tells the node's health.
+func (n *Node) serveAPI() error {
+	n.start.set("", nil)
+	if n.http == nil {
+		return nil
+	}
+	n.reg.MustRegister(newCollector(n))
+	n.met.register(n.reg)
+	api, err := n.httpAPI()
+	if err != nil {
+		return err
+	}
+	n.api.Store(&api)
 	return nil
 }
 

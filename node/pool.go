@@ -60,6 +60,15 @@ func (c *Config) validatePool() error {
 
 // startPool starts topping up the configured pools.
 func (n *Node) startPool(ctx context.Context) error {
+	err := n.fillPool(ctx)
+	if err != nil && n.pool != nil { // Start may try again
+		_ = n.pool.Close()
+		n.pool = nil
+	}
+	return err
+}
+
+func (n *Node) fillPool(ctx context.Context) error {
 	subjects, err := n.cfg.poolSubjects()
 	if err != nil || len(subjects) == 0 {
 		return err

@@ -65,21 +65,41 @@ func start(t testing.TB, o *server.Options) *server.Server {
 // copes with that.
 func RunCluster(t testing.TB, n int) []*server.Server {
 	t.Helper()
+	c := NewCluster(t, n)
+	for i := range n {
+		c.Start(i)
+	}
+	c.Wait()
+	return c.Servers
+}
+
+// Cluster is a cluster of embedded nats-servers configured by NewCluster
+// and started one by one, for tests of what clients see while a cluster
+// forms (no JetStream meta leader before a quorum is up).
+type Cluster struct {
+	t       testing.TB
+	opts    []*server.Options
+	Servers []*server.Server // nil until started
+}
+
+// NewCluster configures n servers as RunCluster does and starts none.
+func NewCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("natstest: RunCluster(%d): need at least one server", n)
 	}
-	ports := freePorts(t, n)
+	ports := freePorts(t, 2*n)
 	routes := make([]*url.URL, n)
-	for i, p := range ports {
-		routes[i] = &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)}
+	for i := range n {
+		routes[i] = &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", ports[i])}
 	}
 	base := t.TempDir()
-	servers := make([]*server.Server, n)
+	c := &Cluster{t: t, opts: make([]*server.Options, n), Servers: make([]*server.Server, n)}
 	for i := range n {
-		o := &server.Options{
+		c.opts[i] = &server.Options{
 			ServerName: fmt.Sprintf("n%d", i),
 			Host:       "127.0.0.1",
-			Port:       -1,
+			Port:       ports[n+i], // fixed, so ClientURLs is known before start
 			JetStream:  true,
 			StoreDir:   filepath.Join(base, fmt.Sprintf("n%d", i)),
 			NoLog:      true,
@@ -91,10 +111,27 @@ func RunCluster(t testing.TB, n int) []*server.Server {
 			},
 			Routes: routes,
 		}
-		servers[i] = start(t, o)
 	}
-	waitCluster(t, servers)
-	return servers
+	return c
+}
+
+// Start starts server i and waits until it accepts connections.
+func (c *Cluster) Start(i int) *server.Server {
+	c.t.Helper()
+	c.Servers[i] = start(c.t, c.opts[i])
+	return c.Servers[i]
+}
+
+// URL is the client URL of server i, started or not.
+func (c *Cluster) URL(i int) string {
+	return fmt.Sprintf("nats://%s:%d", c.opts[i].Host, c.opts[i].Port)
+}
+
+// Wait waits (bounded by 30 s) until every server routes to all others and
+// the cluster has a JetStream meta leader; all must have been started.
+func (c *Cluster) Wait() {
+	c.t.Helper()
+	waitCluster(c.t, c.Servers)
 }
 
 // waitCluster polls until every server routes to all others, exactly one

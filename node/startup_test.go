@@ -1,0 +1,95 @@
+package node_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+)
+
+// leafd started beside a NATS cluster whose JetStream has no meta leader yet
+// (one of three servers up, as when a fresh cluster and its first leafd
+// start together) waits with backoff instead of exiting: /healthz answers,
+// /readyz says why it is not ready, and it serves as soon as the cluster
+// has a quorum. Before, it exited at once ("listing tags: … no answer").
+func TestStartWaitsForJetStream(t *testing.T) {
+	c := natstest.NewCluster(t, 3)
+	c.Start(0)
+	bin := testenv.Build(t, "cmd/leafd")
+	addr := freeAddr(t)
+	type started struct {
+		p   *leafdProc
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		p, err := tryLeafd(t, bin, nil, "--name", "early", "--nats", c.URL(0), "--http", addr,
+			"--data", t.TempDir(), "--kv-replicas", "3")
+		done <- started{p, err}
+	}()
+
+	// While there is no quorum: alive, not ready, and saying why.
+	var why string
+	testenv.Eventually(t, "/readyz of a leafd waiting for JetStream", 30*time.Second, func() bool {
+		select {
+		case s := <-done:
+			t.Fatalf("leafd did not wait for JetStream: %v", s.err)
+		default:
+		}
+		code, body := get(t, "http://"+addr+"/readyz")
+		why = body
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "starting")
+	})
+	if code, _ := get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d while starting, want 200 (the process is alive)", code)
+	}
+	t.Logf("/readyz while waiting: %s", why)
+	time.Sleep(2 * time.Second) // more than the store's 3 s answer window since start
+	select {
+	case s := <-done:
+		t.Fatalf("leafd gave up on JetStream: %v", s.err)
+	default:
+	}
+
+	c.Start(1)
+	c.Start(2)
+	s := <-done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	testenv.Eventually(t, "/readyz of a started leafd", 30*time.Second, func() bool {
+		code, _ := get(t, "http://"+addr+"/readyz")
+		return code == http.StatusOK
+	})
+	nc := natstest.Connect(t, c.URL(1))
+	if _, err := takeReady(nc, "late", 10, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// get returns the status and body of url, or 0 when nothing answers.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
