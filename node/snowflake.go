@@ -329,6 +329,8 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		LeaseAhead:   cfg.LeaseAhead,
 		MaxBackward:  cfg.MaxBackward,
 		MaxStartWait: cfg.MaxStartWait,
+		NewWorker:    n.noPeerServes,
+		ClockSkew:    max(cfg.PeerClockMax, 0),
 		Logger:       n.log,
 		OnEvent:      n.onSnowflake,
 	})
@@ -483,4 +485,25 @@ func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Re
 		return r
 	}
 	return snowflake.NewLeaseFiles(r, dir, prefix)
+}
+
+// noPeerServes reports whether no live node says it holds worker: asked
+// when the registry has no time lease for a worker id it gave this node
+// (an operator deleted its record, or the whole registry, under a live
+// node; see snowflake.SourceConfig.NewWorker). A node that does not answer
+// (frozen, cut off) is not seen: README, "Outside the promise".
+func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
+	peers, err := responder.AskStatus(ctx, n.nc, 300*time.Millisecond)
+	if err != nil {
+		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids; waiting out the claim TTL", "worker", worker, "err", err)
+		return false
+	}
+	for _, p := range peers {
+		if p.Node != n.cfg.Name && p.Snow != nil && p.Snow.Worker == worker {
+			n.log.Warn("snowflake: a live node holds the worker id the registry gave this node with no lease on record (its record was deleted?)",
+				"worker", worker, "holder", p.Node, "holder_state", p.Snow.State)
+			return false
+		}
+	}
+	return true
 }

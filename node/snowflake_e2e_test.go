@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	zkclient "github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/natstest"
@@ -337,4 +339,113 @@ func mustEpoch(t *testing.T, s string) time.Time {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// An operator deletes the worker registry (the ZooKeeper tree, or the
+// leaf_workers bucket) under a live node A; node B, with its own identity
+// and data directory, registers and gets a worker id with no time lease on
+// record — on ZooKeeper A's, whose sequence starts over. B must not serve
+// it while A may (issue #12): it asks the live nodes, sees A holds it, and
+// waits out A's claim. Before, B served at once beside A.
+func TestWipedWorkerRegistry(t *testing.T) {
+	for _, reg := range []string{node.RegistryZK, node.RegistryKV} {
+		t.Run(reg, func(t *testing.T) { wipedWorkerRegistry(t, reg) })
+	}
+}
+
+func wipedWorkerRegistry(t *testing.T, reg string) {
+	s := natstest.RunServer(t)
+	base := node.Config{NATS: s.ClientURL(), Registry: reg}
+	if reg == node.RegistryZK {
+		base.ZK, base.ZKName = testenv.ZooKeeper(t), testenv.RandomName("wipe", 6)
+	}
+	cfgA, cfgB := base, base
+	cfgA.Name, cfgA.ZKAddr = "wa", "127.0.0.1:7101"
+	cfgB.Name, cfgB.ZKAddr = "wb", "127.0.0.1:7102"
+	a := startNode(t, cfgA)
+	waitServing(t, a)
+
+	var (
+		all  []int64
+		stop = make(chan struct{})
+		done = make(chan error, 1)
+	)
+	go func() {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			done <- err
+			return
+		}
+		defer nc.Close()
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if ids, err := takeFrom(nc, wire.SnowflakeSubject, 200, true); err == nil {
+				all = append(all, ids...)
+			}
+		}
+	}()
+
+	worker := a.Snowflake().Worker()
+	wipeRegistry(t, base)
+	b := startNode(t, cfgB)
+	waitServing(t, b)
+	time.Sleep(time.Second)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[int64]bool, len(all))
+	dups := 0
+	for _, id := range all {
+		if seen[id] {
+			dups++
+		}
+		seen[id] = true
+	}
+	t.Logf("A had worker %d, B got %d; %d ids, %d duplicates", worker, b.Snowflake().Worker(), len(all), dups)
+	if dups > 0 {
+		t.Fatalf("%d duplicate snowflake ids after the worker registry was deleted under a live node", dups)
+	}
+}
+
+// wipeRegistry deletes cfg's worker registry as an operator would.
+func wipeRegistry(t *testing.T, cfg node.Config) {
+	t.Helper()
+	switch cfg.Registry {
+	case node.RegistryKV:
+		js, err := jetstream.New(natstest.Connect(t, cfg.NATS))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := js.DeleteKeyValue(ctx, "leaf_workers"); err != nil {
+			t.Fatal(err)
+		}
+	case node.RegistryZK:
+		conn, _, err := zkclient.Connect([]string{cfg.ZK}, 10*time.Second, zkclient.WithLogInfo(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var rm func(path string)
+		rm = func(path string) {
+			kids, _, err := conn.Children(path)
+			if err != nil {
+				t.Fatalf("zk children %s: %v", path, err)
+			}
+			for _, k := range kids {
+				rm(path + "/" + k)
+			}
+			if err := conn.Delete(path, -1); err != nil {
+				t.Fatalf("zk delete %s: %v", path, err)
+			}
+		}
+		rm("/snowflake/" + cfg.ZKName)
+	}
 }

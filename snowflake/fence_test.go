@@ -157,3 +157,50 @@ func TestSourceRegisterLapsesBeforeFirstLease(t *testing.T) {
 		t.Fatalf("Fill after registering again: %v", err)
 	}
 }
+
+// TestSourceWaitsOutUnknownWorker (issue #12): an operator deletes a live
+// node's worker record, or the whole registry; the next process to
+// register gets the same worker id with no time lease. It must not serve
+// until the live node's claim has lapsed (ClaimTTL) and the clock has
+// passed the ids that node may have made ahead of its clock (LeaseAhead)
+// on a clock up to ClockSkew ahead. Without the wait both serve the worker.
+func TestSourceWaitsOutUnknownWorker(t *testing.T) {
+	b := newBackend(-1)
+	b.ttl = time.Second
+	const skew = 100 * time.Millisecond
+	src, clock, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) {
+		c.NewWorker = func(_ context.Context, w int64) bool { return w != 0 } // a live node serves 0
+		c.ClockSkew = skew
+	})
+	if st := src.State(); st != snowflake.StateWaiting {
+		t.Fatalf("state of a worker with no lease on record = %v, want waiting", st)
+	}
+	wait := b.ttl + testLeaseAhead + skew
+	clock.Set(t0.Add(wait - time.Millisecond))
+	if n, err := src.Fill(context.Background(), make([]int64, 1)); err == nil {
+		t.Fatalf("Fill before ClaimTTL+LeaseAhead+ClockSkew = %d ids, want ErrNotServing", n)
+	}
+	clock.Set(t0.Add(wait + time.Millisecond))
+	waitState(t, src, snowflake.StateServing)
+	for _, id := range fill(t, src, 8) {
+		if at := smallLayout.Decompose(id).Time; at.Before(t0.Add(wait)) {
+			t.Fatalf("id %d of %v, before the wait ended at %v", id, at, t0.Add(wait))
+		}
+	}
+
+	// A registry that has a lease for the worker, or a config that knows no
+	// other process can have used it, serves at once.
+	for name, edit := range map[string]func(*snowflake.SourceConfig){
+		"NewWorker": func(c *snowflake.SourceConfig) {},
+		"no fence":  func(c *snowflake.SourceConfig) { c.NewWorker = nil },
+	} {
+		b := newBackend(-1)
+		if name == "NewWorker" {
+			b.ttl = time.Second
+		}
+		src, _, _ := startSource(t, b, nil, edit)
+		if st := src.State(); st != snowflake.StateServing {
+			t.Errorf("%s: state = %v, want serving", name, st)
+		}
+	}
+}

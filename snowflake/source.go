@@ -112,6 +112,16 @@ type SourceConfig struct {
 	// this at start fails Start with ErrClockBackwards instead of waiting.
 	// Default 30s.
 	MaxStartWait time.Duration
+	// NewWorker is asked about a worker id whose registry (a ClaimTTLer)
+	// holds no time lease for it: true if no other process can be serving
+	// it (a node asks the live nodes). Otherwise the worker is unknown, not
+	// new: an operator may have deleted its record, or the whole registry,
+	// under a live process that still serves it until its claim lapses
+	// (ClaimTTL), with ids up to BorrowAhead past a clock that may run
+	// ClockSkew ahead of this one; it waits out ClaimTTL + LeaseAhead +
+	// ClockSkew before its first id. Nil: every such worker is unknown.
+	NewWorker func(ctx context.Context, worker int64) bool
+	ClockSkew time.Duration
 	// OnEvent, if set, is called (from the Source's goroutine or a caller
 	// of Fill, never concurrently with itself) at every change of state.
 	OnEvent func(Event)
@@ -309,6 +319,16 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		return fmt.Errorf("%w: the clock (%v) is %v behind the last time lease of worker %d (%v), more than the %v a start waits: fix the clock, or start later",
 			ErrClockBackwards, now.UTC(), behind.Round(time.Millisecond), r.Worker, r.LastLease.UTC(), src.cfg.MaxStartWait)
 	}
+	var ttl time.Duration
+	if t, ok := reg.(ClaimTTLer); ok && t.ClaimTTL() > 0 {
+		ttl = t.ClaimTTL()
+	}
+	if r.LastLease.IsZero() && ttl > 0 && (src.cfg.NewWorker == nil || !src.cfg.NewWorker(ctx, r.Worker)) {
+		wait := ttl + src.cfg.LeaseAhead + max(src.cfg.ClockSkew, 0)
+		src.log.Warn("snowflake: the registry has no time lease for this worker id: waiting out any process that may still serve it",
+			"worker", r.Worker, "wait", wait)
+		r.LastLease = now.Add(wait)
+	}
 	gen, err := New(Config{
 		Layout:      src.s.l,
 		Worker:      r.Worker,
@@ -321,8 +341,8 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		return err
 	}
 	c := &claim{reg: reg, gen: gen, worker: r.Worker}
-	if t, ok := reg.(ClaimTTLer); ok && t.ClaimTTL() > 0 {
-		c.ttl = t.ClaimTTL()
+	if ttl > 0 {
+		c.ttl = ttl
 		c.fence.Store(start + int64(c.ttl))
 	}
 	if !r.LastLease.IsZero() {

@@ -265,6 +265,7 @@ func sourceConfig(b *memBackend, clock *fakeClock, log *eventLog) snowflake.Sour
 		MaxBackward: testMaxBackward,
 		OnEvent:     log.add,
 		Logger:      discard,
+		NewWorker:   func(context.Context, int64) bool { return true }, // TestSourceWaitsOutUnknownWorker tests the wait
 	}
 }
 

@@ -342,6 +342,8 @@ func TestTakeoverStopsSource(t *testing.T) {
 	ctx := ctxT(t)
 	opened := false
 	src, err := snowflake.StartSource(ctx, snowflake.SourceConfig{
+		// A new registry: no other process can serve its worker ids.
+		NewWorker: func(context.Context, int64) bool { return true },
 		Open: func(ctx context.Context) (snowflake.Registry, error) {
 			if opened {
 				return nil, errors.New("test: no second registry")

@@ -91,6 +91,8 @@ func startOn(t *testing.T, reg snowflake.Registry, edit func(*snowflake.SourceCo
 	t.Helper()
 	opened := false
 	cfg := snowflake.SourceConfig{
+		// A new registry: no other process can serve its worker ids.
+		NewWorker: func(context.Context, int64) bool { return true },
 		Open: func(context.Context) (snowflake.Registry, error) {
 			if opened {
 				return nil, errors.New("test: no second registry")

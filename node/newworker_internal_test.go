@@ -1,0 +1,46 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/snowflake"
+)
+
+// TestNoPeerServes: a worker id the registry gives with no lease on record
+// is new only if no live node says it holds it (issue #12: an operator
+// deleted the record, or the whole registry, under the live holder). The
+// Source waits out the claim TTL otherwise (TestSourceWaitsOutUnknownWorker).
+func TestNoPeerServes(t *testing.T) {
+	s := natstest.RunServer(t)
+	start := func(name string, worker int64) *Node {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n, err := Start(ctx, Config{Name: name, NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
+			Registry: RegistryStatic, WorkerID: worker}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	a := start("holder", 5)
+	b := start("newcomer", 6)
+	testenv.Eventually(t, "both serving", 10*time.Second, func() bool {
+		return a.src.State() == snowflake.StateServing && b.src.State() == snowflake.StateServing
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if b.noPeerServes(ctx, 5) {
+		t.Error("worker 5, held by a live node: new")
+	}
+	if !b.noPeerServes(ctx, 7) {
+		t.Error("worker 7, held by no one: not new")
+	}
+	if !b.noPeerServes(ctx, 6) {
+		t.Error("worker 6, held by the asking node itself: not new")
+	}
+}
