@@ -148,6 +148,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	n.engine, err = segment.New(segment.Config{
 		PeerFloor:   n.peers.floor,
+		CreateCheck: n.createCheck,
 		Floors:      floors,
 		Steps:       steps,
 		Store:       n.store,

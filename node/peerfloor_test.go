@@ -167,3 +167,51 @@ func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 	}
 	takeAll("after the row was lowered twice", 100, true)
 }
+
+// The alloc bucket is deleted and made again (by the next node to start)
+// under a live node A that served a tag. A notices the store changed; a
+// node B on a new data directory has no floor of the tag and no recorded
+// incarnation, so before it auto-created the tag from 1 and served A's
+// ids again. Now B asks the live nodes before it creates a tag, and A's
+// floor refuses it (issue #12).
+func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
+	s := natstest.RunServer(t)
+	a := startNode(t, node.Config{Name: "ra", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	nc := natstest.Connect(t, s.ClientURL())
+	var high int64
+	for range 30 {
+		ids, err := takeReady(nc, "lost", 100, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		high = max(high, ids[len(ids)-1])
+	}
+	settleFloors(t, "lost", a)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := js.DeleteKeyValue(ctx, kvstore.DefaultBucket); err != nil {
+		t.Fatal(err)
+	}
+	b := startNode(t, node.Config{Name: "rb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	bc := natstest.Connect(t, s.ClientURL())
+	refused := 0
+	for i := range 40 {
+		ids, err := take(bc, "lost", 100, true)
+		if err != nil {
+			refused++
+			continue
+		}
+		if ids[0] <= high {
+			t.Fatalf("request %d: ids %d-%d of \"lost\" again, after the bucket was replaced (served up to %d before)", i, ids[0], ids[len(ids)-1], high)
+		}
+	}
+	kv, ctx2 := allocBucket(t, nc)
+	if e, err := kv.Get(ctx2, "lost"); err == nil {
+		t.Fatalf("the replaced bucket holds %q = %s: a node created the tag again", "lost", e.Value())
+	}
+	t.Logf("%d of 40 requests refused; B's floor %d", refused, b.SegmentFloor("lost"))
+}

@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -86,4 +88,26 @@ func (p *peerFloors) close() {
 	if p != nil && p.sub != nil {
 		_ = p.sub.Unsubscribe()
 	}
+}
+
+// createWindow is how long an auto-create waits for the live nodes' floors
+// of the tag (leaf.admin.floor.<tag>); the first request of a new tag waits
+// up to segment.Config.ColdWait anyway.
+const createWindow = 150 * time.Millisecond
+
+// createCheck refuses to auto-create a tag that a live node has received
+// ids of: the store lost it (a replaced bucket, a purged stream, a deleted
+// row), and this node, new or on a new data directory, has no floor of its
+// own to notice. A node that does not answer is not asked: its own loads
+// still refuse ranges below its floor.
+func (n *Node) createCheck(ctx context.Context, tag string) error {
+	high, who, err := responder.AskFloors(ctx, n.nc, tag, createWindow)
+	if err != nil {
+		return fmt.Errorf("%w: tag %q: asking the live nodes before creating it: %w", segment.ErrUnavailable, tag, err)
+	}
+	if high > 0 {
+		return fmt.Errorf("%w: tag %q is not in the store, but node %s has received ids of it up to %d: the store lost it; start it over with leafctl tag restart %s --floor %d",
+			segment.ErrTagDeleted, tag, who, high, tag, high)
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ const (
 	DefaultNegativeTTL     = 5 * time.Second
 	DefaultMaxTags         = 10000
 	DefaultReadyWait       = 50 * time.Millisecond
+	DefaultColdWait        = time.Second
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultMaxRetryBackoff = time.Second
 )
@@ -106,6 +107,18 @@ type Config struct {
 	// forgot the higher max_id must not let this node serve ids another
 	// node served. Called from load goroutines; must not block.
 	PeerFloor func(tag string) int64
+	// CreateCheck, if set, is asked before AutoCreate creates a tag the
+	// store does not know; an error refuses the create. The node asks the
+	// live nodes: one that has received ids of the tag means the store
+	// lost it (a replaced bucket, a deleted row) and an operator must act,
+	// even when this node is new and has no floor of its own.
+	CreateCheck func(ctx context.Context, tag string) error
+	// ColdWait bounds how long a call for a tag that is not in the cache
+	// waits for the store lookup (and AutoCreate) and the first segment;
+	// a tag that is cold here is cold on every node, so failing at
+	// ReadyWait would only make the caller ask again. Default 1s, at
+	// least ReadyWait.
+	ColdWait time.Duration
 	// OnLoad, if set, is called after every load attempt, successful (Err
 	// nil) or not, from the loader goroutine, in order for each tag. A
 	// successful segment is handed out only after OnLoad returns, so it
@@ -238,6 +251,7 @@ func (c *Config) fill() error {
 		{"StepWindow", &c.StepWindow, DefaultStepWindow},
 		{"NegativeTTL", &c.NegativeTTL, DefaultNegativeTTL},
 		{"ReadyWait", &c.ReadyWait, DefaultReadyWait},
+		{"ColdWait", &c.ColdWait, DefaultColdWait},
 		{"RetryBackoff", &c.RetryBackoff, DefaultRetryBackoff},
 		{"MaxRetryBackoff", &c.MaxRetryBackoff, DefaultMaxRetryBackoff},
 	}
@@ -249,6 +263,7 @@ func (c *Config) fill() error {
 			return bad("%s %v must not be negative", f.name, *f.d)
 		}
 	}
+	c.ColdWait = max(c.ColdWait, c.ReadyWait)
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		return bad("MaxRetryBackoff %v is below RetryBackoff %v", c.MaxRetryBackoff, c.RetryBackoff)
 	}
@@ -481,6 +496,7 @@ func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int
 	b := &budget{d: e.cfg.ReadyWait}
 	defer b.stop()
 	if t == nil {
+		b.d = e.cfg.ColdWait // at least ReadyWait (Config)
 		var err error
 		if t, err = e.miss(ctx, tag, b); err != nil {
 			return 0, 0, err
@@ -523,7 +539,7 @@ func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int
 				return first, n, nil
 			}
 			t.mu.Lock()
-			err := t.notReadyLocked(fmt.Sprintf("no segment within %v", e.cfg.ReadyWait))
+			err := t.notReadyLocked(fmt.Sprintf("no segment within %v", b.d))
 			t.mu.Unlock()
 			return 0, 0, err
 		case <-ctx.Done():
@@ -578,7 +594,7 @@ func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, erro
 		}
 		return l.t, l.err
 	case <-b.C():
-		return nil, fmt.Errorf("%w: tag %q: store lookup took longer than %v", ErrNotReady, tag, e.cfg.ReadyWait)
+		return nil, fmt.Errorf("%w: tag %q: store lookup took longer than %v", ErrNotReady, tag, b.d)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("segment: tag %q: looking it up: %w", tag, ctx.Err())
 	case <-e.ctx.Done():
@@ -632,6 +648,11 @@ func (e *Engine) lookup(tag string, l *lookup) {
 func (e *Engine) autoCreate(tag string) error {
 	if err := e.checkIncarnation(e.ctx); err != nil {
 		return fmt.Errorf("segment: tag %q: %w", tag, err)
+	}
+	if e.cfg.CreateCheck != nil {
+		if err := e.cfg.CreateCheck(e.ctx, tag); err != nil {
+			return err
+		}
 	}
 	err := e.store.Create(e.ctx, Tag{Name: tag, Step: e.cfg.DefaultStep, Description: "created by leafmq (AutoCreate)"})
 	switch {

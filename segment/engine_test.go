@@ -878,6 +878,27 @@ func TestAutoCreate(t *testing.T) {
 			t.Fatalf("id = %d, want 1", id)
 		}
 	})
+	t.Run("refused by CreateCheck", func(t *testing.T) {
+		// A live node has served the tag: the store lost it (issue #12).
+		s := newTestStore()
+		lost := fmt.Errorf("%w: node b has received ids of it up to 7001", segment.ErrTagDeleted)
+		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true,
+			CreateCheck: func(_ context.Context, tag string) error {
+				if tag == "lost" {
+					return lost
+				}
+				return nil
+			}})
+		if _, err := e.Next(context.Background(), "lost"); !errors.Is(err, segment.ErrTagDeleted) {
+			t.Fatalf("Next of a tag a live node served = %v, want ErrTagDeleted", err)
+		}
+		if _, err := s.Get(context.Background(), "lost"); !errors.Is(err, segment.ErrUnknownTag) {
+			t.Fatal("tag created although CreateCheck refused")
+		}
+		if id := next(t, e, "fresh"); id != 1 {
+			t.Fatalf("id = %d, want 1", id)
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		s := newTestStore()
 		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1})
