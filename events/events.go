@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Prefix is followed by the event's kind: leaf.events.<kind>. Kinds have two
@@ -91,9 +93,10 @@ type Publisher struct {
 
 type key struct{ kind, tag string }
 
+// bucket is the rate limit of one (kind, tag).
 type bucket struct {
-	tokens     float64
-	last       time.Time
+	lim        *rate.Limiter
+	last       time.Time // last Emit, for forgetOldest
 	suppressed uint64
 }
 
@@ -132,18 +135,16 @@ func (p *Publisher) Emit(ev Event) bool {
 		if len(p.keys) >= p.cfg.MaxKeys {
 			p.forgetOldest()
 		}
-		b = &bucket{tokens: float64(p.cfg.Burst), last: now}
+		b = &bucket{lim: rate.NewLimiter(rate.Every(p.cfg.Every), p.cfg.Burst)}
 		p.keys[k] = b
 	}
-	b.tokens = min(float64(p.cfg.Burst), b.tokens+float64(now.Sub(b.last))/float64(p.cfg.Every))
 	b.last = now
-	if b.tokens < 1 {
+	if !b.lim.AllowN(now, 1) {
 		b.suppressed++
 		p.drop[ev.Kind]++
 		p.mu.Unlock()
 		return false
 	}
-	b.tokens--
 	ev.Suppressed, b.suppressed = b.suppressed, 0
 	p.sent[ev.Kind]++
 	p.mu.Unlock()
