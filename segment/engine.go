@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,13 @@ type Config struct {
 	// ErrTagLimit; a store with more rows has only the first MaxTags (by
 	// name) preloaded. Default DefaultMaxTags.
 	MaxTags int
+	// PreloadWindow: Start (and a refresh that finds new tags) preloads only
+	// the tags this node loaded within it by traffic, as Config.Steps
+	// remembers them; the rest load on their first request (ColdWait). A
+	// rolling restart of N nodes over T tags then reserves ranges for the
+	// tags in use, not N·T. Default StepFileMaxAge (a day, Leaf's one-day
+	// key list); negative, or no Steps: preload every tag.
+	PreloadWindow time.Duration
 	// Steps, if set, remembers each tag's dynamic step across restarts: a
 	// tag's first load asks for the remembered step (if it is from within
 	// 2*StepWindow) instead of the row's, and every load is recorded. See
@@ -264,6 +272,9 @@ func (c *Config) fill() error {
 		}
 	}
 	c.ColdWait = max(c.ColdWait, c.ReadyWait)
+	if c.PreloadWindow == 0 {
+		c.PreloadWindow = StepFileMaxAge
+	}
 	if c.MaxRetryBackoff < c.RetryBackoff {
 		return bad("MaxRetryBackoff %v is below RetryBackoff %v", c.MaxRetryBackoff, c.RetryBackoff)
 	}
@@ -344,6 +355,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 
 	// Preload with a few workers; each waits for its tag's first attempt.
+	cached := len(added)
+	added = slices.DeleteFunc(added, func(t *tagBuf) bool { return !e.recent(t.name) })
 	work := make(chan *tagBuf)
 	var wg sync.WaitGroup
 	for range min(preloadWorkers, len(added)) {
@@ -379,7 +392,7 @@ feed:
 	if e.done.Load() {
 		return ErrClosed
 	}
-	e.log.Info("segment: engine started", "tags", len(added), "failed_preloads", failed)
+	e.log.Info("segment: engine started", "tags", cached, "preloaded", len(added), "failed_preloads", failed)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("segment: preloading tags: %w", err)
 	}
@@ -839,10 +852,21 @@ func (e *Engine) refresh(ctx context.Context, preload bool) ([]*tagBuf, error) {
 	for _, t := range added {
 		if preload {
 			e.log.Info("segment: tag added", "tag", t.name)
-			t.triggerLoad()
+			if e.recent(t.name) {
+				t.triggerLoad()
+			}
 		}
 	}
 	return added, nil
+}
+
+// recent reports whether tag is to be preloaded (Config.PreloadWindow).
+func (e *Engine) recent(tag string) bool {
+	if e.cfg.Steps == nil || e.cfg.PreloadWindow < 0 {
+		return true
+	}
+	_, at, ok := e.cfg.Steps.Recall(tag)
+	return ok && e.now().Sub(at) < e.cfg.PreloadWindow
 }
 
 func (e *Engine) refresher() {

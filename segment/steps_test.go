@@ -1,6 +1,7 @@
 package segment_test
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -64,7 +65,7 @@ func TestRememberedStep(t *testing.T) {
 			steps.Remember("t", c.step, now.Add(-c.age))
 			rec := newRecorder()
 			e := newEngine(t, segment.Config{Store: s, MaxStep: 800, StepWindow: 15 * time.Minute,
-				RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps})
+				RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps, PreloadWindow: -1})
 			start(t, e)
 			byTag := map[string]segment.LoadEvent{}
 			for range 2 {
@@ -98,6 +99,40 @@ func TestRememberedStep(t *testing.T) {
 				t.Fatalf("second load an hour later = %+v, want step %d", ev, want)
 			}
 		})
+	}
+}
+
+// Start preloads only the tags this node loaded within PreloadWindow (as
+// Steps remembers them); the others reserve no range until their first
+// request (issue #15: a rolling restart must not burn a range per tag and
+// node).
+func TestPreloadsOnlyRecentTags(t *testing.T) {
+	clock := newClock()
+	now := clock.Now()
+	s := newTestStore()
+	for _, tag := range []string{"recent", "stale", "never"} {
+		s.create(t, tag, 10)
+	}
+	steps := newMapSteps()
+	steps.Remember("recent", 10, now.Add(-time.Hour))
+	steps.Remember("stale", 10, now.Add(-25*time.Hour))
+	rec := newRecorder()
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps})
+	start(t, e)
+	if ev := rec.next(t); ev.Tag != "recent" {
+		t.Fatalf("first preload = %+v, want tag recent", ev)
+	}
+	for _, tag := range []string{"stale", "never"} {
+		row, err := s.Get(context.Background(), tag)
+		if err != nil || row.MaxID != 1 {
+			t.Fatalf("%s: row %+v, %v; want no range reserved (max_id 1)", tag, row, err)
+		}
+	}
+	if got := e.Tags(); len(got) != 3 {
+		t.Fatalf("cached tags %v, want all three", got)
+	}
+	if id := next(t, e, "never"); id != 1 {
+		t.Fatalf("first id of a tag loaded on request = %d, want 1", id)
 	}
 }
 
