@@ -7,7 +7,7 @@
 // commit replies, and (on a cluster of its own) operator errors — and checks
 // that no id was ever handed out twice, and that no node hands out a
 // segment id below a range already issued after a restart or an operator's
-// act. See package internal/chaos.
+// act. See package cmd/leafchaos/internal/chaos.
 //
 //	leafchaos [--duration 3m] [--rate 3000] [--faults a,b,...] [--freeze 13s]
 //	          [--hosts-for 8s] [--net-for 4s] [--json report.json] [--keep] ...
@@ -31,7 +31,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/leafmq/leafmq/internal/chaos"
+	"github.com/leafmq/leafmq/cmd/leafchaos/internal/chaos"
 )
 
 func main() {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafmq/leafmq/internal/chaos"
+	"github.com/leafmq/leafmq/cmd/leafchaos/internal/chaos"
 )
 
 func TestListFaults(t *testing.T) {

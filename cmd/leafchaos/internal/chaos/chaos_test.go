@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafmq/leafmq/internal/chaos"
+	"github.com/leafmq/leafmq/cmd/leafchaos/internal/chaos"
 	"github.com/leafmq/leafmq/internal/testenv"
 )
 
