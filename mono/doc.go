@@ -1,0 +1,28 @@
+// Package mono serves strictly increasing ids of a tag: the monotonic mode
+// of issue #15, the need Leaf lists as "strictly increasing" and leaves to
+// its future plans (one node per key at a time, the old node's ranges thrown
+// away on switch-over).
+//
+// The promise is linearizable order: if the reply to request A arrived
+// before request B was sent, B's id is larger — across nodes, restarts and
+// failovers. It holds because:
+//
+//   - one node at a time serves a tag, by a Lease with a TTL (JetStream KV
+//     in mono/kvlease); a Leader serves only while its last confirmed
+//     acquire or renewal, measured on its own monotonic clock from when the
+//     request was sent, plus TTL minus a margin lies ahead, so an old leader
+//     stops before the lease can expire and a new one be granted;
+//   - a new leader reserves a fresh range from the segment store after it
+//     holds the lease, so every id it serves is above every range the old
+//     leader could have served from (the store's ranges only go up);
+//   - within a leader, ids are taken in order from its ranges; a range
+//     reserved under an earlier grant is thrown away.
+//
+// Gaps are allowed (the rest of a range on failover); order and uniqueness
+// are not negotiable. While no node leads a tag, requests find no
+// responder and the client retries within its deadline.
+//
+// The room: above segment (it reserves ranges through segment.Store),
+// beside producer; the node wires a Leader per monotonic tag to the
+// leaf.mono.<tag> subject. It imports segment and the standard library.
+package mono

@@ -1,0 +1,333 @@
+package mono
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// Defaults of Config.
+const (
+	DefaultStep = 1000
+)
+
+// Config configures a Leader.
+type Config struct {
+	Tag   string        // required, a valid segment tag
+	Node  string        // the holder name in the lease; required
+	Store segment.Store // where ranges are reserved; required
+	Lease Lease         // required
+	// Step is the ids reserved per range. Default DefaultStep.
+	Step int
+	// Margin: the leader stops serving this long before the lease it holds
+	// could expire (against clocks that run at different rates and the
+	// time a renewal takes to reach the lease store). Default TTL/5.
+	Margin time.Duration
+	// Renew is how often the lease is renewed. Default TTL/3; below
+	// TTL-Margin.
+	Renew time.Duration
+	// Retry is how often a follower tries to acquire a held lease. Default
+	// min(TTL/3, 500ms): a new leader within TTL+Retry of a crash.
+	Retry time.Duration
+	// Monotonic is the clock of the fence: only differences of its
+	// readings are used. Default time.Now (whose readings carry Go's
+	// monotonic clock). It must not be stepped.
+	Monotonic func() time.Time
+	// OnLeading, if set, is called from the Leader's goroutine when it
+	// starts (true) and stops (false) leading. It must not block for long.
+	OnLeading func(leading bool)
+	Logger    *slog.Logger
+}
+
+// span is a range of ids [next, end) reserved under grant generation gen.
+type span struct {
+	next, end int64
+	gen       uint64
+}
+
+func (s span) empty() bool { return s.next >= s.end }
+
+// Leader competes for the lease of one monotonic tag and, while it holds
+// it, serves the tag's ids in strictly increasing order (Next). Safe for
+// concurrent use.
+type Leader struct {
+	cfg   Config
+	mono0 time.Time
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	grant   *Grant
+	gen     uint64        // bumped at every acquire and every loss
+	fence   time.Duration // serve while since(mono0) < fence; 0 when not leading
+	cur     span
+	next    span
+	loading bool
+	loaded  chan struct{} // closed when a load in flight ends
+	loadErr error
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// NewLeader checks cfg and returns a Leader; Run makes it compete.
+func NewLeader(cfg Config) (*Leader, error) {
+	switch {
+	case cfg.Store == nil || cfg.Lease == nil:
+		return nil, fmt.Errorf("%w: mono: Store and Lease are required", segment.ErrInvalid)
+	case cfg.Node == "":
+		return nil, fmt.Errorf("%w: mono: Node is required", segment.ErrInvalid)
+	}
+	if err := segment.CheckTag(cfg.Tag); err != nil {
+		return nil, err
+	}
+	ttl := cfg.Lease.TTL()
+	if cfg.Step == 0 {
+		cfg.Step = DefaultStep
+	}
+	if err := segment.CheckStep(cfg.Step); err != nil {
+		return nil, err
+	}
+	if cfg.Margin == 0 {
+		cfg.Margin = ttl / 5
+	}
+	if cfg.Renew == 0 {
+		cfg.Renew = ttl / 3
+	}
+	if cfg.Retry == 0 {
+		cfg.Retry = min(ttl/3, 500*time.Millisecond)
+	}
+	if cfg.Margin <= 0 || cfg.Renew <= 0 || cfg.Retry <= 0 || cfg.Renew >= ttl-cfg.Margin {
+		return nil, fmt.Errorf("%w: mono: need 0 < Renew (%v) < TTL (%v) - Margin (%v), Retry %v > 0",
+			segment.ErrInvalid, cfg.Renew, ttl, cfg.Margin, cfg.Retry)
+	}
+	if cfg.Monotonic == nil {
+		cfg.Monotonic = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Leader{cfg: cfg, mono0: cfg.Monotonic(), log: cfg.Logger.With("tag", cfg.Tag),
+		loaded: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+func (l *Leader) since() time.Duration { return l.cfg.Monotonic().Sub(l.mono0) }
+
+// Leading reports whether the Leader may serve now.
+func (l *Leader) Leading() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leadingLocked()
+}
+
+func (l *Leader) leadingLocked() bool { return l.fence > 0 && l.since() < l.fence }
+
+// Next takes up to n (≥ 1) ids, each larger than every id any leader of
+// the tag handed out before this call began. It returns the first and the
+// count of a run of consecutive ids, which may be fewer than n at the end
+// of a range. It waits (bounded by ctx) for a range after a switch-over;
+// it fails with ErrNotLeader when this node does not lead the tag.
+func (l *Leader) Next(ctx context.Context, n int) (int64, int, error) {
+	if n < 1 {
+		return 0, 0, fmt.Errorf("%w: mono: n %d must be at least 1", segment.ErrInvalid, n)
+	}
+	for {
+		l.mu.Lock()
+		if !l.leadingLocked() {
+			l.mu.Unlock()
+			return 0, 0, fmt.Errorf("%w: %q", ErrNotLeader, l.cfg.Tag)
+		}
+		if l.cur.empty() && !l.next.empty() {
+			l.cur, l.next = l.next, span{}
+		}
+		if !l.cur.empty() {
+			first := l.cur.next
+			k := int(min(int64(n), l.cur.end-first))
+			l.cur.next += int64(k)
+			if l.next.empty() && l.cur.end-l.cur.next < int64(l.cfg.Step)/2 {
+				l.loadLocked()
+			}
+			l.mu.Unlock()
+			return first, k, nil
+		}
+		l.loadLocked()
+		wait, lastErr := l.loaded, l.loadErr
+		l.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			if lastErr != nil {
+				return 0, 0, fmt.Errorf("mono: tag %q: waiting for a range: %w (last load: %w)", l.cfg.Tag, ctx.Err(), lastErr)
+			}
+			return 0, 0, fmt.Errorf("mono: tag %q: waiting for a range: %w", l.cfg.Tag, ctx.Err())
+		}
+	}
+}
+
+// loadLocked starts reserving a range under the current grant, unless one
+// is on its way. Called with mu held, while leading.
+func (l *Leader) loadLocked() {
+	if l.loading {
+		return
+	}
+	l.loading = true
+	gen := l.gen
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), max(l.cfg.Lease.TTL(), 5*time.Second))
+		a, err := l.cfg.Store.NextStep(ctx, l.cfg.Tag, l.cfg.Step)
+		cancel()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.loading = false
+		l.loadErr = err
+		close(l.loaded)
+		l.loaded = make(chan struct{})
+		if err != nil {
+			l.log.Warn("mono: reserving a range failed", "err", err)
+			return
+		}
+		// A range reserved under an earlier grant is never served: a
+		// leader in between may have served ids above it.
+		if gen != l.gen || !l.leadingLocked() {
+			return
+		}
+		s := span{next: a.Start(), end: a.End(), gen: gen}
+		if l.cur.empty() {
+			l.cur = s
+		} else {
+			l.next = s
+		}
+	}()
+}
+
+// Run competes for the lease and keeps it renewed until ctx ends or Close;
+// then it stops serving and releases the lease, so that another node takes
+// over at once. It returns when done.
+func (l *Leader) Run(ctx context.Context) {
+	defer close(l.done)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var confirmed, retryAt time.Duration // since(mono0): the last acquire/renewal sent; a renewal retry
+	for ctx.Err() == nil {
+		l.mu.Lock()
+		g := l.grant
+		l.mu.Unlock()
+		if g == nil {
+			sent := l.since()
+			ng, err := l.cfg.Lease.Acquire(ctx, l.cfg.Tag, l.cfg.Node)
+			if err == nil {
+				l.lead(ng, sent)
+				confirmed = sent
+				continue
+			}
+			if !errors.Is(err, ErrHeld) && ctx.Err() == nil {
+				l.log.Warn("mono: acquiring the lease failed", "err", err)
+			}
+			l.sleep(ctx, l.cfg.Retry+time.Duration(rand.Int64N(int64(l.cfg.Retry/4)+1)))
+			continue
+		}
+		l.sleep(ctx, max(confirmed+l.cfg.Renew, retryAt)-l.since())
+		if ctx.Err() != nil {
+			break
+		}
+		sent := l.since()
+		ng, err := l.cfg.Lease.Renew(ctx, *g)
+		switch {
+		case err == nil:
+			retryAt = 0
+			l.mu.Lock()
+			if l.grant != nil {
+				l.grant = &ng
+				l.fence = sent + l.cfg.Lease.TTL() - l.cfg.Margin
+			}
+			l.mu.Unlock()
+			confirmed = sent
+		case errors.Is(err, ErrLost):
+			l.stepDown("lease lost: " + err.Error())
+		case l.since() >= confirmed+l.cfg.Lease.TTL()-l.cfg.Margin:
+			l.stepDown("lease not renewed in time: " + err.Error())
+		default:
+			l.log.Warn("mono: renewing the lease failed; retrying", "err", err)
+			retryAt = l.since() + l.cfg.Renew/4
+		}
+	}
+	l.mu.Lock()
+	g := l.grant
+	l.mu.Unlock()
+	l.stepDown("stopping")
+	if g != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := l.cfg.Lease.Release(rctx, *g); err != nil && !errors.Is(err, ErrLost) {
+			l.log.Warn("mono: releasing the lease failed; it expires by itself", "err", err)
+		}
+		rcancel()
+	}
+}
+
+// lead makes g the current grant, sent being when its acquire was sent.
+func (l *Leader) lead(g Grant, sent time.Duration) {
+	l.mu.Lock()
+	l.grant = &g
+	l.gen++
+	l.fence = sent + l.cfg.Lease.TTL() - l.cfg.Margin
+	l.cur, l.next = span{}, span{}
+	l.loadLocked() // a fresh range, above anything an earlier leader served
+	l.mu.Unlock()
+	l.log.Info("mono: leading", "node", l.cfg.Node)
+	if l.cfg.OnLeading != nil {
+		l.cfg.OnLeading(true)
+	}
+}
+
+// stepDown stops serving at once and drops the ranges.
+func (l *Leader) stepDown(why string) {
+	l.mu.Lock()
+	was := l.grant != nil
+	l.grant = nil
+	l.gen++
+	l.fence = 0
+	l.cur, l.next = span{}, span{}
+	l.mu.Unlock()
+	if !was {
+		return
+	}
+	l.log.Info("mono: not leading", "node", l.cfg.Node, "why", why)
+	if l.cfg.OnLeading != nil {
+		l.cfg.OnLeading(false)
+	}
+}
+
+func (l *Leader) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Close stops Run (releasing the lease) and waits for it. Call it only
+// after Run was started.
+func (l *Leader) Close() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+}

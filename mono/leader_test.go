@@ -1,0 +1,199 @@
+package mono_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/mono"
+	"github.com/leafmq/leafmq/mono/memlease"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/memstore"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func newStore(t *testing.T) segment.Store {
+	t.Helper()
+	s := memstore.New()
+	if err := s.Create(context.Background(), segment.Tag{Name: "m", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// monoClock is a Monotonic clock a test can freeze: a frozen process reads
+// no time, then reads it all at once.
+type monoClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *monoClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *monoClock) jump(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+func start(t *testing.T, cfg mono.Config) *mono.Leader {
+	t.Helper()
+	if cfg.Tag == "" {
+		cfg.Tag = "m"
+	}
+	cfg.Logger = quiet
+	l, err := mono.NewLeader(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Run(context.Background())
+	t.Cleanup(l.Close)
+	return l
+}
+
+// One leader at a time; its ids rise; when it stops, the other node takes
+// over within TTL and every id it serves is above every id served before.
+func TestFailoverKeepsOrder(t *testing.T) {
+	store, lease := newStore(t), memlease.New(time.Second, nil)
+	var leading atomic.Int32
+	on := func(b bool) {
+		if b {
+			leading.Add(1)
+		} else {
+			leading.Add(-1)
+		}
+	}
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, OnLeading: on})
+	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50, OnLeading: on})
+	testenv.Eventually(t, "a leader", 5*time.Second, func() bool { return a.Leading() || b.Leading() })
+	if a.Leading() && b.Leading() {
+		t.Fatal("two leaders")
+	}
+	first, second := a, b
+	if b.Leading() {
+		first, second = b, a
+	}
+	var last int64
+	take := func(l *mono.Leader, n int) {
+		t.Helper()
+		for range n {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			id, k, err := l.Next(ctx, 3)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id <= last {
+				t.Fatalf("id %d after %d", id, last)
+			}
+			last = id + int64(k) - 1
+		}
+	}
+	take(first, 200) // several ranges
+	if _, _, err := second.Next(context.Background(), 1); !errors.Is(err, mono.ErrNotLeader) {
+		t.Fatalf("Next on the follower = %v, want ErrNotLeader", err)
+	}
+	first.Close() // a graceful stop releases the lease
+	testenv.Eventually(t, "the other node leading", 5*time.Second, second.Leading)
+	take(second, 200)
+	if n := leading.Load(); n != 1 {
+		t.Fatalf("%d leaders", n)
+	}
+}
+
+// A leader frozen past its fence serves nothing when it wakes, even before
+// its goroutine notices, and a range reserved under its old grant is never
+// served after it leads again.
+func TestFrozenLeaderStopsAtFence(t *testing.T) {
+	// The lease store's clock runs on while a is frozen: the holding expires.
+	clock, storeClock := &monoClock{}, &monoClock{}
+	store, lease := newStore(t), memlease.New(time.Second, storeClock.Now)
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Monotonic: clock.Now})
+	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
+	id, _, err := a.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.jump(time.Second) // frozen for the whole TTL: its view of time jumps
+	storeClock.jump(time.Second)
+	if got, _, err := a.Next(context.Background(), 1); !errors.Is(err, mono.ErrNotLeader) {
+		t.Fatalf("Next after a freeze past the TTL = %d, %v; want ErrNotLeader", got, err)
+	}
+	// Meanwhile another node leads and serves.
+	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50})
+	testenv.Eventually(t, "b leading", 5*time.Second, b.Leading)
+	bid, _, err := b.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bid <= id {
+		t.Fatalf("new leader's id %d is not above the old leader's %d", bid, id)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	store, lease := newStore(t), memlease.New(time.Second, nil)
+	for i, cfg := range []mono.Config{
+		{Tag: "m", Store: store, Lease: lease},                                           // no Node
+		{Tag: "bad tag", Node: "a", Store: store, Lease: lease},                          // tag
+		{Tag: "m", Node: "a", Lease: lease},                                              // no Store
+		{Tag: "m", Node: "a", Store: store, Lease: lease, Renew: 900 * time.Millisecond}, // renew too late
+	} {
+		if _, err := mono.NewLeader(cfg); !errors.Is(err, segment.ErrInvalid) {
+			t.Errorf("config %d: %v, want ErrInvalid", i, err)
+		}
+	}
+}
+
+// Concurrent callers get distinct ids, and an id taken after another
+// returned is larger.
+func TestConcurrentNext(t *testing.T) {
+	store, lease := newStore(t), memlease.New(time.Second, nil)
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 1000})
+	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			var prev int64
+			for range 2000 {
+				id, _, err := a.Next(context.Background(), 1)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if id <= prev {
+					errs <- fmt.Errorf("id %d after %d", id, prev)
+					return
+				}
+				prev = id
+				mu.Lock()
+				dup := seen[id]
+				seen[id] = true
+				mu.Unlock()
+				if dup {
+					errs <- fmt.Errorf("id %d twice", id)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,95 @@
+// Package memlease is an in-memory mono.Lease for tests and single-process
+// use: holdings expire TTL after their last acquire or renewal on its
+// clock. It passes mono/leasetest.
+package memlease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leafmq/leafmq/mono"
+)
+
+// Lease is an in-memory mono.Lease.
+type Lease struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu   sync.Mutex
+	rev  uint64
+	held map[string]holding
+}
+
+type holding struct {
+	holder string
+	rev    uint64
+	until  time.Time
+}
+
+// New returns a Lease with ttl on the clock now (time.Now if nil).
+func New(ttl time.Duration, now func() time.Time) *Lease {
+	if now == nil {
+		now = time.Now
+	}
+	return &Lease{ttl: ttl, now: now, held: map[string]holding{}}
+}
+
+// TTL implements mono.Lease.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+func (l *Lease) live(tag string) (holding, bool) {
+	h, ok := l.held[tag]
+	if ok && !l.now().Before(h.until) {
+		delete(l.held, tag)
+		return holding{}, false
+	}
+	return h, ok
+}
+
+// Acquire implements mono.Lease.
+func (l *Lease) Acquire(_ context.Context, tag, holder string) (mono.Grant, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.live(tag); ok {
+		return mono.Grant{}, fmt.Errorf("%w: %q by %s", mono.ErrHeld, tag, h.holder)
+	}
+	l.rev++
+	l.held[tag] = holding{holder: holder, rev: l.rev, until: l.now().Add(l.ttl)}
+	return mono.Grant{Tag: tag, Holder: holder, Rev: l.rev}, nil
+}
+
+// Renew implements mono.Lease.
+func (l *Lease) Renew(_ context.Context, g mono.Grant) (mono.Grant, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.live(g.Tag); !ok || h.rev != g.Rev {
+		return mono.Grant{}, fmt.Errorf("%w: %q", mono.ErrLost, g.Tag)
+	}
+	l.rev++
+	l.held[g.Tag] = holding{holder: g.Holder, rev: l.rev, until: l.now().Add(l.ttl)}
+	g.Rev = l.rev
+	return g, nil
+}
+
+// Release implements mono.Lease.
+func (l *Lease) Release(_ context.Context, g mono.Grant) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.live(g.Tag); !ok || h.rev != g.Rev {
+		return fmt.Errorf("%w: %q", mono.ErrLost, g.Tag)
+	}
+	delete(l.held, g.Tag)
+	return nil
+}
+
+// Holder implements mono.Lease.
+func (l *Lease) Holder(_ context.Context, tag string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, _ := l.live(tag)
+	return h.holder, nil
+}
+
+var _ mono.Lease = (*Lease)(nil)
