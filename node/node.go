@@ -143,7 +143,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	default:
 		return nil, err
 	}
-	if n.peers, err = n.startPeerFloors(ctx); err != nil {
+	var own func() map[string]int64
+	if floors != nil {
+		own = ff.All
+	}
+	if n.peers, err = n.startPeerFloors(ctx, own); err != nil {
 		return nil, err
 	}
 	n.engine, err = segment.New(segment.Config{

@@ -215,3 +215,42 @@ func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 	}
 	t.Logf("%d of 40 requests refused; B's floor %d", refused, b.SegmentFloor("lost"))
 }
+
+// A node that starts after its peers' last loads has heard none of their
+// announcements; it asks the live nodes for every floor at start
+// (leaf.admin.floors). Here the row is lowered twice by hand, then node B
+// joins: before, B took the lowered range and served A's ids again.
+func TestLateNodeLearnsPeerFloors(t *testing.T) {
+	s := natstest.RunServer(t)
+	a := startNode(t, node.Config{Name: "la", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	nc := natstest.Connect(t, s.ClientURL())
+	seen := map[int64]bool{}
+	takeAll := func(what string, n int, mayFail bool) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			ids, err := takeReady(nc, "late", 100, true)
+			if err != nil {
+				if mayFail {
+					continue
+				}
+				t.Fatalf("%s: take %d: %v", what, i, err)
+			}
+			for _, id := range ids {
+				if seen[id] {
+					t.Fatalf("%s: id %d handed out twice", what, id)
+				}
+				seen[id] = true
+			}
+		}
+	}
+	takeAll("before", 40, false)
+	settleFloors(t, "late", a)
+	kv, ctx := allocBucket(t, nc)
+	for range 2 {
+		if _, err := kv.Put(ctx, "late", []byte(`{"max_id":1001,"step":1000}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startNode(t, node.Config{Name: "lb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	takeAll("after the row was lowered twice and a node joined", 60, true)
+}

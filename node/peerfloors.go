@@ -27,11 +27,19 @@ type peerFloors struct {
 	mu    sync.Mutex
 	m     map[string]int64
 	sub   *nats.Subscription
+	all   *nats.Subscription // FloorsSubject
 }
 
-// startPeerFloors subscribes to the announcements of the nodes on nc. It
-// returns nil (no peer floors) when the store has no incarnation.
-func (n *Node) startPeerFloors(ctx context.Context) (*peerFloors, error) {
+// startWindow is how long a starting node gathers its peers' floors
+// (leaf.admin.floors).
+const startWindow = 250 * time.Millisecond
+
+// startPeerFloors subscribes to the announcements of the nodes on nc,
+// answers leaf.admin.floors with own's floors, and asks the live nodes for
+// theirs: a node that starts after its peers' last loads knows their
+// floors too. It returns nil (no peer floors) when the store has no
+// incarnation.
+func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64) (*peerFloors, error) {
 	is, ok := n.store.(segment.Incarnation)
 	if !ok {
 		return nil, nil
@@ -48,6 +56,30 @@ func (n *Node) startPeerFloors(ctx context.Context) (*peerFloors, error) {
 	if err != nil {
 		return nil, err
 	}
+	if own != nil {
+		p.all, err = n.nc.Subscribe(wire.FloorsSubject, func(m *nats.Msg) {
+			b, _ := json.Marshal(wire.NodeFloors{Node: p.node, Store: p.store, Floors: own()})
+			if err := m.Respond(b); err != nil {
+				n.log.Warn("segment: answering leaf.admin.floors", "err", err)
+			}
+		})
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+	}
+	err = responder.Gather(ctx, n.nc, wire.FloorsSubject, startWindow, func(m *nats.Msg) {
+		var nf wire.NodeFloors
+		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != p.store || nf.Node == p.node {
+			return
+		}
+		for tag, f := range nf.Floors {
+			p.raise(tag, f)
+		}
+	})
+	if err != nil {
+		n.log.Warn("segment: could not ask the live nodes for their floors", "err", err)
+	}
 	return p, nil
 }
 
@@ -55,13 +87,21 @@ func (n *Node) startPeerFloors(ctx context.Context) (*peerFloors, error) {
 func (p *peerFloors) heard(m *nats.Msg) {
 	tag := strings.TrimPrefix(m.Subject, wire.FloorAnnouncePrefix)
 	var a wire.FloorAnnounce
-	if !segment.ValidTag(tag) || json.Unmarshal(m.Data, &a) != nil || a.Store != p.store || a.Node == p.node || a.Floor <= 0 {
+	if json.Unmarshal(m.Data, &a) != nil || a.Store != p.store || a.Node == p.node {
+		return
+	}
+	p.raise(tag, a.Floor)
+}
+
+// raise records a peer's floor of tag.
+func (p *peerFloors) raise(tag string, floor int64) {
+	if !segment.ValidTag(tag) || floor <= 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cur, ok := p.m[tag]; ok || len(p.m) < p.max {
-		p.m[tag] = max(cur, a.Floor)
+		p.m[tag] = max(cur, floor)
 	}
 }
 
@@ -85,8 +125,13 @@ func (p *peerFloors) announce(nc *nats.Conn, tag string, end int64) {
 }
 
 func (p *peerFloors) close() {
-	if p != nil && p.sub != nil {
-		_ = p.sub.Unsubscribe()
+	if p == nil {
+		return
+	}
+	for _, s := range []*nats.Subscription{p.sub, p.all} {
+		if s != nil {
+			_ = s.Unsubscribe()
+		}
 	}
 }
 

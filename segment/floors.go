@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -147,6 +148,13 @@ func OpenFloorFile(path string) (*FloorFile, error) {
 	}
 	f.inc = doc.Store
 	return f, nil
+}
+
+// All returns a copy of every floor, by tag.
+func (f *FloorFile) All() map[string]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.floors)
 }
 
 // Path returns the file's path.

@@ -35,6 +35,10 @@ const (
 	// load (FloorAnnounce, no reply): nodes on the same store refuse
 	// ranges below any floor they heard.
 	FloorAnnouncePrefix = "leaf.floor."
+	// FloorsSubject is answered by every node on a store with an
+	// incarnation (no queue group) with all its floors (NodeFloors): a
+	// starting node learns the floors its peers announced before it came.
+	FloorsSubject = "leaf.admin.floors"
 	// EncodingHeader selects the reply encoding; EncodingBinary is its only
 	// value other than the default decimal text.
 	EncodingHeader = "Leaf-Encoding"
@@ -244,6 +248,13 @@ type FloorAnnounce struct {
 	Node  string `json:"node"`
 	Store string `json:"store"` // the store's incarnation: floors of another store do not count
 	Floor int64  `json:"floor"`
+}
+
+// NodeFloors is the reply of FloorsSubject.
+type NodeFloors struct {
+	Node   string           `json:"node"`
+	Store  string           `json:"store"` // as in FloorAnnounce
+	Floors map[string]int64 `json:"floors"`
 }
 
 // NodeTime is the reply of TimeSubject.
