@@ -117,7 +117,19 @@ const (
 	FaultOpSQLStep     = "op-sql-step"           // UPDATE leaf_alloc SET step = 1, then 100*step
 	FaultOpZnodeDel    = "op-znode-del"          // the worker znodes deleted (/snowflake/<name> and below)
 	FaultOpSharedData  = "op-shared-data-dir"    // two leafd (embedded NATS) started on one --data
+	// The acts above, then a third leafd on a new data directory joins the
+	// live two: it has no floor, no lease file and no recorded incarnation
+	// of its own, only what it can ask the live nodes.
+	FaultOpKVBucketJoin  = "op-kv-bucket-join"  // leaf_alloc deleted and made again; the newcomer is asked for the tag
+	FaultOpKVWorkersWipe = "op-kv-workers-wipe" // leaf_workers deleted; the newcomer registers a worker id
+	FaultOpZKWipeJoin    = "op-zk-wipe-join"    // /snowflake/<name> deleted; the newcomer registers in ZooKeeper
 )
+
+// joinsAfter reports whether operator fault kind starts a newcomer after
+// its act.
+func joinsAfter(kind string) bool {
+	return kind == FaultOpKVBucketJoin || kind == FaultOpKVWorkersWipe || kind == FaultOpZKWipeJoin
+}
 
 // AllFaults is the default schedule: each once per cycle.
 var AllFaults = []string{
@@ -131,6 +143,7 @@ var AllFaults = []string{
 	FaultNetDBReplyLost,
 	FaultClockBack1, FaultClockFwd1, FaultClockBack10, FaultClockFwd10, FaultClockSlow, FaultClockFast,
 	FaultOpKVKeyDel, FaultOpKVBucket, FaultOpSQLRowDel, FaultOpSQLLowerMax, FaultOpSQLStep, FaultOpZnodeDel, FaultOpSharedData,
+	FaultOpKVBucketJoin, FaultOpKVWorkersWipe, FaultOpZKWipeJoin,
 }
 
 // isOp reports whether fault f runs on the operator track.

@@ -328,7 +328,7 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		spec = opNode{store: "mysql", registry: "kv", autoCreate: true}
 	case FaultOpSQLLowerMax, FaultOpSQLStep:
 		spec = opNode{store: "mysql", registry: "kv"}
-	case FaultOpZnodeDel:
+	case FaultOpZnodeDel, FaultOpZKWipeJoin:
 		spec.registry = "zk"
 	}
 	if spec.store == "mysql" {
@@ -356,7 +356,7 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		}
 		nodes = append(nodes, l)
 	}
-	defer stopAll(nodes)
+	defer func() { stopAll(nodes) }() // the nodes of the moment: a newcomer joins after the act
 	if spec.store == "mysql" {
 		// The next scenario's nodes preload every row: a tag left broken
 		// by this act would keep them from being ready.
@@ -379,6 +379,14 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 	}
 	if err := o.act(ctx, kind, tag); err != nil {
 		return fmt.Errorf("act: %w", err)
+	}
+	if joinsAfter(kind) {
+		l, err := o.node(spec, 3)
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, l)
+		o.startAll(ctx, nodes[2:], r)
 	}
 	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, true, r)
 	stopAll(nodes)
@@ -469,7 +477,9 @@ func (o *opTrack) act(ctx context.Context, kind, tag string) error {
 			return err
 		}
 		return kv.Delete(ctx, tag)
-	case FaultOpKVBucket: // nats kv rm leaf_alloc; nats kv add leaf_alloc (same settings)
+	case FaultOpKVWorkersWipe: // nats kv rm leaf_workers
+		return o.js.DeleteKeyValue(ctx, "leaf_workers")
+	case FaultOpKVBucket, FaultOpKVBucketJoin: // nats kv rm leaf_alloc; nats kv add leaf_alloc (same settings)
 		kv, err := o.js.KeyValue(ctx, "leaf_alloc")
 		if err != nil {
 			return err
@@ -487,7 +497,7 @@ func (o *opTrack) act(ctx context.Context, kind, tag string) error {
 		}
 		_, err = o.js.CreateKeyValue(ctx, cfg)
 		return err
-	case FaultOpZnodeDel: // rmr /snowflake/<name>
+	case FaultOpZnodeDel, FaultOpZKWipeJoin: // rmr /snowflake/<name>
 		conn, _, err := zk.Connect([]string{o.c.zkAddr}, 5*time.Second, zk.WithLogInfo(false))
 		if err != nil {
 			return err
@@ -548,7 +558,7 @@ func (o *opTrack) sharedData(ctx context.Context, tag string, r *FaultResult) er
 		nodes = append(nodes, l)
 		urls = append(urls, "nats://"+listen)
 	}
-	defer stopAll(nodes)
+	defer func() { stopAll(nodes) }() // every node, as the slice ends up
 	r.Target = fmt.Sprintf("tag %s, two leafd (embedded NATS) on --data %s", tag, data)
 	if nr, err := o.c.startExtra(ctx, nodes[0], 1); err != nil || nr != "" {
 		return fmt.Errorf("first node: %v%s", err, nr)
