@@ -3,6 +3,9 @@ package segment
 // Hooks for the external tests (package segment_test cannot see internals,
 // and an internal test cannot import memstore: it imports segment).
 
+// SetFloorWriteHook runs f before each write of a floor file (nil: none).
+func SetFloorWriteHook(f func()) { floorWriteHook = f }
+
 // NextStepFunc is the dynamic step rule.
 var NextStepFunc = nextStep
 

@@ -23,10 +23,11 @@ type Floors interface {
 	// Floor returns tag's floor, 0 when there is none.
 	Floor(tag string) int64
 	// Raise records end as tag's floor if it is higher than the current
-	// one. The engine calls it before it hands out an id of the range. It
-	// must not block on I/O; an error (of this or an earlier write) means
-	// floors may not survive a restart (the range is served anyway: the
-	// store is the source of truth, the floor a second guard).
+	// one. The engine calls it from the loader, before it hands out an id
+	// of the range; it may block until the floor is durable (FloorFile
+	// does). An error (of this or an earlier write) means floors may not
+	// survive a restart (the range is served anyway: the store is the
+	// source of truth, the floor a second guard).
 	Raise(tag string, end int64) error
 	// Incarnation returns the store incarnation recorded, "" if none.
 	Incarnation() string
@@ -77,12 +78,13 @@ func (m *memFloors) SetIncarnation(inc string) error {
 //
 //	{"version":1,"store":"kv:leaf_alloc:2026-11-24T18:00:00.123456789Z","tags":{"orders":40001}}
 //
-// Raise updates the memory at once and starts a write behind it (to a
-// temporary file, fsynced, renamed over the old one, the directory
-// fsynced) unless one is under way, which then writes again: changes that
-// arrive during a write share the next. Flush waits for the file to hold
-// every change; the Engine calls it from Close. Floors are never dropped,
-// whatever their age.
+// Raise updates the memory at once and starts a write (to a temporary
+// file, fsynced, renamed over the old one, the directory fsynced) unless
+// one is under way, which then writes again: changes that arrive during a
+// write share the next. Raise returns once its change is on disk, so a
+// range's floor is durable before any id of the range is handed out; the
+// engine calls it from the loader, off the request path. Floors are never
+// dropped, whatever their age.
 //
 // Why the order is safe. The memory is what the engine checks, and it is
 // loaded from the file before the engine asks the store for anything. A
@@ -90,13 +92,12 @@ func (m *memFloors) SetIncarnation(inc string) error {
 // store keeps its max_id no range can start below ids already handed out,
 // with or without the file: the store is the source of truth. The file
 // guards against the store going back (a lowered max_id, a key or bucket
-// deleted and made again). It lags the memory by the write under way, a few
-// milliseconds: only a node that dies (kill -9, power loss) within that
-// time after a load, and whose store then goes back while it is down, can
-// lack the last floor after its restart — and even then every floor
-// written before stays. The first load of a tag is not held up by an
-// fsync, which at the default 50 ms ReadyWait would fail first requests on
-// slow disks.
+// deleted and made again). A node that dies (kill -9, power loss) right
+// after a load finds the load's floor in the file at restart: the range was
+// not served before it was written. The cost is one fsync per load, shared
+// by concurrent loads, on the loader: a tag's first load waits for it
+// (within the engine's ColdWait), later loads happen while the other
+// buffer still serves.
 type FloorFile struct {
 	path string
 
@@ -117,6 +118,9 @@ type floorFileJSON struct {
 }
 
 const floorFileVersion = 1
+
+// floorWriteHook, if set (tests), runs before each write of a floor file.
+var floorWriteHook func()
 
 // OpenFloorFile reads the floor file at path, if there is one. Unlike a
 // step file, a floor file that cannot be read or parsed is an error: the
@@ -167,13 +171,15 @@ func (f *FloorFile) Floor(tag string) int64 {
 	return f.floors[tag]
 }
 
-// Raise implements Floors: the memory changes now, the file soon (see
-// Flush). The error is that of the last write, if it failed.
+// Raise implements Floors: it returns once the file holds end, fsynced,
+// sharing the write with every Raise under way (group commit), or with the
+// error of that write.
 func (f *FloorFile) Raise(tag string, end int64) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if end <= f.floors[tag] {
-		return f.err
+		err := f.err
+		f.mu.Unlock()
+		return err
 	}
 	f.floors[tag] = end
 	f.ver++
@@ -181,6 +187,11 @@ func (f *FloorFile) Raise(tag string, end int64) error {
 		f.writing = make(chan struct{})
 		go f.writeBehind(f.writing)
 	}
+	w := f.writing
+	f.mu.Unlock()
+	<-w // the writer ends once it wrote every change it saw, ours among them, or failed
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.err
 }
 
@@ -260,6 +271,9 @@ func (f *FloorFile) sync(v uint64) error {
 	cur := f.ver
 	f.mu.Unlock()
 	data, err := json.MarshalIndent(doc, "", "  ")
+	if floorWriteHook != nil {
+		floorWriteHook()
+	}
 	if err == nil {
 		err = fsutil.WriteFile(f.path, append(data, '\n'))
 	}

@@ -216,6 +216,30 @@ func TestFloorSurvivesRestart(t *testing.T) {
 	}
 }
 
+// An id of a range is handed out only once the range's floor is on disk:
+// a kill -9 right after the first id must not lose it (issue #12), even when
+// the disk is slow. Before, the floor was written behind the load.
+func TestFloorDurableBeforeServe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "segment-floors.json")
+	s := newTestStore()
+	s.create(t, "t", 10)
+	ff, err := segment.OpenFloorFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segment.SetFloorWriteHook(func() { time.Sleep(200 * time.Millisecond) }) // a slow disk
+	t.Cleanup(func() { segment.SetFloorWriteHook(nil) })
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Floors: ff, ReadyWait: time.Second})
+	id := next(t, e, "t")
+	g, err := segment.OpenFloorFile(path) // what a restart after kill -9 would read
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := g.Floor("t"); f <= id {
+		t.Fatalf("id %d handed out while the floor on disk was %d", id, f)
+	}
+}
+
 func TestFloorFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "floors.json")
