@@ -335,3 +335,36 @@ func TestLayoutChangeRefused(t *testing.T) {
 	}
 	_ = n.Close(context.Background())
 }
+
+// A node on a new data directory has no layout record of its own; the live
+// nodes are the record. One with another epoch beside them would serve ids
+// equal to theirs in the same queue group: it refuses to start, naming the
+// live node.
+func TestPeerLayoutMismatchRefused(t *testing.T) {
+	s := natstest.RunServer(t)
+	startNode(t, node.Config{Name: "first", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 1})
+	try := func(cfg node.Config) error {
+		cfg.NATS, cfg.HTTP, cfg.DataDir = s.ClientURL(), "off", t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n, err := node.Start(ctx, cfg, nil)
+		if err == nil {
+			_ = n.Close(context.Background())
+		}
+		return err
+	}
+	for _, c := range []struct {
+		cfg  node.Config
+		want string
+	}{
+		{node.Config{Name: "epoch", Registry: node.RegistryStatic, WorkerID: 2, Epoch: "1288834984657"}, "serves layout"},
+	} {
+		err := try(c.cfg)
+		if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "live node first") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want ErrConfig naming node first and %q", c.cfg.Name, err, c.want)
+		}
+	}
+	if err := try(node.Config{Name: "same", Registry: node.RegistryStatic, WorkerID: 3}); err != nil {
+		t.Fatalf("a node with the same layout and registry: %v", err)
+	}
+}

@@ -277,6 +277,9 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err := n.checkLayout(layout); err != nil {
 		return err
 	}
+	if err := n.checkPeerSnowflake(ctx, layout); err != nil {
+		return err
+	}
 	n.layout = layout
 	now := cfg.clock()
 	n.now = now
@@ -506,4 +509,34 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 		}
 	}
 	return true
+}
+
+// checkPeerSnowflake refuses to serve snowflake beside live nodes that use
+// another layout (the same time maps to other bits: ids of the two can be
+// equal): all answer leaf.snowflake in one queue group. A new data
+// directory has no layout record of its own (checkLayout); its peers are
+// the record. Live nodes that take worker ids from another registry (two
+// registries can give the same worker id) get a loud warning: the chaos
+// harness mixes ZooKeeper and KV nodes on purpose.
+func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) error {
+	peers, err := responder.AskStatus(ctx, n.nc, 300*time.Millisecond)
+	if err != nil {
+		n.log.Warn("snowflake: cannot ask the live nodes for their layout and registry", "err", err)
+		return nil
+	}
+	for _, p := range peers {
+		if p.Node == n.cfg.Name || p.Snow == nil {
+			continue
+		}
+		switch {
+		case p.Snow.Layout != layout.String():
+			return fmt.Errorf("%w: snowflake: live node %s serves layout %s, this node %s: their ids can be equal; give every node the same --snowflake-layout, --snowflake-epoch and --snowflake-unit",
+				ErrConfig, p.Node, p.Snow.Layout, layout)
+		case p.Snow.Registry != n.cfg.Registry:
+			msg := fmt.Sprintf("live node %s takes snowflake worker ids from %s, this node from %s: two registries can give the same worker id, and then the same ids; give every node the same --worker-registry",
+				p.Node, p.Snow.Registry, n.cfg.Registry)
+			n.log.Error(msg)
+		}
+	}
+	return nil
 }
