@@ -20,6 +20,10 @@ import (
 // leaf_alloc (a column is missing, or its engine has no transactions).
 var ErrSchema = errors.New("leaf_alloc schema")
 
+// ErrAccess: the server refused the DSN's user (a wrong password, missing
+// grants): a configuration to fix, not an outage to wait out.
+var ErrAccess = errors.New("mysql access denied")
+
 // Defaults of Options.
 const (
 	DefaultTable           = "leaf_alloc"
@@ -250,6 +254,10 @@ const (
 	erTruncatedValue = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD (charset)
 	erDataTooLong    = 1406 // ER_DATA_TOO_LONG
 	erDataOutOfRange = 1690 // ER_DATA_OUT_OF_RANGE (BIGINT arithmetic)
+	erDBAccess       = 1044 // ER_DBACCESS_DENIED_ERROR
+	erAccess         = 1045 // ER_ACCESS_DENIED_ERROR
+	erTableAccess    = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	erSpecificAccess = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
 )
 
 func (s *Store) init(ctx context.Context, createTable bool) error {
@@ -323,7 +331,7 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrTagDeleted, segment.ErrBelowFloor, segment.ErrInvalid, segment.ErrUnavailable, ErrSchema} {
+	for _, known := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrTagDeleted, segment.ErrBelowFloor, segment.ErrInvalid, segment.ErrUnavailable, ErrSchema, ErrAccess} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -343,6 +351,8 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 			return fmt.Errorf("%w: %w", segment.ErrTagExists, err)
 		case erWarnDataRange, erTruncatedValue, erDataTooLong, erDataOutOfRange:
 			return fmt.Errorf("%w: %w", segment.ErrInvalid, err)
+		case erDBAccess, erAccess, erTableAccess, erSpecificAccess:
+			return fmt.Errorf("%w: %w (check the DSN's user, password and grants)", ErrAccess, err)
 		}
 	}
 	return fmt.Errorf("%w: %w", segment.ErrUnavailable, err)

@@ -128,6 +128,8 @@ func TestOpenErrors(t *testing.T) {
 	noDB.DBName = ""
 	otherDB := *cfg
 	otherDB.DBName = cfg.DBName + "_missing"
+	wrongPassword := *cfg
+	wrongPassword.User, wrongPassword.Passwd = "leafmq_nobody", "wrong"
 
 	tests := []struct {
 		name string
@@ -145,6 +147,7 @@ func TestOpenErrors(t *testing.T) {
 		{"database missing", otherDB.FormatDSN(), mysql.Options{CreateTable: true}, mysql.ErrSchema},
 		{"wrong columns", dsn, mysql.Options{Table: "not_leaf", CreateTable: true}, mysql.ErrSchema},
 		{"not transactional", dsn, mysql.Options{Table: "myisam_alloc"}, mysql.ErrSchema},
+		{"wrong password", wrongPassword.FormatDSN(), mysql.Options{}, mysql.ErrAccess},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,36 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/mysql"
+)
+
+// Start waits out what passes by itself and fails at once on a wrong
+// configuration.
+func TestTransient(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("listing tags: %w", segment.ErrUnavailable), true},
+		{fmt.Errorf("x: %w", nats.ErrTimeout), true},
+		{fmt.Errorf("x: %w", nats.ErrNoResponders), true},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("%w: bad flag", ErrConfig), false},
+		{fmt.Errorf("mysql store: %w", mysql.ErrAccess), false},
+		{fmt.Errorf("mysql store: %w", mysql.ErrSchema), false},
+		{fmt.Errorf("%w: bucket name", segment.ErrInvalid), false},
+		{errors.New("something else"), false},
+	} {
+		if got := transient(c.err); got != c.want {
+			t.Errorf("transient(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
