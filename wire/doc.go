@@ -6,9 +6,12 @@
 // Surrounding ASCII white space is ignored, nothing else is.
 //
 // Reply: by default decimal ids, one per line, separated by "\n" (no trailing
-// newline), so `nats req leaf.segment.demo ”` prints them. A request with the
-// header "Leaf-Encoding: binary" gets packed big-endian uint64s instead,
-// 8 bytes per id.
+// newline), so that the nats CLI prints them:
+//
+//	nats req leaf.segment.demo ''
+//
+// A request with the header "Leaf-Encoding: binary" gets packed big-endian
+// uint64s instead, 8 bytes per id.
 //
 // Errors: the reply carries the micro headers Nats-Service-Error-Code (an
 // HTTP-like code: 400 bad request, 404 unknown tag, 503 not ready or store
