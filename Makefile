@@ -2,22 +2,33 @@
 SHELL        := /bin/bash
 GO           ?= go
 export GOTOOLCHAIN := local
-# SemVer (the micro service requires it): a release tag vX.Y.Z, else 0.1.0-dev+<commit>.
-VERSION      ?= $(shell v=$$(git describe --tags --exact-match 2>/dev/null); [ -n "$$v" ] && echo $${v#v} || echo 0.1.0-dev+$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
-LDFLAGS      := -X github.com/leafmq/leafmq/node.Version=$(VERSION)
+# The version, always SemVer, is decided in one place: scripts/version.sh,
+# through scripts/build.sh (used by build, dist and deploy/Dockerfile).
+VERSION      ?= $(shell scripts/version.sh)
+export VERSION
 BIN          := $(CURDIR)/bin
 STATICCHECK  := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 20m
 BENCHTIME    ?= 1s
 
-.PHONY: all build run test unit lint fmt-check vet staticcheck tidy-check bench fuzz chaos soak clean
+.PHONY: all build dist run test unit lint fmt-check vet staticcheck tidy-check bench fuzz chaos soak clean
 
 all: build
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/leafd ./cmd/leafd
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/leafctl ./cmd/leafctl
+	./scripts/build.sh $(BIN)
+
+## dist: release binaries for linux and darwin, amd64 and arm64, in dist/, with dist/SHA256SUMS
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST      ?= $(CURDIR)/dist
+dist:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		GOOS=$$os GOARCH=$$arch SUFFIX=-$(VERSION)-$$os-$$arch ./scripts/build.sh $(DIST) || exit 1; \
+	done
+	cd $(DIST) && sha256sum leafd-* leafctl-* > SHA256SUMS
 
 ## run: start leafd with the embedded defaults (NATS on 127.0.0.1:4222, data in ./data)
 run: build
@@ -70,4 +81,4 @@ soak: build
 	$(BIN)/leafchaos --duration $(if $(filter command line,$(origin DURATION)),$(DURATION),30m) --leafd $(BIN)/leafd --json $(BIN)/soak-report.json $(CHAOS_ARGS)
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -14,6 +14,8 @@ import (
 // name only these; keep the list in step with package node
 // (TestMetricListMatchesNode checks that direction).
 var leafdMetrics = []string{
+	// node/buildinfo.go
+	"build_info",
 	// node/metrics.go
 	"requests_total",
 	"request_errors_total",

@@ -33,6 +33,7 @@ type Config struct {
 	MaxTags     int    // most segment tags a node holds; default segment.DefaultMaxTags
 	MaxStep     int    // cap of the dynamic segment step; default segment.DefaultMaxStep
 	LogLevel    string // debug, info, warn, error; default info
+	LogFormat   string // text or json; default text
 
 	// Snowflake.
 	Registry      string        // worker ids: kv, zk, mysql, static or off; default mysql with MySQL, else kv
@@ -84,6 +85,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.MaxTags, "max-tags", c.MaxTags, "most segment tags one node holds; requests for more fail (LEAF_MAX_TAGS)")
 	fs.IntVar(&c.MaxStep, "max-step", c.MaxStep, "cap of the dynamic segment step; a node buffers up to two segments per tag (LEAF_MAX_STEP)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (LEAF_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text (logfmt) or json, one object a line (LEAF_LOG_FORMAT)")
 	c.Auth.Flags(fs, "nats-")
 	fs.StringVar(&c.Registry, "worker-registry", c.Registry, "snowflake worker ids from kv (JetStream KV leases), zk, mysql (WORKER_NODE), static or off; default mysql with --mysql, else kv (LEAF_WORKER_REGISTRY)")
 	fs.Int64Var(&c.WorkerID, "worker-id", c.WorkerID, "worker id for --worker-registry static (LEAF_WORKER_ID)")
@@ -197,6 +199,13 @@ func (c *Config) Validate() error {
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = d.LogLevel
+	}
+	switch c.LogFormat {
+	case "":
+		c.LogFormat = "text"
+	case "text", "json":
+	default:
+		return fmt.Errorf("%w: log-format %q must be text or json", ErrConfig, c.LogFormat)
 	}
 	if !nameRE(c.Name) {
 		return fmt.Errorf("%w: name %q must be 1-64 characters of [A-Za-z0-9_.-]", ErrConfig, c.Name)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/producer"
@@ -31,9 +32,6 @@ import (
 	"github.com/leafmq/leafmq/segment/mysql"
 	"github.com/leafmq/leafmq/snowflake"
 )
-
-// Version is the leafd version, set at build time with -ldflags -X.
-var Version = "0.1.0"
 
 // Node is one running leafd.
 type Node struct {
@@ -78,6 +76,9 @@ type Node struct {
 // stopped again.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkVersion(buildinfo.Version); err != nil {
 		return nil, err
 	}
 	if log == nil {
@@ -182,7 +183,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		IDs:      n.prod,
 		Store:    n.store,
 		Node:     cfg.Name,
-		Version:  Version,
+		Version:  buildinfo.Version,
 		MaxBatch: cfg.MaxBatch,
 		Logger:   n.log,
 		Layout:   n.layout,
@@ -218,8 +219,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}
-	n.events.Emit(events.Event{Kind: events.NodeUp, Message: "leafd " + Version + " started",
-		Fields: map[string]any{"version": Version, "store": n.storeKind(), "worker_registry": cfg.Registry,
+	n.events.Emit(events.Event{Kind: events.NodeUp, Message: "leafd " + buildinfo.Version + " started",
+		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry,
 			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
 	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
 		"auto_create", cfg.autoCreate(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry,
@@ -252,6 +253,9 @@ func (n *Node) startNATS() error {
 		port, err := strconv.Atoi(portStr)
 		if err != nil {
 			return fmt.Errorf("%w: nats-listen port %q", ErrConfig, portStr)
+		}
+		if port == 0 {
+			port = server.RANDOM_PORT // as for --http: 0 picks a free port (nats-server reads 0 as 4222)
 		}
 		ns, err := server.NewServer(&server.Options{
 			ServerName: n.cfg.Name,
@@ -336,7 +340,8 @@ func (n *Node) startHTTP() error {
 		return fmt.Errorf("http listen: %w", err)
 	}
 	n.reg = prometheus.NewRegistry()
-	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfoCollector())
 	mux := http.NewServeMux()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if api := n.api.Load(); api != nil {

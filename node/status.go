@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/httpapi"
+	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -22,7 +23,7 @@ const maxStatusTags = 300
 func (n *Node) status() wire.NodeStatus {
 	st := wire.NodeStatus{
 		Node:     n.cfg.Name,
-		Version:  Version,
+		Version:  buildinfo.Version,
 		UnixNano: time.Now().UnixNano(),
 		Started:  n.started.UnixNano(),
 		Store:    n.storeKind(),

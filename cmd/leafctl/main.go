@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
@@ -49,7 +50,8 @@ Commands:
   bench [flags]                         measure throughput and latency (bench -h)
 
 Global flags:
-  --nats URL       NATS server(s) (env LEAF_NATS; default nats://127.0.0.1:4222)
+  --version        print the version and exit
+  --nats URL       NATS server(s) (env LEAF_NATS, or NATS_URL; default nats://127.0.0.1:4222)
   --timeout D      per-request timeout (default 5s)
   --creds F, --nkey F, --user U, --password-file F, --token-file F,
   --tls-ca F, --tls-cert F, --tls-key F
@@ -81,10 +83,14 @@ func (c *cli) run(args []string) int {
 	fs.SetOutput(io.Discard)
 	def := c.getenv("LEAF_NATS")
 	if def == "" {
+		def = c.getenv("NATS_URL") // as the nats CLI
+	}
+	if def == "" {
 		def = nats.DefaultURL
 	}
 	fs.StringVar(&c.natsURL, "nats", def, "")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "")
+	version := fs.Bool("version", false, "")
 	// Credentials from the environment: LEAF_NATS_CREDS, LEAF_NATS_PASSWORD_FILE, …
 	// (flags win: they are parsed after).
 	c.auth.FromEnv(c.getenv)
@@ -95,6 +101,10 @@ func (c *cli) run(args []string) int {
 			return 0
 		}
 		return c.usageErr(err)
+	}
+	if *version {
+		fmt.Fprintln(c.stdout, "leafctl", buildinfo.String())
+		return 0
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

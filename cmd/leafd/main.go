@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/node"
 )
 
@@ -19,6 +20,12 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	for _, a := range args {
+		if a == "--version" || a == "-version" {
+			fmt.Fprintln(stdout, "leafd", buildinfo.String())
+			return 0
+		}
+	}
 	cfg, err := node.Parse(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -29,7 +36,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated by Parse
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	if cfg.LogFormat == "json" {
+		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	}
+	log := slog.New(handler)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -38,7 +49,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "leafd: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, `leafd %s is serving ids on %s
+	fmt.Fprintf(stdout, `leafd %s (%s) is serving ids on %s
 
 Ask it for an id:
   nats req leaf.segment.demo ''            # one id of tag "demo"
@@ -47,7 +58,7 @@ Ask it for an id:
   go run ./cmd/leafctl next demo           # or bin/leafctl next demo -n 10
   go run ./cmd/leafctl snowflake -n 3      # and bin/leafctl decode ID
 %s   Stop: Ctrl-C
-`, cfg.Name, n.ClientURL(), metricsLine(n.HTTPAddr()))
+`, cfg.Name, buildinfo.Version, n.ClientURL(), metricsLine(n.HTTPAddr()))
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(stderr, "leafd: shutting down")
@@ -62,5 +73,5 @@ func metricsLine(addr string) string {
 	if addr == "" {
 		return "HTTP: off"
 	}
-	return "Health: http://" + addr + "/healthz   Metrics: http://" + addr + "/metrics"
+	return "Status page: http://" + addr + "/\nHealth: http://" + addr + "/healthz   Metrics: http://" + addr + "/metrics"
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,5 +72,62 @@ func TestRunAndSignal(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "leafd stopped") {
 		t.Fatalf("no clean stop in the log: %s", errOut.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut syncBuffer
+	if code := run([]string{"--version"}, noEnv, &out, &errOut); code != 0 {
+		t.Fatalf("--version: exit %d: %s", code, errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "leafd 0.0.0-dev (revision ") {
+		t.Fatalf("--version printed %q", out.String())
+	}
+}
+
+// With ports left to the kernel (0), the banner shows the ones chosen and
+// the status page; --log-format json logs one JSON object a line.
+func TestBannerAndJSONLogs(t *testing.T) {
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	args := []string{"--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data", t.TempDir(), "--name", "banner",
+		"--log-format", "json"}
+	go func() { done <- run(args, noEnv, &out, &errOut) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "Status page:") {
+		select {
+		case code := <-done:
+			t.Fatalf("leafd exited %d early: %s", code, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner: %s %s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	banner := out.String()
+	for _, bad := range []string{":0/", ":0\n", ":4222"} {
+		if strings.Contains(banner, bad) {
+			t.Errorf("banner shows %q, not the port chosen:\n%s", bad, banner)
+		}
+	}
+	if !strings.Contains(banner, "nats://127.0.0.1:") || !strings.Contains(banner, "Status page: http://127.0.0.1:") {
+		t.Errorf("banner without the real addresses:\n%s", banner)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	if len(lines) == 0 {
+		t.Fatal("no log")
+	}
+	for _, l := range lines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil || v["msg"] == nil {
+			t.Fatalf("log line is not a JSON object with msg: %q", l)
+		}
+	}
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d after SIGINT: %s", code, errOut.String())
 	}
 }

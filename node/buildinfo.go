@@ -1,0 +1,29 @@
+package node
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leafmq/leafmq/internal/buildinfo"
+)
+
+// checkVersion refuses a build stamped with a version that is not SemVer:
+// the NATS micro service would refuse it later, less clearly.
+func checkVersion(v string) error {
+	if !buildinfo.ValidVersion(v) {
+		return fmt.Errorf("%w: leafd was built with version %q, which is not SemVer (build with scripts/build.sh)", ErrConfig, v)
+	}
+	return nil
+}
+
+// buildInfoCollector is leafmq_build_info{version,revision,goversion} 1.
+func buildInfoCollector() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leafmq_build_info",
+		Help: "A constant 1, labelled with the build: version, revision (git commit) and goversion.",
+	}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(buildinfo.Version, buildinfo.Revision, runtime.Version()).Set(1)
+	return g
+}
