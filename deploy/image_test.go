@@ -2,8 +2,8 @@ package deploy_test
 
 import (
 	"bufio"
-	"fmt"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
