@@ -81,6 +81,7 @@ type composeSvc struct {
 	Volumes     []string
 	Ports       []string
 	DependsOn   any `yaml:"depends_on"`
+	Healthcheck *struct{ Test []string } `yaml:"healthcheck"`
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -108,8 +109,22 @@ func TestCompose(t *testing.T) {
 	_, envs := leafdFlags(t)
 	want := []string{"nats-1", "nats-2", "nats-3", "mariadb", "zookeeper", "leafd-1", "leafd-2", "leafd-3", "prometheus", "grafana"}
 	for _, name := range want {
-		if _, ok := c.Services[name]; !ok {
+		svc, ok := c.Services[name]
+		switch {
+		case !ok:
 			t.Errorf("no service %s", name)
+		case svc.Healthcheck == nil || len(svc.Healthcheck.Test) < 2:
+			t.Errorf("service %s has no healthcheck", name)
+		case strings.HasSuffix(svc.Image, ":latest") || !strings.Contains(svc.Image, ":"):
+			t.Errorf("service %s: image %q is not pinned", name, svc.Image)
+		}
+		if strings.HasPrefix(name, "leafd-") {
+			if v := svc.Environment["LEAF_AUTO_CREATE"]; v != "false" {
+				t.Errorf("%s: LEAF_AUTO_CREATE=%q; production creates tags explicitly (false)", name, v)
+			}
+			if hc := svc.Healthcheck; hc != nil && !slices.Contains(hc.Test, "probe") {
+				t.Errorf("%s: the healthcheck %v is not leafd probe (distroless has no shell or wget)", name, hc.Test)
+			}
 		}
 	}
 	// Every ${VAR} the file uses has a line in .env.example.
@@ -427,10 +442,15 @@ func TestKubernetes(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort == 8080
 	}
+	if cm := objs["ConfigMap/leafd-config"].Data; cm["LEAF_AUTO_CREATE"] != "false" {
+		t.Errorf("LEAF_AUTO_CREATE %q: production creates tags explicitly (false)", cm["LEAF_AUTO_CREATE"])
+	}
 	if cm := objs["ConfigMap/leafd-config"].Data; cm["LEAF_HTTP"] != "0.0.0.0:8080" {
 		t.Errorf("LEAF_HTTP %q: pods must serve /healthz and /metrics on 0.0.0.0:8080", cm["LEAF_HTTP"])
 	}
-	for _, p := range [][2]string{{"readiness", probePort(c.ReadinessProbe)}, {"liveness", probePort(c.LivenessProbe)}, {"metrics service", metrics.Ports[0].TargetPort}} {
+	// Readiness is /readyz (serving), liveness /healthz (alive: it answers
+	// while leafd waits for its backends at start).
+	for _, p := range [][2]string{{"readiness", probePort(c.ReadinessProbe, "/readyz")}, {"liveness", probePort(c.LivenessProbe, "/healthz")}, {"metrics service", metrics.Ports[0].TargetPort}} {
 		if !ports[p[1]] {
 			t.Errorf("%s port %q is not the container's 8080 port", p[0], p[1])
 		}
@@ -448,8 +468,8 @@ func TestKubernetes(t *testing.T) {
 
 func probePort(p *struct {
 	HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
-}) string {
-	if p == nil || p.HTTPGet.Path != "/healthz" {
+}, path string) string {
+	if p == nil || p.HTTPGet.Path != path {
 		return ""
 	}
 	return p.HTTPGet.Port

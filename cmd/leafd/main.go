@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/node"
@@ -20,6 +22,9 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "probe" {
+		return probe(args[1:], stderr)
+	}
 	for _, a := range args {
 		if a == "--version" || a == "-version" {
 			fmt.Fprintln(stdout, "leafd", buildinfo.String())
@@ -64,6 +69,27 @@ Ask it for an id:
 	fmt.Fprintln(stderr, "leafd: shutting down")
 	if err := n.Close(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "leafd: shutdown: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// probe is "leafd probe URL": exit 0 when URL answers 200 within 3 s, else
+// 1 — the healthcheck of an image without a shell or curl.
+func probe(args []string, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: leafd probe URL   (e.g. http://127.0.0.1:8080/readyz)")
+		return 2
+	}
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get(args[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "leafd probe: %v\n", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		fmt.Fprintf(stderr, "leafd probe: %s: %s %s\n", args[0], resp.Status, b)
 		return 1
 	}
 	return 0

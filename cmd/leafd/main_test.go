@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
@@ -129,5 +131,25 @@ func TestBannerAndJSONLogs(t *testing.T) {
 	}
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d after SIGINT: %s", code, errOut.String())
+	}
+}
+
+// leafd probe URL is the healthcheck of the distroless image.
+func TestProbe(t *testing.T) {
+	code := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(code)
+	}))
+	defer srv.Close()
+	var out, errOut syncBuffer
+	if got := run([]string{"probe", srv.URL + "/readyz"}, noEnv, &out, &errOut); got != 0 {
+		t.Fatalf("probe of a 200: exit %d: %s", got, errOut.String())
+	}
+	code = http.StatusServiceUnavailable
+	if got := run([]string{"probe", srv.URL + "/readyz"}, noEnv, &out, &errOut); got != 1 {
+		t.Fatalf("probe of a 503: exit %d", got)
+	}
+	if got := run([]string{"probe"}, noEnv, &out, &errOut); got != 2 {
+		t.Fatalf("probe without a URL: exit %d", got)
 	}
 }
