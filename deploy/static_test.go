@@ -80,7 +80,7 @@ type composeSvc struct {
 	Environment map[string]string
 	Volumes     []string
 	Ports       []string
-	DependsOn   any `yaml:"depends_on"`
+	DependsOn   any                      `yaml:"depends_on"`
 	Healthcheck *struct{ Test []string } `yaml:"healthcheck"`
 }
 
