@@ -451,12 +451,11 @@ func TestSecondNodeJoinsEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.PublishRequest("$SRV.STATS.leaf", inbox, nil); err != nil {
+	if err := nc.PublishRequest("$SRV.STATS."+wire.SegmentService, inbox, nil); err != nil {
 		t.Fatal(err)
 	}
 	served := 0
-	// Each node runs two "leaf" services: the main one and the snowflake
-	// one (which joins and leaves the queue group on its own).
+	// Each node answers once, for its segment service.
 	for i := 0; i < 4 && served < 2; i++ {
 		msg, err := sub.NextMsg(5 * time.Second)
 		if err != nil {

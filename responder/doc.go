@@ -1,6 +1,7 @@
-// Package responder is leafmq's NATS face: a NATS micro service named "leaf"
-// whose endpoints answer id requests from the producer's rings and admin
-// requests from the segment store. Every node joins the queue group "leaf",
+// Package responder is leafmq's NATS face: two NATS micro services,
+// "leaf-segment" (ids of tags, from the producer's rings, and admin requests
+// of the segment store) and "leaf-snowflake" (snowflake ids), named so that
+// `nats micro ls` says what each serves. Every node joins the queue group "leaf",
 // so NATS spreads requests over the nodes and fails over when one leaves.
 //
 // Subjects (see package wire for the encodings):

@@ -137,7 +137,7 @@ func Start(cfg Config) (*Responder, error) {
 	r.outs.New = func() any { b := make([]byte, 0, 1024); return &b }
 
 	svc, err := micro.AddService(cfg.Conn, micro.Config{
-		Name:        "leaf",
+		Name:        wire.SegmentService,
 		Version:     cfg.Version,
 		Description: "leafmq distributed unique ids",
 		QueueGroup:  wire.QueueGroup,

@@ -46,7 +46,7 @@ func (r *Responder) SetSnowflake(on bool) error {
 		return nil
 	}
 	svc, err := micro.AddService(r.cfg.Conn, micro.Config{
-		Name:        "leaf",
+		Name:        wire.SnowflakeService,
 		Version:     r.cfg.Version,
 		Description: "leafmq snowflake ids",
 		QueueGroup:  wire.QueueGroup,

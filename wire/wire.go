@@ -50,7 +50,15 @@ const (
 	DefaultMaxBatch = 10000
 	// QueueGroup is the queue group every leafd responder joins.
 	QueueGroup = "leaf"
+	// SegmentService and SnowflakeService are the names of a node's two
+	// NATS micro services (nats micro ls): segment ids and admin, and
+	// snowflake ids (which joins and leaves the queue group on its own).
+	SegmentService   = "leaf-segment"
+	SnowflakeService = "leaf-snowflake"
 )
+
+// ServiceNames are the micro services every node runs.
+var ServiceNames = []string{SegmentService, SnowflakeService}
 
 // Error codes carried in ErrorCodeHeader.
 const (

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // gather collects the replies to a request on subject within window.
@@ -52,7 +53,7 @@ func (c *cli) nodes(args []string) error {
 	}
 	defer nc.Close()
 	start := time.Now()
-	pings, err := gather(nc, "$SRV.PING.leaf", *window)
+	pings, err := gatherServices(nc, "PING", *window)
 	if err != nil {
 		return err
 	}
@@ -63,11 +64,11 @@ func (c *cli) nodes(args []string) error {
 			rtt[p.ID] = time.Since(start) // upper bound: arrival within the window
 		}
 	}
-	stats, err := gather(nc, "$SRV.STATS.leaf", *window)
+	stats, err := gatherServices(nc, "STATS", *window)
 	if err != nil {
 		return err
 	}
-	infos, err := gather(nc, "$SRV.INFO.leaf", *window)
+	infos, err := gatherServices(nc, "INFO", *window)
 	if err != nil {
 		return err
 	}
@@ -220,4 +221,18 @@ func (c *cli) batch(args []string) error {
 	}
 	_, err = c.stdout.Write(b)
 	return err
+}
+
+// gatherServices gathers the replies of every node's micro services
+// (wire.ServiceNames) to $SRV.<verb>.<name>.
+func gatherServices(nc *nats.Conn, verb string, window time.Duration) ([]*nats.Msg, error) {
+	var all []*nats.Msg
+	for _, name := range wire.ServiceNames {
+		msgs, err := gather(nc, "$SRV."+verb+"."+name, window)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, msgs...)
+	}
+	return all, nil
 }
