@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -50,9 +51,9 @@ func newCollector(n *Node) *collector {
 	return &collector{
 		n:        n,
 		requests: d("requests_total", "Requests answered by endpoint.", "endpoint"),
-		errors:   d("request_errors_total", "Requests answered with an error, by endpoint.", "endpoint"),
+		errors:   d("request_errors_total", "Requests answered with an error, by endpoint (worker-errors: requests a worker finished, of any endpoint: a store outage's 503s).", "endpoint"),
 		procSecs: d("request_processing_seconds_total", "Time spent in handlers, by endpoint.", "endpoint"),
-		asyncErr: d("worker_request_errors_total", "Segment requests answered with an error by a worker (not in request_errors_total)."),
+		asyncErr: d("worker_request_errors_total", "Requests answered with an error by a worker (also in request_errors_total{endpoint=\"worker-errors\"})."),
 		ringLen:  d("ring_ids", "Ids ready in the ring of a tag.", "tag"),
 		ringCap:  d("ring_capacity", "Capacity of the ring of a tag.", "tag"),
 		takes:    d("ring_takes_total", "Ids taken from the ring of a tag.", "tag"),
@@ -106,8 +107,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			eps = append(eps, sf.Stats().Endpoints...)
 		}
 		for _, e := range eps {
-			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(e.NumRequests), e.Name)
 			ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(e.NumErrors), e.Name)
+			if e.Name == responder.WorkerErrorsEndpoint {
+				continue // errors of requests already counted where they arrived
+			}
+			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(e.NumRequests), e.Name)
 			ch <- prometheus.MustNewConstMetric(c.procSecs, prometheus.CounterValue, e.ProcessingTime.Seconds(), e.Name)
 		}
 	}

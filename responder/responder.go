@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,8 @@ type Responder struct {
 	bufs        sync.Pool // *[]int64 scratch for ids
 	outs        sync.Pool // *[]byte scratch for replies
 
+	errSubject string // this node's WorkerErrorsEndpoint
+
 	sfMu      sync.Mutex    // guards sfSvc and sfStopped
 	sfSvc     micro.Service // the snowflake endpoints while in the queue group, else nil
 	sfStopped bool          // Stop began: SetSnowflake(true) refuses
@@ -156,6 +159,16 @@ func Start(cfg Config) (*Responder, error) {
 		_ = svc.Stop()
 		r.cancel()
 		return nil, fmt.Errorf("responder: add segment endpoint: %w", err)
+	}
+	// Errors of requests a worker finished come back through this node's
+	// own endpoint, so that micro counts them (nats micro stats) like the
+	// handler's own; see failAsync.
+	r.errSubject = "leaf.internal.errors." + svc.Info().ID
+	if err := leaf.AddEndpoint(WorkerErrorsEndpoint, micro.HandlerFunc(r.handleWorkerError),
+		micro.WithEndpointSubject(strings.TrimPrefix(r.errSubject, "leaf.")), micro.WithEndpointQueueGroupDisabled()); err != nil {
+		_ = svc.Stop()
+		r.cancel()
+		return nil, fmt.Errorf("responder: add %s endpoint: %w", WorkerErrorsEndpoint, err)
 	}
 	if err := leaf.AddEndpoint("admin-time", micro.HandlerFunc(r.handleTime), micro.WithEndpointSubject("admin.time"),
 		micro.WithEndpointQueueGroupDisabled()); err != nil {
@@ -422,10 +435,11 @@ func (r *Responder) fail(req micro.Request, err error) string {
 	return code
 }
 
-// failAsync is fail for a request whose handler may already have returned
-// (a worker's): the same headers, published directly, so nothing races with
-// micro's bookkeeping. Such errors are counted in AsyncErrors instead of
-// micro's stats.
+// failAsync is fail for a request whose handler has returned (a worker's):
+// micro reads a request's error state only when its handler returns, so the
+// error goes to this node's WorkerErrorsEndpoint, with the client's reply
+// subject, and that endpoint's handler answers the client through micro,
+// which counts it. AsyncErrors counts them too.
 func (r *Responder) failAsync(req micro.Request, err error) string {
 	code := r.logFailure(req, err)
 	r.asyncErrors.Add(1)
@@ -433,13 +447,29 @@ func (r *Responder) failAsync(req micro.Request, err error) string {
 	if reply == "" {
 		return code
 	}
-	msg := &nats.Msg{Subject: reply, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: r.errSubject, Reply: reply, Header: nats.Header{}}
 	msg.Header.Set(wire.ErrorCodeHeader, code)
 	msg.Header.Set(wire.ErrorHeader, err.Error())
 	if perr := r.cfg.Conn.PublishMsg(msg); perr != nil {
 		r.cfg.Logger.Debug("error reply failed", "subject", req.Subject(), "err", perr)
 	}
 	return code
+}
+
+// WorkerErrorsEndpoint is the micro endpoint that answers, and counts, the
+// errors of requests finished by workers.
+const WorkerErrorsEndpoint = "worker-errors"
+
+// handleWorkerError answers a worker's error (failAsync) to the client.
+func (r *Responder) handleWorkerError(req micro.Request) {
+	h := nats.Header(req.Headers())
+	code, text := h.Get(wire.ErrorCodeHeader), h.Get(wire.ErrorHeader)
+	if code == "" {
+		code, text = wire.CodeInternal, "worker error without a code"
+	}
+	if err := req.Error(code, text, nil); err != nil {
+		r.cfg.Logger.Debug("error reply failed", "subject", req.Subject(), "err", err)
+	}
 }
 
 func (r *Responder) logFailure(req micro.Request, err error) string {

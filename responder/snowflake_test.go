@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
@@ -230,6 +231,18 @@ func TestSnowflakeErrors(t *testing.T) {
 			if r.AsyncErrors() != 1 {
 				t.Fatalf("AsyncErrors = %d, want 1", r.AsyncErrors())
 			}
+			// Counted where operators look (nats micro stats): a worker's
+			// error reply too, not only the handler's own.
+			// (micro updates them once the handler returned: soon after
+			// the reply.)
+			testenv.Eventually(t, "the worker's error in micro's stats", 5*time.Second, func() bool {
+				for _, e := range r.Service().Stats().Endpoints {
+					if e.Name == responder.WorkerErrorsEndpoint {
+						return e.NumErrors == 1
+					}
+				}
+				return false
+			})
 		})
 	}
 }
