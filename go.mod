@@ -13,8 +13,8 @@ require (
 	github.com/nats-io/nuid v1.0.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.28.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/time v0.16.0
-	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
