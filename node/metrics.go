@@ -72,7 +72,7 @@ func newCollector(n *Node) *collector {
 		sfLeft:    d("snowflake_layout_remaining_seconds", "Time left before the layout's time bits run out."),
 		sfRingLen: d("snowflake_ring_ids", "Snowflake ids ready in the ring."),
 		sfRingCap: d("snowflake_ring_capacity", "Capacity of the snowflake ring."),
-		sfTakes:   d("snowflake_ring_takes_total", "Snowflake ids taken from the ring."),
+		sfTakes:   d("snowflake_ring_takes_total", "Snowflake ids handed out (from the ring, or straight from the engine for large requests)."),
 		sfDropped: d("snowflake_ring_dropped_total", "Snowflake ids thrown away for sitting in the ring longer than its max age."),
 		sfOffset:  d("snowflake_peer_clock_offset_seconds", "The live peers' average clock minus this node's, measured at start (0 without peers)."),
 		evSent:    d("events_published_total", "Events published on leaf.events.<kind>, by kind.", "kind"),
@@ -144,7 +144,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		st := r.Stats()
 		ch <- prometheus.MustNewConstMetric(c.sfRingLen, prometheus.GaugeValue, float64(st.Len))
 		ch <- prometheus.MustNewConstMetric(c.sfRingCap, prometheus.GaugeValue, float64(st.Cap))
-		ch <- prometheus.MustNewConstMetric(c.sfTakes, prometheus.CounterValue, float64(st.Ring.Takes))
+		ch <- prometheus.MustNewConstMetric(c.sfTakes, prometheus.CounterValue, float64(st.Served))
 		ch <- prometheus.MustNewConstMetric(c.sfDropped, prometheus.CounterValue, float64(st.Dropped))
 	}
 	if n.prod != nil {

@@ -86,7 +86,7 @@ func (n *Node) status() wire.NodeStatus {
 		}
 		if n.sfRing != nil {
 			rs := n.sfRing.Stats()
-			sf.RingLen, sf.RingCap, sf.Taken = rs.Len, rs.Cap, rs.Ring.Takes
+			sf.RingLen, sf.RingCap, sf.Taken = rs.Len, rs.Cap, rs.Served
 		}
 		st.Snow = sf
 	}

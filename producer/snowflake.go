@@ -84,6 +84,7 @@ type Snowflake struct {
 	once   sync.Once
 	drops  atomic.Uint64
 	lost   atomic.Uint64 // ids thrown away for their worker's lost claim
+	served atomic.Uint64 // ids handed out by Try and Next
 
 	holder     SnowflakeHolder // nil: ids are never fenced
 	seqBits    uint            // an id's worker is (id >> seqBits) & maxWorker
@@ -276,13 +277,23 @@ func (s *Snowflake) Next(ctx context.Context, dst []int64) error {
 	if n == len(dst) {
 		return nil
 	}
-	return s.cfg.IDs.Next(ctx, dst[n:])
+	if err := s.cfg.IDs.Next(ctx, dst[n:]); err != nil {
+		return err
+	}
+	s.served.Add(uint64(len(dst) - n))
+	return nil
 }
 
 // Try fills a prefix of dst without waiting and returns its length. Ids
 // from the ring are checked against the worker the Source holds after they
 // were taken (see SnowflakeHolder).
 func (s *Snowflake) Try(dst []int64) int {
+	n := s.try(dst)
+	s.served.Add(uint64(n))
+	return n
+}
+
+func (s *Snowflake) try(dst []int64) int {
 	if len(dst) <= s.cfg.DirectOver {
 		n, _ := s.ring.TakeN(dst)
 		if k := s.held(dst[:n]); k < n {
@@ -325,11 +336,17 @@ type SnowflakeStats struct {
 	// LostWorker counts ids thrown away because the claim of their worker
 	// id was lost (never handed out).
 	LostWorker uint64
+	// Served counts the ids Try and Next handed out, from the ring or
+	// straight from the engine. Ring.Takes is no such count: the ring's
+	// own upkeep (dropping stale ids, putting the fresh ones back) takes
+	// too.
+	Served uint64
 }
 
 // Stats returns the ring's counters.
 func (s *Snowflake) Stats() SnowflakeStats {
-	return SnowflakeStats{Ring: s.ring.Stats(), Len: s.ring.Len(), Cap: s.ring.Cap(), Dropped: s.drops.Load(), LostWorker: s.lost.Load()}
+	return SnowflakeStats{Ring: s.ring.Stats(), Len: s.ring.Len(), Cap: s.ring.Cap(), Dropped: s.drops.Load(), LostWorker: s.lost.Load(),
+		Served: s.served.Load()}
 }
 
 // Close stops the refills. The ids left in the ring are a gap. Idempotent.
