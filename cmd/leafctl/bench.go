@@ -46,26 +46,27 @@ const benchUsage = `leafctl bench: measure leafmq over NATS
 func (c *cli) bench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o bench.Options
-	tag := fs.String("tag", "bench", "")
-	fs.StringVar(&o.Subject, "subject", "", "")
-	fs.IntVar(&o.Batch, "batch", 1, "")
-	fs.BoolVar(&o.Binary, "binary", false, "")
-	fs.StringVar(&o.Mode, "mode", "request", "")
-	fs.IntVar(&o.Concurrency, "c", 8, "")
-	fs.IntVar(&o.Depth, "depth", 16, "")
-	fs.DurationVar(&o.Duration, "d", 10*time.Second, "")
-	fs.IntVar(&o.Requests, "requests", 0, "")
-	fs.IntVar(&o.Rate, "rate", 0, "")
-	fs.DurationVar(&o.Warmup, "warmup", time.Second, "")
-	fs.BoolVar(&o.Baseline, "baseline", false, "")
-	fs.BoolVar(&o.Check, "check", false, "")
-	rounds := fs.Int("rounds", 1, "")
-	echoInProcess := fs.Bool("echo-inprocess", false, "")
-	asJSON := fs.Bool("json", false, "")
-	quiet := fs.Bool("quiet", false, "")
+	tag := fs.String("tag", "bench", "tag to ask (leaf.segment.TAG), unless --subject")
+	fs.StringVar(&o.Subject, "subject", "", "subject to ask instead of a tag's, e.g. leaf.snowflake")
+	fs.IntVar(&o.Batch, "batch", 1, "ids per request")
+	fs.BoolVar(&o.Binary, "binary", false, "ask for binary replies (Leaf-Encoding: binary)")
+	fs.StringVar(&o.Mode, "mode", "request", "request (one in flight per worker), pipelined (--depth in flight per worker) or pool (ready-made JetStream batches)")
+	fs.IntVar(&o.Concurrency, "c", 8, "concurrent workers")
+	fs.IntVar(&o.Depth, "depth", 16, "requests in flight per worker in pipeline mode")
+	fs.DurationVar(&o.Duration, "d", 10*time.Second, "how long to measure")
+	fs.IntVar(&o.Requests, "requests", 0, "stop after this many requests (0: run for -d)")
+	fs.IntVar(&o.Rate, "rate", 0, "open loop: requests a second, latency counted from when each was due (0: closed loop)")
+	fs.DurationVar(&o.Warmup, "warmup", time.Second, "time before measuring")
+	fs.BoolVar(&o.Baseline, "baseline", false, "also measure a bare NATS echo responder in the same run and print the ratio")
+	fs.BoolVar(&o.Check, "check", false, "check every id is unique (costs memory)")
+	rounds := fs.Int("rounds", 1, "measure this many times, alternating with the baseline")
+	echoInProcess := fs.Bool("echo-inprocess", false, "run the echo responder in this process (default: a leafctl bench-echo child)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	quiet := fs.Bool("quiet", false, "no progress line")
 	if _, err := parse(fs, args, 0); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, benchUsage)
+			return flag.ErrHelp
 		}
 		return err
 	}

@@ -43,11 +43,11 @@ func eventSubject(kind string) (string, error) {
 func (c *cli) events(args []string) error {
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
 	var ks kinds
-	fs.Var(&ks, "kind", "")
-	tag := fs.String("tag", "", "")
-	asJSON := fs.Bool("json", false, "")
-	count := fs.Int("count", 0, "")
-	dur := fs.Duration("for", 0, "")
+	fs.Var(&ks, "kind", "an event kind (store.error) or area (segment); repeat for more; default all")
+	tag := fs.String("tag", "", "only events of this tag")
+	asJSON := fs.Bool("json", false, "print each event as JSON")
+	count := fs.Int("count", 0, "stop after this many events (0: no limit)")
+	dur := fs.Duration("for", 0, "stop after this long (0: until Ctrl-C)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}

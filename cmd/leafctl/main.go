@@ -88,9 +88,9 @@ func (c *cli) run(args []string) int {
 	if def == "" {
 		def = nats.DefaultURL
 	}
-	fs.StringVar(&c.natsURL, "nats", def, "")
-	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "")
-	version := fs.Bool("version", false, "")
+	fs.StringVar(&c.natsURL, "nats", def, "NATS server URL(s), comma-separated (env LEAF_NATS or NATS_URL)")
+	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "timeout of each request")
+	version := fs.Bool("version", false, "print the version and exit")
 	// Credentials from the environment: LEAF_NATS_CREDS, LEAF_NATS_PASSWORD_FILE, …
 	// (flags win: they are parsed after).
 	c.auth.FromEnv(c.getenv)
@@ -133,18 +133,26 @@ func (c *cli) run(args []string) int {
 	case "bench-echo":
 		err = c.benchEcho(rest[1:])
 	case "help":
+		if len(rest) > 1 { // leafctl help COMMAND [SUBCOMMAND]: its -h
+			return c.run(append(append([]string{}, rest[1:]...), "-h"))
+		}
 		fmt.Fprint(c.stdout, usage)
 		return 0
 	default:
 		err = fmt.Errorf("%w: unknown command %q", errUsage, rest[0])
 	}
+	var he helpError
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &he):
+		fmt.Fprint(c.stdout, he.usage())
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		return c.usageErr(err)
+		fmt.Fprintf(c.stderr, "leafctl %s: %v\nRun 'leafctl %s -h' for its usage.\n", rest[0], err, rest[0])
+		return 2
 	default:
 		fmt.Fprintf(c.stderr, "leafctl: %v\n", err)
 		return 1
@@ -156,6 +164,50 @@ func (c *cli) usageErr(err error) int {
 	return 2
 }
 
+// cmdUsage is each command's usage line and what it does, by flag set
+// name, for `leafctl COMMAND -h`.
+var cmdUsage = map[string]string{
+	"next":         "next TAG [flags]\n\nTake ids of TAG (leaf.segment.TAG).",
+	"snowflake":    "snowflake [flags]\n\nTake snowflake ids (leaf.snowflake, or leaf.snowflake.KEY).",
+	"decode":       "decode ID [flags]\n\nSplit a snowflake id into time, worker and sequence, by the nodes' layout (or --local).",
+	"batch":        "batch TAG|snowflake [flags]\n\nTake one ready-made batch from the JetStream pool.",
+	"nodes":        "nodes [flags]\n\nEvery leafd's micro services: requests, errors, processing time.",
+	"pool":         "pool [flags]\n\nBatches in each JetStream pool.",
+	"events":       "events [flags]\n\nTail monitoring events (leaf.events.>).",
+	"tag":          "tag SUBCOMMAND [flags] [args]\n\nSubcommands: list, create, set-step, set-max, restart (leafctl tag SUBCOMMAND -h).",
+	"tag list":     "tag list [flags]\n\nEvery tag with its max_id and step.",
+	"tag create":   "tag create TAG [flags]\n\nCreate a tag (admin; refused below any floor a live node reports).",
+	"tag set-step": "tag set-step TAG STEP\n\nChange a tag's configured step (admin).",
+	"tag set-max":  "tag set-max TAG MAX\n\nRaise a tag's max_id; never lowers it (admin).",
+	"tag restart":  "tag restart TAG --floor N\n\nStart a (deleted) tag over at max_id N; refused below any max_id the store or a live node remembers (admin).",
+}
+
+// helpError is -h on a command: run prints its usage and exits 0.
+type helpError struct{ fs *flag.FlagSet }
+
+func (h helpError) Error() string { return "help requested" }
+func (h helpError) Unwrap() error { return flag.ErrHelp }
+
+// usage is the command's usage line, what it does, and every flag with its
+// help.
+func (h helpError) usage() string {
+	var b strings.Builder
+	line, ok := cmdUsage[h.fs.Name()]
+	if !ok {
+		line = h.fs.Name() + " [flags]"
+	}
+	fmt.Fprintf(&b, "Usage: leafctl %s\n", line)
+	flags := 0
+	h.fs.VisitAll(func(*flag.Flag) { flags++ })
+	if flags > 0 {
+		b.WriteString("\nFlags:\n")
+		h.fs.SetOutput(&b)
+		h.fs.PrintDefaults()
+	}
+	b.WriteString("\nGlobal flags (before the command): leafctl -h.\n")
+	return b.String()
+}
+
 // parse parses flags and positional arguments in any order.
 func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	fs.SetOutput(io.Discard)
@@ -163,7 +215,7 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, helpError{fs}
 			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
@@ -211,9 +263,9 @@ func (c *cli) request(nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
 
 func (c *cli) next(args []string) error {
 	fs := flag.NewFlagSet("next", flag.ContinueOnError)
-	n := fs.Int("n", 1, "")
-	bin := fs.Bool("binary", false, "")
-	asJSON := fs.Bool("json", false, "")
+	n := fs.Int("n", 1, "how many ids")
+	bin := fs.Bool("binary", false, "ask for binary replies (Leaf-Encoding: binary)")
+	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -260,6 +312,10 @@ func (c *cli) tag(args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max, restart", errUsage)
 	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return helpError{flag.NewFlagSet("tag", flag.ContinueOnError)}
+	}
 	fs := flag.NewFlagSet("tag "+args[0], flag.ContinueOnError)
 	var req responder.AdminRequest
 	var subject string
@@ -268,15 +324,15 @@ func (c *cli) tag(args []string) error {
 	asJSON := false
 	switch args[0] {
 	case "list":
-		fs.BoolVar(&asJSON, "json", false, "")
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
 		if _, err = parse(fs, args[1:], 0); err != nil {
 			return err
 		}
 		return c.tagList(asJSON)
 	case "create":
-		fs.IntVar(&req.Step, "step", 0, "")
-		fs.Int64Var(&req.MaxID, "max-id", 0, "")
-		fs.StringVar(&req.Description, "desc", "", "")
+		fs.IntVar(&req.Step, "step", 0, "the tag's step: ids per range (default 2000)")
+		fs.Int64Var(&req.MaxID, "max-id", 0, "the tag's first max_id: its first id (default 1)")
+		fs.StringVar(&req.Description, "desc", "", "description of the tag")
 		if pos, err = parse(fs, args[1:], 1); err != nil {
 			return err
 		}
@@ -298,7 +354,7 @@ func (c *cli) tag(args []string) error {
 		}
 		subject = "leaf.admin.tag.max"
 	case "restart":
-		fs.Int64Var(&req.Floor, "floor", 0, "")
+		fs.Int64Var(&req.Floor, "floor", 0, "the first id the tag hands out again (required; refused below any max_id the store or a live node remembers)")
 		if pos, err = parse(fs, args[1:], 1); err != nil {
 			return err
 		}

@@ -133,3 +133,35 @@ func TestCredentials(t *testing.T) {
 		t.Fatalf("a wrong password in the URL: %d, and the message must not show it: %s", code, errOut)
 	}
 }
+
+// Every command answers -h with its usage and help for each of its flags,
+// exit 0; a bad flag is a short usage error, exit 2.
+func TestCommandHelp(t *testing.T) {
+	for _, cmd := range [][]string{
+		{"next"}, {"snowflake"}, {"decode"}, {"batch"}, {"nodes"}, {"pool"}, {"events"},
+		{"tag", "list"}, {"tag", "create"}, {"tag", "set-step"}, {"tag", "set-max"}, {"tag", "restart"},
+	} {
+		name := strings.Join(cmd, " ")
+		code, out, errOut := leafctl("nats://127.0.0.1:1", append(cmd, "-h")...)
+		if code != 0 || !strings.HasPrefix(out, "Usage: leafctl "+name) {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+			continue
+		}
+		lines := strings.Split(out, "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "  -") && (i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) == "") {
+				t.Errorf("%s -h: flag %s has no help", name, strings.TrimSpace(l))
+			}
+		}
+		if code, out, _ := leafctl("nats://127.0.0.1:1", "help", cmd[0]); code != 0 || !strings.HasPrefix(out, "Usage: leafctl "+cmd[0]) {
+			t.Errorf("help %s: exit %d, %q", cmd[0], code, out)
+		}
+		code, _, errOut = leafctl("nats://127.0.0.1:1", append(cmd, "--no-such-flag")...)
+		if code != 2 || !strings.Contains(errOut, "-h' for its usage") || len(errOut) > 300 {
+			t.Errorf("%s --no-such-flag: exit %d, stderr %q; want 2 and a short usage error", name, code, errOut)
+		}
+	}
+	if code, out, _ := leafctl("nats://127.0.0.1:1", "--version"); code != 0 || !strings.HasPrefix(out, "leafctl ") {
+		t.Errorf("--version: exit %d, %q", code, out)
+	}
+}

@@ -42,8 +42,8 @@ type nodeRow struct {
 
 func (c *cli) nodes(args []string) error {
 	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "")
-	window := fs.Duration("wait", 500*time.Millisecond, "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	window := fs.Duration("wait", 500*time.Millisecond, "how long to wait for the nodes' answers")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ type poolRow struct {
 
 func (c *cli) pool(args []string) error {
 	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "")
+	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -183,8 +183,8 @@ func (c *cli) pool(args []string) error {
 // batch takes one batch of a pool: TAG or snowflake.
 func (c *cli) batch(args []string) error {
 	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "")
-	wait := fs.Duration("wait", 2*time.Second, "")
+	asJSON := fs.Bool("json", false, "print JSON")
+	wait := fs.Duration("wait", 2*time.Second, "how long to wait for a batch")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err

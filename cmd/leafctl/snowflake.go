@@ -17,10 +17,10 @@ import (
 
 func (c *cli) snowflake(args []string) error {
 	fs := flag.NewFlagSet("snowflake", flag.ContinueOnError)
-	n := fs.Int("n", 1, "")
-	bin := fs.Bool("binary", false, "")
-	key := fs.String("key", "", "")
-	asJSON := fs.Bool("json", false, "")
+	n := fs.Int("n", 1, "how many ids")
+	bin := fs.Bool("binary", false, "ask for binary replies (Leaf-Encoding: binary)")
+	key := fs.String("key", "", "ask leaf.snowflake.KEY (a client's shard key) instead of leaf.snowflake")
+	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -39,11 +39,11 @@ func (c *cli) snowflake(args []string) error {
 
 func (c *cli) decode(args []string) error {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
-	local := fs.Bool("local", false, "")
-	layout := fs.String("layout", "leaf", "")
-	unit := fs.String("unit", "", "")
-	epoch := fs.String("epoch", "", "")
-	asJSON := fs.Bool("json", false, "")
+	local := fs.Bool("local", false, "decode here with --layout, --unit and --epoch instead of asking a node")
+	layout := fs.String("layout", "leaf", "with --local: leaf, uidgen or TIME+WORKER+SEQ bits")
+	unit := fs.String("unit", "", "with --local: ms or s (default the layout's)")
+	epoch := fs.String("epoch", "", "with --local: the epoch (default the layout's)")
+	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
