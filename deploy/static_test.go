@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -718,4 +719,47 @@ func fourLetter(addr, cmd string) string {
 	}
 	b, _ := io.ReadAll(c)
 	return string(b)
+}
+
+// The PrometheusRule carries exactly the groups of prometheus/alerts.yml
+// (promtool-tested), and the ServiceMonitor scrapes the leafd-metrics
+// Service by its labels and port name.
+func TestPrometheusOperator(t *testing.T) {
+	var alerts, rule struct {
+		Groups any
+		Spec   struct{ Groups any }
+	}
+	if err := yaml.Unmarshal(repoFile(t, "prometheus/alerts.yml"), &alerts); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(repoFile(t, "k8s/prometheusrule.yaml"), &rule); err != nil {
+		t.Fatal(err)
+	}
+	if alerts.Groups == nil || !reflect.DeepEqual(alerts.Groups, rule.Spec.Groups) {
+		t.Error("k8s/prometheusrule.yaml's groups differ from prometheus/alerts.yml's: copy them over")
+	}
+	var sm struct {
+		Kind string
+		Spec struct {
+			Selector  struct{ MatchLabels map[string]string } `yaml:"selector"`
+			Endpoints []struct{ Port, Path string }
+		}
+	}
+	if err := yaml.Unmarshal(repoFile(t, "k8s/servicemonitor.yaml"), &sm); err != nil {
+		t.Fatal(err)
+	}
+	var svc k8sObject
+	for _, o := range loadK8s(t, "service.yaml") {
+		if o.Metadata.Name == "leafd-metrics" {
+			svc = o
+		}
+	}
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Metadata.Labels[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s, which the leafd-metrics Service does not carry", k, v)
+		}
+	}
+	if sm.Kind != "ServiceMonitor" || len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Errorf("ServiceMonitor endpoints %+v: want port metrics, path /metrics", sm.Spec.Endpoints)
+	}
 }
