@@ -51,6 +51,8 @@ Commands:
 
 Global flags:
   --version        print the version and exit
+  --context NAME   a nats CLI context (env NATS_CONTEXT; default the selected one):
+                   its url and credentials, where flags and env give none
   --nats URL       NATS server(s) (env LEAF_NATS, or NATS_URL; default nats://127.0.0.1:4222)
   --timeout D      per-request timeout (default 5s)
   --creds F, --nkey F, --user U, --password-file F, --token-file F,
@@ -85,15 +87,18 @@ func (c *cli) run(args []string) int {
 	if def == "" {
 		def = c.getenv("NATS_URL") // as the nats CLI
 	}
+	urlFromEnv := def != ""
 	if def == "" {
 		def = nats.DefaultURL
 	}
 	fs.StringVar(&c.natsURL, "nats", def, "NATS server URL(s), comma-separated (env LEAF_NATS or NATS_URL)")
+	contextName := fs.String("context", "", "the nats CLI context to use (env NATS_CONTEXT; default the one nats context select chose)")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "timeout of each request")
 	version := fs.Bool("version", false, "print the version and exit")
 	// Credentials from the environment: LEAF_NATS_CREDS, LEAF_NATS_PASSWORD_FILE, …
 	// (flags win: they are parsed after).
 	c.auth.FromEnv(c.getenv)
+	c.auth.FromNATSEnv(c.getenv)
 	c.auth.Flags(fs, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -106,11 +111,23 @@ func (c *cli) run(args []string) int {
 		fmt.Fprintln(c.stdout, "leafctl", buildinfo.String())
 		return 0
 	}
+	// A nats CLI context fills what flags and environment left unset.
+	nctx, ok, err := natsauth.LoadContext(*contextName, c.getenv)
+	if err != nil {
+		return c.usageErr(err)
+	}
+	if ok {
+		urlFlag := false
+		fs.Visit(func(f *flag.Flag) { urlFlag = urlFlag || f.Name == "nats" })
+		if !urlFlag && !urlFromEnv && nctx.URL != "" {
+			c.natsURL = nctx.URL
+		}
+		c.auth.FromContext(nctx)
+	}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return c.usageErr(errors.New("no command"))
 	}
-	var err error
 	switch rest[0] {
 	case "next":
 		err = c.next(rest[1:])

@@ -54,22 +54,23 @@ var (
 // setting describes one field: its name (flag name without prefix), how to
 // reach it, and whether it is a secret or names a file.
 type setting struct {
-	name   string
-	goName string
-	field  func(*Config) *string
-	secret bool
-	file   bool
-	usage  string // %[1]s is the flag prefix
+	name    string
+	natsEnv string // the nats CLI's variable, read after LEAF_NATS_*: NATS_CREDS, …
+	goName  string
+	field   func(*Config) *string
+	secret  bool
+	file    bool
+	usage   string // %[1]s is the flag prefix
 }
 
 var settings = []setting{
-	{name: "creds", goName: "Creds", field: func(c *Config) *string { return &c.Creds }, file: true,
+	{name: "creds", natsEnv: "NATS_CREDS", goName: "Creds", field: func(c *Config) *string { return &c.Creds }, file: true,
 		usage: "NATS .creds `file` with a user JWT and its nkey seed"},
-	{name: "nkey", goName: "NKey", field: func(c *Config) *string { return &c.NKey }, file: true,
+	{name: "nkey", natsEnv: "NATS_NKEY", goName: "NKey", field: func(c *Config) *string { return &c.NKey }, file: true,
 		usage: "`file` with a NATS nkey user seed (SU...)"},
-	{name: "user", goName: "User", field: func(c *Config) *string { return &c.User },
+	{name: "user", natsEnv: "NATS_USER", goName: "User", field: func(c *Config) *string { return &c.User },
 		usage: "NATS `user` name, with --%[1]spassword-file or --%[1]spassword"},
-	{name: "password", goName: "Password", field: func(c *Config) *string { return &c.Password }, secret: true,
+	{name: "password", natsEnv: "NATS_PASSWORD", goName: "Password", field: func(c *Config) *string { return &c.Password }, secret: true,
 		usage: "NATS `password` of --%[1]suser; visible in ps, prefer --%[1]spassword-file"},
 	{name: "password-file", goName: "PasswordFile", field: func(c *Config) *string { return &c.PasswordFile }, file: true,
 		usage: "`file` holding the password of --%[1]suser (one trailing newline is ignored)"},
@@ -77,11 +78,11 @@ var settings = []setting{
 		usage: "NATS auth `token`; visible in ps, prefer --%[1]stoken-file"},
 	{name: "token-file", goName: "TokenFile", field: func(c *Config) *string { return &c.TokenFile }, file: true,
 		usage: "`file` holding the NATS auth token (one trailing newline is ignored)"},
-	{name: "tls-ca", goName: "TLSCA", field: func(c *Config) *string { return &c.TLSCA }, file: true,
+	{name: "tls-ca", natsEnv: "NATS_CA", goName: "TLSCA", field: func(c *Config) *string { return &c.TLSCA }, file: true,
 		usage: "PEM `file` of the CA certificates that verify the NATS server; requires TLS"},
-	{name: "tls-cert", goName: "TLSCert", field: func(c *Config) *string { return &c.TLSCert }, file: true,
+	{name: "tls-cert", natsEnv: "NATS_CERT", goName: "TLSCert", field: func(c *Config) *string { return &c.TLSCert }, file: true,
 		usage: "PEM client certificate `file` for mutual TLS, with --%[1]stls-key; requires TLS"},
-	{name: "tls-key", goName: "TLSKey", field: func(c *Config) *string { return &c.TLSKey }, file: true,
+	{name: "tls-key", natsEnv: "NATS_KEY", goName: "TLSKey", field: func(c *Config) *string { return &c.TLSKey }, file: true,
 		usage: "PEM private key `file` of --%[1]stls-cert"},
 }
 
@@ -97,6 +98,17 @@ func (c *Config) FromEnv(getenv func(string) string) {
 	for _, s := range settings {
 		if v := getenv(envName(s.name)); v != "" {
 			*s.field(c) = v
+		}
+	}
+}
+
+// FromNATSEnv is FromEnv for the nats CLI's variables (NATS_CREDS,
+// NATS_NKEY, NATS_USER, NATS_PASSWORD, NATS_CA, NATS_CERT, NATS_KEY): each
+// sets its setting when that is still empty, so LEAF_NATS_* wins.
+func (c *Config) FromNATSEnv(getenv func(string) string) {
+	for _, s := range settings {
+		if p := s.field(c); s.natsEnv != "" && *p == "" {
+			*p = getenv(s.natsEnv)
 		}
 	}
 }
