@@ -74,7 +74,7 @@ func newCollector(n *Node) *collector {
 		sfRingCap: d("snowflake_ring_capacity", "Capacity of the snowflake ring."),
 		sfTakes:   d("snowflake_ring_takes_total", "Snowflake ids handed out (from the ring, or straight from the engine for large requests)."),
 		sfDropped: d("snowflake_ring_dropped_total", "Snowflake ids thrown away for sitting in the ring longer than its max age."),
-		sfOffset:  d("snowflake_peer_clock_offset_seconds", "The live peers' average clock minus this node's, measured at start (0 without peers)."),
+		sfOffset:  d("snowflake_peer_clock_offset_seconds", "The live peers' average clock minus this node's, measured at start and every 30s (0 without peers)."),
 		evSent:    d("events_published_total", "Events published on leaf.events.<kind>, by kind.", "kind"),
 		evDropped: d("events_suppressed_total", "Events dropped by the per-kind-and-tag rate limit, by kind.", "kind"),
 		ringFill:  d("ring_fill_ratio", "Ids ready in the ring of a tag over its capacity.", "tag"),

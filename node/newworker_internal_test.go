@@ -44,3 +44,27 @@ func TestNoPeerServes(t *testing.T) {
 		t.Error("worker 6, held by the asking node itself: not new")
 	}
 }
+
+// The clock offset to the peers is measured again while serving, not only at
+// start: a clock stepped after the start shows in the metric's source.
+func TestPeerClockWatched(t *testing.T) {
+	peerClockEvery = 100 * time.Millisecond
+	t.Cleanup(func() { peerClockEvery = 30 * time.Second })
+	s := natstest.RunServer(t)
+	start := func(name string, worker int64, step string) *Node {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n, err := Start(ctx, Config{Name: name, NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
+			Registry: RegistryStatic, WorkerID: worker, FaultClockStep: step}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	start("steady", 1, "")
+	drifter := start("drifter", 2, "3s@500ms") // its clock jumps 3 s ahead half a second after the start
+	testenv.Eventually(t, "the drift measured", 10*time.Second, func() bool {
+		return time.Duration(drifter.peerOffset.Load()) < -2*time.Second
+	})
+}

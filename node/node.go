@@ -57,7 +57,7 @@ type Node struct {
 	sfStop        chan struct{}
 	sfWG          sync.WaitGroup
 	sfTransitions atomic.Uint64
-	peerOffset    atomic.Int64 // nanos: the peers' average clock minus ours, at start
+	peerOffset    atomic.Int64 // nanos: the peers' average clock minus ours, at start and every peerClockEvery
 
 	started time.Time
 	pool    *pool.Filler
@@ -206,8 +206,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 			}
 		}
 		n.sfStop = make(chan struct{})
-		n.sfWG.Add(1)
+		n.sfWG.Add(2)
 		go n.applySnowflake()
+		go n.watchPeerClocks()
 		n.sfEvents <- n.src.State()
 	}
 	if err := n.await(ctx, "starting the batch pool", n.startPool); err != nil {

@@ -540,3 +540,38 @@ func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) 
 	}
 	return nil
 }
+
+// peerClockEvery is how often a serving node compares its clock with its
+// peers' again (at start, a clock too far off refuses snowflake).
+var peerClockEvery = 30 * time.Second
+
+// watchPeerClocks measures the clock offset to the live peers every
+// peerClockEvery (leafmq_snowflake_peer_clock_offset_seconds): a clock that
+// drifts after the start shows up in the metric and its alert, and in an
+// error event past --peer-clock-max. Ends with sfStop.
+func (n *Node) watchPeerClocks() {
+	defer n.sfWG.Done()
+	t := time.NewTicker(peerClockEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.sfStop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		pc, err := responder.AskPeerClocksBut(ctx, n.nc, 500*time.Millisecond, n.now, n.cfg.Name)
+		cancel()
+		if err != nil || len(pc.Peers) == 0 {
+			continue
+		}
+		n.peerOffset.Store(int64(pc.Offset))
+		if max := n.cfg.PeerClockMax; max > 0 && pc.Offset.Abs() > max {
+			msg := fmt.Sprintf("clock %v off the average of %d live nodes, more than --peer-clock-max %v: fix the clock (NTP)",
+				(-pc.Offset).Round(time.Millisecond), len(pc.Peers), max)
+			n.log.Error(msg)
+			n.events.Emit(events.Event{Kind: events.ClockOffset, Level: events.Error, Message: msg,
+				Fields: map[string]any{"offset_ms": float64(-pc.Offset) / 1e6, "peers": pc.Peers}})
+		}
+	}
+}

@@ -190,13 +190,19 @@ type PeerClock struct {
 // gathers the answers that arrive within window. now is this node's clock.
 // No answer is not an error (the first node has no peers): Peers is empty.
 func AskPeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time) (PeerClock, error) {
+	return AskPeerClocksBut(ctx, nc, window, now, "")
+}
+
+// AskPeerClocksBut is AskPeerClocks without the answer of node self (a
+// serving node answers leaf.admin.time itself).
+func AskPeerClocksBut(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time, self string) (PeerClock, error) {
 	var pc PeerClock
 	var sum time.Duration
 	sent := now()
 	err := Gather(ctx, nc, wire.TimeSubject, window, func(msg *nats.Msg) {
 		got := now()
 		var t wire.NodeTime
-		if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 {
+		if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 || (self != "" && t.Node == self) {
 			return
 		}
 		mid := sent.Add(got.Sub(sent) / 2)
