@@ -288,6 +288,9 @@ type k8sContainer struct {
 		Name          string
 		ContainerPort int `yaml:"containerPort"`
 	}
+	StartupProbe *struct {
+		HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
+	} `yaml:"startupProbe"`
 	ReadinessProbe *struct {
 		HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
 	} `yaml:"readinessProbe"`
