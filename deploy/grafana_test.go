@@ -118,7 +118,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	for _, m := range []string{"ids_issued_total", "requests_total", "request_duration_seconds",
 		"request_errors_total", "id_requests_total", "ring_fill_ratio", "segment_ids_issued_total", "segment_step", "segment_loads_total",
 		"segment_load_seconds", "segment_store_errors_total", "snowflake_state", "snowflake_worker",
-		"snowflake_lease_until_seconds", "snowflake_peer_clock_offset_seconds",
+		"snowflake_lease_until_timestamp_seconds", "snowflake_peer_clock_offset_seconds",
 		"snowflake_layout_remaining_seconds", "events_published_total"} {
 		if !used[m] {
 			t.Errorf("no panel shows leafmq_%s", m)

@@ -23,12 +23,16 @@ func manifestRun(t *testing.T, bin string, env map[string]string, args []string,
 	t.Helper()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "LEAF_DATA="+t.TempDir()) // the image's LEAF_DATA (a volume)
+	data := t.TempDir()
+	cmd.Env = append(os.Environ(), "LEAF_DATA="+data) // the image's LEAF_DATA (a volume)
 	vars := map[string]string{}
 	for k, v := range env {
 		v = mapping(k, v)
-		if k == "LEAF_HTTP" {
+		switch k {
+		case "LEAF_HTTP":
 			v = httpAddr
+		case "LEAF_DATA": // a volume in the manifest
+			v = data
 		}
 		vars[k] = v
 		cmd.Env = append(cmd.Env, k+"="+v)

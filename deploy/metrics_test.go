@@ -33,7 +33,7 @@ var leafdMetrics = []string{
 	"segment_ids_ready",
 	"snowflake_state",
 	"snowflake_worker",
-	"snowflake_lease_until_seconds",
+	"snowflake_lease_until_timestamp_seconds",
 	"snowflake_state_changes_total",
 	"snowflake_layout_remaining_seconds",
 	"snowflake_ring_ids",

@@ -101,7 +101,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 		}
 	}
 
-	sel := fmt.Sprintf(`job="leafd",node=%q`, name)
+	sel := `job="leafd"`
 	prom.waitValue(t, fmt.Sprintf(`sum(leafmq_requests_total{%s,endpoint="segment"})`, sel), segReqs)
 	prom.waitValue(t, fmt.Sprintf(`sum(leafmq_ids_issued_total{%s,engine="snowflake"})`, sel), sfReqs)
 	prom.waitValue(t, fmt.Sprintf(`leafmq_snowflake_worker{%s}`, sel), float64(worker))
@@ -154,7 +154,7 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	})
 
 	t.Run("dashboard queries", func(t *testing.T) {
-		vars := strings.NewReplacer("$node", ".*", "$tag", ".*", "$__rate_interval", "1m", "$__range", "1h")
+		vars := strings.NewReplacer("$instance", ".*", "$tag", ".*", "$__rate_interval", "1m", "$__range", "1h")
 		for _, p := range dashboardPanels(loadDashboard(t)) {
 			for _, tg := range p.Targets {
 				var res struct{ ResultType string }

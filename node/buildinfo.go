@@ -18,12 +18,14 @@ func checkVersion(v string) error {
 	return nil
 }
 
-// buildInfoCollector is leafmq_build_info{version,revision,goversion} 1.
-func buildInfoCollector() prometheus.Collector {
+// buildInfoCollector is leafmq_build_info{version,revision,goversion,node} 1:
+// the one series that names the node (--name); the others have only
+// Prometheus's instance.
+func buildInfoCollector(node string) prometheus.Collector {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leafmq_build_info",
-		Help: "A constant 1, labelled with the build: version, revision (git commit) and goversion.",
-	}, []string{"version", "revision", "goversion"})
-	g.WithLabelValues(buildinfo.Version, buildinfo.Revision, runtime.Version()).Set(1)
+		Help: "A constant 1, labelled with the build (version, revision: the git commit, goversion) and the node's --name.",
+	}, []string{"version", "revision", "goversion", "node"})
+	g.WithLabelValues(buildinfo.Version, buildinfo.Revision, runtime.Version(), node).Set(1)
 	return g
 }

@@ -30,33 +30,32 @@ type liveMetrics struct {
 	tags     sync.Map // tag -> prometheus.Counter
 }
 
-func newLiveMetrics(name string) *liveMetrics {
-	label := prometheus.Labels{"node": name}
+func newLiveMetrics() *liveMetrics {
 	m := &liveMetrics{
 		reqSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "leafmq_request_duration_seconds", ConstLabels: label,
+			Name:    "leafmq_request_duration_seconds",
 			Help:    "Time from receiving an id request to sending its answer, by engine (segment, snowflake).",
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"engine"}),
 		reqCodes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leafmq_id_requests_total", ConstLabels: label,
+			Name: "leafmq_id_requests_total",
 			Help: "Id requests answered, by engine and code (200, or the error code 400, 404, 503, 500).",
 		}, []string{"engine", "code"}),
 		ids: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leafmq_ids_issued_total", ConstLabels: label,
+			Name: "leafmq_ids_issued_total",
 			Help: "Ids handed out in answers, by engine.",
 		}, []string{"engine"}),
 		tagIDs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "leafmq_segment_ids_issued_total", ConstLabels: label,
+			Name: "leafmq_segment_ids_issued_total",
 			Help: "Segment ids handed out, by tag (at most 500 tags; the rest as _other).",
 		}, []string{"tag"}),
 		loadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "leafmq_segment_load_seconds", ConstLabels: label,
+			Name:    "leafmq_segment_load_seconds",
 			Help:    "Time of segment load attempts (one store transaction each), successful or not.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "leafmq_segment_store_errors_total", ConstLabels: label,
+			Name: "leafmq_segment_store_errors_total",
 			Help: "Segment loads that failed (store unreachable, timeouts, errors).",
 		}),
 	}

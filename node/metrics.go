@@ -44,9 +44,10 @@ type collector struct {
 }
 
 func newCollector(n *Node) *collector {
-	label := prometheus.Labels{"node": n.cfg.Name}
+	// No constant labels: Prometheus's instance names the node;
+	// leafmq_build_info carries its --name.
 	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc("leafmq_"+name, help, labels, label)
+		return prometheus.NewDesc("leafmq_"+name, help, labels, nil)
 	}
 	return &collector{
 		n:        n,
@@ -67,7 +68,7 @@ func newCollector(n *Node) *collector {
 
 		sfState:   d("snowflake_state", "1 for the snowflake source's current state (waiting, serving, paused, lost, closed).", "state"),
 		sfWorker:  d("snowflake_worker", "Snowflake worker id in use; -1 while there is none."),
-		sfLease:   d("snowflake_lease_until_seconds", "Unix time up to which the worker's time lease is persisted."),
+		sfLease:   d("snowflake_lease_until_timestamp_seconds", "Unix time up to which the worker's time lease is persisted."),
 		sfChanges: d("snowflake_state_changes_total", "Changes of the snowflake source's state (each also an event on leaf.events.snowflake)."),
 		sfLeft:    d("snowflake_layout_remaining_seconds", "Time left before the layout's time bits run out."),
 		sfRingLen: d("snowflake_ring_ids", "Snowflake ids ready in the ring."),

@@ -84,7 +84,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), started: time.Now(), met: newLiveMetrics(cfg.Name),
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), started: time.Now(), met: newLiveMetrics(),
 		health: storeHealth{fails: map[string]storeFail{}}}
 	defer func() {
 		if err != nil {
@@ -342,7 +342,7 @@ func (n *Node) startHTTP() error {
 	}
 	n.reg = prometheus.NewRegistry()
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfoCollector())
+		buildInfoCollector(n.cfg.Name))
 	mux := http.NewServeMux()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if api := n.api.Load(); api != nil {

@@ -271,18 +271,19 @@ func TestSnowflakeMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`leafmq_snowflake_state{node="metrics",state="serving"} 1`,
-		`leafmq_snowflake_state{node="metrics",state="paused"} 0`,
-		`leafmq_snowflake_worker{node="metrics"} 9`,
-		`leafmq_snowflake_ring_capacity{node="metrics"} 65536`,
-		`leafmq_requests_total{endpoint="snowflake",node="metrics"} 1`,
-		`leafmq_snowflake_layout_remaining_seconds{node="metrics"}`,
-		`leafmq_snowflake_lease_until_seconds{node="metrics"}`,
-		`leafmq_snowflake_peer_clock_offset_seconds{node="metrics"} 0`,
-		`leafmq_ids_issued_total{engine="snowflake",node="metrics"} 10`,
-		`leafmq_id_requests_total{code="200",engine="snowflake",node="metrics"} 1`,
-		`leafmq_request_duration_seconds_count{engine="snowflake",node="metrics"} 1`,
-		`leafmq_events_published_total{kind="node.up",node="metrics"} 1`,
+		`leafmq_snowflake_state{state="serving"} 1`,
+		`leafmq_snowflake_state{state="paused"} 0`,
+		`leafmq_snowflake_worker 9`,
+		`leafmq_snowflake_ring_capacity 65536`,
+		`leafmq_requests_total{endpoint="snowflake"} 1`,
+		`leafmq_snowflake_layout_remaining_seconds `,
+		`leafmq_snowflake_lease_until_timestamp_seconds `,
+		`leafmq_snowflake_peer_clock_offset_seconds 0`,
+		`leafmq_ids_issued_total{engine="snowflake"} 10`,
+		`leafmq_id_requests_total{code="200",engine="snowflake"} 1`,
+		`leafmq_request_duration_seconds_count{engine="snowflake"} 1`,
+		`leafmq_events_published_total{kind="node.up"} 1`,
+		`leafmq_build_info{goversion="`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

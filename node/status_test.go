@@ -38,8 +38,9 @@ func TestStatus(t *testing.T) {
 		}
 		for _, tag := range st.Tags {
 			if tag.Tag == "st" {
-				// The current buffer may be used up, the other one ready.
-				ready := false
+				// The current buffer may be used up, the other one ready,
+				// or on its way (a load, with its fsyncs, under way).
+				ready := tag.Loading
 				for _, b := range tag.Buffers {
 					ready = ready || b.Ready && b.Max > b.Value && b.Step > 0
 				}
