@@ -12,10 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/leafmq/leafmq/internal/bench"
+	"github.com/leafmq/leafmq/cmd/leafctl/internal/bench"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
+	"golang.org/x/term"
 )
 
 const benchUsage = `leafctl bench: measure leafmq over NATS
@@ -99,8 +100,8 @@ func (c *cli) bench(args []string) error {
 		}
 		o.EchoProcess = []string{self, "bench-echo"}
 	}
-	if !*quiet && !*asJSON {
-		o.Progress = c.stderr
+	if !*quiet && !*asJSON && isTerminal(c.stderr) {
+		o.Progress = c.stderr // a \r-rewritten line: only on a terminal, not in a log or a pipe
 	}
 	nc, err := c.connect()
 	if err != nil {
@@ -158,4 +159,10 @@ func (c *cli) benchEcho(args []string) error {
 	ctx, stop := signal.NotifyContext(c.ctx(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return bench.ServeEcho(ctx, args[0], args[1], payload, func() { fmt.Fprintln(c.stdout, "ready") })
+}
+
+// isTerminal reports whether w is a terminal (golang.org/x/term).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

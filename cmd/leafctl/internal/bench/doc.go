@@ -30,7 +30,7 @@
 // refills and the Go scheduler settle). Requests that end in an error reply,
 // a timeout or a malformed reply are counted by code in ErrorsByCode; the
 // throughput and latency figures cover successful requests only. Latencies
-// go into a log-linear histogram (relative error under 0.4%) per worker,
+// go into an HdrHistogram (three significant digits) per worker,
 // merged at the end. With Check, every reply is decoded, must hold exactly
 // Batch ids, and every id goes into a compact bitmap set (about a bit per id
 // for leafmq's clustered ids) to count duplicates.

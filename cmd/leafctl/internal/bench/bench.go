@@ -283,7 +283,7 @@ func (r *runner) result(name string) Result {
 		res.IDsPerSec = float64(res.IDs) / s
 	}
 	res.P50, res.P90, res.P99, res.P999 = h.quantile(0.50), h.quantile(0.90), h.quantile(0.99), h.quantile(0.999)
-	res.Max = time.Duration(h.max)
+	res.Max = h.max()
 	return res
 }
 

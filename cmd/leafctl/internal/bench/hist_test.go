@@ -28,8 +28,8 @@ func TestHistogramKnownValues(t *testing.T) {
 			t.Errorf("q%v = %v, want %v (±1%%), off by %.2f%%", tc.q, got, tc.want, 100*rel)
 		}
 	}
-	if h.max != uint64(10*time.Millisecond) || h.min != uint64(time.Microsecond) || h.n != 10000 {
-		t.Errorf("min %d max %d n %d", h.min, h.max, h.n)
+	if rel(h.max(), 10*time.Millisecond) > 0.001 || h.min() != time.Microsecond || h.n() != 10000 {
+		t.Errorf("min %v max %v n %d", h.min(), h.max(), h.n())
 	}
 }
 
@@ -49,8 +49,8 @@ func TestHistogramSmallValuesExact(t *testing.T) {
 		t.Errorf("empty p99 = %v", got)
 	}
 	h.record(-5) // a clock oddity is a zero, not a panic
-	if h.min != 0 {
-		t.Errorf("min %d after a negative value", h.min)
+	if h.min() != 0 {
+		t.Errorf("min %v after a negative value", h.min())
 	}
 }
 
@@ -74,40 +74,12 @@ func TestHistogramAgainstSort(t *testing.T) {
 	for _, q := range []float64{0.5, 0.9, 0.99, 0.999, 0.9999} {
 		want := all[int(math.Ceil(q*float64(len(all))))-1]
 		got := h.quantile(q)
-		if rel := math.Abs(float64(got)-float64(want)) / float64(want); rel > 0.01 {
+		if rel := math.Abs(float64(got)-float64(want)) / float64(want); rel > 0.002 {
 			t.Errorf("q%v = %d, exact %d, off by %.3f%%", q, got, want, 100*rel)
 		}
 	}
-	if h.max != uint64(all[len(all)-1]) || h.n != uint64(len(all)) {
-		t.Errorf("max %d (want %d) n %d", h.max, all[len(all)-1], h.n)
-	}
-}
-
-func TestBucketsCoverEveryValue(t *testing.T) {
-	check := func(v uint64) {
-		i := bucketOf(v)
-		lo, w := bucketRange(i)
-		if i < 0 || i >= nBuckets || v < lo || v-lo >= w {
-			t.Fatalf("value %d -> bucket %d [%d, +%d)", v, i, lo, w)
-		}
-		if lo >= 2*subCount && float64(w)/float64(lo) > 1.0/subCount {
-			t.Fatalf("bucket %d [%d, +%d) is wider than 1/%d", i, lo, w, subCount)
-		}
-	}
-	for v := uint64(0); v < 1<<16; v++ {
-		check(v)
-	}
-	for s := 16; s < 64; s++ {
-		for _, d := range []int64{-1, 0, 1} {
-			check(uint64(int64(1<<s) + d))
-		}
-	}
-	check(math.MaxUint64)
-	for i := 1; i < nBuckets; i++ { // contiguous, no gaps or overlaps
-		plo, pw := bucketRange(i - 1)
-		if lo, _ := bucketRange(i); plo+pw != lo {
-			t.Fatalf("bucket %d starts at %d, previous ends at %d", i, lo, plo+pw)
-		}
+	if rel(h.max(), time.Duration(all[len(all)-1])) > 0.001 || h.n() != int64(len(all)) {
+		t.Errorf("max %v (want %d) n %d", h.max(), all[len(all)-1], h.n())
 	}
 }
 
@@ -116,4 +88,8 @@ func BenchmarkHistogramRecord(b *testing.B) {
 	for i := range b.N {
 		h.record(time.Duration(i & 0xfffff))
 	}
+}
+
+func rel(got, want time.Duration) float64 {
+	return math.Abs(float64(got-want)) / float64(want)
 }
