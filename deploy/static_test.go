@@ -766,3 +766,20 @@ func TestPrometheusOperator(t *testing.T) {
 		t.Errorf("ServiceMonitor endpoints %+v: want port metrics, path /metrics", sm.Spec.Endpoints)
 	}
 }
+
+// Every alert rule has promtool cases: one where it fires (listed in
+// exp_alerts) in prometheus/alerts_test.yml. (Cases where it does not are
+// the series beside: promtool fails on any alert not listed.)
+func TestEveryAlertTested(t *testing.T) {
+	rules := regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(repoFile(t, "prometheus/alerts.yml")), -1)
+	tests := string(repoFile(t, "prometheus/alerts_test.yml"))
+	for _, r := range rules {
+		fires := regexp.MustCompile(`alertname: ` + r[1] + `\s+exp_alerts:\s+- exp_labels`)
+		if !fires.MatchString(tests) {
+			t.Errorf("alert %s has no promtool case where it fires", r[1])
+		}
+	}
+	if len(rules) < 10 {
+		t.Fatalf("found %d rules: has alerts.yml's shape changed?", len(rules))
+	}
+}
