@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -159,7 +158,7 @@ func statusOf(err error) int {
 	case errors.Is(err, errDisabled):
 		return http.StatusNotImplemented
 	}
-	switch responder.CodeOf(err) {
+	switch wire.CodeOf(err) {
 	case wire.CodeBadRequest:
 		return http.StatusBadRequest
 	case wire.CodeNotFound:

@@ -402,28 +402,6 @@ func (r *Responder) finish(j job) {
 	r.observe(j.start, j.engine(), j.tag, "200", j.n)
 }
 
-// CodeOf is the one table from the engines' errors to wire codes (400,
-// 404, 503, 500), shared by NATS replies and the HTTP API.
-func CodeOf(err error) string {
-	switch {
-	case errors.Is(err, segment.ErrInvalid), errors.Is(err, segment.ErrTagExists),
-		errors.Is(err, segment.ErrBelowFloor):
-		return wire.CodeBadRequest
-	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrTagDeleted),
-		errors.Is(err, segment.ErrStoreChanged):
-		return wire.CodeNotFound
-	case errors.Is(err, segment.ErrNotReady), errors.Is(err, segment.ErrUnavailable),
-		errors.Is(err, segment.ErrClosed), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.Is(err, segment.ErrTagLimit),
-		errors.Is(err, snowflake.ErrNotServing), errors.Is(err, snowflake.ErrClockBackwards),
-		errors.Is(err, snowflake.ErrLeaseFailed), errors.Is(err, snowflake.ErrExpired),
-		errors.Is(err, snowflake.ErrOutOfRange):
-		return wire.CodeUnavailable
-	default:
-		return wire.CodeInternal
-	}
-}
-
 // fail answers req with err's code and message through micro, which also
 // counts it in the endpoint's stats. Only for the handler's own goroutine:
 // micro reads the request's error state once the handler returns.
@@ -473,7 +451,7 @@ func (r *Responder) handleWorkerError(req micro.Request) {
 }
 
 func (r *Responder) logFailure(req micro.Request, err error) string {
-	code := CodeOf(err)
+	code := wire.CodeOf(err)
 	if code == wire.CodeInternal {
 		r.cfg.Logger.Error("request failed", "subject", req.Subject(), "err", err)
 	} else {

@@ -2,9 +2,10 @@ package segment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Sentinel errors shared by every Store and by the Engine. Stores wrap them
@@ -12,36 +13,36 @@ import (
 // with errors.Is.
 var (
 	// ErrUnknownTag: the biz_tag has no row in the store.
-	ErrUnknownTag = errors.New("unknown tag")
+	ErrUnknownTag = wire.NewCodedError(wire.CodeNotFound, "unknown tag")
 	// ErrTagExists: Create was asked for a tag that already has a row.
-	ErrTagExists = errors.New("tag already exists")
+	ErrTagExists = wire.NewCodedError(wire.CodeBadRequest, "tag already exists")
 	// ErrTagDeleted: the tag has no row, but the store remembers that it
 	// had one (a deleted row, a KV delete or purge marker, a history
 	// record). Create, and so auto-create, refuse such a tag: starting it at
 	// 1 again would repeat ids already handed out. An operator restarts it
 	// with an explicit floor (Store.Restart, leafctl tag restart).
-	ErrTagDeleted = errors.New("tag was deleted; an operator must restart it with an explicit floor (leafctl tag restart TAG --floor N)")
+	ErrTagDeleted = wire.NewCodedError(wire.CodeNotFound, "tag was deleted; an operator must restart it with an explicit floor (leafctl tag restart TAG --floor N)")
 	// ErrBelowFloor: a range or a floor is below ids already handed out for
 	// the tag: max_id was lowered, a row or key was deleted and made again,
 	// or the bucket was replaced. No id is served from such a range.
-	ErrBelowFloor = errors.New("below the ids already issued")
+	ErrBelowFloor = wire.NewCodedError(wire.CodeBadRequest, "below the ids already issued")
 	// ErrStoreChanged: the store is not the one this node served from (a KV
 	// bucket deleted and made again); auto-create is refused until an
 	// operator acts.
-	ErrStoreChanged = errors.New("store was replaced")
+	ErrStoreChanged = wire.NewCodedError(wire.CodeNotFound, "store was replaced")
 	// ErrInvalid: a tag name, step or max_id was rejected before reaching the store.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = wire.NewCodedError(wire.CodeBadRequest, "invalid argument")
 	// ErrTagLimit: the engine holds its maximum number of tags
 	// (Config.MaxTags) and will not take another.
-	ErrTagLimit = errors.New("tag limit reached")
+	ErrTagLimit = wire.NewCodedError(wire.CodeUnavailable, "tag limit reached")
 	// ErrUnavailable: the store could not be reached or did not answer in time.
 	// Nothing was changed, or the change was not confirmed; the caller may retry.
-	ErrUnavailable = errors.New("store unavailable")
+	ErrUnavailable = wire.NewCodedError(wire.CodeUnavailable, "store unavailable")
 	// ErrNotReady: the engine has no id to hand out right now (both buffers
 	// empty and the next segment did not arrive within the bounded wait).
-	ErrNotReady = errors.New("not ready")
+	ErrNotReady = wire.NewCodedError(wire.CodeUnavailable, "not ready")
 	// ErrClosed: the store or engine was closed.
-	ErrClosed = errors.New("closed")
+	ErrClosed = wire.NewCodedError(wire.CodeUnavailable, "closed")
 )
 
 // Limits of a tag row, as in Leaf's leaf_alloc table.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Sentinel errors of the package. Errors returned by the package wrap one of
@@ -16,17 +18,17 @@ var (
 	ErrInvalidConfig = errors.New("invalid snowflake config")
 	// ErrOutOfRange: a time, worker or sequence does not fit its field of the
 	// layout (for example a clock before the layout's epoch).
-	ErrOutOfRange = errors.New("value out of range")
+	ErrOutOfRange = wire.NewCodedError(wire.CodeUnavailable, "value out of range")
 	// ErrExpired: the time bits of the layout have run out (see
 	// Layout.Expires); no id can be made any more.
-	ErrExpired = errors.New("snowflake layout expired")
+	ErrExpired = wire.NewCodedError(wire.CodeUnavailable, "snowflake layout expired")
 	// ErrClockBackwards: the clock is behind the last time used (or
 	// Config.LastIssued) by more than Config.MaxBackward, or still behind
 	// after the wait for a small step. No id was issued.
-	ErrClockBackwards = errors.New("clock moved backwards")
+	ErrClockBackwards = wire.NewCodedError(wire.CodeUnavailable, "clock moved backwards")
 	// ErrLeaseFailed: Config.Lease failed, so the generator may not use the
 	// time it would need. No id was issued.
-	ErrLeaseFailed = errors.New("time lease failed")
+	ErrLeaseFailed = wire.NewCodedError(wire.CodeUnavailable, "time lease failed")
 )
 
 // Bit widths and epoch of the presets.

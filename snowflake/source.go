@@ -8,12 +8,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leafmq/leafmq/wire"
 )
 
 // ErrNotServing: the Source is not handing out ids now (waiting for its
 // clock to pass its last lease, paused after the clock moved backwards, its
 // worker id lost, or closed). The message says which, and until when.
-var ErrNotServing = errors.New("snowflake not serving")
+var ErrNotServing = wire.NewCodedError(wire.CodeUnavailable, "snowflake not serving")
 
 // ErrClaimLapsed: the registration's claim was not confirmed within the
 // registry's ClaimTTL (measured on the monotonic clock): another process
