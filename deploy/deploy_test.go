@@ -28,7 +28,6 @@ import (
 
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -371,7 +370,7 @@ func TestNATSClusterPermissions(t *testing.T) {
 	})
 
 	t.Run("client denied admin", func(t *testing.T) {
-		body, _ := json.Marshal(responder.AdminRequest{Tag: "sneaky", Step: 10})
+		body, _ := json.Marshal(wire.AdminRequest{Tag: "sneaky", Step: 10})
 		if _, err := client.Request("leaf.admin.tag.create", body, 500*time.Millisecond); err == nil {
 			t.Fatal("client created a tag")
 		}
@@ -397,12 +396,12 @@ func TestNATSClusterPermissions(t *testing.T) {
 	})
 
 	t.Run("admin creates a tag", func(t *testing.T) {
-		body, _ := json.Marshal(responder.AdminRequest{Tag: "orders", Step: 100, MaxID: 1000})
+		body, _ := json.Marshal(wire.AdminRequest{Tag: "orders", Step: 100, MaxID: 1000})
 		data, err := request(admin, "leaf.admin.tag.create", body)
 		if err != nil {
 			t.Fatalf("admin tag create: %v", err)
 		}
-		var row responder.TagRow
+		var row wire.TagRow
 		if err := json.Unmarshal(data, &row); err != nil || row.Tag != "orders" || row.Step != 100 {
 			t.Fatalf("row %s: %v", data, err)
 		}

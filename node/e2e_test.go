@@ -21,11 +21,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -47,7 +47,7 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 	return n
 }
 
-func admin(t *testing.T, nc *nats.Conn, subject string, req responder.AdminRequest) {
+func admin(t *testing.T, nc *nats.Conn, subject string, req wire.AdminRequest) {
 	t.Helper()
 	body, _ := json.Marshal(req)
 	reply, err := nc.Request(subject, body, 10*time.Second)
@@ -176,7 +176,7 @@ func threeNodes(t *testing.T, base node.Config) {
 		nodes = append(nodes, startNode(t, cfg))
 	}
 	nc := natstest.Connect(t, s.ClientURL())
-	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "e2e", Step: 5000})
+	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "e2e", Step: 5000})
 	// A graceful stop lets in-flight requests finish; a request that races
 	// the unsubscribe may time out once and is retried: allow a handful.
 	load(t, s.ClientURL(), wire.SegmentPrefix+"e2e", 8, 1_000_000, 16, func() {
@@ -249,7 +249,7 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "cold", Step: 20000})
+	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "cold", Step: 20000})
 	// Use 20% of the first segment so the second one is loaded too.
 	for i := 0; i < 4; i++ {
 		if _, err := take(nc, "cold", 1000, true); err != nil {
@@ -329,7 +329,7 @@ func TestBadInputEndToEnd(t *testing.T) {
 	s := natstest.RunServer(t)
 	startNode(t, node.Config{Name: "bad", NATS: s.ClientURL(), AutoCreate: "false"})
 	nc := natstest.Connect(t, s.ClientURL())
-	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "good"})
+	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "good"})
 	tests := []struct {
 		name, tag, body string
 		want            error
@@ -423,7 +423,7 @@ func TestSecondNodeJoinsEmbedded(t *testing.T) {
 		t.Fatal("second node embedded a server instead of joining")
 	}
 	nc := natstest.Connect(t, first.ClientURL())
-	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "shared", Step: 100})
+	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "shared", Step: 100})
 	seen := map[int64]bool{}
 	for i, busy := 0, 0; i < 200; i++ {
 		ids, err := take(nc, "shared", 7, i%2 == 0)
@@ -500,10 +500,10 @@ func TestRestartKeepsDynamicStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := natstest.Connect(t, a.ClientURL())
-	admin(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "busy", Step: 100})
+	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "busy", Step: 100})
 	tagStatus := func(nc *nats.Conn) wire.TagStatus {
 		t.Helper()
-		sts, err := responder.AskStatus(ctx, nc, 500*time.Millisecond)
+		sts, err := ask.Status(ctx, nc, 500*time.Millisecond)
 		if err != nil || len(sts) != 1 {
 			t.Fatalf("status: %v, %d nodes", err, len(sts))
 		}

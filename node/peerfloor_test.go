@@ -14,14 +14,13 @@ import (
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/wire"
 )
 
 // adminErr sends an admin request and returns the reply's error.
-func adminErr(t *testing.T, nc *nats.Conn, subject string, req responder.AdminRequest) error {
+func adminErr(t *testing.T, nc *nats.Conn, subject string, req wire.AdminRequest) error {
 	t.Helper()
 	body, _ := json.Marshal(req)
 	reply, err := nc.Request(subject, body, 10*time.Second)
@@ -105,11 +104,11 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := adminErr(t, nc, "leaf.admin.tag.restart", responder.AdminRequest{Tag: "forgot", Floor: lowFloor})
+	err := adminErr(t, nc, "leaf.admin.tag.restart", wire.AdminRequest{Tag: "forgot", Floor: lowFloor})
 	if err == nil || !strings.Contains(err.Error(), highNode) {
 		t.Fatalf("restart at %d below node %s's floor %d: %v; want refused naming it", lowFloor, highNode, highFloor, err)
 	}
-	if err := adminErr(t, nc, "leaf.admin.tag.restart", responder.AdminRequest{Tag: "forgot", Floor: highFloor}); err != nil {
+	if err := adminErr(t, nc, "leaf.admin.tag.restart", wire.AdminRequest{Tag: "forgot", Floor: highFloor}); err != nil {
 		t.Fatalf("restart at the highest floor %d: %v", highFloor, err)
 	}
 	// create of a tag the store forgot, below a live node's floor.
@@ -118,7 +117,7 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = adminErr(t, nc, "leaf.admin.tag.create", responder.AdminRequest{Tag: "forgot", MaxID: lowFloor})
+	err = adminErr(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "forgot", MaxID: lowFloor})
 	if err == nil || !strings.Contains(err.Error(), segment.ErrBelowFloor.Error()) {
 		t.Fatalf("create at %d below live floors (up to %d): %v; want refused", lowFloor, highFloor, err)
 	}

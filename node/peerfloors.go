@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -68,7 +68,7 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64)
 			return nil, err
 		}
 	}
-	err = responder.Gather(ctx, n.nc, wire.FloorsSubject, startWindow, func(m *nats.Msg) {
+	err = ask.Gather(ctx, n.nc, wire.FloorsSubject, startWindow, func(m *nats.Msg) {
 		var nf wire.NodeFloors
 		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != p.store || nf.Node == p.node {
 			return
@@ -146,7 +146,7 @@ const createWindow = 150 * time.Millisecond
 // own to notice. A node that does not answer is not asked: its own loads
 // still refuse ranges below its floor.
 func (n *Node) createCheck(ctx context.Context, tag string) error {
-	high, who, err := responder.AskFloors(ctx, n.nc, tag, createWindow)
+	high, who, err := ask.Floors(ctx, n.nc, tag, createWindow)
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the live nodes before creating it: %w", segment.ErrUnavailable, tag, err)
 	}

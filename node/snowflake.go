@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/producer"
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/snowflake/dbworker"
 	"github.com/leafmq/leafmq/snowflake/kvlease"
@@ -300,7 +300,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
 	}
 	if cfg.PeerClockMax > 0 {
-		pc, err := responder.AskPeerClocks(ctx, n.nc, 500*time.Millisecond, now)
+		pc, err := ask.PeerClocks(ctx, n.nc, 500*time.Millisecond, now)
 		if err != nil {
 			return err
 		}
@@ -496,7 +496,7 @@ func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Re
 // node; see snowflake.SourceConfig.NewWorker). A node that does not answer
 // (frozen, cut off) is not seen: README, "Outside the promise".
 func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
-	peers, err := responder.AskStatus(ctx, n.nc, 300*time.Millisecond)
+	peers, err := ask.Status(ctx, n.nc, 300*time.Millisecond)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids; waiting out the claim TTL", "worker", worker, "err", err)
 		return false
@@ -519,7 +519,7 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 // registries can give the same worker id) get a loud warning: the chaos
 // harness mixes ZooKeeper and KV nodes on purpose.
 func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) error {
-	peers, err := responder.AskStatus(ctx, n.nc, 300*time.Millisecond)
+	peers, err := ask.Status(ctx, n.nc, 300*time.Millisecond)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their layout and registry", "err", err)
 		return nil
@@ -560,7 +560,7 @@ func (n *Node) watchPeerClocks() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		pc, err := responder.AskPeerClocksBut(ctx, n.nc, 500*time.Millisecond, n.now, n.cfg.Name)
+		pc, err := ask.PeerClocksBut(ctx, n.nc, 500*time.Millisecond, n.now, n.cfg.Name)
 		cancel()
 		if err != nil || len(pc.Peers) == 0 {
 			continue

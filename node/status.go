@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/httpapi"
 	"github.com/leafmq/leafmq/internal/buildinfo"
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -158,7 +158,7 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		Segment: n.prod.Segment,
 		Layout:  n.layout,
 		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
-			return responder.AskStatus(ctx, n.nc, 300*time.Millisecond)
+			return ask.Status(ctx, n.nc, 300*time.Millisecond)
 		},
 		Rows:   httpapi.StoreRows(n.store),
 		Ready:  n.Ready,

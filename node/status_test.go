@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
-	"github.com/leafmq/leafmq/responder"
 )
 
 // Every node answers leaf.admin.status with its tags, buffers, rings and
@@ -24,7 +24,7 @@ func TestStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sts, err := responder.AskStatus(context.Background(), nc, 500*time.Millisecond)
+	sts, err := ask.Status(context.Background(), nc, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

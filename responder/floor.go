@@ -2,14 +2,13 @@ package responder
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -29,27 +28,6 @@ func (r *Responder) handleFloor(req micro.Request) {
 	r.respondJSON(req, wire.NodeFloor{Node: r.cfg.Node, Tag: tag, Floor: r.cfg.Floor(tag)})
 }
 
-// AskFloors asks every live node on nc for its floor of tag
-// (leaf.admin.floor.<tag>) within window and returns the highest and the
-// node that holds it ("" when no node has one).
-func AskFloors(ctx context.Context, nc *nats.Conn, tag string, window time.Duration) (int64, string, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return 0, "", err
-	}
-	var high int64
-	var who string
-	err := Gather(ctx, nc, wire.FloorPrefix+tag, window, func(msg *nats.Msg) {
-		var f wire.NodeFloor
-		if json.Unmarshal(msg.Data, &f) == nil && f.Tag == tag && f.Floor > high {
-			high, who = f.Floor, f.Node
-		}
-	})
-	if err != nil {
-		return 0, "", fmt.Errorf("floors of %q: %w", tag, err)
-	}
-	return high, who, nil
-}
-
 // checkPeerFloors refuses (ErrBelowFloor) to start tag at floor when a live
 // node has received ids of it at or beyond floor: the store may have
 // forgotten them (a key deleted twice, a purge, a replaced bucket, an
@@ -60,7 +38,7 @@ func (r *Responder) checkPeerFloors(ctx context.Context, tag string, floor int64
 	if r.cfg.Floor == nil {
 		return nil
 	}
-	high, who, err := AskFloors(ctx, r.cfg.Conn, tag, floorWindow)
+	high, who, err := ask.Floors(ctx, r.cfg.Conn, tag, floorWindow)
 	if err != nil {
 		return fmt.Errorf("%w: tag %s of %q: %w", segment.ErrUnavailable, op, tag, err)
 	}

@@ -464,28 +464,8 @@ func (r *Responder) logFailure(req micro.Request, err error) string {
 // stats do not include.
 func (r *Responder) AsyncErrors() uint64 { return r.asyncErrors.Load() }
 
-// TagRow is a tag as the admin subjects show it.
-type TagRow struct {
-	Tag         string    `json:"tag"`
-	MaxID       int64     `json:"max_id"`
-	Step        int       `json:"step"`
-	Description string    `json:"description,omitempty"`
-	UpdateTime  time.Time `json:"update_time,omitzero"`
-}
-
-// AdminRequest is the body of leaf.admin.tag.* requests.
-type AdminRequest struct {
-	Tag         string `json:"tag"`
-	Step        int    `json:"step,omitempty"`
-	MaxID       int64  `json:"max_id,omitempty"`
-	Description string `json:"description,omitempty"`
-	// Floor is the new max_id of leaf.admin.tag.restart: at least every
-	// max_id the store remembers for the tag.
-	Floor int64 `json:"floor,omitempty"`
-}
-
-func rowOf(t segment.Tag) TagRow {
-	return TagRow{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: t.UpdateTime}
+func rowOf(t segment.Tag) wire.TagRow {
+	return wire.TagRow{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: t.UpdateTime}
 }
 
 func (r *Responder) adminCtx() (context.Context, context.CancelFunc) {
@@ -500,7 +480,7 @@ func (r *Responder) handleTags(req micro.Request) {
 		r.fail(req, err)
 		return
 	}
-	rows := make([]TagRow, 0, len(names))
+	rows := make([]wire.TagRow, 0, len(names))
 	for _, name := range names {
 		t, err := r.cfg.Store.Get(ctx, name)
 		if errors.Is(err, segment.ErrUnknownTag) {
@@ -515,8 +495,8 @@ func (r *Responder) handleTags(req micro.Request) {
 	r.respondJSON(req, rows)
 }
 
-func (r *Responder) decodeAdmin(req micro.Request) (AdminRequest, bool) {
-	var a AdminRequest
+func (r *Responder) decodeAdmin(req micro.Request) (wire.AdminRequest, bool) {
+	var a wire.AdminRequest
 	if err := json.Unmarshal(req.Data(), &a); err != nil {
 		r.fail(req, fmt.Errorf("%w: body must be JSON like {\"tag\":\"demo\",\"step\":1000}: %v", segment.ErrInvalid, err))
 		return a, false

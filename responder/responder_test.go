@@ -221,45 +221,45 @@ func TestAdmin(t *testing.T) {
 		}
 		return json.Unmarshal(reply.Data, out)
 	}
-	var row responder.TagRow
-	if err := call("leaf.admin.tag.create", responder.AdminRequest{Tag: "orders", Step: 500, Description: "order ids"}, &row); err != nil {
+	var row wire.TagRow
+	if err := call("leaf.admin.tag.create", wire.AdminRequest{Tag: "orders", Step: 500, Description: "order ids"}, &row); err != nil {
 		t.Fatal(err)
 	}
 	if row.Tag != "orders" || row.Step != 500 || row.MaxID != 1 || row.Description != "order ids" {
 		t.Fatalf("created row = %+v", row)
 	}
-	if err := call("leaf.admin.tag.create", responder.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrBadRequest) {
+	if err := call("leaf.admin.tag.create", wire.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrBadRequest) {
 		t.Fatalf("second create: %v, want bad request", err)
 	}
-	if err := call("leaf.admin.tag.step", responder.AdminRequest{Tag: "orders", Step: 9000}, &row); err != nil || row.Step != 9000 {
+	if err := call("leaf.admin.tag.step", wire.AdminRequest{Tag: "orders", Step: 9000}, &row); err != nil || row.Step != 9000 {
 		t.Fatalf("set step: %+v %v", row, err)
 	}
-	if err := call("leaf.admin.tag.max", responder.AdminRequest{Tag: "orders", MaxID: 100}, &row); err != nil || row.MaxID != 100 {
+	if err := call("leaf.admin.tag.max", wire.AdminRequest{Tag: "orders", MaxID: 100}, &row); err != nil || row.MaxID != 100 {
 		t.Fatalf("set max: %+v %v", row, err)
 	}
-	if err := call("leaf.admin.tag.max", responder.AdminRequest{Tag: "orders", MaxID: 50}, &row); !errors.Is(err, wire.ErrBadRequest) {
+	if err := call("leaf.admin.tag.max", wire.AdminRequest{Tag: "orders", MaxID: 50}, &row); !errors.Is(err, wire.ErrBadRequest) {
 		t.Fatalf("lower max: %v, want bad request", err)
 	}
 	// A deleted tag cannot be created again; restart names its floor.
 	if err := store.Delete(context.Background(), "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if err := call("leaf.admin.tag.create", responder.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrUnknownTag) ||
+	if err := call("leaf.admin.tag.create", wire.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrUnknownTag) ||
 		!strings.Contains(err.Error(), "restart") {
 		t.Fatalf("create of a deleted tag: %v, want not found naming restart", err)
 	}
-	if err := call("leaf.admin.tag.restart", responder.AdminRequest{Tag: "orders", Floor: 99}, &row); !errors.Is(err, wire.ErrBadRequest) ||
+	if err := call("leaf.admin.tag.restart", wire.AdminRequest{Tag: "orders", Floor: 99}, &row); !errors.Is(err, wire.ErrBadRequest) ||
 		!strings.Contains(err.Error(), "below") {
 		t.Fatalf("restart below the deleted max_id: %v, want bad request", err)
 	}
-	if err := call("leaf.admin.tag.restart", responder.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrBadRequest) {
+	if err := call("leaf.admin.tag.restart", wire.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrBadRequest) {
 		t.Fatalf("restart without a floor: %v, want bad request", err)
 	}
-	if err := call("leaf.admin.tag.restart", responder.AdminRequest{Tag: "orders", Floor: 100}, &row); err != nil ||
+	if err := call("leaf.admin.tag.restart", wire.AdminRequest{Tag: "orders", Floor: 100}, &row); err != nil ||
 		row.MaxID != 100 || row.Step != 9000 {
 		t.Fatalf("restart: %+v %v; want max_id 100, step 9000", row, err)
 	}
-	var rows []responder.TagRow
+	var rows []wire.TagRow
 	if err := call("leaf.admin.tags", nil, &rows); err != nil || len(rows) != 1 || rows[0].Tag != "orders" {
 		t.Fatalf("tags: %+v %v", rows, err)
 	}

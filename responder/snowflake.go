@@ -1,16 +1,12 @@
 package responder
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leafmq/leafmq/segment"
@@ -132,23 +128,6 @@ func (r *Responder) handleStatus(req micro.Request) {
 	r.respondJSON(req, r.cfg.Status())
 }
 
-// AskStatus asks every node on nc for its status (leaf.admin.status) and
-// gathers the answers that arrive within window, sorted by node name.
-func AskStatus(ctx context.Context, nc *nats.Conn, window time.Duration) ([]wire.NodeStatus, error) {
-	var out []wire.NodeStatus
-	err := Gather(ctx, nc, wire.StatusSubject, window, func(msg *nats.Msg) {
-		var st wire.NodeStatus
-		if json.Unmarshal(msg.Data, &st) == nil && st.Node != "" {
-			out = append(out, st)
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("status: %w", err)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
-	return out, nil
-}
-
 // handleDecode answers leaf.snowflake.decode: the body is a decimal id.
 func (r *Responder) handleDecode(req micro.Request) {
 	body := strings.TrimSpace(string(req.Data()))
@@ -177,75 +156,4 @@ func Decode(layout snowflake.Layout, id int64) wire.Decoded {
 // answers (no queue group).
 func (r *Responder) handleTime(req micro.Request) {
 	r.respondJSON(req, wire.NodeTime{Node: r.cfg.Node, UnixNano: r.cfg.Now().UnixNano()})
-}
-
-// PeerClock is what the live nodes said of their clocks.
-type PeerClock struct {
-	Peers  []string      // names of the nodes that answered
-	Offset time.Duration // average of (peer clock - our clock), each corrected by half its round trip
-	Max    time.Duration // largest |offset| of a single peer
-}
-
-// AskPeerClocks asks every node on nc for its time (leaf.admin.time) and
-// gathers the answers that arrive within window. now is this node's clock.
-// No answer is not an error (the first node has no peers): Peers is empty.
-func AskPeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time) (PeerClock, error) {
-	return AskPeerClocksBut(ctx, nc, window, now, "")
-}
-
-// AskPeerClocksBut is AskPeerClocks without the answer of node self (a
-// serving node answers leaf.admin.time itself).
-func AskPeerClocksBut(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time, self string) (PeerClock, error) {
-	var pc PeerClock
-	var sum time.Duration
-	sent := now()
-	err := Gather(ctx, nc, wire.TimeSubject, window, func(msg *nats.Msg) {
-		got := now()
-		var t wire.NodeTime
-		if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 || (self != "" && t.Node == self) {
-			return
-		}
-		mid := sent.Add(got.Sub(sent) / 2)
-		off := time.Unix(0, t.UnixNano).Sub(mid)
-		pc.Peers = append(pc.Peers, t.Node)
-		sum += off
-		pc.Max = max(pc.Max, off.Abs())
-	})
-	if err != nil {
-		return PeerClock{}, fmt.Errorf("peer clocks: %w", err)
-	}
-	if len(pc.Peers) > 0 {
-		pc.Offset = sum / time.Duration(len(pc.Peers))
-	}
-	return pc, nil
-}
-
-// Gather sends an empty request on subject and calls each with every reply
-// that arrives within window (or until ctx ends), one at a time: the
-// scatter-gather of subjects every node answers (leaf.admin.time,
-// leaf.admin.status, $SRV.*). No reply is not an error; a broken
-// connection is.
-func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Duration, each func(*nats.Msg)) error {
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return fmt.Errorf("subscribe: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, window)
-	defer cancel()
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		switch {
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-			errors.Is(err, nats.ErrNoResponders):
-			return nil // the window or ctx is over, or nobody answers
-		case err != nil:
-			return fmt.Errorf("gather %s: %w", subject, err) // the connection closed…
-		}
-		each(msg)
-	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/producer"
@@ -396,7 +397,7 @@ func TestAskPeerClocks(t *testing.T) {
 	}
 	// Our clock stands still, so the round trip adds nothing: the offsets
 	// are exactly +90s and -30s.
-	pc, err := responder.AskPeerClocks(context.Background(), nc, 2*time.Second, clock(0))
+	pc, err := ask.PeerClocks(context.Background(), nc, 2*time.Second, clock(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +409,7 @@ func TestAskPeerClocks(t *testing.T) {
 
 func TestAskPeerClocksAlone(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
-	pc, err := responder.AskPeerClocks(context.Background(), nc, 100*time.Millisecond, time.Now)
+	pc, err := ask.PeerClocks(context.Background(), nc, 100*time.Millisecond, time.Now)
 	if err != nil || len(pc.Peers) != 0 || pc.Offset != 0 || pc.Max != 0 {
 		t.Fatalf("alone: %+v %v, want no peers and no error", pc, err)
 	}
@@ -439,7 +440,7 @@ func TestSetSnowflakeRacingStop(t *testing.T) {
 func TestGatherErrors(t *testing.T) {
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s.ClientURL())
-	if err := responder.Gather(context.Background(), nc, "nobody.here", 50*time.Millisecond, func(*nats.Msg) {}); err != nil {
+	if err := ask.Gather(context.Background(), nc, "nobody.here", 50*time.Millisecond, func(*nats.Msg) {}); err != nil {
 		t.Fatalf("no responders: %v", err)
 	}
 	other := natstest.Connect(t, s.ClientURL())
@@ -450,7 +451,7 @@ func TestGatherErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The connection closes under Gather, after the first reply.
-	err := responder.Gather(context.Background(), nc, "one.here", 5*time.Second, func(*nats.Msg) { nc.Close() })
+	err := ask.Gather(context.Background(), nc, "one.here", 5*time.Second, func(*nats.Msg) { nc.Close() })
 	if err == nil {
 		t.Fatal("Gather whose connection closed: no error")
 	}

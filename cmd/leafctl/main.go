@@ -17,7 +17,6 @@ import (
 
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/natsauth"
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -334,7 +333,7 @@ func (c *cli) tag(args []string) error {
 		return helpError{flag.NewFlagSet("tag", flag.ContinueOnError)}
 	}
 	fs := flag.NewFlagSet("tag "+args[0], flag.ContinueOnError)
-	var req responder.AdminRequest
+	var req wire.AdminRequest
 	var subject string
 	var pos []string
 	var err error
@@ -383,15 +382,15 @@ func (c *cli) tag(args []string) error {
 		return fmt.Errorf("%w: unknown tag subcommand %q", errUsage, args[0])
 	}
 	req.Tag = pos[0]
-	var row responder.TagRow
+	var row wire.TagRow
 	if err := c.admin(subject, req, &row); err != nil {
 		return err
 	}
-	return printRows(c.stdout, []responder.TagRow{row})
+	return printRows(c.stdout, []wire.TagRow{row})
 }
 
 func (c *cli) tagList(asJSON bool) error {
-	var rows []responder.TagRow
+	var rows []wire.TagRow
 	if err := c.admin("leaf.admin.tags", nil, &rows); err != nil {
 		return err
 	}
@@ -422,7 +421,7 @@ func (c *cli) admin(subject string, req any, out any) error {
 	return json.Unmarshal(reply.Data, out)
 }
 
-func printRows(w io.Writer, rows []responder.TagRow) error {
+func printRows(w io.Writer, rows []wire.TagRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
 	for _, r := range rows {

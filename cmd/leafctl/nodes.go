@@ -15,15 +15,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/pool"
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/wire"
 )
 
 // gather collects the replies to a request on subject within window.
 func gather(nc *nats.Conn, subject string, window time.Duration) ([]*nats.Msg, error) {
 	var out []*nats.Msg
-	err := responder.Gather(context.Background(), nc, subject, window, func(m *nats.Msg) { out = append(out, m) })
+	err := ask.Gather(context.Background(), nc, subject, window, func(m *nats.Msg) { out = append(out, m) })
 	return out, err
 }
 

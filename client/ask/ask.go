@@ -1,0 +1,131 @@
+// Package ask is the asking side of the admin subjects that every node
+// answers (leaf.admin.status, leaf.admin.time, leaf.admin.floor.<tag>,
+// leaf.admin.floors, $SRV.*): scatter-gather over NATS. Nodes use it among
+// themselves; leafctl and the status page use it to show the cluster.
+//
+// The room: beside client, on wire and segment (tag checks); the serving
+// side is package responder.
+package ask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// Status asks every node on nc for its status (leaf.admin.status) and
+// gathers the answers that arrive within window, sorted by node name.
+func Status(ctx context.Context, nc *nats.Conn, window time.Duration) ([]wire.NodeStatus, error) {
+	var out []wire.NodeStatus
+	err := Gather(ctx, nc, wire.StatusSubject, window, func(msg *nats.Msg) {
+		var st wire.NodeStatus
+		if json.Unmarshal(msg.Data, &st) == nil && st.Node != "" {
+			out = append(out, st)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out, nil
+}
+
+// PeerClock is what the live nodes said of their clocks.
+type PeerClock struct {
+	Peers  []string      // names of the nodes that answered
+	Offset time.Duration // average of (peer clock - our clock), each corrected by half its round trip
+	Max    time.Duration // largest |offset| of a single peer
+}
+
+// PeerClocks asks every node on nc for its time (leaf.admin.time) and
+// gathers the answers that arrive within window. now is this node's clock.
+// No answer is not an error (the first node has no peers): Peers is empty.
+func PeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time) (PeerClock, error) {
+	return PeerClocksBut(ctx, nc, window, now, "")
+}
+
+// PeerClocksBut is PeerClocks without the answer of node self (a
+// serving node answers leaf.admin.time itself).
+func PeerClocksBut(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time, self string) (PeerClock, error) {
+	var pc PeerClock
+	var sum time.Duration
+	sent := now()
+	err := Gather(ctx, nc, wire.TimeSubject, window, func(msg *nats.Msg) {
+		got := now()
+		var t wire.NodeTime
+		if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 || (self != "" && t.Node == self) {
+			return
+		}
+		mid := sent.Add(got.Sub(sent) / 2)
+		off := time.Unix(0, t.UnixNano).Sub(mid)
+		pc.Peers = append(pc.Peers, t.Node)
+		sum += off
+		pc.Max = max(pc.Max, off.Abs())
+	})
+	if err != nil {
+		return PeerClock{}, fmt.Errorf("peer clocks: %w", err)
+	}
+	if len(pc.Peers) > 0 {
+		pc.Offset = sum / time.Duration(len(pc.Peers))
+	}
+	return pc, nil
+}
+
+// Gather sends an empty request on subject and calls each with every reply
+// that arrives within window (or until ctx ends), one at a time: the
+// scatter-gather of subjects every node answers (leaf.admin.time,
+// leaf.admin.status, $SRV.*). No reply is not an error; a broken
+// connection is.
+func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Duration, each func(*nats.Msg)) error {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+			errors.Is(err, nats.ErrNoResponders):
+			return nil // the window or ctx is over, or nobody answers
+		case err != nil:
+			return fmt.Errorf("gather %s: %w", subject, err) // the connection closed…
+		}
+		each(msg)
+	}
+}
+
+// Floors asks every live node on nc for its floor of tag
+// (leaf.admin.floor.<tag>) within window and returns the highest and the
+// node that holds it ("" when no node has one).
+func Floors(ctx context.Context, nc *nats.Conn, tag string, window time.Duration) (int64, string, error) {
+	if err := segment.CheckTag(tag); err != nil {
+		return 0, "", err
+	}
+	var high int64
+	var who string
+	err := Gather(ctx, nc, wire.FloorPrefix+tag, window, func(msg *nats.Msg) {
+		var f wire.NodeFloor
+		if json.Unmarshal(msg.Data, &f) == nil && f.Tag == tag && f.Floor > high {
+			high, who = f.Floor, f.Node
+		}
+	})
+	if err != nil {
+		return 0, "", fmt.Errorf("floors of %q: %w", tag, err)
+	}
+	return high, who, nil
+}
