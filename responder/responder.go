@@ -151,11 +151,12 @@ func Start(cfg Config) (*Responder, error) {
 		return nil, fmt.Errorf("responder: add service: %w", err)
 	}
 	r.svc = svc
-	leaf := svc.AddGroup("leaf")
+	leaf := svc.AddGroup("leaf") // endpoints name subjects of package wire, relative to it
+	rel := func(subject string) string { return strings.TrimPrefix(subject, "leaf.") }
 	add := func(name, subject string, h micro.HandlerFunc) error {
 		return leaf.AddEndpoint(name, h, micro.WithEndpointSubject(subject))
 	}
-	if err := add("segment", "segment.*", r.handleSegment); err != nil {
+	if err := add("segment", rel(wire.SegmentPrefix+"*"), r.handleSegment); err != nil {
 		_ = svc.Stop()
 		r.cancel()
 		return nil, fmt.Errorf("responder: add segment endpoint: %w", err)
@@ -165,19 +166,19 @@ func Start(cfg Config) (*Responder, error) {
 	// handler's own; see failAsync.
 	r.errSubject = "leaf.internal.errors." + svc.Info().ID
 	if err := leaf.AddEndpoint(WorkerErrorsEndpoint, micro.HandlerFunc(r.handleWorkerError),
-		micro.WithEndpointSubject(strings.TrimPrefix(r.errSubject, "leaf.")), micro.WithEndpointQueueGroupDisabled()); err != nil {
+		micro.WithEndpointSubject(rel(r.errSubject)), micro.WithEndpointQueueGroupDisabled()); err != nil {
 		_ = svc.Stop()
 		r.cancel()
 		return nil, fmt.Errorf("responder: add %s endpoint: %w", WorkerErrorsEndpoint, err)
 	}
-	if err := leaf.AddEndpoint("admin-time", micro.HandlerFunc(r.handleTime), micro.WithEndpointSubject("admin.time"),
+	if err := leaf.AddEndpoint("admin-time", micro.HandlerFunc(r.handleTime), micro.WithEndpointSubject(rel(wire.TimeSubject)),
 		micro.WithEndpointQueueGroupDisabled()); err != nil {
 		_ = svc.Stop()
 		r.cancel()
 		return nil, fmt.Errorf("responder: add admin-time endpoint: %w", err)
 	}
 	if cfg.Status != nil {
-		if err := leaf.AddEndpoint("admin-status", micro.HandlerFunc(r.handleStatus), micro.WithEndpointSubject("admin.status"),
+		if err := leaf.AddEndpoint("admin-status", micro.HandlerFunc(r.handleStatus), micro.WithEndpointSubject(rel(wire.StatusSubject)),
 			micro.WithEndpointQueueGroupDisabled()); err != nil {
 			_ = svc.Stop()
 			r.cancel()
@@ -185,7 +186,7 @@ func Start(cfg Config) (*Responder, error) {
 		}
 	}
 	if cfg.Floor != nil {
-		if err := leaf.AddEndpoint("admin-floor", micro.HandlerFunc(r.handleFloor), micro.WithEndpointSubject("admin.floor.*"),
+		if err := leaf.AddEndpoint("admin-floor", micro.HandlerFunc(r.handleFloor), micro.WithEndpointSubject(rel(wire.FloorPrefix+"*")),
 			micro.WithEndpointQueueGroupDisabled()); err != nil {
 			_ = svc.Stop()
 			r.cancel()
@@ -193,7 +194,7 @@ func Start(cfg Config) (*Responder, error) {
 		}
 	}
 	if cfg.Snowflake != nil {
-		if err := add("snowflake-decode", "snowflake.decode", r.handleDecode); err != nil {
+		if err := add("snowflake-decode", rel(wire.DecodeSubject), r.handleDecode); err != nil {
 			_ = svc.Stop()
 			r.cancel()
 			return nil, fmt.Errorf("responder: add snowflake-decode endpoint: %w", err)
@@ -204,11 +205,11 @@ func Start(cfg Config) (*Responder, error) {
 			name, subject string
 			h             micro.HandlerFunc
 		}{
-			{"admin-tags", "admin.tags", r.handleTags},
-			{"admin-tag-create", "admin.tag.create", r.handleCreate},
-			{"admin-tag-step", "admin.tag.step", r.handleSetStep},
-			{"admin-tag-max", "admin.tag.max", r.handleSetMax},
-			{"admin-tag-restart", "admin.tag.restart", r.handleRestart},
+			{"admin-tags", rel(wire.TagsSubject), r.handleTags},
+			{"admin-tag-create", rel(wire.TagCreateSubject), r.handleCreate},
+			{"admin-tag-step", rel(wire.TagStepSubject), r.handleSetStep},
+			{"admin-tag-max", rel(wire.TagMaxSubject), r.handleSetMax},
+			{"admin-tag-restart", rel(wire.TagRestartSubject), r.handleRestart},
 		}
 		for _, a := range admin {
 			if err := add(a.name, a.subject, a.h); err != nil {

@@ -53,8 +53,8 @@ func (r *Responder) SetSnowflake(on bool) error {
 	}
 	g := svc.AddGroup("leaf")
 	if err := errors.Join(
-		g.AddEndpoint("snowflake", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject("snowflake")),
-		g.AddEndpoint("snowflake-key", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject("snowflake.*")),
+		g.AddEndpoint("snowflake", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject(strings.TrimPrefix(wire.SnowflakeSubject, "leaf."))),
+		g.AddEndpoint("snowflake-key", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject(strings.TrimPrefix(wire.SnowflakePrefix+"*", "leaf."))),
 	); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("responder: add snowflake endpoints: %w", err)

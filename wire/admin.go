@@ -1,6 +1,27 @@
 package wire
 
-import "time"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+)
+
+// The admin subjects (admin user only, in deploy/nats/accounts.conf): the
+// tag table of the segment store. Requests carry an AdminRequest (none for
+// TagsSubject); replies a TagRow (a list of them for TagsSubject).
+const (
+	TagsSubject       = "leaf.admin.tags"
+	TagCreateSubject  = "leaf.admin.tag.create"
+	TagStepSubject    = "leaf.admin.tag.step"
+	TagMaxSubject     = "leaf.admin.tag.max"
+	TagRestartSubject = "leaf.admin.tag.restart"
+)
+
+// ServiceSubject is the subject of a micro service request ($SRV.<verb>.<service>),
+// with verb micro.PingVerb, micro.StatsVerb or micro.InfoVerb.
+func ServiceSubject(verb micro.Verb, service string) (string, error) {
+	return micro.ControlSubject(verb, service, "")
+}
 
 // TagRow is a tag as the admin subjects show it.
 type TagRow struct {

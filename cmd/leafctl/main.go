@@ -352,7 +352,7 @@ func (c *cli) tag(args []string) error {
 		if pos, err = parse(fs, args[1:], 1); err != nil {
 			return err
 		}
-		subject = "leaf.admin.tag.create"
+		subject = wire.TagCreateSubject
 	case "set-step":
 		if pos, err = parse(fs, args[1:], 2); err != nil {
 			return err
@@ -360,7 +360,7 @@ func (c *cli) tag(args []string) error {
 		if req.Step, err = strconv.Atoi(pos[1]); err != nil {
 			return fmt.Errorf("%w: step %q is not a number", errUsage, pos[1])
 		}
-		subject = "leaf.admin.tag.step"
+		subject = wire.TagStepSubject
 	case "set-max":
 		if pos, err = parse(fs, args[1:], 2); err != nil {
 			return err
@@ -368,7 +368,7 @@ func (c *cli) tag(args []string) error {
 		if req.MaxID, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
 			return fmt.Errorf("%w: max %q is not a number", errUsage, pos[1])
 		}
-		subject = "leaf.admin.tag.max"
+		subject = wire.TagMaxSubject
 	case "restart":
 		fs.Int64Var(&req.Floor, "floor", 0, "the first id the tag hands out again (required; refused below any max_id the store or a live node remembers)")
 		if pos, err = parse(fs, args[1:], 1); err != nil {
@@ -377,7 +377,7 @@ func (c *cli) tag(args []string) error {
 		if req.Floor < 1 {
 			return fmt.Errorf("%w: tag restart needs --floor N (N >= 1): the first id the tag hands out again", errUsage)
 		}
-		subject = "leaf.admin.tag.restart"
+		subject = wire.TagRestartSubject
 	default:
 		return fmt.Errorf("%w: unknown tag subcommand %q", errUsage, args[0])
 	}
@@ -391,7 +391,7 @@ func (c *cli) tag(args []string) error {
 
 func (c *cli) tagList(asJSON bool) error {
 	var rows []wire.TagRow
-	if err := c.admin("leaf.admin.tags", nil, &rows); err != nil {
+	if err := c.admin(wire.TagsSubject, nil, &rows); err != nil {
 		return err
 	}
 	if asJSON {

@@ -53,7 +53,7 @@ func (c *cli) nodes(args []string) error {
 	}
 	defer nc.Close()
 	start := time.Now()
-	pings, err := gatherServices(nc, "PING", *window)
+	pings, err := gatherServices(nc, micro.PingVerb, *window)
 	if err != nil {
 		return err
 	}
@@ -64,11 +64,11 @@ func (c *cli) nodes(args []string) error {
 			rtt[p.ID] = time.Since(start) // upper bound: arrival within the window
 		}
 	}
-	stats, err := gatherServices(nc, "STATS", *window)
+	stats, err := gatherServices(nc, micro.StatsVerb, *window)
 	if err != nil {
 		return err
 	}
-	infos, err := gatherServices(nc, "INFO", *window)
+	infos, err := gatherServices(nc, micro.InfoVerb, *window)
 	if err != nil {
 		return err
 	}
@@ -225,10 +225,14 @@ func (c *cli) batch(args []string) error {
 
 // gatherServices gathers the replies of every node's micro services
 // (wire.ServiceNames) to $SRV.<verb>.<name>.
-func gatherServices(nc *nats.Conn, verb string, window time.Duration) ([]*nats.Msg, error) {
+func gatherServices(nc *nats.Conn, verb micro.Verb, window time.Duration) ([]*nats.Msg, error) {
 	var all []*nats.Msg
 	for _, name := range wire.ServiceNames {
-		msgs, err := gather(nc, "$SRV."+verb+"."+name, window)
+		subject, err := wire.ServiceSubject(verb, name)
+		if err != nil {
+			return nil, err
+		}
+		msgs, err := gather(nc, subject, window)
 		if err != nil {
 			return nil, err
 		}
