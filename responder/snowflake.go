@@ -136,20 +136,7 @@ func (r *Responder) handleDecode(req micro.Request) {
 		r.fail(req, fmt.Errorf("%w: body must be a snowflake id, a decimal integer 0-%d, not %q", segment.ErrInvalid, int64(1<<63-1), body))
 		return
 	}
-	r.respondJSON(req, Decode(r.cfg.Layout, id))
-}
-
-// Decode splits id by layout into the fields of leaf.snowflake.decode.
-func Decode(layout snowflake.Layout, id int64) wire.Decoded {
-	d := layout.Decompose(id)
-	return wire.Decoded{
-		ID:        id,
-		Timestamp: d.Timestamp,
-		Time:      d.Time.UTC().Format(time.RFC3339Nano),
-		Worker:    d.Worker,
-		Sequence:  d.Sequence,
-		Layout:    layout.String(),
-	}
+	r.respondJSON(req, snowflake.DecodeReply(r.cfg.Layout, id))
 }
 
 // handleTime answers leaf.admin.time with this node's clock. Every node

@@ -3,6 +3,7 @@ package snowflake_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -65,4 +66,17 @@ func ExampleStartSource() {
 	// 1212161512043474944 2020-01-01T00:00:00Z worker 7 sequence 0
 	// 1212161512043474945 2020-01-01T00:00:00Z worker 7 sequence 1
 	// 1212161512043474946 2020-01-01T00:00:00Z worker 7 sequence 2
+}
+
+// DecodeReply gives the fields of a snowflake id as leaf.snowflake.decode
+// answers them.
+func ExampleDecodeReply() {
+	layout := snowflake.LeafLayout()
+	id, err := layout.Compose(time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC), 1, 42)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := snowflake.DecodeReply(layout, id)
+	fmt.Println(d.Time, d.Timestamp, d.Worker, d.Sequence)
+	// Output: 2026-01-02T03:04:05.678Z 1767323045678 1 42
 }

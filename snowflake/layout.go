@@ -258,3 +258,17 @@ func (l Layout) Decompose(id int64) ID {
 		Sequence:  id & s.maxSeq,
 	}
 }
+
+// DecodeReply splits id by layout into the fields of leaf.snowflake.decode
+// (the reply of wire.DecodeSubject).
+func DecodeReply(layout Layout, id int64) wire.Decoded {
+	d := layout.Decompose(id)
+	return wire.Decoded{
+		ID:        id,
+		Timestamp: d.Timestamp,
+		Time:      d.Time.UTC().Format(time.RFC3339Nano),
+		Worker:    d.Worker,
+		Sequence:  d.Sequence,
+		Layout:    layout.String(),
+	}
+}

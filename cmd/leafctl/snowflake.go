@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -58,7 +57,7 @@ func (c *cli) decode(args []string) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		d = responder.Decode(l, id)
+		d = snowflake.DecodeReply(l, id)
 	} else {
 		nc, err := c.connect()
 		if err != nil {

@@ -1,0 +1,63 @@
+package ask_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// answer makes a connection answer subject with each of replies (JSON).
+func answer(t *testing.T, url, subject string, replies ...any) {
+	t.Helper()
+	for _, r := range replies {
+		nc := natstest.Connect(t, url)
+		b, _ := json.Marshal(r)
+		if _, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(b) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStatusFloorsClocks(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	answer(t, url, wire.StatusSubject, wire.NodeStatus{Node: "b"}, wire.NodeStatus{Node: "a"}, wire.NodeStatus{})
+	answer(t, url, wire.FloorPrefix+"orders",
+		wire.NodeFloor{Node: "a", Tag: "orders", Floor: 4001}, wire.NodeFloor{Node: "b", Tag: "orders", Floor: 9001},
+		wire.NodeFloor{Node: "c", Tag: "other", Floor: 99999}) // an answer about another tag does not count
+	now := time.Now()
+	answer(t, url, wire.TimeSubject,
+		wire.NodeTime{Node: "self", UnixNano: now.Add(time.Hour).UnixNano()},
+		wire.NodeTime{Node: "peer", UnixNano: now.Add(2 * time.Second).UnixNano()})
+	nc := natstest.Connect(t, url)
+	ctx := context.Background()
+
+	st, err := ask.Status(ctx, nc, 300*time.Millisecond)
+	if err != nil || len(st) != 2 || st[0].Node != "a" || st[1].Node != "b" {
+		t.Fatalf("Status = %+v, %v; want a and b, sorted, the nameless answer dropped", st, err)
+	}
+	high, who, err := ask.Floors(ctx, nc, "orders", 300*time.Millisecond)
+	if err != nil || high != 9001 || who != "b" {
+		t.Fatalf("Floors = %d, %q, %v; want 9001 from b", high, who, err)
+	}
+	if _, _, err := ask.Floors(ctx, nc, "bad tag", time.Millisecond); err == nil {
+		t.Fatal("Floors of an invalid tag: no error")
+	}
+	fixed := func() time.Time { return now }
+	pc, err := ask.PeerClocksBut(ctx, nc, 300*time.Millisecond, fixed, "self")
+	if err != nil || len(pc.Peers) != 1 || pc.Peers[0] != "peer" || pc.Offset != 2*time.Second {
+		t.Fatalf("PeerClocksBut(self) = %+v, %v; want only peer, 2s ahead", pc, err)
+	}
+	if pc, _ := ask.PeerClocks(ctx, nc, 300*time.Millisecond, fixed); len(pc.Peers) != 2 {
+		t.Fatalf("PeerClocks = %+v; want both", pc)
+	}
+}
