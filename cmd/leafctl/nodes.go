@@ -7,16 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"sort"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leafmq/leafmq/client/ask"
-	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -128,99 +125,6 @@ func writeJSON(c *cli, v any) error {
 	enc := json.NewEncoder(c.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// poolRow is one pool subject.
-type poolRow struct {
-	Subject string `json:"subject"`
-	Batches uint64 `json:"batches"`
-}
-
-func (c *cli) pool(args []string) error {
-	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args, 0); err != nil {
-		return err
-	}
-	nc, err := c.connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	st, err := js.Stream(ctx, pool.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return errors.New("no pool: start leafd with --pool TAGS[,snowflake]")
-	}
-	if err != nil {
-		return fmt.Errorf("pool stream: %w", err)
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(pool.Prefix+">"))
-	if err != nil {
-		return fmt.Errorf("pool stream: %w", err)
-	}
-	rows := []poolRow{}
-	for s, n := range info.State.Subjects {
-		rows = append(rows, poolRow{Subject: s, Batches: n})
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Subject < rows[j].Subject })
-	if *asJSON {
-		return writeJSON(c, rows)
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "SUBJECT\tBATCHES (of %d)\n", info.Config.MaxMsgsPerSubject)
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\n", r.Subject, r.Batches)
-	}
-	return tw.Flush()
-}
-
-// batch takes one batch of a pool: TAG or snowflake.
-func (c *cli) batch(args []string) error {
-	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	wait := fs.Duration("wait", 2*time.Second, "how long to wait for a batch")
-	pos, err := parse(fs, args, 1)
-	if err != nil {
-		return err
-	}
-	subject := pool.SnowflakeSubject
-	if pos[0] != "snowflake" {
-		subject = pool.SegmentSubject(pos[0])
-	}
-	nc, err := c.connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *wait+c.timeout)
-	defer cancel()
-	ids, err := pool.Take(ctx, js, subject, *wait)
-	if errors.Is(err, pool.ErrInvalid) {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c, ids)
-	}
-	b := make([]byte, 0, len(ids)*20)
-	for _, id := range ids {
-		b = strconv.AppendInt(b, id, 10)
-		b = append(b, '\n')
-	}
-	_, err = c.stdout.Write(b)
-	return err
 }
 
 // gatherServices gathers the replies of every node's micro services

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// leafctl next TAG: ids of a tag.
+
+func (c *cli) next(args []string) error {
+	fs := flag.NewFlagSet("next", flag.ContinueOnError)
+	n := fs.Int("n", 1, "how many ids")
+	bin := fs.Bool("binary", false, "ask for binary replies (Leaf-Encoding: binary)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("%w: -n %d must be at least 1", errUsage, *n)
+	}
+	if err := segment.CheckTag(pos[0]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return c.takeIDs(wire.SegmentPrefix+pos[0], *n, *bin, *asJSON)
+}
+
+// takeIDs asks subject for n ids and prints them, one per line (or as a
+// JSON array).
+func (c *cli) takeIDs(subject string, n int, bin, asJSON bool) error {
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	msg := wire.NewRequest(subject, n, bin)
+	reply, err := c.request(nc, msg)
+	if err != nil {
+		return err
+	}
+	ids, err := wire.DecodeIDs(nil, reply.Data, bin)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(c, ids)
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteByte('\n')
+	}
+	_, err = io.WriteString(c.stdout, b.String())
+	return err
+}

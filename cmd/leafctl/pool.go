@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/pool"
+)
+
+// leafctl pool: batches in each JetStream pool.
+
+// poolRow is one pool subject.
+type poolRow struct {
+	Subject string `json:"subject"`
+	Batches uint64 `json:"batches"`
+}
+
+func (c *cli) pool(args []string) error {
+	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	st, err := js.Stream(ctx, pool.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return errors.New("no pool: start leafd with --pool TAGS[,snowflake]")
+	}
+	if err != nil {
+		return fmt.Errorf("pool stream: %w", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(pool.Prefix+">"))
+	if err != nil {
+		return fmt.Errorf("pool stream: %w", err)
+	}
+	rows := []poolRow{}
+	for s, n := range info.State.Subjects {
+		rows = append(rows, poolRow{Subject: s, Batches: n})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Subject < rows[j].Subject })
+	if *asJSON {
+		return writeJSON(c, rows)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "SUBJECT\tBATCHES (of %d)\n", info.Config.MaxMsgsPerSubject)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\n", r.Subject, r.Batches)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/wire"
+)
+
+// leafctl tag list|create|set-step|set-max|restart: the admin subjects of
+// the tag table.
+
+func (c *cli) tag(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max, restart", errUsage)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return helpError{flag.NewFlagSet("tag", flag.ContinueOnError)}
+	}
+	fs := flag.NewFlagSet("tag "+args[0], flag.ContinueOnError)
+	var req wire.AdminRequest
+	var subject string
+	var pos []string
+	var err error
+	asJSON := false
+	switch args[0] {
+	case "list":
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+		if _, err = parse(fs, args[1:], 0); err != nil {
+			return err
+		}
+		return c.tagList(asJSON)
+	case "create":
+		fs.IntVar(&req.Step, "step", 0, "the tag's step: ids per range (default 2000)")
+		fs.Int64Var(&req.MaxID, "max-id", 0, "the tag's first max_id: its first id (default 1)")
+		fs.StringVar(&req.Description, "desc", "", "description of the tag")
+		if pos, err = parse(fs, args[1:], 1); err != nil {
+			return err
+		}
+		subject = wire.TagCreateSubject
+	case "set-step":
+		if pos, err = parse(fs, args[1:], 2); err != nil {
+			return err
+		}
+		if req.Step, err = strconv.Atoi(pos[1]); err != nil {
+			return fmt.Errorf("%w: step %q is not a number", errUsage, pos[1])
+		}
+		subject = wire.TagStepSubject
+	case "set-max":
+		if pos, err = parse(fs, args[1:], 2); err != nil {
+			return err
+		}
+		if req.MaxID, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
+			return fmt.Errorf("%w: max %q is not a number", errUsage, pos[1])
+		}
+		subject = wire.TagMaxSubject
+	case "restart":
+		fs.Int64Var(&req.Floor, "floor", 0, "the first id the tag hands out again (required; refused below any max_id the store or a live node remembers)")
+		if pos, err = parse(fs, args[1:], 1); err != nil {
+			return err
+		}
+		if req.Floor < 1 {
+			return fmt.Errorf("%w: tag restart needs --floor N (N >= 1): the first id the tag hands out again", errUsage)
+		}
+		subject = wire.TagRestartSubject
+	default:
+		return fmt.Errorf("%w: unknown tag subcommand %q", errUsage, args[0])
+	}
+	req.Tag = pos[0]
+	var row wire.TagRow
+	if err := c.admin(subject, req, &row); err != nil {
+		return err
+	}
+	return printRows(c.stdout, []wire.TagRow{row})
+}
+
+func (c *cli) tagList(asJSON bool) error {
+	var rows []wire.TagRow
+	if err := c.admin(wire.TagsSubject, nil, &rows); err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	return printRows(c.stdout, rows)
+}
+
+func (c *cli) admin(subject string, req any, out any) error {
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	msg := nats.NewMsg(subject)
+	if req != nil {
+		if msg.Data, err = json.Marshal(req); err != nil {
+			return err
+		}
+	}
+	reply, err := c.request(nc, msg)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(reply.Data, out)
+}
+
+func printRows(w io.Writer, rows []wire.TagRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
+	for _, r := range rows {
+		updated := "-"
+		if !r.UpdateTime.IsZero() {
+			updated = r.UpdateTime.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Tag, r.MaxID, r.Step, updated, r.Description)
+	}
+	return tw.Flush()
+}
