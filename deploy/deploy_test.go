@@ -166,11 +166,12 @@ func (l *violationLog) matching(sub string) []string {
 }
 
 // startNATSCluster starts the three servers of deploy/nats from their own
-// configs, moved to free 127.0.0.1 ports and a temp store, and waits until
-// they route to each other and JetStream has a meta leader.
+// configs, moved to free 127.0.0.1 ports (clients, routes and, where the
+// config has it, monitoring) and a temp store, and waits until they route
+// to each other and JetStream has a meta leader.
 func startNATSCluster(t *testing.T, log *violationLog) []*server.Server {
 	t.Helper()
-	ports := freePorts(t, 6)
+	ports := freePorts(t, 9)
 	var routes []*url.URL
 	for i := range natsConfigs {
 		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", ports[3+i])})
@@ -179,7 +180,9 @@ func startNATSCluster(t *testing.T, log *violationLog) []*server.Server {
 	for i, file := range natsConfigs {
 		o := parseNATS(t, file)
 		o.Host, o.Port = "127.0.0.1", ports[i]
-		o.HTTPPort = 0
+		if o.HTTPPort != 0 {
+			o.HTTPHost, o.HTTPPort = "127.0.0.1", ports[6+i]
+		}
 		o.StoreDir = t.TempDir()
 		o.Cluster.Host, o.Cluster.Port = "127.0.0.1", ports[3+i]
 		o.Routes = routes
@@ -377,6 +380,33 @@ func TestNATSClusterPermissions(t *testing.T) {
 		wantViolation(t, clientErrs, "leaf.admin.tag.create")
 	})
 
+	// Every admin subject of the protocol: the server refuses each to a
+	// client and lets the admin through (the admin's violations are
+	// checked at the end).
+	adminSubjects := []string{wire.TagsSubject, wire.TagCreateSubject, wire.TagStepSubject, wire.TagMaxSubject,
+		wire.TagRestartSubject, wire.StatusSubject, wire.TimeSubject, wire.FloorsSubject, wire.FloorPrefix + "demo"}
+	t.Run("client denied every admin subject", func(t *testing.T) {
+		for _, subj := range adminSubjects {
+			if err := client.Publish(subj, nil); err != nil {
+				t.Fatal(err)
+			}
+			wantViolation(t, clientErrs, subj)
+		}
+	})
+	t.Run("admin reaches every admin subject", func(t *testing.T) {
+		for _, subj := range adminSubjects {
+			if err := admin.Publish(subj, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := admin.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := request(admin, wire.TagsSubject, nil); err != nil {
+			t.Fatalf("admin %s: %v", wire.TagsSubject, err)
+		}
+	})
+
 	t.Run("client denied the KV store", func(t *testing.T) {
 		if err := client.Publish("$KV.leaf_alloc.demo", []byte("{}")); err != nil {
 			t.Fatal(err)
@@ -426,8 +456,8 @@ func TestNATSClusterPermissions(t *testing.T) {
 	if lines := log.matching("deploy-test-admin"); len(lines) > 0 {
 		t.Fatalf("admin ran into permissions it lacks:\n%s", strings.Join(lines, "\n"))
 	}
-	if lines := log.matching("deploy-test-client"); len(lines) != 4 {
-		t.Errorf("client violations: %d, want the 4 provoked:\n%s", len(lines), strings.Join(lines, "\n"))
+	if lines, want := log.matching("deploy-test-client"), 4+len(adminSubjects); len(lines) != want {
+		t.Errorf("client violations: %d, want the %d provoked:\n%s", len(lines), want, strings.Join(lines, "\n"))
 	}
 }
 

@@ -77,12 +77,22 @@ type composeFile struct {
 type composeSvc struct {
 	Image       string
 	Build       struct{ Context, Dockerfile string }
+	Hostname    string
+	Entrypoint  []string
 	Command     []string
 	Environment map[string]string
 	Volumes     []string
 	Ports       []string
-	DependsOn   any                      `yaml:"depends_on"`
-	Healthcheck *struct{ Test []string } `yaml:"healthcheck"`
+	DependsOn   any                 `yaml:"depends_on"`
+	Healthcheck *composeHealthcheck `yaml:"healthcheck"`
+}
+
+// composeHealthcheck is a service's healthcheck: Test is ["CMD", argv...].
+type composeHealthcheck struct {
+	Test              []string
+	Interval, Timeout string
+	StartPeriod       string `yaml:"start_period"`
+	Retries           int
 }
 
 func loadCompose(t *testing.T) composeFile {
@@ -273,6 +283,7 @@ func decodeSpec(t *testing.T, o k8sObject, v any) {
 type k8sContainer struct {
 	Name    string
 	Image   string
+	Command []string
 	Args    []string
 	EnvFrom []struct {
 		ConfigMapRef *struct{ Name string } `yaml:"configMapRef"`
@@ -280,24 +291,23 @@ type k8sContainer struct {
 	} `yaml:"envFrom"`
 	Env []struct {
 		Name      string
+		Value     string
 		ValueFrom *struct {
-			SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
+			FieldRef *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+			SecretKeyRef    *struct{ Name, Key string } `yaml:"secretKeyRef"`
+			ConfigMapKeyRef *struct{ Name, Key string } `yaml:"configMapKeyRef"`
 		} `yaml:"valueFrom"`
 	}
 	Ports []struct {
 		Name          string
 		ContainerPort int `yaml:"containerPort"`
 	}
-	StartupProbe *struct {
-		HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
-	} `yaml:"startupProbe"`
-	ReadinessProbe *struct {
-		HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
-	} `yaml:"readinessProbe"`
-	LivenessProbe *struct {
-		HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
-	} `yaml:"livenessProbe"`
-	VolumeMounts []struct {
+	StartupProbe   *k8sProbe `yaml:"startupProbe"`
+	ReadinessProbe *k8sProbe `yaml:"readinessProbe"`
+	LivenessProbe  *k8sProbe `yaml:"livenessProbe"`
+	VolumeMounts   []struct {
 		Name      string
 		MountPath string `yaml:"mountPath"`
 	} `yaml:"volumeMounts"`
@@ -470,9 +480,14 @@ func TestKubernetes(t *testing.T) {
 	}
 }
 
-func probePort(p *struct {
-	HTTPGet struct{ Path, Port string } `yaml:"httpGet"`
-}, path string) string {
+// k8sProbe is an httpGet probe; Port is a container port's name or number.
+type k8sProbe struct {
+	HTTPGet          struct{ Path, Port string } `yaml:"httpGet"`
+	PeriodSeconds    int                         `yaml:"periodSeconds"`
+	FailureThreshold int                         `yaml:"failureThreshold"`
+}
+
+func probePort(p *k8sProbe, path string) string {
 	if p == nil || p.HTTPGet.Path != path {
 		return ""
 	}
