@@ -113,6 +113,25 @@ func composeService(t *testing.T, name string) composeSvc {
 	return s
 }
 
+// pinnedImageRE is an image pinned to one release: name:[v]MAJOR.MINOR.PATCH[-variant].
+var pinnedImageRE = regexp.MustCompile(`^[\w./-]+:v?\d+\.\d+\.\d+(-[\w.]+)?$`)
+
+// The NATS servers of compose are the release the tests run: the
+// nats-server module of go.mod, which every NATS test here embeds.
+func TestComposeNATSIsTestedRelease(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^\s*github\.com/nats-io/nats-server/v2 v(\S+)`).FindSubmatch(repoFile(t, "../go.mod"))
+	if m == nil {
+		t.Fatal("go.mod: no github.com/nats-io/nats-server/v2")
+	}
+	for name, svc := range loadCompose(t).Services {
+		if repo, tag, _ := strings.Cut(svc.Image, ":"); repo == "nats" {
+			if v, _, _ := strings.Cut(tag, "-"); v != string(m[1]) {
+				t.Errorf("service %s: image %s, but the tests run nats-server %s (go.mod): pin nats:%s-alpine", name, svc.Image, m[1], m[1])
+			}
+		}
+	}
+}
+
 var composeVarRE = regexp.MustCompile(`\$\{([A-Z0-9_]+)(:?[?-][^}]*)?\}`)
 
 func TestCompose(t *testing.T) {
@@ -128,6 +147,8 @@ func TestCompose(t *testing.T) {
 			t.Errorf("service %s has no healthcheck", name)
 		case strings.HasSuffix(svc.Image, ":latest") || !strings.Contains(svc.Image, ":"):
 			t.Errorf("service %s: image %q is not pinned", name, svc.Image)
+		case svc.Build.Dockerfile == "" && !pinnedImageRE.MatchString(svc.Image):
+			t.Errorf("service %s: image %q is not pinned to a release (MAJOR.MINOR.PATCH): a floating tag changes under a restart", name, svc.Image)
 		}
 		if strings.HasPrefix(name, "leafd-") {
 			if v := svc.Environment["LEAF_AUTO_CREATE"]; v != "false" {
@@ -538,10 +559,18 @@ func TestSystemdUnit(t *testing.T) {
 		t.Error("neither DynamicUser=yes nor User=")
 	}
 	_, envs := leafdFlags(t)
+	autoCreate := ""
 	for _, line := range strings.Split(string(repoFile(t, "systemd/env.example")), "\n") {
-		if k, _, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") && !envs[k] {
+		k, v, ok := strings.Cut(line, "=")
+		if ok && !strings.HasPrefix(line, "#") && !envs[k] {
 			t.Errorf("env.example: %s is not a leafd variable", k)
 		}
+		if ok && k == "LEAF_AUTO_CREATE" {
+			autoCreate = v
+		}
+	}
+	if autoCreate != "false" {
+		t.Errorf("env.example: LEAF_AUTO_CREATE=%q; production creates tags explicitly (false)", autoCreate)
 	}
 
 	analyze, err := exec.LookPath("systemd-analyze")
