@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -98,16 +99,20 @@ func httpRewrite(t *testing.T, leafHTTP, hostname, local string) rewrite {
 }
 
 // image is what deploy/Dockerfile's final stage gives a container: its
-// ENTRYPOINT and ENV.
+// ENTRYPOINT, ENV and WORKDIR.
 type image struct {
 	entrypoint []string
 	env        map[string]string
+	workdir    string
 }
 
 func readImage(t *testing.T) image {
 	t.Helper()
 	img := image{env: readDockerfile(t).env}
 	for line := range strings.SplitSeq(string(repoFile(t, "Dockerfile")), "\n") {
+		if rest, ok := strings.CutPrefix(line, "WORKDIR "); ok {
+			img.workdir = strings.TrimSpace(rest)
+		}
 		if rest, ok := strings.CutPrefix(line, "ENTRYPOINT "); ok {
 			if err := json.Unmarshal([]byte(rest), &img.entrypoint); err != nil {
 				t.Fatalf("Dockerfile: ENTRYPOINT %s is not in exec form: %v", rest, err)
@@ -120,17 +125,20 @@ func readImage(t *testing.T) image {
 	return img
 }
 
-// runContainer starts argv with exactly env, as a container gets it (none
-// of the test's own environment), after checking that every value is
+// runContainer starts argv in dir with exactly env, as a container gets it
+// (none of the test's own environment), after checking that every value is
 // local. leafd's log is shown if the test fails, and its exit before the
 // test ends fails the test.
-func runContainer(t *testing.T, argv []string, env map[string]string) {
+func runContainer(t *testing.T, dir string, argv []string, env map[string]string) {
 	t.Helper()
+	if !filepath.IsAbs(dir) || !strings.HasPrefix(dir, os.TempDir()) {
+		t.Fatalf("working directory %q is not mapped to a temporary one", dir)
+	}
 	for i, a := range argv {
 		mustBeLocal(t, fmt.Sprintf("argument %d", i), a)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = []string{}
+	cmd.Dir, cmd.Env = dir, []string{}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		mustBeLocal(t, k, env[k])
 		cmd.Env = append(cmd.Env, k+"="+env[k])
@@ -516,7 +524,7 @@ func TestManifestsRun(t *testing.T) {
 		for i := range argv {
 			argv[i] = r.apply(argv[i])
 		}
-		runContainer(t, argv, env)
+		runContainer(t, r.apply(img.workdir), argv, env)
 		healthy(t, "leafd-1", svc.Healthcheck, r)
 		for _, p := range svc.Ports {
 			hostIP, rest, _ := strings.Cut(p, ":")
@@ -561,7 +569,7 @@ func TestManifestsRun(t *testing.T) {
 		for k, v := range env {
 			env[k] = r.apply(v)
 		}
-		runContainer(t, argv, env)
+		runContainer(t, r.apply(img.workdir), argv, env)
 
 		probe := func(kind string, p *k8sProbe) string {
 			t.Helper()
