@@ -233,6 +233,11 @@ func TestCompose(t *testing.T) {
 		m.Environment["MARIADB_DATABASE"] != "leaf" {
 		t.Errorf("mariadb: volumes %v environment %v", m.Volumes, m.Environment)
 	}
+	// zkServer.sh status, the zookeeper healthcheck, asks the server srvr.
+	if z := c.Services["zookeeper"]; z.Healthcheck != nil && slices.Contains(z.Healthcheck.Test, "zkServer.sh") &&
+		!slices.Contains(strings.Split(z.Environment["ZOO_4LW_COMMANDS_WHITELIST"], ","), "srvr") {
+		t.Errorf("zookeeper: the healthcheck zkServer.sh status needs srvr in ZOO_4LW_COMMANDS_WHITELIST (%q)", z.Environment["ZOO_4LW_COMMANDS_WHITELIST"])
+	}
 	if p := c.Services["prometheus"]; !slices.Contains(p.Volumes, "./prometheus:/etc/prometheus:ro") ||
 		!slices.Contains(p.Command, "--config.file=/etc/prometheus/prometheus.yml") {
 		t.Errorf("prometheus: volumes %v command %v", p.Volumes, p.Command)
