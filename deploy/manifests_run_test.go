@@ -128,8 +128,9 @@ func readImage(t *testing.T) image {
 // runContainer starts argv in dir with exactly env, as a container gets it
 // (none of the test's own environment), after checking that every value is
 // local. leafd's log is shown if the test fails, and its exit before the
-// test ends fails the test.
-func runContainer(t *testing.T, dir string, argv []string, env map[string]string) {
+// test ends fails the test. The returned container is what a wait for it
+// checks, to fail at once when it has exited.
+func runContainer(t *testing.T, dir string, argv []string, env map[string]string) container {
 	t.Helper()
 	if !filepath.IsAbs(dir) || !strings.HasPrefix(dir, os.TempDir()) {
 		t.Fatalf("working directory %q is not mapped to a temporary one", dir)
@@ -165,6 +166,25 @@ func runContainer(t *testing.T, dir string, argv []string, env map[string]string
 		default:
 		}
 	})
+	return container{exited: exited}
+}
+
+// container is a started container.
+type container struct{ exited chan error }
+
+// running fails t if the container has exited; the zero container (a
+// server of the test's own) always runs.
+func (c container) running(t *testing.T, name string) {
+	t.Helper()
+	if c.exited == nil {
+		return
+	}
+	select {
+	case err := <-c.exited:
+		c.exited <- err
+		t.Fatalf("%s exited: %v", name, err)
+	default:
+	}
 }
 
 // budget is how long an orchestrator waits for a check: its start period
@@ -189,7 +209,7 @@ func composeDuration(t *testing.T, s string, def time.Duration) time.Duration {
 // healthy runs the compose healthcheck hc of service name, its command
 // rewritten by r, as compose does (its interval, timeout and retries,
 // after its start period) until it passes, and fails t if it never does.
-func healthy(t *testing.T, name string, hc *composeHealthcheck, r rewrite) {
+func healthy(t *testing.T, name string, ctr container, hc *composeHealthcheck, r rewrite) {
 	t.Helper()
 	if hc == nil || len(hc.Test) < 2 || hc.Test[0] != "CMD" {
 		t.Fatalf("%s: healthcheck %+v is not [CMD, ...]", name, hc)
@@ -219,6 +239,7 @@ func healthy(t *testing.T, name string, hc *composeHealthcheck, r rewrite) {
 	start := composeDuration(t, hc.StartPeriod, 0)
 	var out []byte
 	testenv.Eventually(t, name+"'s healthcheck "+strings.Join(argv, " "), budget(start, interval, hc.Retries), func() bool {
+		ctr.running(t, name)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		var err error
@@ -460,8 +481,18 @@ func TestManifestsRun(t *testing.T) {
 		if out, err := ctl("admin", "tag", "create", tag); err != nil {
 			t.Fatalf("admin tag create %s: %v %s", tag, err, out)
 		}
-		if out, err := ctl("client", "next", tag, "-n", "3"); err != nil || out != "1\n2\n3\n" {
-			t.Fatalf("client next %s: %v %q", tag, err, out)
+		// Each node serves the segments it loads: increasing, not 1, 2, 3.
+		out, err := ctl("client", "next", tag, "-n", "3")
+		var ids []int64
+		for _, f := range strings.Fields(out) {
+			id, err := strconv.ParseInt(f, 10, 64)
+			if err != nil || (len(ids) > 0 && id <= ids[len(ids)-1]) || id <= 0 {
+				break
+			}
+			ids = append(ids, id)
+		}
+		if err != nil || len(ids) != 3 {
+			t.Fatalf("client next %s -n 3: %v %q", tag, err, out)
 		}
 		if out, err := ctl("client", "snowflake", "-n", "2"); err != nil || len(strings.Fields(out)) != 2 {
 			t.Fatalf("client snowflake: %v %q", err, out)
@@ -475,14 +506,36 @@ func TestManifestsRun(t *testing.T) {
 		t.Setenv("MARIADB_PASSWORD", "mariadb-test-pw")
 		t.Setenv("MARIADB_ROOT_PASSWORD", "unused-root-pw")
 
-		// The compose world: service host names and the ports their images
-		// listen on.
+		var leafds []string // the services of leafd's image
+		for _, name := range slices.Sorted(maps.Keys(c.Services)) {
+			if c.Services[name].Build.Dockerfile == "deploy/Dockerfile" {
+				leafds = append(leafds, name)
+			}
+		}
+		if len(leafds) == 0 {
+			t.Fatal("no service is built from deploy/Dockerfile")
+		}
+
+		// The compose world: service host names and the ports their
+		// images listen on, leafd's included (LEAF_ZK_ADDR names them).
 		world := rewrite{"zookeeper:2181": zkAddr}
 		for i, s := range servers {
 			world[fmt.Sprintf("%s:%d", c.Services[fmt.Sprintf("nats-%d", i+1)].Hostname, parseNATS(t, natsConfigs[i]).Port)] = hostPort(t, s.ClientURL())
 		}
 		mysqlAddr, rewriteDSN := mariadbLikeImage(t, c.Services["mariadb"])
 		world["mariadb:3306"] = mysqlAddr
+		own := map[string]rewrite{} // each leafd's HTTP port, from inside its container and by its host name
+		for _, name := range leafds {
+			svc := c.Services[name]
+			leafHTTP := cmp.Or(svc.Environment["LEAF_HTTP"], img.env["LEAF_HTTP"])
+			local := freeAddr(t)
+			own[name] = httpRewrite(t, leafHTTP, svc.Hostname, local)
+			_, port, _ := net.SplitHostPort(leafHTTP)
+			world[net.JoinHostPort(svc.Hostname, port)] = local
+		}
+		// The one value mapped by name: the leafd's namespace on the shared
+		// ZooKeeper, so that each run registers workers of its own.
+		zkName := testenv.RandomName("compose", 4)
 
 		// depends_on: NATS healthy first, by its own healthcheck (the
 		// monitoring port of nats-N.conf, 127.0.0.1:8222 in the container).
@@ -491,47 +544,48 @@ func TestManifestsRun(t *testing.T) {
 			t.Run(name+" healthcheck", func(t *testing.T) {
 				mon := parseNATS(t, natsConfigs[i]).HTTPPort
 				local := s.MonitorAddr().String()
-				healthy(t, name, c.Services[name].Healthcheck, rewrite{
+				healthy(t, name, container{}, c.Services[name].Healthcheck, rewrite{
 					fmt.Sprintf("127.0.0.1:%d", mon): local,
 					fmt.Sprintf("localhost:%d", mon): local,
 				})
 			})
 		}
 
-		svc := c.Services["leafd-1"]
-		if svc.Build.Dockerfile != "deploy/Dockerfile" {
-			t.Fatalf("leafd-1 is not built from deploy/Dockerfile: %+v", svc.Build)
+		ctrs := map[string]container{}
+		for _, name := range leafds {
+			svc := c.Services[name]
+			env := maps.Clone(img.env)
+			for k, v := range svc.Environment {
+				env[k] = interpolate(t, v)
+			}
+			r := world.add(binaries).add(own[name]).
+				add(rewrite{"/var/lib/leafd": t.TempDir()}) // the image's data directory
+			if v, ok := env["LEAF_MYSQL"]; ok {
+				env["LEAF_MYSQL"] = rewriteDSN(v)
+			}
+			for k, v := range env {
+				env[k] = r.apply(v)
+			}
+			if _, ok := env["LEAF_ZK_NAME"]; ok {
+				env["LEAF_ZK_NAME"] = zkName
+			}
+			argv := append(orElse(svc.Entrypoint, img.entrypoint), svc.Command...)
+			for i := range argv {
+				argv[i] = r.apply(argv[i])
+			}
+			ctrs[name] = runContainer(t, r.apply(img.workdir), argv, env)
 		}
-		env := maps.Clone(img.env)
-		for k, v := range svc.Environment {
-			env[k] = interpolate(t, v)
-		}
-		local := freeAddr(t)
-		r := world.add(binaries).add(httpRewrite(t, env["LEAF_HTTP"], svc.Hostname, local)).
-			add(rewrite{"/var/lib/leafd": t.TempDir()}) // the image's data directory
-		if v, ok := env["LEAF_MYSQL"]; ok {
-			env["LEAF_MYSQL"] = rewriteDSN(v)
-		}
-		for k, v := range env {
-			env[k] = r.apply(v)
-		}
-		// The one value mapped by name: leafd's namespace on the shared
-		// ZooKeeper, so that each run registers a worker of its own.
-		if _, ok := env["LEAF_ZK_NAME"]; ok {
-			env["LEAF_ZK_NAME"] = testenv.RandomName("compose", 4)
-		}
-		argv := append(orElse(svc.Entrypoint, img.entrypoint), svc.Command...)
-		for i := range argv {
-			argv[i] = r.apply(argv[i])
-		}
-		runContainer(t, r.apply(img.workdir), argv, env)
-		healthy(t, "leafd-1", svc.Healthcheck, r)
-		for _, p := range svc.Ports {
-			hostIP, rest, _ := strings.Cut(p, ":")
-			hostPort, cport, _ := strings.Cut(rest, ":")
-			mapped := r.apply("127.0.0.1:" + cport)
-			if mapped != local || !probeOK("http://"+mapped+"/healthz") {
-				t.Errorf("ports %q: %s:%s does not reach leafd's HTTP port (LEAF_HTTP %s)", p, hostIP, hostPort, svc.Environment["LEAF_HTTP"])
+		for _, name := range leafds {
+			svc := c.Services[name]
+			r := world.add(binaries).add(own[name])
+			healthy(t, name, ctrs[name], svc.Healthcheck, r)
+			for _, p := range svc.Ports {
+				hostIP, rest, _ := strings.Cut(p, ":")
+				hostPort, cport, _ := strings.Cut(rest, ":")
+				mapped := r.apply("127.0.0.1:" + cport)
+				if !slices.Contains(slices.Collect(maps.Values(own[name])), mapped) || !probeOK("http://"+mapped+"/healthz") {
+					t.Errorf("%s: ports %q: %s:%s does not reach leafd's HTTP port (LEAF_HTTP %s)", name, p, hostIP, hostPort, svc.Environment["LEAF_HTTP"])
+				}
 			}
 		}
 		servesIDs(t, "compose")
@@ -544,57 +598,73 @@ func TestManifestsRun(t *testing.T) {
 				objs[o.Kind+"/"+o.Metadata.Name] = o
 			}
 		}
-		c := statefulSetContainer(t)
-		pod := "leafd-0" // the StatefulSet's first pod
-		env := podEnv(t, c, pod, objs, img.env)
-		leafHTTP := env["LEAF_HTTP"]
-		local := freeAddr(t)
-		r := binaries.add(httpRewrite(t, env["LEAF_HTTP"], pod, local)).add(rewrite{
-			// The NATS Service in front of the cluster.
-			"nats.nats.svc.cluster.local:4222": hostPort(t, servers[0].ClientURL()),
-			"/var/lib/leafd":                   t.TempDir(), // the emptyDir volume
-		})
-		// secret.example.yaml's placeholder stands for the password the
-		// NATS servers have for the URL's user.
-		for _, u := range []string{"leafd", "client", "admin"} {
-			r[u+":CHANGE_ME@"] = u + ":" + natsPasswords["NATS_"+strings.ToUpper(u)+"_PASSWORD"] + "@"
+		sts := readStatefulSet(t)
+		c := sts.container
+		type podRun struct {
+			name, local, leafHTTP string
+			ctr                   container
 		}
-		argv := orElse(c.Command, img.entrypoint)
-		for _, a := range c.Args {
-			argv = append(argv, expandK8s(a, env))
+		var pods []podRun
+		for i := range sts.replicas {
+			pod := fmt.Sprintf("%s-%d", sts.name, i) // a StatefulSet's pod names
+			env := podEnv(t, c, pod, objs, img.env)
+			run := podRun{name: pod, local: freeAddr(t), leafHTTP: env["LEAF_HTTP"]}
+			r := binaries.add(httpRewrite(t, env["LEAF_HTTP"], pod, run.local)).add(rewrite{
+				// The NATS Service in front of the cluster.
+				"nats.nats.svc.cluster.local:4222": hostPort(t, servers[i%len(servers)].ClientURL()),
+				"/var/lib/leafd":                   t.TempDir(), // the emptyDir volume
+			})
+			// secret.example.yaml's placeholder stands for the password the
+			// NATS servers have for the URL's user.
+			for _, u := range []string{"leafd", "client", "admin"} {
+				r[u+":CHANGE_ME@"] = u + ":" + natsPasswords["NATS_"+strings.ToUpper(u)+"_PASSWORD"] + "@"
+			}
+			argv := orElse(c.Command, img.entrypoint)
+			for _, a := range c.Args {
+				argv = append(argv, expandK8s(a, env))
+			}
+			for i := range argv {
+				argv[i] = r.apply(argv[i])
+			}
+			for k, v := range env {
+				env[k] = r.apply(v)
+			}
+			run.ctr = runContainer(t, r.apply(img.workdir), argv, env)
+			pods = append(pods, run)
 		}
-		for i := range argv {
-			argv[i] = r.apply(argv[i])
-		}
-		for k, v := range env {
-			env[k] = r.apply(v)
-		}
-		runContainer(t, r.apply(img.workdir), argv, env)
 
-		probe := func(kind string, p *k8sProbe) string {
-			t.Helper()
-			if p == nil {
-				t.Fatalf("no %s probe", kind)
+		for _, pod := range pods {
+			probe := func(kind string, p *k8sProbe) string {
+				t.Helper()
+				if p == nil {
+					t.Fatalf("no %s probe", kind)
+				}
+				addr := fmt.Sprintf("127.0.0.1:%d", containerPort(t, c, p.HTTPGet.Port))
+				if httpRewrite(t, pod.leafHTTP, pod.name, pod.local).apply(addr) != pod.local {
+					t.Fatalf("%s probe port %s (%s) is not leafd's HTTP port (LEAF_HTTP %s)", kind, p.HTTPGet.Port, addr, pod.leafHTTP)
+				}
+				return "http://" + pod.local + p.HTTPGet.Path
 			}
-			addr := fmt.Sprintf("127.0.0.1:%d", containerPort(t, c, p.HTTPGet.Port))
-			if r.apply(addr) != local {
-				t.Fatalf("%s probe port %s (%s) is not leafd's HTTP port (LEAF_HTTP %s)", kind, p.HTTPGet.Port, addr, leafHTTP)
+			startup := c.StartupProbe
+			if startup == nil {
+				t.Fatal("no startup probe")
 			}
-			return "http://" + local + p.HTTPGet.Path
-		}
-		startup := c.StartupProbe
-		if startup == nil {
-			t.Fatal("no startup probe")
-		}
-		// The kubelet's patience with a starting pod (its default period is 10 s).
-		within := budget(0, time.Duration(cmp.Or(startup.PeriodSeconds, 10))*time.Second, cmp.Or(startup.FailureThreshold, 3))
-		testenv.Eventually(t, "the startup probe", within, func() bool { return probeOK(probe("startup", startup)) })
-		testenv.Eventually(t, "the readiness probe", within, func() bool { return probeOK(probe("readiness", c.ReadinessProbe)) })
-		if url := probe("liveness", c.LivenessProbe); !probeOK(url) {
-			t.Fatalf("liveness probe %s fails on a serving pod", url)
-		}
-		if m := body("http://" + local + "/metrics"); !strings.Contains(m, `node="`+pod+`"`) {
-			t.Errorf("leafd does not carry its pod's name (LEAF_NAME from metadata.name) in leafmq_build_info")
+			// The kubelet's patience with a starting pod (its default period is 10 s).
+			within := budget(0, time.Duration(cmp.Or(startup.PeriodSeconds, 10))*time.Second, cmp.Or(startup.FailureThreshold, 3))
+			testenv.Eventually(t, pod.name+"'s startup probe", within, func() bool {
+				pod.ctr.running(t, pod.name)
+				return probeOK(probe("startup", startup))
+			})
+			testenv.Eventually(t, pod.name+"'s readiness probe", within, func() bool {
+				pod.ctr.running(t, pod.name)
+				return probeOK(probe("readiness", c.ReadinessProbe))
+			})
+			if url := probe("liveness", c.LivenessProbe); !probeOK(url) {
+				t.Fatalf("%s: liveness probe %s fails on a serving pod", pod.name, url)
+			}
+			if m := body("http://" + pod.local + "/metrics"); !strings.Contains(m, `node="`+pod.name+`"`) {
+				t.Errorf("%s does not carry its pod's name (LEAF_NAME from metadata.name) in leafmq_build_info", pod.name)
+			}
 		}
 		servesIDs(t, "kube")
 	})
@@ -619,23 +689,36 @@ func hostPort(t *testing.T, u string) string {
 	return strings.TrimSuffix(rest, "/")
 }
 
-// statefulSetContainer is leafd's container in k8s/statefulset.yaml.
-func statefulSetContainer(t *testing.T) k8sContainer {
+// statefulSet is what the test runs of k8s/statefulset.yaml.
+type statefulSet struct {
+	name      string
+	replicas  int
+	container k8sContainer
+}
+
+// readStatefulSet reads leafd's StatefulSet (one container) from
+// k8s/statefulset.yaml.
+func readStatefulSet(t *testing.T) statefulSet {
 	t.Helper()
 	for _, o := range loadK8s(t, "statefulset.yaml") {
 		if o.Kind != "StatefulSet" {
 			continue
 		}
-		var sts struct {
+		var spec struct {
+			Replicas *int
 			Template struct {
 				Spec struct{ Containers []k8sContainer }
 			}
 		}
-		decodeSpec(t, o, &sts)
-		if len(sts.Template.Spec.Containers) == 1 {
-			return sts.Template.Spec.Containers[0]
+		decodeSpec(t, o, &spec)
+		if len(spec.Template.Spec.Containers) == 1 {
+			replicas := 1 // Kubernetes' default
+			if spec.Replicas != nil {
+				replicas = *spec.Replicas
+			}
+			return statefulSet{name: o.Metadata.Name, replicas: replicas, container: spec.Template.Spec.Containers[0]}
 		}
 	}
 	t.Fatal("k8s/statefulset.yaml: no StatefulSet with one container")
-	return k8sContainer{}
+	return statefulSet{}
 }
