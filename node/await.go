@@ -91,6 +91,6 @@ func transient(err error) bool {
 	}
 	var ne net.Error
 	return errors.Is(err, segment.ErrUnavailable) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrNoServers) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
 }

@@ -22,6 +22,8 @@ func TestTransient(t *testing.T) {
 		{fmt.Errorf("listing tags: %w", segment.ErrUnavailable), true},
 		{fmt.Errorf("x: %w", nats.ErrTimeout), true},
 		{fmt.Errorf("x: %w", nats.ErrNoResponders), true},
+		{fmt.Errorf("connect to nats: %w", nats.ErrNoServers), true},
+		{fmt.Errorf("connect to nats: %w", nats.ErrAuthorization), false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
 		{fmt.Errorf("%w: bad flag", ErrConfig), false},
 		{fmt.Errorf("mysql store: %w", mysql.ErrAccess), false},

@@ -105,16 +105,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		}
 		n.log.Warn("running without a data directory lock", "err", err)
 	}
-	if err := n.startNATS(); err != nil {
-		return nil, err
-	}
-	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
 	// Live at once, ready once started: a backend that does not answer yet
-	// (a NATS cluster electing its JetStream leader, a database starting
-	// beside leafd) is waited for, not fatal.
+	// (NATS itself, a NATS cluster electing its JetStream leader, a
+	// database starting beside leafd) is waited for, not fatal.
 	if err := n.startHTTP(); err != nil {
 		return nil, err
 	}
+	if err := n.await(ctx, "connecting to NATS", func(context.Context) error { return n.startNATS() }); err != nil {
+		return nil, err
+	}
+	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
 	if err := n.await(ctx, "opening the segment store", n.openStore); err != nil {
 		return nil, err
 	}
@@ -249,7 +249,10 @@ func (n *Node) startNATS() error {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
 	}
-	if url == "" {
+	if url == "" && n.ns != nil { // an earlier attempt started the server
+		url = n.ns.ClientURL()
+		opts = append(opts, nats.InProcessServer(n.ns))
+	} else if url == "" {
 		host, portStr, _ := net.SplitHostPort(n.cfg.NATSListen)
 		port, err := strconv.Atoi(portStr)
 		if err != nil {

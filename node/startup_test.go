@@ -4,12 +4,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // leafd started beside a NATS cluster whose JetStream has no meta leader yet
@@ -92,4 +94,42 @@ func get(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// leafd started before its NATS server answers stays alive (/healthz 200,
+// /readyz 503 naming the wait) and serves once NATS is up. Before, it
+// exited at once: "no servers available for connection".
+func TestStartWaitsForNATS(t *testing.T) {
+	bin := testenv.Build(t, "cmd/leafd")
+	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	type started struct {
+		p   *leafdProc
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		p, err := tryLeafd(t, bin, nil, "--name", "patient", "--nats", "nats://"+natsAddr, "--http", httpAddr, "--data", t.TempDir())
+		done <- started{p, err}
+	}()
+	testenv.Eventually(t, "/readyz of a leafd waiting for NATS", 30*time.Second, func() bool {
+		select {
+		case s := <-done:
+			t.Fatalf("leafd did not wait for NATS: %v", s.err)
+		default:
+		}
+		code, body := get(t, "http://"+httpAddr+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "connecting to NATS")
+	})
+	if code, _ := get(t, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d while waiting for NATS, want 200", code)
+	}
+	_, port, _ := net.SplitHostPort(natsAddr)
+	p, _ := strconv.Atoi(port)
+	s := natstest.RunServer(t, func(o *server.Options) { o.Port = p })
+	if st := <-done; st.err != nil {
+		t.Fatal(st.err)
+	}
+	if _, err := takeReady(natstest.Connect(t, s.ClientURL()), "patient", 3, false); err != nil {
+		t.Fatal(err)
+	}
 }
