@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"context"
-	"errors"
-)
+import "context"
 
 // codedError is a sentinel error of an engine that says which wire code
 // answers it (NewCodedError).
@@ -21,18 +18,23 @@ func NewCodedError(code, msg string) error { return &codedError{code: code, msg:
 // CodeOf is the wire code of err: 400 if any error in its chain is coded
 // 400, else 404, else 503 (an ended context counts as 503), else 500.
 func CodeOf(err error) string {
-	found := map[string]bool{}
+	var bad, missing, unavailable bool
 	var walk func(error)
 	walk = func(e error) {
 		if e == nil {
 			return
 		}
 		if c, ok := e.(interface{ WireCode() string }); ok {
-			found[c.WireCode()] = true
+			switch c.WireCode() {
+			case CodeBadRequest:
+				bad = true
+			case CodeNotFound:
+				missing = true
+			case CodeUnavailable:
+				unavailable = true
+			}
 		}
-		if errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled) {
-			found[CodeUnavailable] = true
-		}
+		unavailable = unavailable || e == context.DeadlineExceeded || e == context.Canceled
 		switch u := e.(type) {
 		case interface{ Unwrap() error }:
 			walk(u.Unwrap())
@@ -43,10 +45,13 @@ func CodeOf(err error) string {
 		}
 	}
 	walk(err)
-	for _, c := range []string{CodeBadRequest, CodeNotFound, CodeUnavailable} {
-		if found[c] {
-			return c
-		}
+	switch {
+	case bad:
+		return CodeBadRequest
+	case missing:
+		return CodeNotFound
+	case unavailable:
+		return CodeUnavailable
 	}
 	return CodeInternal
 }
