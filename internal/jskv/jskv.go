@@ -165,3 +165,32 @@ func Unavailable(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.Code == 503 || apiErr.Code == 504 || apiErr.Code == 408)
 }
+
+// ErrNoKeyTTL: an existing bucket has no LimitMarkerTTL, so its per-key
+// TTLs are off.
+var ErrNoKeyTTL = errors.New("bucket without per-key TTLs (LimitMarkerTTL)")
+
+// OpenOrCreate returns the KV bucket cfg.Bucket, creating it with cfg when
+// it does not exist (one created by another process meanwhile is used). With
+// cfg.LimitMarkerTTL set, an existing bucket without per-key TTLs is an
+// error wrapping ErrNoKeyTTL.
+func OpenOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
+	}
+	if err != nil || cfg.LimitMarkerTTL == 0 {
+		return kv, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
+		return nil, fmt.Errorf("%w: bucket %q", ErrNoKeyTTL, cfg.Bucket)
+	}
+	return kv, nil
+}

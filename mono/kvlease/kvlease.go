@@ -73,29 +73,19 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	kv, err := js.KeyValue(cctx, opts.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(cctx, jetstream.KeyValueConfig{
-			Bucket:         opts.Bucket,
-			Description:    "leafmq: leaders of monotonic tags",
-			History:        1,
-			Storage:        jetstream.FileStorage,
-			Replicas:       opts.Replicas,
-			LimitMarkerTTL: opts.TTL,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(cctx, opts.Bucket)
-		}
+	kv, err := jskv.OpenOrCreate(cctx, js, jetstream.KeyValueConfig{
+		Bucket:         opts.Bucket,
+		Description:    "leafmq: leaders of monotonic tags",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       opts.Replicas,
+		LimitMarkerTTL: opts.TTL,
+	})
+	if errors.Is(err, jskv.ErrNoKeyTTL) {
+		return nil, fmt.Errorf("%w: %w", segment.ErrInvalid, err)
 	}
 	if err != nil {
 		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
-	}
-	st, err := kv.Status(cctx)
-	if err != nil {
-		return nil, fail(cctx, "bucket status "+opts.Bucket, err)
-	}
-	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
-		return nil, fmt.Errorf("%w: bucket %q has no LimitMarkerTTL: per-key TTLs are off", segment.ErrInvalid, opts.Bucket)
 	}
 	return &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + "."}, nil
 }

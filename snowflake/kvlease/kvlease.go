@@ -144,35 +144,25 @@ func Open(ctx context.Context, js jetstream.JetStream, layout snowflake.Layout, 
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	err := retry(cctx, func() (bool, error) {
-		kv, err := js.KeyValue(cctx, opts.Bucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			kv, err = js.CreateKeyValue(cctx, jetstream.KeyValueConfig{
-				Bucket:         opts.Bucket,
-				Description:    "leafmq snowflake worker ids and time leases",
-				History:        1,
-				Storage:        jetstream.FileStorage,
-				Replicas:       opts.Replicas,
-				LimitMarkerTTL: opts.TTL,
-			})
-			if errors.Is(err, jetstream.ErrBucketExists) {
-				return true, err // created by another node meanwhile
-			}
-		}
+		kv, err := jskv.OpenOrCreate(cctx, js, jetstream.KeyValueConfig{
+			Bucket:         opts.Bucket,
+			Description:    "leafmq snowflake worker ids and time leases",
+			History:        1,
+			Storage:        jetstream.FileStorage,
+			Replicas:       opts.Replicas,
+			LimitMarkerTTL: opts.TTL,
+		})
 		if err != nil {
 			return transient(err), err
 		}
 		r.kv = kv
 		return false, nil
 	})
+	if errors.Is(err, jskv.ErrNoKeyTTL) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if err != nil {
 		return nil, fail(ctx, cctx, "open bucket "+opts.Bucket, err)
-	}
-	st, err := r.kv.Status(cctx)
-	if err != nil {
-		return nil, fail(ctx, cctx, "bucket status "+opts.Bucket, err)
-	}
-	if s, ok := st.(*jetstream.KeyValueBucketStatus); ok && s.LimitMarkerTTL() == 0 {
-		return nil, fmt.Errorf("%w: bucket %q has no LimitMarkerTTL: per-key TTLs are off", ErrInvalid, opts.Bucket)
 	}
 	return r, nil
 }
