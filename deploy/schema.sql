@@ -2,6 +2,7 @@
 --
 --   leaf_alloc         Meituan Leaf's segment table, unchanged (--mysql)
 --   leaf_alloc_history leafmq's record of the highest max_id of every tag
+--   leaf_alloc_mode    leafmq's record of every tag's mode (segment, mono, opaque)
 --   WORKER_NODE        Baidu UidGenerator's worker id table, unchanged
 --                      (--worker-registry mysql)
 --   LEAF_WORKER_LEASE  leafmq's time leases of WORKER_NODE ids
@@ -66,6 +67,24 @@ CREATE TABLE IF NOT EXISTS `leaf_alloc_history` (
   `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
   PRIMARY KEY (`biz_tag`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the highest max_id of every tag ever in leaf_alloc';
+
+-- ---------------------------------------------------------------------------
+-- leaf_alloc_mode: the mode of every tag created by leafmq (segment/mysql):
+-- segment, mono (strictly increasing, leaf.mono.<tag>) or opaque (a keyed
+-- permutation of the sequence, with the width of its domain and the id of
+-- its key). Written once when the tag is created, never changed or deleted,
+-- so a deleted and restarted tag keeps its mode. A tag with no row here (a
+-- Leaf database, an older leafmq) is segment. Deleting a row gives up that
+-- protection: an opaque tag served as a plain one could repeat ids.
+
+CREATE TABLE IF NOT EXISTS `leaf_alloc_mode` (
+  `biz_tag` varchar(128) NOT NULL DEFAULT '',
+  `kind` varchar(16) NOT NULL COMMENT 'segment, mono or opaque; never changed',
+  `width` int(11) NOT NULL DEFAULT '0' COMMENT 'opaque: bits of the id domain',
+  `key_id` varchar(64) NOT NULL DEFAULT '' COMMENT 'opaque: the id of the permutation key',
+  `create_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (`biz_tag`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the mode of every tag ever created, never deleted';
 
 -- ---------------------------------------------------------------------------
 -- WORKER_NODE: snowflake worker ids (snowflake/dbworker), UidGenerator's DDL

@@ -59,6 +59,9 @@ type Tag struct {
 	Step        int       // step: the configured step; the engine may use more (dynamic step)
 	Description string    // description
 	UpdateTime  time.Time // update_time, as the store reports it (zero if unknown)
+	// Mode is fixed by Create and kept by the store apart from the row:
+	// Delete and Restart leave it as it is, and Create refuses another.
+	Mode Mode
 }
 
 // Alloc is the result of one reservation: the row's max_id after it was
@@ -69,6 +72,7 @@ type Alloc struct {
 	MaxID     int64 // max_id after the update
 	Step      int   // the step that was added (the custom step, or the table's step)
 	TableStep int   // the step column as read in the same transaction
+	Mode      Mode  // the tag's mode, as recorded by Create
 }
 
 // Start is the first id of the range.
@@ -98,11 +102,15 @@ type Store interface {
 	NextStep(ctx context.Context, tag string, step int) (Alloc, error)
 	// Tags lists every tag name (Leaf's getAllTags), sorted.
 	Tags(ctx context.Context) ([]string, error)
+	// Modes maps every tag that has a row to its mode: how a node finds
+	// the monotonic tags it competes to lead.
+	Modes(ctx context.Context) (map[string]Mode, error)
 	// Get reads one row.
 	Get(ctx context.Context, tag string) (Tag, error)
 	// Create inserts a row; ErrTagExists if there is one, ErrTagDeleted if
-	// the store remembers that the tag had one. MaxID 0 means 1, Step 0
-	// means DefaultStep.
+	// the store remembers that the tag had one, ErrMode if the store
+	// recorded another mode for the name. MaxID 0 means 1, Step 0 means
+	// DefaultStep, the zero Mode KindSegment.
 	Create(ctx context.Context, t Tag) error
 	// SetStep changes the configured step of an existing tag.
 	SetStep(ctx context.Context, tag string, step int) error
@@ -118,7 +126,8 @@ type Store interface {
 	// a tag over. floor must be at least 1 and at least every max_id the
 	// store remembers for the tag (its row, its history), else the error
 	// wraps ErrBelowFloor and nothing changes. A deleted tag comes back with
-	// its last step when the store remembers it, else DefaultStep.
+	// its last step when the store remembers it, else DefaultStep, and
+	// always with the mode it was created with.
 	Restart(ctx context.Context, tag string, floor int64) error
 	// Close releases the store's resources. Further calls return ErrClosed.
 	Close() error
@@ -181,6 +190,14 @@ func Normalize(t Tag) (Tag, error) {
 	}
 	if len(t.Description) > MaxDescLen {
 		return t, fmt.Errorf("%w: description longer than %d bytes", ErrInvalid, MaxDescLen)
+	}
+	m, err := NormalizeMode(t.Mode)
+	if err != nil {
+		return t, err
+	}
+	t.Mode = m
+	if m.Kind == KindOpaque && t.MaxID >= 1<<m.Width {
+		return t, fmt.Errorf("%w: max_id %d does not fit an opaque tag of %d bits", ErrInvalid, t.MaxID, m.Width)
 	}
 	return t, nil
 }

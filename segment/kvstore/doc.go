@@ -23,6 +23,17 @@
 // or max_id is out of range, is reported as ErrCorrupt and never rewritten.
 // `nats kv get leaf_alloc <tag>` shows a row.
 //
+// A tag's mode (segment.Mode) has a key of its own, mode.<tag>, written
+// once by Create before the row and never rewritten by the store, so a
+// deleted or purged row does not take the mode with it:
+//
+//	{"kind":"opaque","width":53,"key_id":"3f1c0a9b2d4e5f60"}
+//
+// A mono or opaque row also carries a copy ("mode":{...}) so that an
+// allocation reports it without a second read; a row without one (a plain
+// tag, a row from before modes, one put by hand) takes its mode key's on
+// its next write. Tags have no dots, so no mode key is a tag.
+//
 // # Compare-and-swap, and why no range is handed out twice
 //
 // Every write (Next, NextStep, NextAbove, SetStep, SetMaxID, Create,

@@ -81,6 +81,9 @@ type record struct {
 	Step        int       `json:"step"`
 	Description string    `json:"description"`
 	UpdateTime  time.Time `json:"update_time"`
+	// Mode is a copy of the tag's mode key (modeKey), carried by every
+	// revision so that an allocation reports it without a second read.
+	Mode segment.Mode `json:"mode,omitzero"`
 
 	// high is not stored: cas sets it, for advance, to the highest max_id
 	// of the revisions the bucket keeps before the one read.
@@ -212,7 +215,7 @@ func (s *Store) advance(ctx context.Context, op, tag string, step int, floor int
 			return err
 		}
 		row.MaxID += int64(n)
-		a = segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: n, TableStep: row.Step}
+		a = segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: n, TableStep: row.Step, Mode: row.Mode}
 		return nil
 	})
 	if err != nil {
@@ -301,6 +304,21 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 		if row.high, err = s.highest(cctx, tag, m.Sequence); err != nil {
 			return transient(err), err
 		}
+		// A row with no mode of its own (written before modes, or put by
+		// hand) takes its mode key's, so that no write serves an opaque or
+		// monotonic tag as a plain one.
+		if row.Mode.IsSegment() {
+			md, ok, err := s.mode(cctx, tag)
+			if err != nil {
+				if errors.Is(err, ErrCorrupt) {
+					ferr = err
+				}
+				return transient(err), err
+			}
+			if ok {
+				row.Mode = md
+			}
+		}
 		if err := f(&row); err != nil {
 			ferr = err
 			return false, err
@@ -330,13 +348,23 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	var m *jskv.StoredMsg
+	var (
+		m      *jskv.StoredMsg
+		md     segment.Mode
+		hasKey bool
+	)
 	err := s.retry(cctx, func() (bool, error) {
 		var err error
-		m, err = s.last(cctx, tag)
+		if m, err = s.last(cctx, tag); err != nil {
+			return transient(err), err
+		}
+		md, hasKey, err = s.mode(cctx, tag)
 		return transient(err), err
 	})
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return segment.Tag{}, err
+		}
 		return segment.Tag{}, s.fail(ctx, cctx, "get", tag, err)
 	}
 	if m == nil || m.Deleted() {
@@ -346,7 +374,10 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	if err != nil {
 		return segment.Tag{}, err
 	}
-	return segment.Tag{Name: tag, MaxID: row.MaxID, Step: row.Step, Description: row.Description, UpdateTime: row.UpdateTime}, nil
+	if hasKey && row.Mode.IsSegment() {
+		row.Mode = md
+	}
+	return segment.Tag{Name: tag, MaxID: row.MaxID, Step: row.Step, Description: row.Description, UpdateTime: row.UpdateTime, Mode: row.mode()}, nil
 }
 
 // Create implements segment.Store. It writes with expected revision 0, for
@@ -354,6 +385,10 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 // succeed. A key whose latest message is a delete or purge marker (Delete,
 // `nats kv del`, `nats kv purge`) is a deleted tag, not an unknown one:
 // Create refuses it with segment.ErrTagDeleted, and Restart brings it back.
+//
+// The tag's mode goes first to a key of its own, mode.<tag>, written once
+// and never by anything else, so that it outlives the row: a name whose
+// mode key records another mode is refused with segment.ErrMode.
 func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	t, err := segment.Normalize(t)
 	if err != nil {
@@ -362,7 +397,15 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	if s.closed.Load() {
 		return closedErr("create")
 	}
-	val, err := json.Marshal(record{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: s.now().UTC()})
+	row := record{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: s.now().UTC()}
+	if !t.Mode.IsSegment() {
+		row.Mode = t.Mode // a plain row stays as it was before modes
+	}
+	val, err := json.Marshal(row)
+	if err != nil {
+		return err
+	}
+	mval, err := json.Marshal(t.Mode)
 	if err != nil {
 		return err
 	}
@@ -370,6 +413,17 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	defer cancel()
 	var exists error
 	err = s.retry(cctx, func() (bool, error) {
+		had, ok, err := s.mode(cctx, t.Name)
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				exists = err
+			}
+			return transient(err), err
+		}
+		if ok && !had.Equal(t.Mode) {
+			exists = segment.ModeConflict(t.Name, had, t.Mode)
+			return false, exists
+		}
 		m, err := s.last(cctx, t.Name)
 		if err != nil {
 			return transient(err), err
@@ -382,6 +436,11 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 			}
 			return false, exists
 		}
+		if !ok {
+			if _, err := s.kv.Update(cctx, modeKey(t.Name), mval, 0); err != nil {
+				return s.again(err), err // another Create wrote it: read it again
+			}
+		}
 		_, err = s.kv.Update(cctx, t.Name, val, 0)
 		return s.again(err), err
 	})
@@ -389,6 +448,37 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 		return err
 	}
 	return s.fail(ctx, cctx, "create", t.Name, err)
+}
+
+// modeKey is the key of tag's mode. Tags have no dots, so it never names a
+// tag.
+func modeKey(tag string) string { return "mode." + tag }
+
+// mode reads tag's mode key: ok false when there is none (a tag created
+// before modes were kept, or never created), the zero Mode for a key an
+// operator deleted.
+func (s *Store) mode(ctx context.Context, tag string) (segment.Mode, bool, error) {
+	m, err := s.last(ctx, modeKey(tag))
+	if err != nil || m == nil || m.Deleted() {
+		return segment.Mode{}, false, err
+	}
+	var md segment.Mode
+	if err := json.Unmarshal(m.Data, &md); err != nil {
+		return md, false, fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, modeKey(tag), err)
+	}
+	md, err = segment.NormalizeMode(md)
+	if err != nil {
+		return md, false, fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, modeKey(tag), err)
+	}
+	return md, true, nil
+}
+
+// mode is the row's mode, KindSegment for a row written before modes.
+func (r record) mode() segment.Mode {
+	if r.Mode.IsSegment() {
+		return segment.Mode{Kind: segment.KindSegment}
+	}
+	return r.Mode
 }
 
 // Delete implements segment.Store. It purges the key with the revision it
@@ -469,6 +559,18 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 				ferr = err // a corrupt row is never rewritten
 				return false, err
 			}
+		}
+		switch md, ok, err := s.mode(cctx, tag); {
+		case err != nil:
+			if errors.Is(err, ErrCorrupt) {
+				ferr = err
+			}
+			return transient(err), err
+		case ok && !row.Mode.IsSegment() && !row.Mode.Equal(md):
+			ferr = fmt.Errorf("%w: tag %q: its row says %s, its mode key %s; nothing changed", ErrCorrupt, tag, row.Mode, md)
+			return false, ferr
+		case ok:
+			row.Mode = md
 		}
 		high := row.MaxID
 		if m != nil {
@@ -554,14 +656,52 @@ func (s *Store) Incarnation(ctx context.Context) (string, error) {
 // stream leader (one request per stored message), so it sees every write
 // acknowledged before it started.
 func (s *Store) Tags(ctx context.Context) ([]string, error) {
+	rows, _, err := s.walk(ctx, "tags")
+	if err != nil {
+		return nil, err
+	}
+	tags := make([]string, 0, len(rows))
+	for k := range rows {
+		tags = append(tags, k)
+	}
+	sort.Strings(tags)
+	return tags, nil
+}
+
+// Modes implements segment.Store, in one walk like Tags: a tag's mode key,
+// or the mode its row carries when it has none.
+func (s *Store) Modes(ctx context.Context) (map[string]segment.Mode, error) {
+	rows, modes, err := s.walk(ctx, "modes")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]segment.Mode, len(rows))
+	for tag, data := range rows {
+		md, ok := modes[tag]
+		if !ok {
+			r, err := s.decode(tag, data)
+			if err != nil {
+				return nil, err
+			}
+			md = r.mode()
+		}
+		out[tag] = md
+	}
+	return out, nil
+}
+
+// walk reads every key's latest message: the live rows by tag, and the
+// mode keys by tag.
+func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, modes map[string]segment.Mode, err error) {
 	if s.closed.Load() {
-		return nil, closedErr("tags")
+		return nil, nil, closedErr(op)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	live := make(map[string]bool)
+	rows, modes = make(map[string][]byte), make(map[string]segment.Mode)
 	seq := uint64(1)
-	err := s.retry(cctx, func() (bool, error) {
+	var ferr error
+	err = s.retry(cctx, func() (bool, error) {
 		for {
 			m, err := s.msgGet(cctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
 			if err != nil {
@@ -570,23 +710,40 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 			if m == nil {
 				return false, nil
 			}
+			seq = m.Sequence + 1
 			// Messages come in sequence order, so the last one seen for a
 			// key is its current value.
-			live[strings.TrimPrefix(m.Subject, s.keyPre)] = !m.Deleted()
-			seq = m.Sequence + 1
+			key := strings.TrimPrefix(m.Subject, s.keyPre)
+			if tag, ok := strings.CutPrefix(key, "mode."); ok {
+				var md segment.Mode
+				if m.Deleted() {
+					delete(modes, tag)
+					continue
+				}
+				if err := json.Unmarshal(m.Data, &md); err != nil {
+					ferr = fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, key, err)
+					return false, ferr
+				}
+				modes[tag] = md
+				continue
+			}
+			if !segment.ValidTag(key) {
+				continue // not a key of this package's
+			}
+			if m.Deleted() {
+				delete(rows, key)
+			} else {
+				rows[key] = m.Data
+			}
 		}
 	})
+	if err != nil && err == ferr {
+		return nil, nil, err
+	}
 	if err != nil {
-		return nil, s.fail(ctx, cctx, "tags", "", err)
+		return nil, nil, s.fail(ctx, cctx, op, "", err)
 	}
-	tags := make([]string, 0, len(live))
-	for k, ok := range live {
-		if ok {
-			tags = append(tags, k)
-		}
-	}
-	sort.Strings(tags)
-	return tags, nil
+	return rows, modes, nil
 }
 
 // Close implements segment.Store. It is idempotent; later calls of every

@@ -103,7 +103,7 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 	row.UpdateTime = s.now()
 	s.rows[tag] = row
 	s.calls++
-	return segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: step, TableStep: row.Step}, nil
+	return segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: step, TableStep: row.Step, Mode: row.Mode}, nil
 }
 
 // Tags implements segment.Store.
@@ -119,6 +119,20 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(tags)
 	return tags, nil
+}
+
+// Modes implements segment.Store.
+func (s *Store) Modes(ctx context.Context) (map[string]segment.Mode, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return nil, err
+	}
+	modes := make(map[string]segment.Mode, len(s.rows))
+	for name, row := range s.rows {
+		modes[name] = row.Mode
+	}
+	return modes, nil
 }
 
 // Get implements segment.Store.
@@ -149,10 +163,16 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	if err := s.checkLocked(ctx); err != nil {
 		return err
 	}
-	if _, ok := s.rows[t.Name]; ok {
+	if row, ok := s.rows[t.Name]; ok {
+		if !row.Mode.Equal(t.Mode) {
+			return segment.ModeConflict(t.Name, row.Mode, t.Mode)
+		}
 		return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 	}
-	if _, ok := s.gone[t.Name]; ok {
+	if row, ok := s.gone[t.Name]; ok {
+		if !row.Mode.Equal(t.Mode) {
+			return segment.ModeConflict(t.Name, row.Mode, t.Mode)
+		}
 		return fmt.Errorf("%w: %q", segment.ErrTagDeleted, t.Name)
 	}
 	t.UpdateTime = s.now()
@@ -235,7 +255,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 	if !ok {
 		row, ok = s.gone[tag]
 		if !ok {
-			row = segment.Tag{Name: tag, Step: segment.DefaultStep}
+			row = segment.Tag{Name: tag, Step: segment.DefaultStep, Mode: segment.Mode{Kind: segment.KindSegment}}
 		}
 	}
 	if err := segment.CheckFloor(tag, floor, row.MaxID); err != nil {

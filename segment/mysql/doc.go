@@ -22,8 +22,14 @@
 //	  PRIMARY KEY (`biz_tag`)
 //	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 //
+// And leaf_alloc_mode (Options.ModeTable): each tag's mode (segment.Mode),
+// inserted by Create in the transaction that inserts the row, never
+// updated or deleted, so a deleted and restarted tag keeps it. A tag with
+// no row there is segment. Every allocation reads it in its transaction
+// (a LEFT JOIN), so the engine learns a tag's mode with its first range.
+//
 // The same DDL is in deploy/schema.sql. Open creates the tables only when
-// Options.CreateTable is set and they are missing (both must exist
+// Options.CreateTable is set and they are missing (all three must exist
 // otherwise: ErrSchema); it never alters an existing one. It then records
 // every row of leaf_alloc that has no history yet (a Leaf database, an
 // older leafmq). It checks that the table has Leaf's columns and a

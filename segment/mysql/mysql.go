@@ -42,6 +42,10 @@ type Options struct {
 	// ever issued for each tag (see the package doc); default Table +
 	// "_history" (leaf_alloc_history).
 	HistoryTable string
+	// ModeTable is the name of the table recording each tag's mode
+	// (segment.Mode), written once by Create and never deleted; default
+	// Table + "_mode" (leaf_alloc_mode).
+	ModeTable string
 	// CreateTable creates the tables (Leaf's DDL for Table) if they are
 	// missing. An existing table is never altered. Default false: a missing
 	// table makes Open fail with ErrSchema.
@@ -74,6 +78,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !validTable(o.HistoryTable) || strings.EqualFold(o.HistoryTable, o.Table) {
 		return o, fmt.Errorf("%w: history table name %q must be 1-64 characters of [A-Za-z0-9_$], not the table's", segment.ErrInvalid, o.HistoryTable)
+	}
+	if o.ModeTable == "" {
+		o.ModeTable = o.Table + "_mode"
+	}
+	if !validTable(o.ModeTable) || strings.EqualFold(o.ModeTable, o.Table) || strings.EqualFold(o.ModeTable, o.HistoryTable) {
+		return o, fmt.Errorf("%w: mode table name %q must be 1-64 characters of [A-Za-z0-9_$], not the table's or the history table's", segment.ErrInvalid, o.ModeTable)
 	}
 	if o.Timeout < 0 || o.MaxOpenConns < 0 || o.MaxIdleConns < 0 || o.ConnMaxLifetime < 0 {
 		return o, fmt.Errorf("%w: negative time-out or pool size in %+v", segment.ErrInvalid, o)
@@ -114,6 +124,7 @@ type Store struct {
 	db      *sql.DB
 	table   string // unquoted name
 	history string // unquoted name of the history table
+	modes   string // unquoted name of the mode table
 	timeout time.Duration
 	closed  atomic.Bool
 	q       queries
@@ -130,6 +141,9 @@ type queries struct {
 	createHistory, verifyHistory, backfill string
 	high, highLock, raise                  string
 	allocLock, restartSet, restartIns      string
+
+	// the mode table
+	createModes, verifyModes, modes, modeLock, modeIns string
 }
 
 // historyDDL is the history table's DDL, with %s for its name.
@@ -140,10 +154,31 @@ const historyDDL = "CREATE TABLE IF NOT EXISTS `%s` (\n" +
 	"  PRIMARY KEY (`biz_tag`)\n" +
 	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the highest max_id of every tag ever in leaf_alloc'"
 
-func newQueries(table, history string) queries {
+// modeDDL is the mode table's DDL, with %s for its name.
+const modeDDL = "CREATE TABLE IF NOT EXISTS `%s` (\n" +
+	"  `biz_tag` varchar(128) NOT NULL DEFAULT '',\n" +
+	"  `kind` varchar(16) NOT NULL COMMENT 'segment, mono or opaque; never changed',\n" +
+	"  `width` int(11) NOT NULL DEFAULT '0' COMMENT 'opaque: bits of the id domain',\n" +
+	"  `key_id` varchar(64) NOT NULL DEFAULT '' COMMENT 'opaque: the id of the permutation key',\n" +
+	"  `create_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`biz_tag`)\n" +
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the mode of every tag ever created, never deleted'"
+
+// modeCols reads a tag's mode beside its leaf_alloc row (alias a) from
+// the mode table (alias m): a tag without a record there is segment.
+const modeCols = "COALESCE(m.kind, ''), COALESCE(m.width, 0), COALESCE(m.key_id, '')"
+
+func newQueries(table, history, modes string) queries {
 	t := "`" + table + "`"
 	h := "`" + history + "`"
+	md := "`" + modes + "`"
+	join := " a LEFT JOIN " + md + " m ON m.biz_tag = a.biz_tag"
 	return queries{
+		createModes:   fmt.Sprintf(modeDDL, modes),
+		verifyModes:   "SELECT biz_tag, kind, width, key_id FROM " + md + " LIMIT 0",
+		modes:         "SELECT a.biz_tag, " + modeCols + " FROM " + t + join,
+		modeLock:      "SELECT kind, width, key_id FROM " + md + " WHERE biz_tag = ? FOR UPDATE",
+		modeIns:       "INSERT INTO " + md + " (biz_tag, kind, width, key_id) VALUES (?, ?, ?, ?)",
 		createHistory: fmt.Sprintf(historyDDL, history),
 		verifyHistory: "SELECT biz_tag, max_id, update_time FROM " + h + " LIMIT 0",
 		backfill: "INSERT INTO " + h + " (biz_tag, max_id) SELECT biz_tag, max_id FROM " + t +
@@ -159,8 +194,8 @@ func newQueries(table, history string) queries {
 			" WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step",
 		nextStep: "UPDATE " + t + " SET max_id = max_id + ?" +
 			" WHERE biz_tag = ? AND max_id <= 9223372036854775807 - ?",
-		alloc:    "SELECT max_id, step FROM " + t + " WHERE biz_tag = ?",
-		get:      "SELECT biz_tag, max_id, step, description, UNIX_TIMESTAMP(update_time) FROM " + t + " WHERE biz_tag = ?",
+		alloc:    "SELECT a.max_id, a.step, " + modeCols + " FROM " + t + join + " WHERE a.biz_tag = ?",
+		get:      "SELECT a.biz_tag, a.max_id, a.step, a.description, UNIX_TIMESTAMP(a.update_time), " + modeCols + " FROM " + t + join + " WHERE a.biz_tag = ?",
 		tags:     "SELECT biz_tag FROM " + t + " ORDER BY biz_tag",
 		create:   "INSERT INTO " + t + " (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
 		setStep:  "UPDATE " + t + " SET step = ? WHERE biz_tag = ?",
@@ -240,7 +275,8 @@ func newStore(dsn string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(opts.MaxOpenConns)
 	db.SetMaxIdleConns(opts.MaxIdleConns)
 	db.SetConnMaxLifetime(opts.ConnMaxLifetime)
-	return &Store{db: db, table: opts.Table, history: opts.HistoryTable, timeout: opts.Timeout, q: newQueries(opts.Table, opts.HistoryTable)}, nil
+	return &Store{db: db, table: opts.Table, history: opts.HistoryTable, modes: opts.ModeTable, timeout: opts.Timeout,
+		q: newQueries(opts.Table, opts.HistoryTable, opts.ModeTable)}, nil
 }
 
 // MySQL error numbers the store tells apart.
@@ -280,6 +316,14 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 		}
 		if _, err := s.db.ExecContext(ctx, s.q.verifyHistory); err != nil {
 			return fmt.Errorf("history table %q: %w", s.history, schemaErr(err))
+		}
+		if createTable {
+			if _, err := s.db.ExecContext(ctx, s.q.createModes); err != nil {
+				return schemaErr(err)
+			}
+		}
+		if _, err := s.db.ExecContext(ctx, s.q.verifyModes); err != nil {
+			return fmt.Errorf("mode table %q: %w", s.modes, schemaErr(err))
 		}
 		// Tags whose rows predate the history table (a Leaf database, an
 		// older leafmq) get their record now.
@@ -427,7 +471,8 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 			}
 			var maxID int64
 			var tableStep int
-			err = tx.QueryRowContext(ctx, s.q.alloc, tag).Scan(&maxID, &tableStep)
+			var md segment.Mode
+			err = tx.QueryRowContext(ctx, s.q.alloc, tag).Scan(&maxID, &tableStep, &md.Kind, &md.Width, &md.KeyID)
 			if errors.Is(err, sql.ErrNoRows) {
 				return unknownTag(tag)
 			}
@@ -469,7 +514,7 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 			if _, err := tx.ExecContext(ctx, s.q.raise, tag, maxID); err != nil {
 				return err
 			}
-			a = segment.Alloc{Tag: tag, MaxID: maxID, Step: used, TableStep: tableStep}
+			a = segment.Alloc{Tag: tag, MaxID: maxID, Step: used, TableStep: tableStep, Mode: modeOf(md)}
 			return nil
 		})
 	})
@@ -520,7 +565,7 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 			desc sql.NullString
 			unix sql.NullFloat64
 		)
-		err := s.db.QueryRowContext(ctx, s.q.get, tag).Scan(&t.Name, &t.MaxID, &t.Step, &desc, &unix)
+		err := s.db.QueryRowContext(ctx, s.q.get, tag).Scan(&t.Name, &t.MaxID, &t.Step, &desc, &unix, &t.Mode.Kind, &t.Mode.Width, &t.Mode.KeyID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return unknownTag(tag)
 		}
@@ -528,6 +573,7 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 			return err
 		}
 		t.Description = desc.String
+		t.Mode = modeOf(t.Mode)
 		if unix.Valid && unix.Float64 > 0 {
 			sec, frac := math.Modf(unix.Float64)
 			t.UpdateTime = time.Unix(int64(sec), int64(frac*1e9)).Round(time.Microsecond)
@@ -553,13 +599,30 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	}
 	return s.call(ctx, func(ctx context.Context) error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, s.q.create, t.Name, t.MaxID, t.Step, desc)
+			var had segment.Mode
+			err := tx.QueryRowContext(ctx, s.q.modeLock, t.Name).Scan(&had.Kind, &had.Width, &had.KeyID)
+			hasMode := err == nil
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if hasMode && !modeOf(had).Equal(t.Mode) {
+				return segment.ModeConflict(t.Name, modeOf(had), t.Mode)
+			}
+			_, err = tx.ExecContext(ctx, s.q.create, t.Name, t.MaxID, t.Step, desc)
 			var me *driver.MySQLError
 			if errors.As(err, &me) && me.Number == erDupEntry {
+				if !hasMode && !t.Mode.IsSegment() { // a row from before modes: segment
+					return segment.ModeConflict(t.Name, segment.Mode{Kind: segment.KindSegment}, t.Mode)
+				}
 				return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 			}
 			if err != nil {
 				return err
+			}
+			if !hasMode {
+				if _, err := tx.ExecContext(ctx, s.q.modeIns, t.Name, t.Mode.Kind, t.Mode.Width, t.Mode.KeyID); err != nil {
+					return err
+				}
 			}
 			var high int64
 			err = tx.QueryRowContext(ctx, s.q.highLock, t.Name).Scan(&high)
@@ -616,6 +679,39 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 			return err
 		})
 	})
+}
+
+// Modes implements segment.Store: every row of leaf_alloc with its mode.
+func (s *Store) Modes(ctx context.Context) (map[string]segment.Mode, error) {
+	modes := make(map[string]segment.Mode)
+	err := s.call(ctx, func(ctx context.Context) error {
+		rows, err := s.db.QueryContext(ctx, s.q.modes)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var md segment.Mode
+			if err := rows.Scan(&name, &md.Kind, &md.Width, &md.KeyID); err != nil {
+				return err
+			}
+			modes[name] = modeOf(md)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return modes, nil
+}
+
+// modeOf is md as read from the mode table, KindSegment for no record.
+func modeOf(md segment.Mode) segment.Mode {
+	if md.IsSegment() {
+		return segment.Mode{Kind: segment.KindSegment}
+	}
+	return md
 }
 
 // SetStep implements segment.Store.

@@ -492,7 +492,7 @@ func schemaStatements(t *testing.T) []string {
 // CreateTable options make.
 func TestSchemaFile(t *testing.T) {
 	stmts := schemaStatements(t)
-	tables := []string{"leaf_alloc", "leaf_alloc_history", "WORKER_NODE", "LEAF_WORKER_LEASE"}
+	tables := []string{"leaf_alloc", "leaf_alloc_history", "leaf_alloc_mode", "WORKER_NODE", "LEAF_WORKER_LEASE"}
 	if len(stmts) != len(tables) {
 		t.Fatalf("deploy/schema.sql has %d statements, want %d (%v):\n%s",
 			len(stmts), len(tables), tables, strings.Join(stmts, "\n;\n"))

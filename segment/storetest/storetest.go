@@ -45,6 +45,9 @@ func Run(t *testing.T, f Factory) {
 		{"RestartLive", testRestartLive},
 		{"RestartUnknown", testRestartUnknown},
 		{"NextAbove", testNextAbove},
+		{"Modes", testModes},
+		{"ModeSurvivesDelete", testModeSurvivesDelete},
+		{"ModeInvalid", testModeInvalid},
 		{"Overflow", testOverflow},
 		{"ConcurrentNoOverlap", testConcurrent},
 		{"ContextCanceled", testContextCanceled},
@@ -400,6 +403,117 @@ func testNextAbove(t *testing.T, s segment.Store) {
 	if _, err := an.NextAbove(ctx(t), "nope", 0, 1); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("NextAbove of an unknown tag = %v, want ErrUnknownTag", err)
 	}
+}
+
+var (
+	monoMode   = segment.Mode{Kind: segment.KindMono}
+	opaqueMode = segment.Mode{Kind: segment.KindOpaque, Width: 40, KeyID: "k1"}
+)
+
+// testModes: Create records a tag's mode; Get, every allocation and Modes
+// report it; a tag with no mode is segment; a second Create with another
+// mode is ErrMode, whatever the row.
+func testModes(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "plain", Step: 10})
+	mustCreate(t, s, segment.Tag{Name: "mono", Step: 10, Mode: monoMode})
+	mustCreate(t, s, segment.Tag{Name: "opaque", Step: 10, Mode: opaqueMode})
+	mustCreate(t, s, segment.Tag{Name: "opaque-default", Step: 10, Mode: segment.Mode{Kind: segment.KindOpaque, KeyID: "k2"}})
+	want := map[string]segment.Mode{
+		"plain":          {Kind: segment.KindSegment},
+		"mono":           monoMode,
+		"opaque":         opaqueMode,
+		"opaque-default": {Kind: segment.KindOpaque, Width: segment.DefaultOpaqueWidth, KeyID: "k2"},
+	}
+	for tag, m := range want {
+		if got, err := s.Get(ctx(t), tag); err != nil || got.Mode != m {
+			t.Errorf("Get(%q).Mode = %+v, %v; want %+v", tag, got.Mode, err, m)
+		}
+		a := mustNext(t, s, tag)
+		if a.Mode != m {
+			t.Errorf("Next(%q).Mode = %+v, want %+v", tag, a.Mode, m)
+		}
+		if a, err := s.NextStep(ctx(t), tag, 5); err != nil || a.Mode != m {
+			t.Errorf("NextStep(%q) = %+v, %v; want mode %+v", tag, a, err, m)
+		}
+	}
+	got, err := s.Modes(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("Modes = %v, want %v", got, want)
+	}
+	for tag, m := range want {
+		if got[tag] != m {
+			t.Errorf("Modes[%q] = %+v, want %+v", tag, got[tag], m)
+		}
+	}
+	for _, tc := range []struct {
+		tag  string
+		mode segment.Mode
+	}{
+		{"plain", monoMode},
+		{"mono", segment.Mode{}},
+		{"mono", opaqueMode},
+		{"opaque", segment.Mode{Kind: segment.KindOpaque, Width: 41, KeyID: "k1"}},
+		{"opaque", segment.Mode{Kind: segment.KindOpaque, Width: 40, KeyID: "k9"}},
+	} {
+		err := s.Create(ctx(t), segment.Tag{Name: tc.tag, Mode: tc.mode})
+		if !errors.Is(err, segment.ErrMode) {
+			t.Errorf("Create(%q, %s) over %s = %v, want ErrMode", tc.tag, tc.mode, want[tc.tag], err)
+		}
+	}
+	if err := s.Create(ctx(t), segment.Tag{Name: "mono", Mode: monoMode}); !errors.Is(err, segment.ErrTagExists) {
+		t.Errorf("Create of an existing tag with its own mode = %v, want ErrTagExists", err)
+	}
+}
+
+// testModeSurvivesDelete: a deleted tag keeps its mode; Create with
+// another mode is refused as a mode change, and Restart brings the tag
+// back with the mode it was created with.
+func testModeSurvivesDelete(t *testing.T, s segment.Store) {
+	mustCreate(t, s, segment.Tag{Name: "gone", Step: 10, Mode: opaqueMode})
+	mustNext(t, s, "gone")
+	if err := s.Delete(ctx(t), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx(t), segment.Tag{Name: "gone"}); !errors.Is(err, segment.ErrMode) && !errors.Is(err, segment.ErrTagDeleted) {
+		t.Fatalf("Create(plain) of a deleted opaque tag = %v, want ErrMode or ErrTagDeleted", err)
+	}
+	if err := s.Restart(ctx(t), "gone", 1000); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx(t), "gone"); err != nil || got.Mode != opaqueMode {
+		t.Fatalf("Get after Restart = %+v, %v; want mode %+v", got, err, opaqueMode)
+	}
+	if a := mustNext(t, s, "gone"); a.Mode != opaqueMode || a.Start() != 1000 {
+		t.Fatalf("Next after Restart = %+v, want start 1000 and mode %+v", a, opaqueMode)
+	}
+}
+
+// testModeInvalid: a malformed mode is refused before any I/O and
+// creates nothing.
+func testModeInvalid(t *testing.T, s segment.Store) {
+	for _, m := range []segment.Mode{
+		{Kind: "strict"},
+		{Kind: segment.KindMono, Width: 40},
+		{Kind: segment.KindSegment, KeyID: "k"},
+		{Kind: segment.KindOpaque},
+		{Kind: segment.KindOpaque, Width: 19, KeyID: "k"},
+		{Kind: segment.KindOpaque, Width: 64, KeyID: "k"},
+	} {
+		if err := s.Create(ctx(t), segment.Tag{Name: "bad", Mode: m}); !errors.Is(err, segment.ErrInvalid) {
+			t.Errorf("Create with mode %+v = %v, want ErrInvalid", m, err)
+		}
+	}
+	err := s.Create(ctx(t), segment.Tag{Name: "bad", MaxID: 1 << 40, Mode: opaqueMode})
+	if !errors.Is(err, segment.ErrInvalid) {
+		t.Errorf("Create of a 40-bit opaque tag at max_id 2^40 = %v, want ErrInvalid", err)
+	}
+	if _, err := s.Get(ctx(t), "bad"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Errorf("a refused Create left a row: %v", err)
+	}
+	mustCreate(t, s, segment.Tag{Name: "bad", Mode: monoMode})
 }
 
 func testOverflow(t *testing.T, s segment.Store) {
