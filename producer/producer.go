@@ -18,10 +18,11 @@ var ErrClosed = errors.New("producer: closed")
 
 // Segments is what the producer needs of the segment engine.
 type Segments interface {
-	// Reserve returns up to max consecutive ids of tag, at least one.
-	Reserve(ctx context.Context, tag string, max int) (first int64, n int, err error)
-	// TryReserve is Reserve without waiting: ok false when nothing is ready.
-	TryReserve(tag string, max int) (first int64, n int, ok bool)
+	// Fill writes up to len(dst) ids of tag into dst, at least one, and
+	// returns how many (permuted for an opaque tag).
+	Fill(ctx context.Context, tag string, dst []int64) (int, error)
+	// TryFill is Fill without waiting: ok false when nothing is ready.
+	TryFill(tag string, dst []int64) (int, bool)
 	// Known reports whether tag is in the engine's tag cache.
 	Known(tag string) bool
 	// Tags lists the cached tags.
@@ -179,12 +180,9 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 		}
 	}
 	for n < len(dst) {
-		first, got, err := p.cfg.Segments.Reserve(ctx, tag, len(dst)-n)
+		got, err := p.cfg.Segments.Fill(ctx, tag, dst[n:])
 		if err != nil {
 			return err
-		}
-		for i := 0; i < got; i++ {
-			dst[n+i] = first + int64(i)
 		}
 		n += got
 	}
@@ -208,12 +206,9 @@ func (p *Producer) TrySegment(tag string, dst []int64) int {
 	}
 	n := 0
 	for n < len(dst) {
-		first, got, ok := p.cfg.Segments.TryReserve(tag, len(dst)-n)
+		got, ok := p.cfg.Segments.TryFill(tag, dst[n:])
 		if !ok {
 			break
-		}
-		for i := 0; i < got; i++ {
-			dst[n+i] = first + int64(i)
 		}
 		n += got
 	}
@@ -229,15 +224,13 @@ func (p *Producer) tagRing(tag string) (*tagRing, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	var probe []int64
-	if !p.cfg.Segments.Known(tag) {
-		// Let the engine decide (store lookup, auto-create, or ErrUnknownTag).
-		first, _, err := p.cfg.Segments.Reserve(p.ctx, tag, 1)
-		if err != nil {
-			return nil, err
-		}
-		probe = []int64{first} // goes first into the new ring, so no id is skipped
+	// Let the engine decide (store lookup, auto-create, ErrUnknownTag, a
+	// tag of a mode it does not serve) before a ring is made.
+	probe := make([]int64, 1)
+	if _, err := p.cfg.Segments.Fill(p.ctx, tag, probe); err != nil {
+		return nil, err
 	}
+	// The probe goes first into the new ring, so no id is skipped.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed.Load() {
@@ -285,14 +278,7 @@ func (p *Producer) fill(ctx context.Context, tr *tagRing, dst []int64) (int, err
 			}
 		}
 	}
-	first, n, err := p.cfg.Segments.Reserve(ctx, tr.tag, len(dst))
-	if err != nil {
-		return 0, err
-	}
-	for i := 0; i < n; i++ {
-		dst[i] = first + int64(i)
-	}
-	return n, nil
+	return p.cfg.Segments.Fill(ctx, tr.tag, dst)
 }
 
 // grow replaces tr's ring old with one four times larger.

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leafmq/leafmq/wire"
 )
 
 // maxEmptyLoads bounds how many segments in a row may hold no id >= 1 before
@@ -157,6 +159,9 @@ type tagBuf struct {
 	cur atomic.Pointer[span]
 	// firstDone is closed when the first load attempt has finished.
 	firstDone chan struct{}
+	// mode is the tag's mode, set once (setMode) by its first load or
+	// lookup, before any id of it is handed out; read lock-free.
+	mode atomic.Pointer[tagMode]
 
 	mu        sync.Mutex
 	next      *span         // the next segment, nil until loaded
@@ -212,6 +217,9 @@ func (t *tagBuf) triggerLoad() {
 func (t *tagBuf) startLoadLocked() {
 	if t.loading || t.removed || t.next != nil {
 		return
+	}
+	if m := t.mode.Load(); m != nil && m.refuse != nil {
+		return // a monotonic tag, or an opaque one this node cannot serve
 	}
 	if t.e.spawn(t.loadLoop) {
 		t.loading = true
@@ -300,11 +308,12 @@ func (t *tagBuf) loadLoop() {
 
 		stopping := t.ctx.Err() != nil
 		unknown := !stopping && errors.Is(err, ErrUnknownTag)
+		refused := !stopping && errors.Is(err, ErrMode)
 		t.mu.Lock()
 		t.failures++
 		failures := t.failures
 		t.lastErr = err
-		if stopping || unknown {
+		if stopping || unknown || refused {
 			t.loading = false
 			t.removed = t.removed || unknown
 		} else {
@@ -316,6 +325,9 @@ func (t *tagBuf) loadLoop() {
 			return // closing or dropped: not a load failure worth reporting
 		}
 		e.emit(ev)
+		if refused {
+			return // no more loads (tagMode.refuse); callers get the reason
+		}
 		if unknown {
 			e.log.Warn("segment: tag deleted from the store; dropping it", "tag", t.name)
 			e.forget(t)
@@ -404,6 +416,12 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		if ferr := e.cfg.Floors.Raise(t.name, a.End()); ferr != nil {
 			e.log.Error("segment: recording the tag's floor", "tag", t.name, "end", a.End(), "err", ferr)
 		}
+		err = t.setMode(a.Mode)
+		if m := t.mode.Load(); err == nil && m.perm != nil && a.End()-1 > m.perm.Max() {
+			err = fmt.Errorf("%w: opaque tag %q has used up its %d-bit domain: the store granted [%d,%d), past %d",
+				ErrMode, t.name, m.mode.Width, a.Start(), a.End(), m.perm.Max())
+			t.mode.Store(&tagMode{mode: m.mode, perm: m.perm, refuse: err})
+		}
 	}
 	if err != nil {
 		ev.Err = fmt.Errorf("segment: loading tag %q: %w", t.name, err)
@@ -438,6 +456,63 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	}
 	ev.Start, ev.End, ev.Step = a.Start(), a.End(), a.Step
 	return newSpan(a, e.cfg.LoadFactor), ev, nil
+}
+
+// tagMode is what a tag's mode means to this engine.
+type tagMode struct {
+	mode   Mode
+	perm   Permuter // an opaque tag's permutation
+	refuse error    // why the engine serves none of the tag's ids
+}
+
+// setMode records m, the tag's mode as the store reports it, on the first
+// call; it returns why the engine will not serve the tag (a monotonic tag,
+// an opaque one without its key), or, when m is not the mode recorded
+// before, an error wrapping ErrMode: a tag's mode never changes, and ids
+// of one mode are never served as another's.
+func (t *tagBuf) setMode(m Mode) error {
+	e := t.e
+	if m.IsSegment() {
+		m = Mode{Kind: KindSegment}
+	}
+	if had := t.mode.Load(); had != nil {
+		if !had.mode.Equal(m) {
+			err := fmt.Errorf("%w: tag %q: the store now reports mode %s, this node served it as %s: no id is served from it",
+				ErrMode, t.name, m, had.mode)
+			e.log.Error("segment: a tag's mode changed in the store", "tag", t.name, "was", had.mode.String(), "now", m.String())
+			// The segments already loaded stay as they were (perm kept);
+			// no more are loaded.
+			t.mode.Store(&tagMode{mode: had.mode, perm: had.perm, refuse: err})
+			return err
+		}
+		return had.refuse
+	}
+	tm := &tagMode{mode: m}
+	switch m.Kind {
+	case KindSegment:
+	case KindMono:
+		tm.refuse = fmt.Errorf("%w: tag %q is monotonic (strictly increasing): ask %s%s", ErrMode, t.name, wire.MonoPrefix, t.name)
+	case KindOpaque:
+		if e.cfg.Opaque == nil {
+			tm.refuse = fmt.Errorf("%w: tag %q is opaque and this node has no opaque key", ErrMode, t.name)
+			break
+		}
+		p, err := e.cfg.Opaque(t.name, m)
+		if err != nil {
+			tm.refuse = fmt.Errorf("%w: opaque tag %q: %w", ErrMode, t.name, err)
+			break
+		}
+		tm.perm = p
+	default:
+		tm.refuse = fmt.Errorf("%w: tag %q has mode %q, which this node does not know", ErrMode, t.name, m.Kind)
+	}
+	if !t.mode.CompareAndSwap(nil, tm) {
+		return t.setMode(m) // set meanwhile by the lookup
+	}
+	if tm.refuse != nil && m.Kind != KindMono {
+		e.log.Error("segment: refusing a tag", "tag", t.name, "err", tm.refuse)
+	}
+	return tm.refuse
 }
 
 func (t *tagBuf) state() TagState {

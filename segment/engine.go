@@ -127,11 +127,23 @@ type Config struct {
 	// ReadyWait would only make the caller ask again. Default 1s, at
 	// least ReadyWait.
 	ColdWait time.Duration
+	// Opaque, if set, gives the permutation of an opaque tag (its mode as
+	// the store records it: width and key id); an error (no key, another
+	// key) refuses the tag. Without it opaque tags are refused: their ids
+	// must never be served unpermuted.
+	Opaque func(tag string, m Mode) (Permuter, error)
 	// OnLoad, if set, is called after every load attempt, successful (Err
 	// nil) or not, from the loader goroutine, in order for each tag. A
 	// successful segment is handed out only after OnLoad returns, so it
 	// must not block.
 	OnLoad func(LoadEvent)
+}
+
+// Permuter maps an opaque tag's sequence numbers [1, Max()] one to one
+// onto its ids in the same range (package opaque).
+type Permuter interface {
+	Permute(seq int64) int64
+	Max() int64
 }
 
 // LoadEvent describes one attempt to load a segment.
@@ -441,8 +453,54 @@ func (e *Engine) emit(ev LoadEvent) {
 
 // Next returns one id of tag.
 func (e *Engine) Next(ctx context.Context, tag string) (int64, error) {
-	id, _, err := e.Reserve(ctx, tag, 1)
-	return id, err
+	var id [1]int64
+	_, err := e.Fill(ctx, tag, id[:])
+	return id[0], err
+}
+
+// Fill writes up to len(dst) (>= 1) ids of tag into dst and returns how
+// many: ids of one segment, as Reserve takes them, permuted for an opaque
+// tag. It waits and fails as Reserve does; a monotonic tag fails with
+// ErrMode, naming its subject.
+func (e *Engine) Fill(ctx context.Context, tag string, dst []int64) (int, error) {
+	first, n, t, err := e.reserve(ctx, tag, len(dst))
+	if err != nil {
+		return 0, err
+	}
+	write(t, first, n, dst)
+	return n, nil
+}
+
+// TryFill is Fill's fast path alone, as TryReserve is Reserve's.
+func (e *Engine) TryFill(tag string, dst []int64) (int, bool) {
+	if len(dst) < 1 || e.done.Load() {
+		return 0, false
+	}
+	t := (*e.tags.Load())[tag]
+	if t == nil {
+		return 0, false
+	}
+	first, n, ok := t.take(len(dst))
+	if !ok {
+		return 0, false
+	}
+	write(t, first, n, dst)
+	return n, true
+}
+
+// write puts the ids of sequence numbers [first, first+n) of t into dst.
+func write(t *tagBuf, first int64, n int, dst []int64) {
+	// The mode is set before the tag's first segment is installed, and
+	// never changes after.
+	if m := t.mode.Load(); m != nil && m.perm != nil {
+		for i := range n {
+			dst[i] = m.perm.Permute(first + int64(i))
+		}
+		return
+	}
+	for i := range n {
+		dst[i] = first + int64(i)
+	}
 }
 
 // Reserve hands out up to max (>= 1) consecutive ids of tag: [first,
@@ -453,20 +511,34 @@ func (e *Engine) Next(ctx context.Context, tag string) (int64, error) {
 // empty Reserve waits at most Config.ReadyWait, then fails with an error
 // wrapping ErrNotReady and the last load error (if any). Other errors wrap
 // ErrInvalid (bad tag name or max), ErrUnknownTag, ErrClosed or ctx.Err().
+//
+// An opaque tag's ids are not consecutive: Reserve refuses it with
+// ErrMode (use Fill), as it refuses a monotonic tag.
 func (e *Engine) Reserve(ctx context.Context, tag string, max int) (first int64, n int, err error) {
+	first, n, t, err := e.reserve(ctx, tag, max)
+	if err != nil {
+		return 0, 0, err
+	}
+	if m := t.mode.Load(); m != nil && m.perm != nil {
+		return 0, 0, fmt.Errorf("%w: tag %q is opaque: its ids are permuted, not consecutive (use Fill)", ErrMode, tag)
+	}
+	return first, n, nil
+}
+
+func (e *Engine) reserve(ctx context.Context, tag string, max int) (int64, int, *tagBuf, error) {
 	if max < 1 {
-		return 0, 0, fmt.Errorf("%w: reserve %d ids: must be at least 1", ErrInvalid, max)
+		return 0, 0, nil, fmt.Errorf("%w: reserve %d ids: must be at least 1", ErrInvalid, max)
 	}
 	if e.done.Load() {
-		return 0, 0, ErrClosed
+		return 0, 0, nil, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	t := (*e.tags.Load())[tag]
 	if t != nil {
 		if first, n, ok := t.take(max); ok {
-			return first, n, nil
+			return first, n, t, nil
 		}
 	}
 	return e.reserveSlow(ctx, t, tag, max)
@@ -475,12 +547,15 @@ func (e *Engine) Reserve(ctx context.Context, tag string, max int) (first int64,
 // TryReserve is Reserve's fast path alone: up to max consecutive ids of
 // tag from its current segment, or ok false, without ever waiting, looking a
 // tag up or starting anything but the next segment's load. Callers fall back
-// to Reserve when it fails.
+// to Reserve when it fails. An opaque tag is never ok.
 func (e *Engine) TryReserve(tag string, max int) (first int64, n int, ok bool) {
 	if max < 1 || e.done.Load() {
 		return 0, 0, false
 	}
 	if t := (*e.tags.Load())[tag]; t != nil {
+		if m := t.mode.Load(); m != nil && m.perm != nil {
+			return 0, 0, false
+		}
 		return t.take(max)
 	}
 	return 0, 0, false
@@ -505,15 +580,22 @@ func (b *budget) stop() {
 	}
 }
 
-func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int) (int64, int, error) {
+func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int) (int64, int, *tagBuf, error) {
+	first, n, err := e.reserveWait(ctx, &t, tag, max)
+	return first, n, t, err
+}
+
+func (e *Engine) reserveWait(ctx context.Context, tp **tagBuf, tag string, max int) (int64, int, error) {
 	b := &budget{d: e.cfg.ReadyWait}
 	defer b.stop()
+	t := *tp
 	if t == nil {
 		b.d = e.cfg.ColdWait // at least ReadyWait (Config)
 		var err error
 		if t, err = e.miss(ctx, tag, b); err != nil {
 			return 0, 0, err
 		}
+		*tp = t
 	}
 	for {
 		if first, n, ok := t.take(max); ok {
@@ -521,6 +603,9 @@ func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int
 		}
 		if e.done.Load() {
 			return 0, 0, ErrClosed
+		}
+		if m := t.mode.Load(); m != nil && m.refuse != nil {
+			return 0, 0, m.refuse
 		}
 		t.mu.Lock()
 		if t.switchLocked() {
@@ -626,8 +711,9 @@ func (e *Engine) lookup(tag string, l *lookup) {
 		e.missMu.Unlock()
 		return
 	}
-	_, err := e.store.Get(e.ctx, tag)
+	row, err := e.store.Get(e.ctx, tag)
 	if errors.Is(err, ErrUnknownTag) && e.cfg.AutoCreate {
+		row = Tag{}
 		err = e.autoCreate(tag)
 	}
 	var t *tagBuf
@@ -635,6 +721,9 @@ func (e *Engine) lookup(tag string, l *lookup) {
 	switch {
 	case err == nil:
 		t = e.addTag(tag)
+		if row.Mode.Kind == KindMono {
+			_ = t.setMode(row.Mode) // refused before a range is taken for it
+		}
 		t.triggerLoad()
 	case errors.Is(err, ErrTagDeleted), errors.Is(err, ErrStoreChanged):
 		unknown = true // an operator must act: do not ask again at once

@@ -15,6 +15,9 @@ import (
 const (
 	// SegmentPrefix is followed by a tag: leaf.segment.<tag>.
 	SegmentPrefix = "leaf.segment."
+	// MonoPrefix is followed by a monotonic tag: leaf.mono.<tag>. Only the
+	// node that leads the tag subscribes to it.
+	MonoPrefix = "leaf.mono."
 	// SnowflakeSubject answers snowflake ids; SnowflakePrefix is followed by
 	// a key, accepted and ignored as Leaf does (leaf.snowflake.<key>),
 	// except the reserved key "decode".

@@ -278,6 +278,21 @@ func (s *Store) Lower(tag string, maxID int64) {
 	s.rows[tag] = row
 }
 
+// SetModeByHand rewrites tag's recorded mode, live row or deleted: an
+// operator editing the store behind leafmq's back, for tests.
+func (s *Store) SetModeByHand(tag string, m segment.Mode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if row, ok := s.rows[tag]; ok {
+		row.Mode = m
+		s.rows[tag] = row
+	}
+	if row, ok := s.gone[tag]; ok {
+		row.Mode = m
+		s.gone[tag] = row
+	}
+}
+
 // Replace drops every row and every deletion record and gives the store a
 // new incarnation: a KV bucket deleted and made again, for tests.
 func (s *Store) Replace() {

@@ -1,0 +1,238 @@
+package segment_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/opaque"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/memstore"
+)
+
+func modeEngine(t *testing.T, s segment.Store, opq func(string, segment.Mode) (segment.Permuter, error)) *segment.Engine {
+	t.Helper()
+	e, err := segment.New(segment.Config{Store: s, RefreshInterval: -1, Opaque: opq, Sleep: quickSleep, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// TestMonoTagRefused: a monotonic tag is never served on the segment
+// path; the error names the subject to ask; no range is taken for it when
+// the tag is looked up on request.
+func TestMonoTagRefused(t *testing.T) {
+	s := memstore.New()
+	e := modeEngine(t, s, nil)
+	if err := s.Create(context.Background(), segment.Tag{Name: "ticks", Step: 10, Mode: segment.Mode{Kind: segment.KindMono}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, err := e.Next(context.Background(), "ticks")
+		if !errors.Is(err, segment.ErrMode) || !strings.Contains(err.Error(), "leaf.mono.ticks") {
+			t.Fatalf("Next of a mono tag = %v, want ErrMode naming leaf.mono.ticks", err)
+		}
+	}
+	if _, _, err := e.Reserve(context.Background(), "ticks", 5); !errors.Is(err, segment.ErrMode) {
+		t.Fatalf("Reserve of a mono tag = %v, want ErrMode", err)
+	}
+	if n := s.Allocations(); n != 0 {
+		t.Fatalf("%d ranges taken for a mono tag on the segment path", n)
+	}
+}
+
+// TestMonoTagRefusedAfterPreload: a tag first met by Start's preload (no
+// lookup) is refused by its first load, and not loaded again.
+func TestMonoTagRefusedAfterPreload(t *testing.T) {
+	s := memstore.New()
+	if err := s.Create(context.Background(), segment.Tag{Name: "ticks", Step: 10, Mode: segment.Mode{Kind: segment.KindMono}}); err != nil {
+		t.Fatal(err)
+	}
+	e := modeEngine(t, s, nil) // preloads every tag (no Steps)
+	for range 5 {
+		if _, err := e.Next(context.Background(), "ticks"); !errors.Is(err, segment.ErrMode) {
+			t.Fatalf("Next = %v, want ErrMode", err)
+		}
+	}
+	if n := s.Allocations(); n > 1 {
+		t.Fatalf("%d ranges taken for a mono tag; want at most the preload's one", n)
+	}
+}
+
+func testKey(t *testing.T) *opaque.Key {
+	t.Helper()
+	k, err := opaque.ParseKey("000102030405060708090a0b0c0d0e0f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func keyOpaque(k *opaque.Key) func(string, segment.Mode) (segment.Permuter, error) {
+	return func(tag string, m segment.Mode) (segment.Permuter, error) {
+		if m.KeyID != k.ID() {
+			return nil, errors.New("the tag was created with key " + m.KeyID + ", this node has " + k.ID())
+		}
+		return k.Perm(tag, m.Width)
+	}
+}
+
+// TestOpaqueTagPermuted: an opaque tag's ids, from Next, Fill and
+// TryFill, are the permutation of its sequence numbers: unique, within
+// the width, without order; Reserve (consecutive ids) refuses the tag.
+func TestOpaqueTagPermuted(t *testing.T) {
+	k := testKey(t)
+	s := memstore.New()
+	m := segment.Mode{Kind: segment.KindOpaque, Width: 40, KeyID: k.ID()}
+	if err := s.Create(context.Background(), segment.Tag{Name: "orders", Step: 100, Mode: m}); err != nil {
+		t.Fatal(err)
+	}
+	e := modeEngine(t, s, keyOpaque(k))
+	p, _ := k.Perm("orders", 40)
+	seen := map[int64]bool{}
+	rises := 0
+	var prev int64
+	add := func(id int64) {
+		if id < 1 || id >= 1<<40 || seen[id] {
+			t.Fatalf("id %d out of the 40-bit domain or repeated", id)
+		}
+		seen[id] = true
+		if seq, err := p.Sequence(id); err != nil || seq < 1 || seq > 10_000 {
+			t.Fatalf("Sequence(%d) = %d, %v", id, seq, err)
+		}
+		if id > prev {
+			rises++
+		}
+		prev = id
+	}
+	ctx := context.Background()
+	for len(seen) < 3000 {
+		id, err := e.Next(ctx, "orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(id)
+		buf := make([]int64, 7)
+		n, err := e.Fill(ctx, "orders", buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range buf[:n] {
+			add(id)
+		}
+		if n, ok := e.TryFill("orders", buf); ok {
+			for _, id := range buf[:n] {
+				add(id)
+			}
+		}
+	}
+	if rises > len(seen)*6/10 || rises < len(seen)*4/10 {
+		t.Fatalf("%d of %d ids rose: the order shows", rises, len(seen))
+	}
+	if _, _, err := e.Reserve(ctx, "orders", 5); !errors.Is(err, segment.ErrMode) {
+		t.Fatalf("Reserve of an opaque tag = %v, want ErrMode", err)
+	}
+	if _, _, ok := e.TryReserve("orders", 5); ok {
+		t.Fatal("TryReserve of an opaque tag handed out consecutive ids")
+	}
+}
+
+// TestOpaqueTagWithoutKeyRefused: a node without the key, or with
+// another key, serves none of an opaque tag's ids, and takes no more
+// ranges for it after the first.
+func TestOpaqueTagWithoutKeyRefused(t *testing.T) {
+	k := testKey(t)
+	other, _ := opaque.ParseKey("ffeeddccbbaa99887766554433221100")
+	for name, opq := range map[string]func(string, segment.Mode) (segment.Permuter, error){
+		"no key":    nil,
+		"other key": keyOpaque(other),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := memstore.New()
+			m := segment.Mode{Kind: segment.KindOpaque, Width: 53, KeyID: k.ID()}
+			if err := s.Create(context.Background(), segment.Tag{Name: "orders", Step: 10, Mode: m}); err != nil {
+				t.Fatal(err)
+			}
+			e := modeEngine(t, s, opq)
+			for range 3 {
+				if id, err := e.Next(context.Background(), "orders"); !errors.Is(err, segment.ErrMode) {
+					t.Fatalf("Next = %d, %v; want ErrMode", id, err)
+				}
+			}
+			if n := s.Allocations(); n > 1 {
+				t.Fatalf("%d ranges taken for a tag this node cannot serve", n)
+			}
+		})
+	}
+}
+
+// TestOpaqueWidthExhausted: no id beyond the tag's width is served.
+func TestOpaqueWidthExhausted(t *testing.T) {
+	k := testKey(t)
+	s := memstore.New()
+	m := segment.Mode{Kind: segment.KindOpaque, Width: 20, KeyID: k.ID()}
+	if err := s.Create(context.Background(), segment.Tag{Name: "small", MaxID: 1<<20 - 15, Step: 10, Mode: m}); err != nil {
+		t.Fatal(err)
+	}
+	e := modeEngine(t, s, keyOpaque(k))
+	got := 0
+	for {
+		id, err := e.Next(context.Background(), "small")
+		if err != nil {
+			if !errors.Is(err, segment.ErrMode) {
+				t.Fatalf("after %d ids: %v, want ErrMode (domain used up)", got, err)
+			}
+			break
+		}
+		if id < 1 || id >= 1<<20 {
+			t.Fatalf("id %d outside 20 bits", id)
+		}
+		got++
+		if got > 20 {
+			t.Fatal("more ids than the domain has left")
+		}
+	}
+	if got != 10 {
+		t.Fatalf("served %d ids, want the 10 of the one range inside the domain", got)
+	}
+}
+
+// TestModeChangedInStoreRefused: a store that reports another mode for a
+// tag this node served (a row edited by hand) gets no more of its ids
+// served; ids of the ranges already loaded stay permuted.
+func TestModeChangedInStoreRefused(t *testing.T) {
+	k := testKey(t)
+	s := memstore.New()
+	m := segment.Mode{Kind: segment.KindOpaque, Width: 53, KeyID: k.ID()}
+	if err := s.Create(context.Background(), segment.Tag{Name: "orders", Step: 10, Mode: m}); err != nil {
+		t.Fatal(err)
+	}
+	e := modeEngine(t, s, keyOpaque(k))
+	p, _ := k.Perm("orders", 53)
+	if _, err := e.Next(context.Background(), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	s.SetModeByHand("orders", segment.Mode{Kind: segment.KindSegment})
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		id, err := e.Next(context.Background(), "orders")
+		if err != nil {
+			if !errors.Is(err, segment.ErrMode) {
+				t.Fatalf("Next = %v, want ErrMode", err)
+			}
+			return
+		}
+		if seq, err := p.Sequence(id); err != nil || seq > 40 {
+			t.Fatalf("id %d is not a permuted id of the tag's first ranges (seq %d, %v)", id, seq, err)
+		}
+	}
+	t.Fatal("the engine kept serving after the store changed the tag's mode")
+}
