@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/internal/natsauth"
+	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -56,6 +57,14 @@ type Config struct {
 	Pool      string // pools to keep full: comma-separated tags, and/or "snowflake"; empty: none
 	PoolDepth int    // batches per pool; default pool.DefaultDepth
 	PoolBatch int    // ids per batch; default pool.DefaultBatch
+
+	// OpaqueKeyFile holds, in hex, the key that opaque tags' ids are
+	// permuted with (16, 24 or 32 bytes); OpaqueKey is the same key given
+	// in the environment (LEAF_OPAQUE_KEY only, never a flag, which ps
+	// would show). Neither is ever logged. Without a key, opaque tags are
+	// refused.
+	OpaqueKeyFile string
+	OpaqueKey     string
 
 	// Auth is how the node authenticates to the NATS of --nats: a .creds
 	// file, an nkey seed, user/password, a token, TLS (flags --nats-creds,
@@ -104,6 +113,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Pool, "pool", c.Pool, "JetStream batch pools to keep full: tags and/or snowflake, comma-separated (LEAF_POOL)")
 	fs.IntVar(&c.PoolDepth, "pool-depth", c.PoolDepth, "batches kept in each pool (LEAF_POOL_DEPTH)")
 	fs.IntVar(&c.PoolBatch, "pool-batch", c.PoolBatch, "ids per pool batch (LEAF_POOL_BATCH)")
+	fs.StringVar(&c.OpaqueKeyFile, "opaque-key-file", c.OpaqueKeyFile, "file holding the key of opaque tags in hex (16, 24 or 32 bytes; or the key itself in LEAF_OPAQUE_KEY); never logged (LEAF_OPAQUE_KEY_FILE)")
 	fs.IntVar(&c.SnowflakeRing, "snowflake-ring", c.SnowflakeRing, "size of the pre-filled snowflake ring (LEAF_SNOWFLAKE_RING)")
 	fs.DurationVar(&c.FaultClockOffset, "fault-clock-offset", c.FaultClockOffset, "fault drills only: run the snowflake clock this far off (LEAF_FAULT_CLOCK_OFFSET)")
 	fs.StringVar(&c.FaultClockStep, "fault-clock-step", c.FaultClockStep, "fault drills only: BY@AFTER steps the snowflake clock by BY, AFTER the start, e.g. -10s@5s (LEAF_FAULT_CLOCK_STEP)")
@@ -161,6 +171,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	if envErr != nil {
 		return c, envErr
 	}
+	c.OpaqueKey = getenv("LEAF_OPAQUE_KEY")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -168,6 +179,21 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return c, c.Validate()
+}
+
+// opaqueKey reads the opaque key, nil when none is configured.
+func (c *Config) opaqueKey() (*opaque.Key, error) {
+	switch {
+	case c.OpaqueKeyFile != "":
+		return opaque.ReadKeyFile(c.OpaqueKeyFile)
+	case c.OpaqueKey != "":
+		k, err := opaque.ParseKey(c.OpaqueKey)
+		if err != nil {
+			return nil, fmt.Errorf("LEAF_OPAQUE_KEY: %w", err)
+		}
+		return k, nil
+	}
+	return nil, nil
 }
 
 // ErrConfig marks configuration errors.
@@ -217,6 +243,12 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTP); err != nil {
 			return fmt.Errorf("%w: http %q: %v (or off)", ErrConfig, c.HTTP, err)
 		}
+	}
+	if c.OpaqueKey != "" && c.OpaqueKeyFile != "" {
+		return fmt.Errorf("%w: give the opaque key in LEAF_OPAQUE_KEY or --opaque-key-file, not both", ErrConfig)
+	}
+	if _, err := c.opaqueKey(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	switch c.AutoCreate {
 	case "", "true", "false":

@@ -25,6 +25,7 @@ import (
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
@@ -67,6 +68,7 @@ type Node struct {
 	health  storeHealth
 	lock    *dirLock // DataDir/leafd.lock, held while the node runs
 	peers   *peerFloors
+	opaque  *opaque.Key // of opaque tags; nil: refused
 	start   starting                     // what Start waits for, on /readyz
 	api     atomic.Pointer[http.Handler] // the HTTP API, once started
 	reg     *prometheus.Registry         // /metrics
@@ -151,7 +153,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if n.peers, err = n.startPeerFloors(ctx, own); err != nil {
 		return nil, err
 	}
+	if n.opaque, err = cfg.opaqueKey(); err != nil {
+		return nil, err
+	}
+	if n.opaque != nil {
+		n.log.Info("opaque tags: key loaded", "key_id", n.opaque.ID())
+	}
 	n.engine, err = segment.New(segment.Config{
+		Opaque:      n.opaquePerm,
 		PeerFloor:   n.peers.floor,
 		CreateCheck: n.createCheck,
 		Floors:      floors,
@@ -191,6 +200,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Observe:  n.met.observe,
 		Status:   n.status,
 		Floor:    n.engine.Floor,
+		Opaque:   n.opaque,
 	}
 	if n.sfRing != nil {
 		rc.Snowflake = n.sfRing
@@ -493,4 +503,17 @@ func (n *Node) snowflakeWorker() int64 {
 		return -1
 	}
 	return n.src.Worker()
+}
+
+// opaquePerm is the engine's Config.Opaque: an opaque tag's permutation
+// under this node's key, refused when the tag was created with another
+// key (its ids would be another permutation's, which could repeat ids).
+func (n *Node) opaquePerm(tag string, m segment.Mode) (segment.Permuter, error) {
+	switch {
+	case n.opaque == nil:
+		return nil, fmt.Errorf("node %s has no opaque key (--opaque-key-file or LEAF_OPAQUE_KEY); the tag was created with key %s", n.cfg.Name, m.KeyID)
+	case n.opaque.ID() != m.KeyID:
+		return nil, fmt.Errorf("the tag was created with key %s, node %s has key %s", m.KeyID, n.cfg.Name, n.opaque.ID())
+	}
+	return n.opaque.Perm(tag, m.Width)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -62,6 +63,11 @@ type Config struct {
 	// with the highest range end this node received for the tag; with it,
 	// tag restart and create refuse to go below any live node's floor.
 	Floor func(tag string) int64
+	// Opaque, if set, is the node's key of opaque tags: leaf.admin.tag.create
+	// records its id with a new opaque tag, and leaf.admin.tag.decode
+	// inverts an opaque tag's ids with it. Without it both refuse opaque
+	// tags.
+	Opaque *opaque.Key
 }
 
 // Observation is one answered id request.
@@ -210,6 +216,7 @@ func Start(cfg Config) (*Responder, error) {
 			{"admin-tag-step", rel(wire.TagStepSubject), r.handleSetStep},
 			{"admin-tag-max", rel(wire.TagMaxSubject), r.handleSetMax},
 			{"admin-tag-restart", rel(wire.TagRestartSubject), r.handleRestart},
+			{"admin-tag-decode", rel(wire.TagDecodeSubject), r.handleTagDecode},
 		}
 		for _, a := range admin {
 			if err := add(a.name, a.subject, a.h); err != nil {
@@ -466,7 +473,12 @@ func (r *Responder) logFailure(req micro.Request, err error) string {
 func (r *Responder) AsyncErrors() uint64 { return r.asyncErrors.Load() }
 
 func rowOf(t segment.Tag) wire.TagRow {
-	return wire.TagRow{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: t.UpdateTime}
+	m := t.Mode
+	if m.IsSegment() {
+		m.Kind = segment.KindSegment
+	}
+	return wire.TagRow{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: t.UpdateTime,
+		Mode: string(m.Kind), Width: m.Width, KeyID: m.KeyID}
 }
 
 func (r *Responder) adminCtx() (context.Context, context.CancelFunc) {
@@ -516,15 +528,68 @@ func (r *Responder) handleCreate(req micro.Request) {
 	}
 	ctx, cancel := r.adminCtx()
 	defer cancel()
+	m := segment.Mode{Kind: segment.Kind(a.Mode), Width: a.Width}
+	if m.Kind == segment.KindOpaque {
+		if r.cfg.Opaque == nil {
+			r.fail(req, fmt.Errorf("%w: node %s has no opaque key (--opaque-key-file or LEAF_OPAQUE_KEY); nothing created", segment.ErrMode, r.cfg.Node))
+			return
+		}
+		m.KeyID = r.cfg.Opaque.ID()
+	}
+	// A live tag is reported as such (another mode: ErrMode) before the
+	// peers' floors, which it always has, are asked.
+	if t, err := r.cfg.Store.Get(ctx, a.Tag); err == nil {
+		if nm, nerr := segment.NormalizeMode(m); nerr == nil && !t.Mode.Equal(nm) {
+			r.fail(req, segment.ModeConflict(a.Tag, t.Mode, nm))
+			return
+		}
+		r.fail(req, fmt.Errorf("%w: %q", segment.ErrTagExists, a.Tag))
+		return
+	}
 	if err := r.checkPeerFloors(ctx, a.Tag, max(a.MaxID, 1), "create"); err != nil {
 		r.fail(req, err)
 		return
 	}
-	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: a.Tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description}); err != nil {
+	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: a.Tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description, Mode: m}); err != nil {
 		r.fail(req, err)
 		return
 	}
 	r.respondRow(ctx, req, a.Tag)
+}
+
+// handleTagDecode answers the sequence number of an opaque tag's id, with
+// this node's key (which must be the tag's).
+func (r *Responder) handleTagDecode(req micro.Request) {
+	a, ok := r.decodeAdmin(req)
+	if !ok {
+		return
+	}
+	ctx, cancel := r.adminCtx()
+	defer cancel()
+	t, err := r.cfg.Store.Get(ctx, a.Tag)
+	if err != nil {
+		r.fail(req, err)
+		return
+	}
+	if t.Mode.Kind != segment.KindOpaque {
+		r.fail(req, fmt.Errorf("%w: tag %q is %s: its ids are their own sequence numbers", segment.ErrMode, a.Tag, t.Mode))
+		return
+	}
+	if r.cfg.Opaque == nil || r.cfg.Opaque.ID() != t.Mode.KeyID {
+		r.fail(req, fmt.Errorf("%w: tag %q was created with key %s, which node %s does not have", segment.ErrMode, a.Tag, t.Mode.KeyID, r.cfg.Node))
+		return
+	}
+	p, err := r.cfg.Opaque.Perm(a.Tag, t.Mode.Width)
+	if err != nil {
+		r.fail(req, err)
+		return
+	}
+	seq, err := p.Sequence(a.ID)
+	if err != nil {
+		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
+		return
+	}
+	r.respondJSON(req, wire.TagDecoded{Tag: a.Tag, ID: a.ID, Sequence: seq})
 }
 
 func (r *Responder) handleSetStep(req micro.Request) {

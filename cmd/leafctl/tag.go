@@ -14,12 +14,12 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// leafctl tag list|create|set-step|set-max|restart: the admin subjects of
-// the tag table.
+// leafctl tag list|create|set-step|set-max|restart|decode: the admin
+// subjects of the tag table.
 
 func (c *cli) tag(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max, restart", errUsage)
+		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max, restart, decode", errUsage)
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -42,10 +42,32 @@ func (c *cli) tag(args []string) error {
 		fs.IntVar(&req.Step, "step", 0, "the tag's step: ids per range (default 2000)")
 		fs.Int64Var(&req.MaxID, "max-id", 0, "the tag's first max_id: its first id (default 1)")
 		fs.StringVar(&req.Description, "desc", "", "description of the tag")
+		fs.StringVar(&req.Mode, "mode", "segment", "segment (increasing per node), mono (strictly increasing, on leaf.mono.TAG) or opaque (unguessable); fixed for the tag's life")
+		fs.IntVar(&req.Width, "width", 0, "bits of an opaque tag's ids, 20-63 (default 53: exact in JavaScript); fixed for the tag's life")
 		if pos, err = parse(fs, args[1:], 1); err != nil {
 			return err
 		}
+		if req.Width != 0 && req.Mode != "opaque" {
+			return fmt.Errorf("%w: --width is for --mode opaque", errUsage)
+		}
+		if req.Mode == "segment" {
+			req.Mode = ""
+		}
 		subject = wire.TagCreateSubject
+	case "decode":
+		if pos, err = parse(fs, args[1:], 2); err != nil {
+			return err
+		}
+		if req.ID, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
+			return fmt.Errorf("%w: id %q is not a number", errUsage, pos[1])
+		}
+		req.Tag = pos[0]
+		var d wire.TagDecoded
+		if err := c.admin(wire.TagDecodeSubject, req, &d); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "%s id %d is sequence number %d\n", d.Tag, d.ID, d.Sequence)
+		return nil
 	case "set-step":
 		if pos, err = parse(fs, args[1:], 2); err != nil {
 			return err
@@ -116,13 +138,20 @@ func (c *cli) admin(subject string, req any, out any) error {
 
 func printRows(w io.Writer, rows []wire.TagRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TAG\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
+	fmt.Fprintln(tw, "TAG\tMODE\tMAX_ID\tSTEP\tUPDATED\tDESCRIPTION")
 	for _, r := range rows {
 		updated := "-"
 		if !r.UpdateTime.IsZero() {
 			updated = r.UpdateTime.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Tag, r.MaxID, r.Step, updated, r.Description)
+		mode := r.Mode
+		switch {
+		case mode == "":
+			mode = "segment"
+		case r.Width > 0:
+			mode = fmt.Sprintf("%s/%d", mode, r.Width)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Tag, mode, r.MaxID, r.Step, updated, r.Description)
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,135 @@
+package node_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/opaque"
+	"github.com/leafmq/leafmq/wire"
+)
+
+const (
+	testOpaqueKey  = "00112233445566778899aabbccddeeff"
+	otherOpaqueKey = "ffeeddccbbaa99887766554433221100"
+)
+
+// TestOpaqueTagEndToEnd: an opaque tag created through the admin subject
+// records the node's key id; two nodes with the key serve it from their
+// rings as permuted, unique ids that the admin decode inverts; a node with
+// another key or none refuses the tag (never serving ids of another
+// permutation), and the mode cannot be changed by creating the tag again.
+func TestOpaqueTagEndToEnd(t *testing.T) {
+	first := startNode(t, node.Config{Name: "first", NATSListen: "127.0.0.1:-1", OpaqueKey: testOpaqueKey})
+	second := startNode(t, node.Config{Name: "second", NATS: first.ClientURL(), OpaqueKey: testOpaqueKey})
+	nc := natstest.Connect(t, first.ClientURL())
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque", Width: 40})
+
+	key, _ := opaque.ParseKey(testOpaqueKey)
+	perm, _ := key.Perm("orders", 40)
+	seen := map[int64]bool{}
+	rises := 0
+	var prev int64
+	for i := 0; len(seen) < 2000; i++ {
+		ids, err := takeReady(nc, "orders", 1+i%5, i%2 == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if id < 1 || id >= 1<<40 || seen[id] {
+				t.Fatalf("id %d outside 40 bits or repeated", id)
+			}
+			seen[id] = true
+			if seq, err := perm.Sequence(id); err != nil || seq < 1 || seq > 100_000 {
+				t.Fatalf("id %d is not a permuted sequence number of the tag: %d, %v", id, seq, err)
+			}
+			if id > prev {
+				rises++
+			}
+			prev = id
+		}
+	}
+	if rises > len(seen)*6/10 {
+		t.Fatalf("%d of %d ids rose: the order shows", rises, len(seen))
+	}
+
+	// The admin decode inverts an id, with the tag's key.
+	var id int64
+	for id = range seen {
+		break
+	}
+	body, _ := json.Marshal(wire.AdminRequest{Tag: "orders", ID: id})
+	reply, err := nc.Request(wire.TagDecodeSubject, body, 10*time.Second)
+	if err != nil || wire.ReplyError(reply) != nil {
+		t.Fatalf("decode: %v %v", err, wire.ReplyError(reply))
+	}
+	var d wire.TagDecoded
+	if err := json.Unmarshal(reply.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := perm.Sequence(id); d.Sequence != want {
+		t.Fatalf("decode(%d) = %+v, want sequence %d", id, d, want)
+	}
+
+	// A tag's mode is fixed: creating it again as anything else fails.
+	for _, mode := range []string{"", "mono"} {
+		body, _ := json.Marshal(wire.AdminRequest{Tag: "orders", Mode: mode})
+		reply, err := nc.Request(wire.TagCreateSubject, body, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.ReplyError(reply); !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "opaque") {
+			t.Fatalf("create orders as %q again = %v, want a 400 naming its mode", mode, err)
+		}
+	}
+
+	_ = second
+}
+
+// TestOpaqueTagRefusedWithoutItsKey: the same store and tag, started again
+// with another key or none: the node serves none of the tag's ids (they
+// would be another permutation's, which can repeat ids already served),
+// says why, and takes no new range for each request.
+func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, node.Config{Name: "keyed", NATSListen: "127.0.0.1:-1", DataDir: dir, OpaqueKey: testOpaqueKey})
+	nc := natstest.Connect(t, n.ClientURL())
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque"})
+	if _, err := takeReady(nc, "orders", 3, false); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for name, key := range map[string]string{"other key": otherOpaqueKey, "no key": ""} {
+		t.Run(name, func(t *testing.T) {
+			n := startNode(t, node.Config{Name: "unkeyed", NATSListen: "127.0.0.1:-1", DataDir: dir, OpaqueKey: key})
+			nc := natstest.Connect(t, n.ClientURL())
+			for range 3 {
+				ids, err := takeReady(nc, "orders", 1, false)
+				if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "key") {
+					t.Fatalf("ids %v, %v; want a 400 about the key", ids, err)
+				}
+			}
+			body, _ := json.Marshal(wire.AdminRequest{Tag: "fresh", Mode: "opaque"})
+			reply, err := nc.Request(wire.TagCreateSubject, body, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			werr := wire.ReplyError(reply)
+			switch {
+			case key == "" && !errors.Is(werr, wire.ErrBadRequest):
+				t.Fatalf("create opaque without a key = %v, want 400", werr)
+			case key != "" && werr != nil:
+				t.Fatalf("create opaque with another key = %v", werr)
+			}
+			nc.Close()
+			_ = n.Close(t.Context())
+		})
+	}
+}
