@@ -24,8 +24,8 @@ import (
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/natsauth"
-	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/opaque"
+	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
@@ -68,7 +68,7 @@ type Node struct {
 	health  storeHealth
 	lock    *dirLock // DataDir/leafd.lock, held while the node runs
 	peers   *peerFloors
-	opaque  *opaque.Key // of opaque tags; nil: refused
+	opaque  *opaque.Key                  // of opaque tags; nil: refused
 	start   starting                     // what Start waits for, on /readyz
 	api     atomic.Pointer[http.Handler] // the HTTP API, once started
 	reg     *prometheus.Registry         // /metrics
