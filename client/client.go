@@ -166,6 +166,40 @@ func (c *Client) NextN(ctx context.Context, tag string, n int) ([]int64, error) 
 	return ids, nil
 }
 
+// Mono returns one id of a monotonic tag (leaf.mono.<tag>): larger than
+// every id of the tag whose reply reached any client before this call
+// began. Monotonic ids are never cached or prefetched (a cached id could
+// be older than one another client already holds). During a leader's
+// switch-over there is no responder for a moment; Mono asks again within
+// ctx (bounded by WithMaxWait).
+func (c *Client) Mono(ctx context.Context, tag string) (int64, error) {
+	var id [1]int64
+	if err := c.monoN(ctx, tag, id[:]); err != nil {
+		return 0, err
+	}
+	return id[0], nil
+}
+
+// MonoN returns n (>= 1) ids of a monotonic tag, strictly increasing, as
+// Mono does for one.
+func (c *Client) MonoN(ctx context.Context, tag string, n int) ([]int64, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: count %d must be at least 1", ErrBadRequest, n)
+	}
+	ids := make([]int64, n)
+	if err := c.monoN(ctx, tag, ids); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+func (c *Client) monoN(ctx context.Context, tag string, ids []int64) error {
+	if err := segment.CheckTag(tag); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return c.direct(ctx, wire.MonoPrefix+tag, ids)
+}
+
 // Snowflake returns one snowflake id (leaf.snowflake). Cached snowflake ids
 // are dropped once older than WithSnowflakeMaxAge.
 func (c *Client) Snowflake(ctx context.Context) (int64, error) {

@@ -384,7 +384,8 @@ func TestNATSClusterPermissions(t *testing.T) {
 	// client and lets the admin through (the admin's violations are
 	// checked at the end).
 	adminSubjects := []string{wire.TagsSubject, wire.TagCreateSubject, wire.TagStepSubject, wire.TagMaxSubject,
-		wire.TagRestartSubject, wire.StatusSubject, wire.TimeSubject, wire.FloorsSubject, wire.FloorPrefix + "demo"}
+		wire.TagRestartSubject, wire.TagDecodeSubject, wire.StatusSubject, wire.TimeSubject, wire.FloorsSubject, wire.FloorPrefix + "demo",
+		wire.MonoAnnouncePrefix + "demo"}
 	t.Run("client denied every admin subject", func(t *testing.T) {
 		for _, subj := range adminSubjects {
 			if err := client.Publish(subj, nil); err != nil {
@@ -404,6 +405,28 @@ func TestNATSClusterPermissions(t *testing.T) {
 		}
 		if _, err := request(admin, wire.TagsSubject, nil); err != nil {
 			t.Fatalf("admin %s: %v", wire.TagsSubject, err)
+		}
+	})
+
+	t.Run("client takes ids of a monotonic tag", func(t *testing.T) {
+		// leafd leads the tag through the leaf_mono bucket (user leafd's
+		// $KV.leaf_mono.>) and answers leaf.mono.<tag> to a client.
+		body, _ := json.Marshal(wire.AdminRequest{Tag: "ticks", Mode: "mono"})
+		if _, err := request(admin, wire.TagCreateSubject, body); err != nil {
+			t.Fatalf("admin creates a mono tag: %v", err)
+		}
+		var data []byte
+		var err error
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if data, err = request(client, wire.MonoPrefix+"ticks", []byte("3")); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("client %sticks: %v", wire.MonoPrefix, err)
+		}
+		if ids, err := wire.DecodeIDs(nil, data, false); err != nil || len(ids) != 3 || ids[0] >= ids[1] || ids[1] >= ids[2] {
+			t.Fatalf("client %sticks: %q: %v", wire.MonoPrefix, data, err)
 		}
 	})
 

@@ -4,6 +4,7 @@
 // Routes (paths from the handler's root):
 //
 //	/api/segment/get/{key}              one segment id of tag key, as plain decimal text
+//	/api/mono/get/{key}                 one id of monotonic tag key (leaf.mono.<key>, from its leader)
 //	/api/snowflake/get/{key}            one snowflake id (key is ignored, as in Leaf)
 //	/decodeSnowflakeId?snowflakeId=N    Leaf's decode: {"timestamp":"ms(yyyy-MM-dd HH:mm:ss.SSS)","sequenceId":"…","workerId":"…"}
 //	GET /readyz                         200 "ready", or 503 and why not

@@ -38,6 +38,9 @@ type Config struct {
 	// segment.ErrUnknownTag 404, segment.ErrNotReady, ErrUnavailable and
 	// ErrClosed 503. Nil: segment is off on this node (501).
 	Segment func(ctx context.Context, tag string, dst []int64) error
+	// Mono fills dst with strictly increasing ids of a monotonic tag
+	// (/api/mono/get/{key}), answered as Segment's. Nil: 501.
+	Mono func(ctx context.Context, tag string, dst []int64) error
 	// Snowflake fills dst with snowflake ids. Errors wrapping
 	// snowflake.ErrNotServing, ErrClockBackwards, ErrLeaseFailed, ErrExpired
 	// or ErrOutOfRange are answered 503. Nil: snowflake is off on this node
@@ -131,6 +134,9 @@ func (h *handler) routes() {
 	m.HandleFunc("/api/segment/get/{key}", h.segmentID)
 	m.HandleFunc("/api/segment/get/{key}/{$}", h.segmentID) // Spring's trailing-slash match
 	m.HandleFunc("/api/segment/get/{$}", h.noKey)
+	m.HandleFunc("/api/mono/get/{key}", h.monoID)
+	m.HandleFunc("/api/mono/get/{key}/{$}", h.monoID)
+	m.HandleFunc("/api/mono/get/{$}", h.noKey)
 	m.HandleFunc("/api/snowflake/get/{key}", h.snowflakeID)
 	m.HandleFunc("/api/snowflake/get/{key}/{$}", h.snowflakeID)
 	m.HandleFunc("/api/snowflake/get/{$}", h.noKey)

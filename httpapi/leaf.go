@@ -36,12 +36,22 @@ func idMethod(w http.ResponseWriter, r *http.Request) bool {
 // segmentID is Leaf's GET /api/segment/get/{key}: one id of the tag, as
 // plain decimal text.
 func (h *handler) segmentID(w http.ResponseWriter, r *http.Request) {
+	h.tagID(w, r, "segment", h.cfg.Segment)
+}
+
+// monoID is GET /api/mono/get/{key}: one id of a monotonic tag, as
+// segmentID answers one of a segment tag.
+func (h *handler) monoID(w http.ResponseWriter, r *http.Request) {
+	h.tagID(w, r, "monotonic", h.cfg.Mono)
+}
+
+func (h *handler) tagID(w http.ResponseWriter, r *http.Request, kind string, take func(context.Context, string, []int64) error) {
 	if !idMethod(w, r) {
 		return
 	}
 	key := r.PathValue("key")
-	if h.cfg.Segment == nil {
-		h.fail(w, r, fmt.Errorf("segment ids are %w", errDisabled))
+	if take == nil {
+		h.fail(w, r, fmt.Errorf("%s ids are %w", kind, errDisabled))
 		return
 	}
 	if err := segment.CheckTag(key); err != nil {
@@ -51,7 +61,7 @@ func (h *handler) segmentID(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	var dst [1]int64
-	if err := h.cfg.Segment(ctx, key, dst[:]); err != nil {
+	if err := take(ctx, key, dst[:]); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -39,6 +39,10 @@ type Config struct {
 	// readings are used. Default time.Now (whose readings carry Go's
 	// monotonic clock). It must not be stepped.
 	Monotonic func() time.Time
+	// Hold, if set, is an extra wait before each attempt to acquire the
+	// lease: a node that leads many tags holds back, so that nodes leading
+	// fewer win the free leases and leadership spreads.
+	Hold func() time.Duration
 	// OnLeading, if set, is called from the Leader's goroutine when it
 	// starts (true) and stops (false) leading. It must not block for long.
 	OnLeading func(leading bool)
@@ -71,8 +75,9 @@ type Leader struct {
 	loaded  chan struct{} // closed when a load in flight ends
 	loadErr error
 
-	stop chan struct{}
-	done chan struct{}
+	yield chan time.Duration // Yield's requests to Run
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // NewLeader checks cfg and returns a Leader; Run makes it compete.
@@ -113,7 +118,7 @@ func NewLeader(cfg Config) (*Leader, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Leader{cfg: cfg, mono0: cfg.Monotonic(), log: cfg.Logger.With("tag", cfg.Tag),
-		loaded: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}, nil
+		loaded: make(chan struct{}), yield: make(chan time.Duration, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 func (l *Leader) since() time.Duration { return l.cfg.Monotonic().Sub(l.mono0) }
@@ -220,11 +225,23 @@ func (l *Leader) Run(ctx context.Context) {
 		}
 	}()
 	var confirmed, retryAt time.Duration // since(mono0): the last acquire/renewal sent; a renewal retry
+	var idleUntil time.Duration          // since(mono0): no acquire before it (Yield)
 	for ctx.Err() == nil {
 		l.mu.Lock()
 		g := l.grant
 		l.mu.Unlock()
 		if g == nil {
+			if wait := idleUntil - l.since(); wait > 0 {
+				if d, ok := l.sleep(ctx, wait); ok {
+					idleUntil = l.since() + d
+				}
+				continue
+			}
+			if l.cfg.Hold != nil {
+				if l.sleep(ctx, l.cfg.Hold()); ctx.Err() != nil {
+					break
+				}
+			}
 			sent := l.since()
 			ng, err := l.cfg.Lease.Acquire(ctx, l.cfg.Tag, l.cfg.Node)
 			if err == nil {
@@ -235,10 +252,18 @@ func (l *Leader) Run(ctx context.Context) {
 			if !errors.Is(err, ErrHeld) && ctx.Err() == nil {
 				l.log.Warn("mono: acquiring the lease failed", "err", err)
 			}
-			l.sleep(ctx, l.cfg.Retry+time.Duration(rand.Int64N(int64(l.cfg.Retry/4)+1)))
+			if d, ok := l.sleep(ctx, l.cfg.Retry+time.Duration(rand.Int64N(int64(l.cfg.Retry/4)+1))); ok {
+				idleUntil = l.since() + d
+			}
 			continue
 		}
-		l.sleep(ctx, max(confirmed+l.cfg.Renew, retryAt)-l.since())
+		if d, ok := l.sleep(ctx, max(confirmed+l.cfg.Renew, retryAt)-l.since()); ok {
+			// Yield: stop serving, hand the lease back, stay out for d.
+			l.stepDown("yielding the tag to a node that leads fewer")
+			l.release(*g)
+			idleUntil = l.since() + d
+			continue
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -268,11 +293,27 @@ func (l *Leader) Run(ctx context.Context) {
 	l.mu.Unlock()
 	l.stepDown("stopping")
 	if g != nil {
-		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := l.cfg.Lease.Release(rctx, *g); err != nil && !errors.Is(err, ErrLost) {
-			l.log.Warn("mono: releasing the lease failed; it expires by itself", "err", err)
-		}
-		rcancel()
+		l.release(*g)
+	}
+}
+
+// release hands g back so that another node takes over at once.
+func (l *Leader) release(g Grant) {
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer rcancel()
+	if err := l.cfg.Lease.Release(rctx, g); err != nil && !errors.Is(err, ErrLost) {
+		l.log.Warn("mono: releasing the lease failed; it expires by itself", "err", err)
+	}
+}
+
+// Yield makes a leading Leader stop serving and release the lease, and
+// not compete for it for d: how a node that leads more than its share of
+// the tags hands one to another node. A Leader that does not lead stays
+// out for d; a second Yield before Run takes the first is dropped.
+func (l *Leader) Yield(d time.Duration) {
+	select {
+	case l.yield <- d:
+	default:
 	}
 }
 
@@ -309,16 +350,21 @@ func (l *Leader) stepDown(why string) {
 	}
 }
 
-func (l *Leader) sleep(ctx context.Context, d time.Duration) {
+// sleep waits d, or until ctx ends or a Yield comes (ok true, with its
+// duration).
+func (l *Leader) sleep(ctx context.Context, d time.Duration) (yield time.Duration, ok bool) {
 	if d <= 0 {
-		return
+		return 0, false
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
+	case y := <-l.yield:
+		return y, true
 	}
+	return 0, false
 }
 
 // Close stops Run (releasing the lease) and waits for it. Call it only

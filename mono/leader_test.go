@@ -197,3 +197,37 @@ func TestConcurrentNext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Yield hands the tag over: the leader stops serving, the other node
+// takes over, every id stays above those served before, and the yielder
+// does not take the tag back while its Yield lasts.
+func TestYieldHandsOver(t *testing.T) {
+	store, lease := newStore(t), memlease.New(time.Second, nil)
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50})
+	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
+	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	before, _, err := a.Next(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Yield(3 * time.Second)
+	testenv.Eventually(t, "b leading after a yields", 5*time.Second, b.Leading)
+	if a.Leading() {
+		t.Fatal("two leaders")
+	}
+	if _, _, err := a.Next(ctx, 1); !errors.Is(err, mono.ErrNotLeader) {
+		t.Fatalf("Next on the yielder = %v, want ErrNotLeader", err)
+	}
+	after, _, err := b.Next(ctx, 1)
+	if err != nil || after <= before {
+		t.Fatalf("first id after the hand-over = %d, %v; want above %d", after, err, before)
+	}
+	b.Close() // free the lease: a stays out until its Yield ends
+	time.Sleep(time.Second)
+	if a.Leading() {
+		t.Fatal("the yielder took the tag back before its Yield ended")
+	}
+	testenv.Eventually(t, "a leading again after its Yield", 10*time.Second, a.Leading)
+}

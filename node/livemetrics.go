@@ -34,7 +34,7 @@ func newLiveMetrics() *liveMetrics {
 	m := &liveMetrics{
 		reqSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leafmq_request_duration_seconds",
-			Help:    "Time from receiving an id request to sending its answer, by engine (segment, snowflake).",
+			Help:    "Time from receiving an id request to sending its answer, by engine (segment, snowflake, mono).",
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"engine"}),
 		reqCodes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -74,6 +74,12 @@ func (m *liveMetrics) register(reg prometheus.Registerer) {
 
 // observe is the responder's Observe hook.
 func (m *liveMetrics) observe(o responder.Observation) {
+	if o.Engine == "mono" { // not on the hot path of the rings
+		m.reqSeconds.WithLabelValues(o.Engine).Observe(o.Took.Seconds())
+		m.reqCodes.WithLabelValues(o.Engine, o.Code).Inc()
+		m.ids.WithLabelValues(o.Engine).Add(float64(o.IDs))
+		return
+	}
 	if o.Engine == "snowflake" {
 		m.sfSeconds.Observe(o.Took.Seconds())
 		if o.Code == "200" {

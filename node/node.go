@@ -69,6 +69,8 @@ type Node struct {
 	lock    *dirLock // DataDir/leafd.lock, held while the node runs
 	peers   *peerFloors
 	opaque  *opaque.Key                  // of opaque tags; nil: refused
+	floors  segment.Floors               // the engine's, shared with the monotonic leaders
+	mono    atomic.Pointer[monoServer]   // leaders of the monotonic tags; nil until started
 	start   starting                     // what Start waits for, on /readyz
 	api     atomic.Pointer[http.Handler] // the HTTP API, once started
 	reg     *prometheus.Registry         // /metrics
@@ -149,7 +151,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	var own func() map[string]int64
 	if floors != nil {
 		own = ff.All
+	} else {
+		floors = segment.NewMemFloors()
 	}
+	n.floors = floors
 	if n.peers, err = n.startPeerFloors(ctx, own); err != nil {
 		return nil, err
 	}
@@ -222,6 +227,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		n.sfEvents <- n.src.State()
 	}
 	if err := n.await(ctx, "starting the batch pool", n.startPool); err != nil {
+		return nil, err
+	}
+	if err := n.await(ctx, "starting the monotonic tags", n.startMono); err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, startTimeout)
@@ -447,6 +455,7 @@ func (n *Node) Close(ctx context.Context) error {
 		close(n.sfStop)
 		n.sfWG.Wait()
 	}
+	n.mono.Load().close() // releases the leases while NATS is up: others take over at once
 	if n.resp != nil {
 		errs = append(errs, n.resp.Stop())
 	}
@@ -463,6 +472,7 @@ func (n *Node) Close(ctx context.Context) error {
 		errs = append(errs, n.http.Shutdown(ctx))
 		n.httpWG.Wait()
 	}
+
 	if n.prod != nil {
 		errs = append(errs, n.prod.Close())
 	}

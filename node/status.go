@@ -28,6 +28,7 @@ func (n *Node) status() wire.NodeStatus {
 		Started:  n.started.UnixNano(),
 		Store:    n.storeKind(),
 		Tags:     []wire.TagStatus{},
+		Mono:     n.MonoLeading(),
 	}
 	if n.resp != nil {
 		eps := n.resp.Service().Stats().Endpoints
@@ -167,5 +168,6 @@ func (n *Node) httpAPI() (http.Handler, error) {
 	if n.sfRing != nil {
 		cfg.Snowflake = n.sfRing.Next
 	}
+	cfg.Mono = n.askMono
 	return httpapi.New(cfg)
 }

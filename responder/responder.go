@@ -554,6 +554,9 @@ func (r *Responder) handleCreate(req micro.Request) {
 		r.fail(req, err)
 		return
 	}
+	if m.Kind == segment.KindMono {
+		r.announceMono(a.Tag)
+	}
 	r.respondRow(ctx, req, a.Tag)
 }
 
@@ -638,7 +641,16 @@ func (r *Responder) handleRestart(req micro.Request) {
 		return
 	}
 	r.cfg.Logger.Warn("segment: tag restarted by an operator", "tag", a.Tag, "floor", a.Floor)
+	r.announceMono(a.Tag) // a node that stopped leading the deleted tag looks again
 	r.respondRow(ctx, req, a.Tag)
+}
+
+// announceMono tells every node that tag may be a new monotonic tag, so
+// that they compete to lead it now rather than at their next listing.
+func (r *Responder) announceMono(tag string) {
+	if err := r.cfg.Conn.Publish(wire.MonoAnnouncePrefix+tag, nil); err != nil {
+		r.cfg.Logger.Warn("mono: announcing a tag", "tag", tag, "err", err)
+	}
 }
 
 func (r *Responder) respondRow(ctx context.Context, req micro.Request, tag string) {

@@ -45,6 +45,10 @@ type memFloors struct {
 
 func newMemFloors() *memFloors { return &memFloors{floors: map[string]int64{}} }
 
+// NewMemFloors returns Floors kept in memory: what an Engine uses without
+// Config.Floors, for callers that share them with other range takers.
+func NewMemFloors() Floors { return newMemFloors() }
+
 func (m *memFloors) Floor(tag string) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()

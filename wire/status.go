@@ -20,6 +20,8 @@ type NodeStatus struct {
 	TagsCut  bool             `json:"tags_cut"`  // Tags was cut short
 	Ready    bool             `json:"ready"`     // what /readyz says
 	Problems []string         `json:"problems"`  // why not ready, or warnings
+	// Mono lists the monotonic tags this node leads now (leaf.mono.<tag>).
+	Mono []string `json:"mono,omitempty"`
 }
 
 // TagStatus is a segment tag on one node: Leaf's /cache row, plus the ring.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
+	"github.com/leafmq/leafmq/client"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -18,6 +20,7 @@ func (c *cli) next(args []string) error {
 	n := fs.Int("n", 1, "how many ids")
 	bin := fs.Bool("binary", false, "ask for binary replies (Leaf-Encoding: binary)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	monoTag := fs.Bool("mono", false, "a monotonic tag (leaf.mono.TAG): strictly increasing ids, asked again through a leader's switch-over")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -28,7 +31,30 @@ func (c *cli) next(args []string) error {
 	if err := segment.CheckTag(pos[0]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if *monoTag {
+		return c.monoIDs(pos[0], *n, *asJSON)
+	}
 	return c.takeIDs(wire.SegmentPrefix+pos[0], *n, *bin, *asJSON)
+}
+
+// monoIDs takes n ids of a monotonic tag through the Go client, which asks
+// again while the tag has no leader (within --timeout).
+func (c *cli) monoIDs(tag string, n int, asJSON bool) error {
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cl, err := client.New(nc, client.WithMaxWait(c.timeout))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ids, err := cl.MonoN(context.Background(), tag, n)
+	if err != nil {
+		return err
+	}
+	return c.printIDs(ids, asJSON)
 }
 
 // takeIDs asks subject for n ids and prints them, one per line (or as a
@@ -48,6 +74,11 @@ func (c *cli) takeIDs(subject string, n int, bin, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	return c.printIDs(ids, asJSON)
+}
+
+// printIDs prints ids one per line, or as a JSON array.
+func (c *cli) printIDs(ids []int64, asJSON bool) error {
 	if asJSON {
 		return writeJSON(c, ids)
 	}
@@ -56,6 +87,6 @@ func (c *cli) takeIDs(subject string, n int, bin, asJSON bool) error {
 		b.WriteString(strconv.FormatInt(id, 10))
 		b.WriteByte('\n')
 	}
-	_, err = io.WriteString(c.stdout, b.String())
+	_, err := io.WriteString(c.stdout, b.String())
 	return err
 }

@@ -1,0 +1,216 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/client"
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// monoOp is one call of a history: when it was sent and its reply
+// received (monotonic readings of one clock), and the id it got.
+type monoOp struct {
+	send, recv time.Duration
+	id         int64
+}
+
+// strictOrder checks a history against the monotonic promise: ids
+// unique, and whenever an op's reply came before another op was sent, the
+// later op's id is larger. (Porcupine's check for this model, without the
+// search: the order of non-overlapping ops is all the model constrains.)
+func strictOrder(ops []monoOp) error {
+	seen := make(map[int64]bool, len(ops))
+	for _, op := range ops {
+		if seen[op.id] {
+			return fmt.Errorf("id %d handed out twice", op.id)
+		}
+		seen[op.id] = true
+	}
+	byRecv := slices.Clone(ops)
+	sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].recv < byRecv[j].recv })
+	bySend := slices.Clone(ops)
+	sort.Slice(bySend, func(i, j int) bool { return bySend[i].send < bySend[j].send })
+	var high int64 // the largest id among ops whose reply came before the current send
+	var highOp monoOp
+	r := 0
+	for _, op := range bySend {
+		for r < len(byRecv) && byRecv[r].recv < op.send {
+			if byRecv[r].id > high {
+				high, highOp = byRecv[r].id, byRecv[r]
+			}
+			r++
+		}
+		if op.id <= high {
+			return fmt.Errorf("order broken: id %d (sent at %v) after id %d (received at %v, before that send)",
+				op.id, op.send, high, highOp.recv)
+		}
+	}
+	return nil
+}
+
+func TestStrictOrderCatches(t *testing.T) {
+	ms := time.Millisecond
+	ok := []monoOp{{0, 2 * ms, 5}, {1 * ms, 3 * ms, 3}, {4 * ms, 5 * ms, 6}} // the first two overlap
+	if err := strictOrder(ok); err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string][]monoOp{
+		"repeat":  {{0, ms, 5}, {2 * ms, 3 * ms, 5}},
+		"lower":   {{0, ms, 5}, {2 * ms, 3 * ms, 4}},
+		"delayed": {{0, 10 * ms, 9}, {0, ms, 7}, {2 * ms, 3 * ms, 6}},
+	} {
+		if strictOrder(bad) == nil {
+			t.Errorf("%s: history %v passed", name, bad)
+		}
+	}
+}
+
+// TestMonoTagEndToEnd: a monotonic tag on three nodes: the segment subject
+// refuses it naming leaf.mono.<tag>; concurrent clients get strictly
+// increasing ids (checked as a history) while the leader is stopped and
+// another takes over, and through HTTP; the tag's leaders spread.
+func TestMonoTagEndToEnd(t *testing.T) {
+	srv := natstest.RunServer(t)
+	url := srv.ClientURL()
+	nodes := map[string]*node.Node{}
+	for _, name := range []string{"m1", "m2", "m3"} {
+		nodes[name] = startNode(t, node.Config{Name: name, NATS: url})
+	}
+	nc := natstest.Connect(t, url)
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "ticks", Step: 50, Mode: "mono"})
+	if _, err := take(nc, "ticks", 1, false); !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "leaf.mono.ticks") {
+		t.Fatalf("leaf.segment.ticks = %v, want a 400 naming leaf.mono.ticks", err)
+	}
+	cl, err := client.New(nc, client.WithMaxWait(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	leader := func() string {
+		for name, n := range nodes {
+			if slices.Contains(n.MonoLeading(), "ticks") {
+				return name
+			}
+		}
+		return ""
+	}
+	testenv.Eventually(t, "a leader of ticks", 10*time.Second, func() bool { return leader() != "" })
+
+	t0 := time.Now()
+	var (
+		mu   sync.Mutex
+		ops  []monoOp
+		wg   sync.WaitGroup
+		stop = make(chan struct{})
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				send := time.Since(t0)
+				id, err := cl.Mono(context.Background(), "ticks")
+				recv := time.Since(t0)
+				if err != nil {
+					t.Errorf("Mono: %v", err)
+					return
+				}
+				mu.Lock()
+				ops = append(ops, monoOp{send, recv, id})
+				mu.Unlock()
+			}
+		}()
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(ops) }
+	testenv.Eventually(t, "ids before the switch-over", 20*time.Second, func() bool { return count() > 2000 })
+	old := leader()
+	stopped := time.Now()
+	if err := nodes[old].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	delete(nodes, old)
+	before := count()
+	testenv.Eventually(t, "ids after the switch-over", 20*time.Second, func() bool { return count() > before+2000 })
+	t.Logf("leader %s stopped; %v to %d more ids; new leader %s", old, time.Since(stopped), count()-before, leader())
+	close(stop)
+	wg.Wait()
+	if err := strictOrder(ops); err != nil {
+		t.Fatalf("%v (in %d ops)", err, len(ops))
+	}
+
+	// The HTTP API asks the leader, wherever it is.
+	var last int64
+	for _, op := range ops {
+		last = max(last, op.id)
+	}
+	for _, n := range nodes {
+		resp, err := http.Get("http://" + n.HTTPAddr() + "/api/mono/get/ticks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		id, err := strconv.ParseInt(string(body), 10, 64)
+		if resp.StatusCode != 200 || err != nil || id <= last {
+			t.Fatalf("HTTP: %d %q; want an id above %d", resp.StatusCode, body, last)
+		}
+		last = id
+	}
+}
+
+// TestMonoLeadershipSpreads: six monotonic tags, all led by the one node
+// that was up when they were made, end up led two by each of three nodes
+// once two more join: a node leading more than its share yields the extra
+// tags, and nodes leading fewer take them first.
+func TestMonoLeadershipSpreads(t *testing.T) {
+	defer node.SetMonoBalanceEvery(500 * time.Millisecond)()
+	srv := natstest.RunServer(t)
+	url := srv.ClientURL()
+	nodes := []*node.Node{startNode(t, node.Config{Name: "s1", NATS: url})}
+	nc := natstest.Connect(t, url)
+	for i := range 6 {
+		admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: fmt.Sprintf("t%d", i), Mode: "mono"})
+	}
+	testenv.Eventually(t, "s1 leading all six", 10*time.Second, func() bool { return len(nodes[0].MonoLeading()) == 6 })
+	for _, name := range []string{"s2", "s3"} {
+		nodes = append(nodes, startNode(t, node.Config{Name: name, NATS: url}))
+	}
+	spread := func() bool {
+		for _, n := range nodes {
+			if len(n.MonoLeading()) != 2 {
+				return false
+			}
+		}
+		return true
+	}
+	testenv.Eventually(t, "two tags led by each node", 30*time.Second, spread)
+	cl, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 6 {
+		if _, err := cl.MonoN(context.Background(), fmt.Sprintf("t%d", i), 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
