@@ -215,7 +215,7 @@ func (s *Store) advance(ctx context.Context, op, tag string, step int, floor int
 			return err
 		}
 		row.MaxID += int64(n)
-		a = segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: n, TableStep: row.Step, Mode: row.Mode}
+		a = segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: n, TableStep: row.Step, Mode: row.mode()}
 		return nil
 	})
 	if err != nil {
@@ -315,7 +315,7 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 				}
 				return transient(err), err
 			}
-			if ok {
+			if ok && !md.IsSegment() {
 				row.Mode = md
 			}
 		}
