@@ -37,7 +37,9 @@ const benchUsage = `leafctl bench: measure leafmq over NATS
   --baseline       also run the same load against a bare NATS echo responder and print the ratio
   --echo-inprocess run the echo responder inside leafctl instead of a child process
                    (a child process pays for its own process as leafd does: the fair default)
-  --rounds N       with --baseline: alternate leafd and echo runs N times and print the median ratio
+  --versus S       also run the same load against subject S (e.g. leaf.segment.plain beside
+                   leaf.mono.ticks) in the same rounds and print the ratio, as --baseline does
+  --rounds N       with --baseline or --versus: alternate the runs N times and print the median ratio
                    (the robust figure on a noisy machine; default 1)
   --check          verify every reply and count duplicate ids
   --json           print results as JSON lines
@@ -60,7 +62,8 @@ func (c *cli) bench(args []string) error {
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "time before measuring")
 	fs.BoolVar(&o.Baseline, "baseline", false, "also measure a bare NATS echo responder in the same run and print the ratio")
 	fs.BoolVar(&o.Check, "check", false, "check every id is unique (costs memory)")
-	rounds := fs.Int("rounds", 1, "measure this many times, alternating with the baseline")
+	rounds := fs.Int("rounds", 1, "measure this many times, alternating with the baseline or --versus")
+	versus := fs.String("versus", "", "also measure this subject in the same rounds and print the ratio")
 	echoInProcess := fs.Bool("echo-inprocess", false, "run the echo responder in this process (default: a leafctl bench-echo child)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line")
@@ -82,6 +85,8 @@ func (c *cli) bench(args []string) error {
 		return fmt.Errorf("%w: --mode %q must be request, pipelined or pool", errUsage, o.Mode)
 	case o.Mode == bench.ModePool && o.Baseline:
 		return fmt.Errorf("%w: --baseline compares request-reply with an echo; not with --mode pool", errUsage)
+	case *versus != "" && (o.Baseline || o.Mode == bench.ModePool):
+		return fmt.Errorf("%w: --versus compares two subjects by request-reply; not with --baseline or --mode pool", errUsage)
 	}
 	switch {
 	case o.Subject != "":
@@ -117,6 +122,13 @@ func (c *cli) bench(args []string) error {
 	var ratios []float64
 	for round := 0; round < *rounds; round++ {
 		rs, err := bench.RunAll(ctx, nc, o)
+		if err == nil && *versus != "" {
+			ov := o
+			ov.Subject = *versus
+			var r bench.Result
+			r, err = bench.Run(ctx, nc, ov)
+			rs = append(rs, r)
+		}
 		results = append(results, rs...)
 		if err != nil {
 			if errors.Is(err, context.Canceled) && len(results) > 0 {
