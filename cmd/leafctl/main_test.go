@@ -107,6 +107,13 @@ func TestBench(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "median ratio over 2 rounds") {
 		t.Fatalf("bench --rounds 2 = %d\n%s\n%s", code, out, errOut)
 	}
+	code, out, errOut = leafctl(url, "bench", "-d", "200ms", "--warmup", "0s", "-c", "2", "--tag", "vs", "--versus", "leaf.segment.demo", "--rounds", "2", "--quiet")
+	if code != 0 || !strings.Contains(out, "leaf.segment.vs") || !strings.Contains(out, "leaf.segment.demo") || !strings.Contains(out, "median ratio over 2 rounds") {
+		t.Fatalf("bench --versus = %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut = leafctl(url, "bench", "--versus", "x", "--baseline"); code != 2 || !strings.Contains(errOut, "--versus") {
+		t.Fatalf("bench --versus --baseline = %d: %s", code, errOut)
+	}
 	if code, _, errOut = leafctl(url, "bench", "--rounds", "0"); code != 2 || !strings.Contains(errOut, "--rounds") {
 		t.Fatalf("bench --rounds 0 = %d: %s", code, errOut)
 	}
