@@ -33,9 +33,9 @@ var monoBalanceEvery = 10 * time.Second
 
 // monoServer runs a mono.Leader for every monotonic tag of the store (every
 // node competes for every such tag) and, while one leads its tag, answers
-// leaf.mono.<tag> from it in the queue group: only the leader subscribes,
-// so a request finds the one node that may answer, or no responder at all
-// during a switch-over (the client asks again).
+// leaf.mono.<tag> from it: only the leader subscribes, so a request finds
+// the one node that may answer, or no responder at all during a
+// switch-over (the client asks again).
 type monoServer struct {
 	n       *Node
 	lease   mono.Lease
@@ -266,7 +266,13 @@ func (m *monoServer) onLeading(tag string, t *monoTag, leading bool) {
 	if t.sub != nil {
 		return
 	}
-	sub, err := m.n.nc.QueueSubscribe(wire.MonoPrefix+tag, wire.QueueGroup, func(msg *nats.Msg) { m.serve(t.l, tag, msg) })
+	// A plain subscription, not the queue group: a frozen old leader's
+	// subscription stays on the server until it misses its pings (minutes),
+	// and in a queue group it would take its share of the requests, each
+	// of them then timing out. Outside one, every subscriber gets every
+	// request and the live leader's answer comes first; the old one, if it
+	// wakes, answers only 503 (its fence has passed), after the fact.
+	sub, err := m.n.nc.Subscribe(wire.MonoPrefix+tag, func(msg *nats.Msg) { m.serve(t.l, tag, msg) })
 	if err != nil {
 		m.log.Error("mono: subscribing to the tag's subject", "tag", tag, "err", err)
 		return

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,67 +16,10 @@ import (
 	"github.com/leafmq/leafmq/client"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/wire"
 )
-
-// monoOp is one call of a history: when it was sent and its reply
-// received (monotonic readings of one clock), and the id it got.
-type monoOp struct {
-	send, recv time.Duration
-	id         int64
-}
-
-// strictOrder checks a history against the monotonic promise: ids
-// unique, and whenever an op's reply came before another op was sent, the
-// later op's id is larger. (Porcupine's check for this model, without the
-// search: the order of non-overlapping ops is all the model constrains.)
-func strictOrder(ops []monoOp) error {
-	seen := make(map[int64]bool, len(ops))
-	for _, op := range ops {
-		if seen[op.id] {
-			return fmt.Errorf("id %d handed out twice", op.id)
-		}
-		seen[op.id] = true
-	}
-	byRecv := slices.Clone(ops)
-	sort.Slice(byRecv, func(i, j int) bool { return byRecv[i].recv < byRecv[j].recv })
-	bySend := slices.Clone(ops)
-	sort.Slice(bySend, func(i, j int) bool { return bySend[i].send < bySend[j].send })
-	var high int64 // the largest id among ops whose reply came before the current send
-	var highOp monoOp
-	r := 0
-	for _, op := range bySend {
-		for r < len(byRecv) && byRecv[r].recv < op.send {
-			if byRecv[r].id > high {
-				high, highOp = byRecv[r].id, byRecv[r]
-			}
-			r++
-		}
-		if op.id <= high {
-			return fmt.Errorf("order broken: id %d (sent at %v) after id %d (received at %v, before that send)",
-				op.id, op.send, high, highOp.recv)
-		}
-	}
-	return nil
-}
-
-func TestStrictOrderCatches(t *testing.T) {
-	ms := time.Millisecond
-	ok := []monoOp{{0, 2 * ms, 5}, {1 * ms, 3 * ms, 3}, {4 * ms, 5 * ms, 6}} // the first two overlap
-	if err := strictOrder(ok); err != nil {
-		t.Fatal(err)
-	}
-	for name, bad := range map[string][]monoOp{
-		"repeat":  {{0, ms, 5}, {2 * ms, 3 * ms, 5}},
-		"lower":   {{0, ms, 5}, {2 * ms, 3 * ms, 4}},
-		"delayed": {{0, 10 * ms, 9}, {0, ms, 7}, {2 * ms, 3 * ms, 6}},
-	} {
-		if strictOrder(bad) == nil {
-			t.Errorf("%s: history %v passed", name, bad)
-		}
-	}
-}
 
 // TestMonoTagEndToEnd: a monotonic tag on three nodes: the segment subject
 // refuses it naming leaf.mono.<tag>; concurrent clients get strictly
@@ -113,7 +55,7 @@ func TestMonoTagEndToEnd(t *testing.T) {
 	t0 := time.Now()
 	var (
 		mu   sync.Mutex
-		ops  []monoOp
+		ops  []mono.Op
 		wg   sync.WaitGroup
 		stop = make(chan struct{})
 	)
@@ -135,7 +77,7 @@ func TestMonoTagEndToEnd(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				ops = append(ops, monoOp{send, recv, id})
+				ops = append(ops, mono.Op{Send: send, Recv: recv, ID: id})
 				mu.Unlock()
 			}
 		}()
@@ -153,14 +95,14 @@ func TestMonoTagEndToEnd(t *testing.T) {
 	t.Logf("leader %s stopped; %v to %d more ids; new leader %s", old, time.Since(stopped), count()-before, leader())
 	close(stop)
 	wg.Wait()
-	if err := strictOrder(ops); err != nil {
+	if err := mono.CheckHistory(ops); err != nil {
 		t.Fatalf("%v (in %d ops)", err, len(ops))
 	}
 
 	// The HTTP API asks the leader, wherever it is.
 	var last int64
 	for _, op := range ops {
-		last = max(last, op.id)
+		last = max(last, op.ID)
 	}
 	for _, n := range nodes {
 		resp, err := http.Get("http://" + n.HTTPAddr() + "/api/mono/get/ticks")

@@ -39,8 +39,16 @@ func freeAddr(t *testing.T) string {
 // returned function stops it (SIGTERM); clean-up stops it too.
 func runLeafd(t *testing.T, bin, addr, data string) (stop func()) {
 	t.Helper()
+	_, stop = runLeafdArgs(t, bin, "--nats-listen", addr, "--http", "127.0.0.1:0", "--data", data, "--name", "e2e")
+	return stop
+}
+
+// runLeafdArgs runs bin with args and waits until it serves; it returns
+// the process (for signals) and its stop (SIGTERM, also at clean-up).
+func runLeafdArgs(t *testing.T, bin string, args ...string) (_ *exec.Cmd, stop func()) {
+	t.Helper()
 	var out, errOut testenv.Buffer
-	cmd := exec.Command(bin, "--nats-listen", addr, "--http", "127.0.0.1:0", "--data", data, "--name", "e2e")
+	cmd := exec.Command(bin, args...)
 	cmd.Env = os.Environ()
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
@@ -75,7 +83,7 @@ func runLeafd(t *testing.T, bin, addr, data string) (stop func()) {
 			t.Fatalf("leafd did not start: %s %s", out.String(), errOut.String())
 		}
 	}
-	return stop
+	return cmd, stop
 }
 
 // startLeafdBinary builds and runs leafd with its defaults on a fresh data
