@@ -25,6 +25,8 @@ type Segments interface {
 	TryFill(tag string, dst []int64) (int, bool)
 	// Known reports whether tag is in the engine's tag cache.
 	Known(tag string) bool
+	// Warm reports whether tag has a segment loaded or loading.
+	Warm(tag string) bool
 	// Tags lists the cached tags.
 	Tags() []string
 }
@@ -66,7 +68,8 @@ type growReq struct {
 type tagRing struct {
 	tag      string
 	ring     atomic.Pointer[ringbuf.Ring[int64]]
-	lastFill atomic.Int64 // unix nanos of the last refill start
+	lastFill atomic.Int64  // unix nanos of the start of the last refill
+	cycle    atomic.Uint64 // the ring's refill count its last fill call saw
 	growing  atomic.Bool
 }
 
@@ -149,10 +152,16 @@ func (p *Producer) Prune() int {
 	return n
 }
 
-// Preload creates and fills a ring for every tag the engine knows, so the
-// first request of a tag does not wait for the store.
+// Preload creates and fills a ring for every tag the engine has warm (the
+// ones it preloaded: recently served), so their first request does not
+// wait for the store. Other tags get a ring on their first request: a
+// ring filled for a tag nobody asks for would take ids from the store for
+// nothing at every restart.
 func (p *Producer) Preload() {
 	for _, tag := range p.cfg.Segments.Tags() {
+		if !p.cfg.Segments.Warm(tag) {
+			continue
+		}
 		if _, err := p.tagRing(tag); err != nil {
 			return
 		}
@@ -265,12 +274,18 @@ func (p *Producer) newRing(tr *tagRing, size int) (*ringbuf.Ring[int64], error) 
 }
 
 // fill is the rings' FillFunc: a chunk of consecutive ids from the engine.
-// It also notices rings that drain too fast and grows them.
+// It also notices rings that drain too fast and grows them: a refill (not
+// a chunk of one) that starts sooner than GrowAfter after the one before.
+// The first fill of a ring is not a refill: a ring nobody takes from never
+// grows, and takes no more ids than its first size.
 func (p *Producer) fill(ctx context.Context, tr *tagRing, dst []int64) (int, error) {
-	now := time.Now().UnixNano()
-	prev := tr.lastFill.Swap(now)
-	if prev != 0 && time.Duration(now-prev) < p.cfg.GrowAfter {
-		if r := tr.ring.Load(); r.Cap() < p.cfg.MaxRing && tr.growing.CompareAndSwap(false, true) {
+	r := tr.ring.Load()
+	if done := r.Refills(); done != tr.cycle.Load() { // the first chunk of a refill
+		tr.cycle.Store(done)
+		now := time.Now().UnixNano()
+		prev := tr.lastFill.Swap(now)
+		if prev != 0 && time.Duration(now-prev) < p.cfg.GrowAfter &&
+			r.Cap() < p.cfg.MaxRing && tr.growing.CompareAndSwap(false, true) {
 			select {
 			case p.growCh <- growReq{tr, r}:
 			default:
@@ -295,6 +310,8 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 		p.log.Error("ring grow failed", "tag", tr.tag, "err", err)
 		return
 	}
+	tr.cycle.Store(0) // the new ring's first fill is not a refill
+	tr.lastFill.Store(0)
 	r.Start()
 	tr.ring.Store(r)
 	_ = old.Close()

@@ -287,6 +287,9 @@ func (r *Ring[T]) TriggerRefill() {
 	}
 }
 
+// Refills is how many refills have ended (Stats().Refills, alone).
+func (r *Ring[T]) Refills() uint64 { return r.refills.Load() }
+
 // Stats returns a snapshot of the counters.
 func (r *Ring[T]) Stats() Stats {
 	return Stats{

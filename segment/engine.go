@@ -132,6 +132,12 @@ type Config struct {
 	// key) refuses the tag. Without it opaque tags are refused: their ids
 	// must never be served unpermuted.
 	Opaque func(tag string, m Mode) (Permuter, error)
+	// PeerMode, if set, is the mode (Mode.String()) in which other nodes
+	// on the same store announced they serve tag, "" if none did. A node
+	// refuses a tag whose store mode is another (a mode removed or edited
+	// by hand), as it refuses one whose mode it recorded itself in Floors
+	// (ModeKeeper). Called from load goroutines; must not block.
+	PeerMode func(tag string) string
 	// OnLoad, if set, is called after every load attempt, successful (Err
 	// nil) or not, from the loader goroutine, in order for each tag. A
 	// successful segment is handed out only after OnLoad returns, so it
@@ -155,7 +161,8 @@ type LoadEvent struct {
 	Step     int
 	PrevStep int // step of the previous load; 0 for a tag's first load
 	Took     time.Duration
-	Err      error // nil on success
+	Err      error  // nil on success
+	Mode     string // the tag's mode (Mode.String()) on success
 }
 
 // SegmentState is one half of a tag's double buffer.
@@ -982,6 +989,18 @@ func (e *Engine) Tags() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Warm reports whether tag has a segment loaded or loading: the tags
+// Start preloaded (Config.PreloadWindow) and those asked for since.
+func (e *Engine) Warm(tag string) bool {
+	t := (*e.tags.Load())[tag]
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.loads > 0 || t.loading
 }
 
 // Known reports whether tag is in the cache (it does not ask the store).
