@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/opaque"
@@ -132,4 +134,74 @@ func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
 			_ = n.Close(t.Context())
 		})
 	}
+}
+
+// TestModeRemovedByHandRefused: an operator removes an opaque tag's mode
+// from the store (the mode key purged, the row put again without its copy
+// of the mode). A node that never served the tag learned its mode from its
+// peers and refuses it; the node that served it refuses it after a
+// restart, from its data directory. Neither serves plain ids, which could
+// repeat permuted ids served before.
+func TestModeRemovedByHandRefused(t *testing.T) {
+	srv := natstest.RunServer(t)
+	url := srv.ClientURL()
+	dirA := t.TempDir()
+	a := startNode(t, node.Config{Name: "served", NATS: url, DataDir: dirA, OpaqueKey: testOpaqueKey})
+	nc := natstest.Connect(t, url)
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque"})
+	for range 5 {
+		if _, err := takeReady(nc, "orders", 50, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := startNode(t, node.Config{Name: "never-served", NATS: url, OpaqueKey: testOpaqueKey})
+
+	// The operator's hand: nats kv purge leaf_alloc mode.orders, and the
+	// row put again without "mode".
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), "leaf_alloc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(t.Context(), "mode.orders"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(t.Context(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row map[string]any
+	if err := json.Unmarshal(e.Value(), &row); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := row["mode"]; !ok {
+		t.Fatalf("an opaque row carries no copy of its mode: %s", e.Value())
+	}
+	delete(row, "mode")
+	plain, _ := json.Marshal(row)
+	if _, err := kv.Put(t.Context(), "orders", plain); err != nil {
+		t.Fatal(err)
+	}
+
+	refused := func(who string) {
+		t.Helper()
+		for range 3 {
+			ids, err := takeReady(nc, "orders", 10, true)
+			if !errors.Is(err, wire.ErrBadRequest) || !strings.Contains(err.Error(), "mode") {
+				t.Fatalf("%s: ids %v, %v; want a 400 about the tag's mode", who, ids, err)
+			}
+		}
+	}
+	if err := a.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	refused("a node that learned the mode from its peer")
+	if err := b.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, node.Config{Name: "served-again", NATS: url, DataDir: dirA, OpaqueKey: testOpaqueKey})
+	refused("the node that served it, restarted on its data directory")
 }

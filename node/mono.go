@@ -404,6 +404,8 @@ func (s monoStore) NextStep(ctx context.Context, tag string, step int) (segment.
 		return a, err
 	case a.Mode.Kind != segment.KindMono:
 		return segment.Alloc{}, fmt.Errorf("%w: tag %q is %s in the store, not mono: no id served", segment.ErrMode, tag, a.Mode)
+	case !s.keptMono(tag):
+		return segment.Alloc{}, fmt.Errorf("%w: tag %q: this node or a peer served it in another mode than mono: no id served", segment.ErrMode, tag)
 	case a.Start() < floor:
 		return segment.Alloc{}, fmt.Errorf("%w: tag %q: the store granted [%d,%d), below the ids %d this node or a peer received",
 			segment.ErrBelowFloor, tag, a.Start(), a.End(), floor)
@@ -411,8 +413,26 @@ func (s monoStore) NextStep(ctx context.Context, tag string, step int) (segment.
 	if err := s.n.floors.Raise(tag, a.End()); err != nil {
 		return segment.Alloc{}, fmt.Errorf("recording the floor of %q: %w", tag, err)
 	}
-	s.n.peers.announce(s.n.nc, tag, a.End())
+	s.n.peers.announce(s.n.nc, tag, a.End(), string(segment.KindMono))
 	return a, nil
+}
+
+// keptMono reports whether neither this node's floors nor its peers
+// recorded another mode than mono for tag, and records mono.
+func (s monoStore) keptMono(tag string) bool {
+	mono := string(segment.KindMono)
+	if p := s.n.peers.mode(tag); p != "" && p != mono {
+		return false
+	}
+	k, ok := s.n.floors.(segment.ModeKeeper)
+	if !ok {
+		return true
+	}
+	if had, ok := k.Mode(tag); ok && had != mono {
+		return false
+	}
+	k.KeepMode(tag, mono)
+	return true
 }
 
 func monoObservation(tag, code string, ids int, start time.Time) responder.Observation {

@@ -149,13 +149,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	var own func() map[string]int64
+	var ownModes func() map[string]string
 	if floors != nil {
-		own = ff.All
+		own, ownModes = ff.All, ff.Modes
 	} else {
 		floors = segment.NewMemFloors()
 	}
 	n.floors = floors
-	if n.peers, err = n.startPeerFloors(ctx, own); err != nil {
+	if n.peers, err = n.startPeerFloors(ctx, own, ownModes); err != nil {
 		return nil, err
 	}
 	if n.opaque, err = cfg.opaqueKey(); err != nil {
@@ -167,6 +168,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	n.engine, err = segment.New(segment.Config{
 		Opaque:      n.opaquePerm,
 		PeerFloor:   n.peers.floor,
+		PeerMode:    n.peers.mode,
 		CreateCheck: n.createCheck,
 		Floors:      floors,
 		Steps:       steps,

@@ -26,6 +26,7 @@ type peerFloors struct {
 	max   int    // most tags kept
 	mu    sync.Mutex
 	m     map[string]int64
+	modes map[string]string // each tag's mode as peers announced it
 	sub   *nats.Subscription
 	all   *nats.Subscription // FloorsSubject
 }
@@ -39,7 +40,7 @@ const startWindow = 250 * time.Millisecond
 // theirs: a node that starts after its peers' last loads knows their
 // floors too. It returns nil (no peer floors) when the store has no
 // incarnation.
-func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64) (*peerFloors, error) {
+func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64, ownModes func() map[string]string) (*peerFloors, error) {
 	is, ok := n.store.(segment.Incarnation)
 	if !ok {
 		return nil, nil
@@ -51,14 +52,14 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64)
 		n.log.Warn("segment: no store incarnation: peer floors off", "err", err)
 		return nil, nil
 	}
-	p := &peerFloors{node: n.cfg.Name, store: inc, max: max(n.cfg.MaxTags, 10_000), m: map[string]int64{}}
+	p := &peerFloors{node: n.cfg.Name, store: inc, max: max(n.cfg.MaxTags, 10_000), m: map[string]int64{}, modes: map[string]string{}}
 	p.sub, err = n.nc.Subscribe(wire.FloorAnnouncePrefix+"*", p.heard)
 	if err != nil {
 		return nil, err
 	}
 	if own != nil {
 		p.all, err = n.nc.Subscribe(wire.FloorsSubject, func(m *nats.Msg) {
-			b, _ := json.Marshal(wire.NodeFloors{Node: p.node, Store: p.store, Floors: own()})
+			b, _ := json.Marshal(wire.NodeFloors{Node: p.node, Store: p.store, Floors: own(), Modes: ownModes()})
 			if err := m.Respond(b); err != nil {
 				n.log.Warn("segment: answering leaf.admin.floors", "err", err)
 			}
@@ -74,7 +75,7 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64)
 			return
 		}
 		for tag, f := range nf.Floors {
-			p.raise(tag, f)
+			p.raise(tag, f, nf.Modes[tag])
 		}
 	})
 	if err != nil {
@@ -90,11 +91,12 @@ func (p *peerFloors) heard(m *nats.Msg) {
 	if json.Unmarshal(m.Data, &a) != nil || a.Store != p.store || a.Node == p.node {
 		return
 	}
-	p.raise(tag, a.Floor)
+	p.raise(tag, a.Floor, a.Mode)
 }
 
-// raise records a peer's floor of tag.
-func (p *peerFloors) raise(tag string, floor int64) {
+// raise records a peer's floor of tag, and the mode it serves the tag in
+// ("" if it did not say).
+func (p *peerFloors) raise(tag string, floor int64, mode string) {
 	if !segment.ValidTag(tag) || floor <= 0 {
 		return
 	}
@@ -102,7 +104,20 @@ func (p *peerFloors) raise(tag string, floor int64) {
 	defer p.mu.Unlock()
 	if cur, ok := p.m[tag]; ok || len(p.m) < p.max {
 		p.m[tag] = max(cur, floor)
+		if mode != "" {
+			p.modes[tag] = mode
+		}
 	}
+}
+
+// mode is the mode peers announced for tag; "" if none did.
+func (p *peerFloors) mode(tag string) string {
+	if p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.modes[tag]
 }
 
 // floor is the highest floor of tag heard from a peer; 0 if none.
@@ -115,12 +130,13 @@ func (p *peerFloors) floor(tag string) int64 {
 	return p.m[tag]
 }
 
-// announce publishes this node's new floor of tag (after a load).
-func (p *peerFloors) announce(nc *nats.Conn, tag string, end int64) {
+// announce publishes this node's new floor of tag (after a load), with
+// the mode it serves the tag in.
+func (p *peerFloors) announce(nc *nats.Conn, tag string, end int64, mode string) {
 	if p == nil {
 		return
 	}
-	b, _ := json.Marshal(wire.FloorAnnounce{Node: p.node, Store: p.store, Floor: end})
+	b, _ := json.Marshal(wire.FloorAnnounce{Node: p.node, Store: p.store, Floor: end, Mode: mode})
 	_ = nc.Publish(wire.FloorAnnouncePrefix+tag, b)
 }
 

@@ -413,10 +413,12 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		}
 	}
 	if err == nil {
+		// The mode first: a mode this node keeps goes to disk with the
+		// floor's write.
+		err = t.setMode(a.Mode)
 		if ferr := e.cfg.Floors.Raise(t.name, a.End()); ferr != nil {
 			e.log.Error("segment: recording the tag's floor", "tag", t.name, "end", a.End(), "err", ferr)
 		}
-		err = t.setMode(a.Mode)
 		if m := t.mode.Load(); err == nil && m.perm != nil && a.End()-1 > m.perm.Max() {
 			err = fmt.Errorf("%w: opaque tag %q has used up its %d-bit domain: the store granted [%d,%d), past %d",
 				ErrMode, t.name, m.mode.Width, a.Start(), a.End(), m.perm.Max())
@@ -455,6 +457,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		e.log.Debug("segment: first load with the remembered step", "tag", t.name, "step", a.Step)
 	}
 	ev.Start, ev.End, ev.Step = a.Start(), a.End(), a.Step
+	ev.Mode = t.mode.Load().mode.String()
 	return newSpan(a, e.cfg.LoadFactor), ev, nil
 }
 
@@ -488,11 +491,28 @@ func (t *tagBuf) setMode(m Mode) error {
 		return had.refuse
 	}
 	tm := &tagMode{mode: m}
-	switch m.Kind {
-	case KindSegment:
-	case KindMono:
+	keeper, _ := e.cfg.Floors.(ModeKeeper)
+	var known, peer string
+	if keeper != nil {
+		known, _ = keeper.Mode(t.name)
+	}
+	if e.cfg.PeerMode != nil {
+		peer = e.cfg.PeerMode(t.name)
+	}
+	switch {
+	case known != "" && known != m.String():
+		tm.refuse = fmt.Errorf("%w: tag %q: the store reports mode %s, but this node served it as %s (recorded with its floors): "+
+			"a mode never changes; no id is served", ErrMode, t.name, m, known)
+	case peer != "" && peer != m.String():
+		tm.refuse = fmt.Errorf("%w: tag %q: the store reports mode %s, but other nodes serve it as %s: "+
+			"a mode never changes; no id is served", ErrMode, t.name, m, peer)
+	}
+	switch {
+	case tm.refuse != nil:
+	case m.Kind == KindSegment:
+	case m.Kind == KindMono:
 		tm.refuse = fmt.Errorf("%w: tag %q is monotonic (strictly increasing): ask %s%s", ErrMode, t.name, wire.MonoPrefix, t.name)
-	case KindOpaque:
+	case m.Kind == KindOpaque:
 		if e.cfg.Opaque == nil {
 			tm.refuse = fmt.Errorf("%w: tag %q is opaque and this node has no opaque key", ErrMode, t.name)
 			break
@@ -508,6 +528,9 @@ func (t *tagBuf) setMode(m Mode) error {
 	}
 	if !t.mode.CompareAndSwap(nil, tm) {
 		return t.setMode(m) // set meanwhile by the lookup
+	}
+	if keeper != nil && known == "" && (peer == "" || peer == m.String()) {
+		keeper.KeepMode(t.name, m.String())
 	}
 	if tm.refuse != nil && m.Kind != KindMono {
 		e.log.Error("segment: refusing a tag", "tag", t.name, "err", tm.refuse)

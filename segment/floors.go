@@ -35,15 +35,42 @@ type Floors interface {
 	SetIncarnation(inc string) error
 }
 
+// ModeKeeper is implemented by Floors that also remember the mode each
+// tag was served in (Mode.String()), so that a node never serves a tag in
+// another mode than before, whatever the store says later (a mode removed
+// or edited by hand). FloorFile and the in-memory Floors implement it.
+type ModeKeeper interface {
+	// Mode returns the mode recorded for tag, false if none.
+	Mode(tag string) (string, bool)
+	// KeepMode records tag's mode; it is written with the next Raise.
+	KeepMode(tag, mode string)
+}
+
 // memFloors is the process-local Floors an Engine uses without
 // Config.Floors: it guards the process, not a restart.
 type memFloors struct {
 	mu     sync.Mutex
 	floors map[string]int64
+	modes  map[string]string
 	inc    string
 }
 
-func newMemFloors() *memFloors { return &memFloors{floors: map[string]int64{}} }
+func newMemFloors() *memFloors {
+	return &memFloors{floors: map[string]int64{}, modes: map[string]string{}}
+}
+
+func (m *memFloors) Mode(tag string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	md, ok := m.modes[tag]
+	return md, ok
+}
+
+func (m *memFloors) KeepMode(tag, mode string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.modes[tag] = mode
+}
 
 // NewMemFloors returns Floors kept in memory: what an Engine uses without
 // Config.Floors, for callers that share them with other range takers.
@@ -105,8 +132,10 @@ func (m *memFloors) SetIncarnation(inc string) error {
 type FloorFile struct {
 	path string
 
-	mu      sync.Mutex // guards floors, inc, ver, writing and err
+	mu      sync.Mutex // guards floors, modes, inc, ver, writing and err
 	floors  map[string]int64
+	modes   map[string]string
+	unsaved bool // a mode was kept that no write has begun to cover
 	inc     string
 	ver     uint64        // bumped by every change
 	writing chan struct{} // non-nil while a write-behind goroutine runs; closed when it ends
@@ -119,6 +148,9 @@ type floorFileJSON struct {
 	Version int              `json:"version"`
 	Store   string           `json:"store,omitempty"`
 	Tags    map[string]int64 `json:"tags"`
+	// Modes is each served tag's mode (Mode.String()); absent in files
+	// written before modes.
+	Modes map[string]string `json:"modes,omitempty"`
 }
 
 const floorFileVersion = 1
@@ -134,7 +166,7 @@ func OpenFloorFile(path string) (*FloorFile, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("segment: floor file: %w", err)
 	}
-	f := &FloorFile{path: path, floors: map[string]int64{}}
+	f := &FloorFile{path: path, floors: map[string]int64{}, modes: map[string]string{}}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -154,8 +186,41 @@ func OpenFloorFile(path string) (*FloorFile, error) {
 			f.floors[tag] = end
 		}
 	}
+	for tag, md := range doc.Modes {
+		if CheckTag(tag) == nil && md != "" {
+			f.modes[tag] = md
+		}
+	}
 	f.inc = doc.Store
 	return f, nil
+}
+
+// Modes returns a copy of every recorded mode, by tag.
+func (f *FloorFile) Modes() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.modes)
+}
+
+// Mode implements ModeKeeper.
+func (f *FloorFile) Mode(tag string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	md, ok := f.modes[tag]
+	return md, ok
+}
+
+// KeepMode implements ModeKeeper: the mode is written, fsynced, with the
+// next Raise (the engine raises the floor of the range it learned the mode
+// from before serving it).
+func (f *FloorFile) KeepMode(tag, mode string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.modes[tag] != mode {
+		f.modes[tag] = mode
+		f.ver++
+		f.unsaved = true
+	}
 }
 
 // All returns a copy of every floor, by tag.
@@ -180,13 +245,15 @@ func (f *FloorFile) Floor(tag string) int64 {
 // error of that write.
 func (f *FloorFile) Raise(tag string, end int64) error {
 	f.mu.Lock()
-	if end <= f.floors[tag] {
+	if end <= f.floors[tag] && !f.unsaved {
 		err := f.err
 		f.mu.Unlock()
 		return err
 	}
-	f.floors[tag] = end
-	f.ver++
+	if end > f.floors[tag] {
+		f.floors[tag] = end
+		f.ver++
+	}
 	if f.writing == nil {
 		f.writing = make(chan struct{})
 		go f.writeBehind(f.writing)
@@ -268,7 +335,8 @@ func (f *FloorFile) sync(v uint64) error {
 		return nil // a write that started after our change covered it
 	}
 	f.mu.Lock()
-	doc := floorFileJSON{Version: floorFileVersion, Store: f.inc, Tags: make(map[string]int64, len(f.floors))}
+	doc := floorFileJSON{Version: floorFileVersion, Store: f.inc, Tags: make(map[string]int64, len(f.floors)), Modes: maps.Clone(f.modes)}
+	f.unsaved = false
 	for tag, end := range f.floors {
 		doc.Tags[tag] = end
 	}

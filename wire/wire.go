@@ -263,6 +263,10 @@ type FloorAnnounce struct {
 	Node  string `json:"node"`
 	Store string `json:"store"` // the store's incarnation: floors of another store do not count
 	Floor int64  `json:"floor"`
+	// Mode is the tag's mode as the node serves it (segment.Mode's
+	// String: "segment", "mono", "opaque/53/<key id>"): a node that never
+	// served the tag refuses it when the store reports another mode.
+	Mode string `json:"mode,omitempty"`
 }
 
 // NodeFloors is the reply of FloorsSubject.
@@ -270,6 +274,7 @@ type NodeFloors struct {
 	Node   string           `json:"node"`
 	Store  string           `json:"store"` // as in FloorAnnounce
 	Floors map[string]int64 `json:"floors"`
+	Modes  map[string]string `json:"modes,omitempty"` // as in FloorAnnounce
 }
 
 // NodeTime is the reply of TimeSubject.
