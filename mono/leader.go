@@ -69,6 +69,7 @@ type Leader struct {
 	grant   *Grant
 	gen     uint64        // bumped at every acquire and every loss
 	fence   time.Duration // serve while since(mono0) < fence; 0 when not leading
+	from    time.Duration // and since(mono0) >= from (Grant.Wait)
 	cur     span
 	next    span
 	loading bool
@@ -130,7 +131,10 @@ func (l *Leader) Leading() bool {
 	return l.leadingLocked()
 }
 
-func (l *Leader) leadingLocked() bool { return l.fence > 0 && l.since() < l.fence }
+func (l *Leader) leadingLocked() bool {
+	now := l.since()
+	return l.fence > 0 && now < l.fence && now >= l.from
+}
 
 // Next takes up to n (≥ 1) ids, each larger than every id any leader of
 // the tag handed out before this call began. It returns the first and the
@@ -181,7 +185,7 @@ func (l *Leader) loadLocked() {
 		return
 	}
 	l.loading = true
-	gen := l.gen
+	gen, began := l.gen, l.since()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(l.cfg.Lease.TTL(), 5*time.Second))
 		a, err := l.cfg.Store.NextStep(ctx, l.cfg.Tag, l.cfg.Step)
@@ -197,8 +201,10 @@ func (l *Leader) loadLocked() {
 			return
 		}
 		// A range reserved under an earlier grant is never served: a
-		// leader in between may have served ids above it.
-		if gen != l.gen || !l.leadingLocked() {
+		// leader in between may have served ids above it. Nor is one
+		// whose reservation began before the grant's Wait ended: the
+		// previous holder may have reserved (and served) above it since.
+		if gen != l.gen || !l.leadingLocked() || began < l.from {
 			return
 		}
 		s := span{next: a.Start(), end: a.End(), gen: gen}
@@ -323,8 +329,11 @@ func (l *Leader) lead(g Grant, sent time.Duration) {
 	l.grant = &g
 	l.gen++
 	l.fence = sent + l.cfg.Lease.TTL() - l.cfg.Margin
+	l.from = sent + g.Wait
 	l.cur, l.next = span{}, span{}
-	l.loadLocked() // a fresh range, above anything an earlier leader served
+	if g.Wait <= 0 {
+		l.loadLocked() // a fresh range, above anything an earlier leader served
+	}
 	l.mu.Unlock()
 	l.log.Info("mono: leading", "node", l.cfg.Node)
 	if l.cfg.OnLeading != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,4 +231,57 @@ func TestYieldHandsOver(t *testing.T) {
 		t.Fatal("the yielder took the tag back before its Yield ended")
 	}
 	testenv.Eventually(t, "a leading again after its Yield", 10*time.Second, a.Leading)
+}
+
+// TestHandDeletedLeaseKeepsOrder: an operator deletes the lease of a tag
+// while its leader serves. The other node acquires at once but serves, and
+// reserves, nothing for a TTL, by which time the old leader has found its
+// renewal refused and stopped: the clients' history stays in order.
+func TestHandDeletedLeaseKeepsOrder(t *testing.T) {
+	store, lease := newStore(t), memlease.New(time.Second, nil)
+	// a renews late and b retries early: without the Wait, b leads for
+	// up to half a second while a still serves.
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 10, Renew: 700 * time.Millisecond})
+	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
+	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 10, Retry: 20 * time.Millisecond})
+	t0 := time.Now()
+	var (
+		mu  sync.Mutex
+		ops []mono.Op
+		wg  sync.WaitGroup
+	)
+	stop := time.Now().Add(3 * time.Second)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				send := time.Since(t0)
+				order := []*mono.Leader{a, b}
+				if rand.IntN(2) == 0 {
+					order[0], order[1] = b, a
+				}
+				for _, l := range order { // a client that asks whoever answers first
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					id, _, err := l.Next(ctx, 1)
+					cancel()
+					if err == nil {
+						mu.Lock()
+						ops = append(ops, mono.Op{Send: send, Recv: time.Since(t0), ID: id})
+						mu.Unlock()
+						break
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	lease.Drop("m") // nats kv del leaf_mono m
+	wg.Wait()
+	if err := mono.CheckHistory(ops); err != nil {
+		t.Fatalf("%v (%d calls)", err, len(ops))
+	}
+	if !b.Leading() && !a.Leading() {
+		t.Fatal("no leader after the delete")
+	}
 }

@@ -20,6 +20,11 @@ type Grant struct {
 	Tag    string
 	Holder string
 	Rev    uint64 // the store's revision of the lease, for compare-and-swap
+	// Wait, when positive, is how long the new holder must not serve
+	// after its acquire was sent: the lease was freed by someone other
+	// than its holder (an operator's delete), so the holder may still be
+	// serving until its own fence passes, at most a TTL.
+	Wait time.Duration
 }
 
 // Lease is the one-leader-per-tag lease of monotonic tags. Implementations

@@ -6,6 +6,13 @@
 // compare-and-swap on the revision the holder wrote last, so a holder that
 // lost the key can neither renew nor delete it. It passes mono/leasetest.
 //
+// A key freed by anyone but its holder — an operator's `nats kv del
+// leaf_mono <tag>` or purge, rather than the holder's Release (a delete
+// marker with the header Leaf-Released) or the server's TTL expiry (a
+// marker with Nats-Marker-Reason) — may still be served by its holder
+// until its fence passes: the next Acquire then returns a Grant with Wait
+// = TTL, and the new leader serves (and reserves) nothing before it.
+//
 // The room: beside segment/kvstore and snowflake/kvlease, on internal/jskv.
 package kvlease
 
@@ -16,6 +23,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/jskv"
@@ -43,11 +51,16 @@ type Options struct {
 
 // Lease is a mono.Lease on a JetStream KV bucket.
 type Lease struct {
-	js     jetstream.JetStream
-	kv     jetstream.KeyValue
-	opts   Options
-	prefix string // the bucket's subject prefix, $KV.<bucket>.
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue
+	opts    Options
+	prefix  string // the bucket's subject prefix, $KV.<bucket>.
+	getSubj string // the stream leader's message get
 }
+
+// releasedHeader marks the delete marker of a Release.
+const releasedHeader = "Leaf-Released"
+
 
 type record struct {
 	Holder string `json:"holder"`
@@ -87,7 +100,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 	if err != nil {
 		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
 	}
-	return &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + "."}, nil
+	return &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}, nil
 }
 
 // TTL implements mono.Lease.
@@ -105,6 +118,14 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
+	last, err := jskv.MsgGet(cctx, l.js.Conn(), l.getSubj, jskv.MsgGetRequest{LastFor: l.prefix + tag})
+	if err != nil {
+		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
+	}
+	var wait time.Duration
+	if last != nil && last.Deleted() && !freedByHolderOrTTL(last) {
+		wait = l.opts.TTL // freed by hand: its holder may serve until its fence passes
+	}
 	rev, err := l.kv.Create(cctx, tag, l.value(holder), jetstream.KeyTTL(l.opts.TTL))
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		who, herr := l.Holder(ctx, tag)
@@ -116,7 +137,17 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	if err != nil {
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}
-	return mono.Grant{Tag: tag, Holder: holder, Rev: rev}, nil
+	return mono.Grant{Tag: tag, Holder: holder, Rev: rev, Wait: wait}, nil
+}
+
+// freedByHolderOrTTL reports whether marker m was written by a Release or
+// by the server when the key's TTL ran out.
+func freedByHolderOrTTL(m *jskv.StoredMsg) bool {
+	h, err := nats.DecodeHeadersMsg(m.Header)
+	if err != nil {
+		return false
+	}
+	return h.Get(releasedHeader) != "" || h.Get(jetstream.MarkerReasonHeader) != ""
 }
 
 // Renew implements mono.Lease: the value again, with the TTL, expecting
@@ -140,7 +171,12 @@ func (l *Lease) Renew(ctx context.Context, g mono.Grant) (mono.Grant, error) {
 func (l *Lease) Release(ctx context.Context, g mono.Grant) error {
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	err := l.kv.Delete(cctx, g.Tag, jetstream.LastRevision(g.Rev))
+	// kv.Delete with LastRevision, plus a header that says the holder
+	// itself let go (Acquire need not wait).
+	msg := nats.NewMsg(l.prefix + g.Tag)
+	msg.Header.Set("KV-Operation", "DEL")
+	msg.Header.Set(releasedHeader, g.Holder)
+	_, err := l.js.PublishMsg(cctx, msg, jetstream.WithExpectLastSequencePerSubject(g.Rev))
 	if jskv.Conflict(err) {
 		return fmt.Errorf("%w: %q: %v", mono.ErrLost, g.Tag, err)
 	}

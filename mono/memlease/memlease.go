@@ -17,9 +17,10 @@ type Lease struct {
 	ttl time.Duration
 	now func() time.Time
 
-	mu   sync.Mutex
-	rev  uint64
-	held map[string]holding
+	mu      sync.Mutex
+	rev     uint64
+	held    map[string]holding
+	dropped map[string]bool // freed by Drop: the next Acquire waits a TTL
 }
 
 type holding struct {
@@ -33,7 +34,19 @@ func New(ttl time.Duration, now func() time.Time) *Lease {
 	if now == nil {
 		now = time.Now
 	}
-	return &Lease{ttl: ttl, now: now, held: map[string]holding{}}
+	return &Lease{ttl: ttl, now: now, held: map[string]holding{}, dropped: map[string]bool{}}
+}
+
+// Drop ends tag's holding as an operator's delete of the lease key would:
+// the holder learns it at its next renewal, and the next Acquire gets a
+// Grant with Wait = TTL.
+func (l *Lease) Drop(tag string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.held[tag]; ok {
+		delete(l.held, tag)
+		l.dropped[tag] = true
+	}
 }
 
 // TTL implements mono.Lease.
@@ -57,7 +70,12 @@ func (l *Lease) Acquire(_ context.Context, tag, holder string) (mono.Grant, erro
 	}
 	l.rev++
 	l.held[tag] = holding{holder: holder, rev: l.rev, until: l.now().Add(l.ttl)}
-	return mono.Grant{Tag: tag, Holder: holder, Rev: l.rev}, nil
+	g := mono.Grant{Tag: tag, Holder: holder, Rev: l.rev}
+	if l.dropped[tag] {
+		delete(l.dropped, tag)
+		g.Wait = l.ttl
+	}
+	return g, nil
 }
 
 // Renew implements mono.Lease.
