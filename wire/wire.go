@@ -271,9 +271,9 @@ type FloorAnnounce struct {
 
 // NodeFloors is the reply of FloorsSubject.
 type NodeFloors struct {
-	Node   string           `json:"node"`
-	Store  string           `json:"store"` // as in FloorAnnounce
-	Floors map[string]int64 `json:"floors"`
+	Node   string            `json:"node"`
+	Store  string            `json:"store"` // as in FloorAnnounce
+	Floors map[string]int64  `json:"floors"`
 	Modes  map[string]string `json:"modes,omitempty"` // as in FloorAnnounce
 }
 

@@ -61,7 +61,6 @@ type Lease struct {
 // releasedHeader marks the delete marker of a Release.
 const releasedHeader = "Leaf-Released"
 
-
 type record struct {
 	Holder string `json:"holder"`
 	At     int64  `json:"at"` // unix ms of the write, for operators
