@@ -91,6 +91,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	t0 := time.Now()
+	l.t0 = t0
 	mainFaults, opFaults := splitFaults(cfg.Faults)
 	span := cfg.Duration + time.Minute + estimate(&cfg, mainFaults)
 	l.tl = newTimeline(t0.UnixNano(), span, max(100*time.Millisecond, span/20000))
@@ -181,6 +182,11 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 	cs := clientPrefix + wire.SegmentPrefix + cfg.Tags[0]
 	add(cs+" single", cs, engSegment, "segment."+cfg.Tags[0], false, false, 400)
 	add(cs+" batch", cs, engSegment, "segment."+cfg.Tags[0], true, false, 100)
+	// The monotonic tag, through the client (it asks again through a
+	// leader's switch-over); every success goes into a history that the
+	// report checks for strict order.
+	ms := clientPrefix + wire.MonoPrefix + MonoTag
+	add(ms+" single", ms, engMono, "mono."+MonoTag, false, false, 300)
 	cs = clientPrefix + wire.SnowflakeSubject
 	add(cs+" single", cs, engSnowflake, "snowflake", false, false, 400)
 	add(cs+" batch", cs, engSnowflake, "snowflake", true, false, 100)

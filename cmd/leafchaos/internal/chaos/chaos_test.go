@@ -17,9 +17,9 @@ import (
 // real 3-node NATS cluster, MariaDB, ZooKeeper and three leafd processes,
 // with the shortest holds that still reach each fault: freezes past every
 // TTL (12s), network faults of 2s, hosts serving 4s. It fails on a
-// duplicate id, a segment id below an issued floor, a crash or a fault that
-// could not be injected; availability, refusals and recovery are reported,
-// not asserted.
+// duplicate id, a segment id below an issued floor, a monotonic id out of
+// order, a crash or a fault that could not be injected; availability,
+// refusals and recovery are reported, not asserted.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: a 5-minute soak; not in -short")
@@ -60,6 +60,9 @@ func TestChaosShort(t *testing.T) {
 	}
 	if rep.FloorViolations != 0 {
 		t.Errorf("%d segment ids below a range already issued", rep.FloorViolations)
+	}
+	if rep.MonoCalls == 0 || rep.MonoOrder != "" {
+		t.Errorf("monotonic tag: %d calls, order: %q", rep.MonoCalls, rep.MonoOrder)
 	}
 	if !rep.Pass {
 		t.Errorf("run failed: %v", rep.Failures)

@@ -261,6 +261,11 @@ func (c *cluster) startDB(ctx context.Context) error {
 			return fmt.Errorf("create tag %s: %w", tag, err)
 		}
 	}
+	err = st.Create(ctx, segment.Tag{Name: MonoTag, MaxID: 1, Step: 1000, Description: "leafchaos monotonic",
+		Mode: segment.Mode{Kind: segment.KindMono}})
+	if err != nil {
+		return fmt.Errorf("create tag %s: %w", MonoTag, err)
+	}
 	return nil
 }
 

@@ -55,6 +55,11 @@ type Config struct {
 // on a track of their own at the same time, on a cluster of their own (see
 // doc.go).
 const (
+	// MonoTag is the monotonic tag of the main cluster: clients take its
+	// ids through the Go client through every fault, and the report checks
+	// their history for strict order (Report.MonoOrder).
+	MonoTag = "mono"
+
 	FaultKillLeafd   = "kill-leafd"     // kill -9 a random leafd, restart it with the same flags
 	FaultPauseDB     = "pause-db"       // freeze: SIGSTOP MariaDB for DBPause, then SIGCONT
 	FaultKillNATS    = "kill-nats"      // kill -9 a random nats-server, restart it

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/client"
+	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -48,6 +49,10 @@ type load struct {
 	errMu   sync.Mutex
 	errLog  []failure // every failure, up to maxFailures
 	errLost int64     // failures beyond that
+
+	monoMu  sync.Mutex
+	monoOps []mono.Op // successful calls of the monotonic tag, since t0
+	t0      time.Time
 
 	inflight atomic.Int64 // requests and takes in flight
 	dropped  atomic.Int64 // schedule slots no worker was free for
@@ -247,14 +252,24 @@ func (l *load) viaClient(cl *client.Client, k *kind, n int, buf []int64) []int64
 	ctx, cancel := context.WithTimeout(context.Background(), 2*l.cfg.Timeout)
 	var ids []int64
 	var err error
-	if k.engine == engSnowflake {
+	switch k.engine {
+	case engSnowflake:
 		ids, err = cl.SnowflakeN(ctx, n)
-	} else {
+	case engMono:
+		ids, err = cl.MonoN(ctx, MonoTag, n)
+	default:
 		ids, err = cl.NextN(ctx, strings.TrimPrefix(k.subject, clientPrefix+wire.SegmentPrefix), n)
 	}
 	cancel()
 	buf = append(buf, ids...)
 	done := time.Now().UnixNano()
+	if k.engine == engMono && err == nil {
+		l.monoMu.Lock()
+		for _, id := range ids {
+			l.monoOps = append(l.monoOps, mono.Op{Send: time.Duration(sent - l.t0.UnixNano()), Recv: time.Duration(done - l.t0.UnixNano()), ID: id})
+		}
+		l.monoMu.Unlock()
+	}
 	l.inflight.Add(-1)
 	code := ""
 	var we *wire.Error

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -34,6 +35,11 @@ type Report struct {
 	Availability float64 `json:"availability"` // ok / requests
 	IDs          int64   `json:"ids"`
 	Duplicates   int64   `json:"duplicates"`
+	// MonoCalls is how many calls of the monotonic tag succeeded and were
+	// checked for strict order (mono.CheckHistory); MonoOrder is the first
+	// violation, "" when there is none.
+	MonoCalls int64  `json:"mono_calls"`
+	MonoOrder string `json:"mono_order,omitempty"`
 	// FloorViolations: segment ids a node handed out after a restart or
 	// an operator's act below the max_id its tag had before (a range
 	// issued again, even if the harness never saw its first copy).
@@ -229,6 +235,13 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		r.Duplicates += res.Duplicates
 		r.Spaces = append(r.Spaces, s)
 	}
+	// The monotonic tag's order, over every successful call.
+	l.monoMu.Lock()
+	r.MonoCalls = int64(len(l.monoOps))
+	if err := mono.CheckHistory(l.monoOps); err != nil {
+		r.MonoOrder = err.Error()
+	}
+	l.monoMu.Unlock()
 	// Requests.
 	all := append(append([]*kind(nil), l.kinds...), l.pools...)
 	seen := map[*kindStats]bool{}
@@ -251,7 +264,7 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 	// Faults.
 	r.Faults = all0
 	tl := l.tl
-	engines := []int{engSegment, engSnowflake, engPool}
+	engines := []int{engSegment, engSnowflake, engPool, engMono}
 	for i, fr := range mainRes {
 		to := end
 		if i+1 < len(mainRes) {
@@ -333,6 +346,9 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 	c.mu.Unlock()
 	if r.Duplicates > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d duplicate ids", r.Duplicates))
+	}
+	if r.MonoOrder != "" {
+		r.Failures = append(r.Failures, "monotonic tag: "+r.MonoOrder)
 	}
 	if r.FloorViolations > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d segment ids below a range already issued", r.FloorViolations))
@@ -428,6 +444,11 @@ func (r *Report) WriteText(w io.Writer) {
 		r.DurationS, r.Rate, r.PoolRate, r.Seed, r.DBPauseS)
 	fmt.Fprintf(w, "requests %d, answered %d (%.3f%%), ids %d, DUPLICATES %d, FLOOR VIOLATIONS %d, refusals %d, slots dropped (clients busy) %d\n",
 		r.Requests, r.OK, 100*r.Availability, r.IDs, r.Duplicates, r.FloorViolations, r.Refusals, r.Dropped)
+	order := "strictly ordered"
+	if r.MonoOrder != "" {
+		order = "ORDER BROKEN: " + r.MonoOrder
+	}
+	fmt.Fprintf(w, "monotonic tag %q: %d calls through the client, %s (mono.CheckHistory)\n", MonoTag, r.MonoCalls, order)
 	fmt.Fprintf(w, "errors by code: %s\n\n", codes(r.Errors))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -25,6 +25,7 @@ const (
 	engSegment = iota
 	engSnowflake
 	engPool
+	engMono
 	numEngines
 )
 
