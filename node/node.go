@@ -474,7 +474,10 @@ func (n *Node) Close(ctx context.Context) error {
 		errs = append(errs, n.http.Shutdown(ctx))
 		n.httpWG.Wait()
 	}
-
+	n.peers.close() // before the hand-back: no node may learn this node's floors now
+	if n.prod != nil && n.engine != nil {
+		n.handBack(ctx)
+	}
 	if n.prod != nil {
 		errs = append(errs, n.prod.Close())
 	}

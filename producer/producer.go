@@ -328,6 +328,29 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 	p.log.Debug("ring grown", "tag", tr.tag, "size", size)
 }
 
+// Retire closes every ring (no more refills, no more takes through it) and
+// returns, by tag, the ids left in it, for a node that hands back what it
+// did not serve. Call it once nothing asks the producer any more.
+func (p *Producer) Retire() map[string][]int64 {
+	out := map[string][]int64{}
+	p.rings.Range(func(k, v any) bool {
+		r := v.(*tagRing).ring.Load()
+		_ = r.Close()
+		var ids []int64
+		buf := make([]int64, 256)
+		for {
+			n, err := r.TakeN(buf)
+			if err != nil || n == 0 {
+				break
+			}
+			ids = append(ids, buf[:n]...)
+		}
+		out[k.(string)] = ids
+		return true
+	})
+	return out
+}
+
 // RingState describes one tag's ring.
 type RingState struct {
 	Tag   string

@@ -461,6 +461,52 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	return newSpan(a, e.cfg.LoadFactor), ev, nil
 }
 
+// retire stops the tag (no load, no take) and reports its unserved top.
+func (t *tagBuf) retire() (Unserved, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.removed = true
+	// Push each cursor to its span's end: a take from now on gets nothing,
+	// and the swap returns the first id no take reserved.
+	free := func(s *span) int64 {
+		c := s.cursor.Swap(s.end)
+		if c < s.lo || c > s.end {
+			return s.end
+		}
+		return c
+	}
+	cur, next := t.cur.Load(), t.next
+	var curFree int64
+	if cur != nil {
+		curFree = free(cur)
+	}
+	if next != nil {
+		_ = free(next)
+	}
+	if t.loading {
+		return Unserved{}, false
+	}
+	u := Unserved{Tag: t.name}
+	if m := t.mode.Load(); m != nil {
+		if m.refuse != nil && m.perm == nil {
+			return Unserved{}, false // a tag this node never served
+		}
+		u.Opaque = m.perm != nil
+	}
+	switch {
+	case next != nil:
+		u.From, u.To = next.end, next.lo
+		if cur != nil && cur.end == next.lo { // no one reserved between them
+			u.To = curFree
+		}
+	case cur != nil:
+		u.From, u.To = cur.end, curFree
+	default:
+		return Unserved{}, false
+	}
+	return u, true
+}
+
 // tagMode is what a tag's mode means to this engine.
 type tagMode struct {
 	mode   Mode

@@ -1003,6 +1003,31 @@ func (e *Engine) Warm(tag string) bool {
 	return t.loads > 0 || t.loading
 }
 
+// Unserved is the top of the last range a node reserved for a tag that no
+// caller took: ids [To, From), From being the range's end (the store's
+// max_id unless another node reserved since).
+type Unserved struct {
+	Tag      string
+	From, To int64
+	Opaque   bool // the ids handed out were permuted: a ring holds no sequence numbers
+}
+
+// Retire stops the engine from handing out any more ids or loading any
+// more segments, and reports for each tag the ids at the top of its last
+// range that no caller took, for a hand-back (HandBacker). A tag whose
+// load is under way is left out: the range it will get is unknown. Call it
+// once nothing asks the engine any more; Close afterwards.
+func (e *Engine) Retire() []Unserved {
+	var out []Unserved
+	for _, t := range *e.tags.Load() {
+		if u, ok := t.retire(); ok {
+			out = append(out, u)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tag < out[j].Tag })
+	return out
+}
+
 // Known reports whether tag is in the cache (it does not ask the store).
 func (e *Engine) Known(tag string) bool {
 	return (*e.tags.Load())[tag] != nil

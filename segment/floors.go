@@ -59,6 +59,16 @@ func newMemFloors() *memFloors {
 	return &memFloors{floors: map[string]int64{}, modes: map[string]string{}}
 }
 
+// Lower sets tag's floor down to floor (see FloorFile.Lower).
+func (m *memFloors) Lower(tag string, floor int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.floors[tag]; ok && floor < cur {
+		m.floors[tag] = floor
+	}
+	return nil
+}
+
 func (m *memFloors) Mode(tag string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -303,6 +313,22 @@ func (f *FloorFile) Flush() error {
 	}
 	f.mu.Unlock()
 	return err
+}
+
+// Lower sets tag's floor down to floor and returns once the file holds it,
+// fsynced: for a node that handed back the unserved top of its last range
+// (HandBacker), whose floor is then where its served ids end.
+func (f *FloorFile) Lower(tag string, floor int64) error {
+	f.mu.Lock()
+	if cur, ok := f.floors[tag]; !ok || floor >= cur {
+		f.mu.Unlock()
+		return nil
+	}
+	f.floors[tag] = floor
+	f.ver++
+	v := f.ver
+	f.mu.Unlock()
+	return f.sync(v)
 }
 
 // Incarnation implements Floors.

@@ -236,3 +236,84 @@ func TestModeChangedInStoreRefused(t *testing.T) {
 	}
 	t.Fatal("the engine kept serving after the store changed the tag's mode")
 }
+
+// TestRetire: Retire reports the top of the last range no caller took and
+// stops every take; a range another node reserved in between cuts the
+// run at the last range.
+func TestRetire(t *testing.T) {
+	s := memstore.New()
+	if err := s.Create(context.Background(), segment.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	e := modeEngine(t, s, nil)
+	for want := int64(1); want <= 3; want++ {
+		if id, err := e.Next(context.Background(), "t"); err != nil || id != want {
+			t.Fatalf("Next = %d, %v; want %d", id, err, want)
+		}
+	}
+	// The next range loads in the background once the mark is passed
+	// (10% of 10: at once); wait until it is there.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := e.State("t")
+		if st.Segments[0].Max > 0 && st.Segments[1].Max > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	row, err := s.Get(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.Retire()
+	// Both ranges are this engine's, one after the other (the second's
+	// step may have grown): everything from 4 up to max_id is unserved.
+	want := []segment.Unserved{{Tag: "t", From: row.MaxID, To: 4}}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("Retire = %+v, want %+v", got, want)
+	}
+	if id, err := e.Next(context.Background(), "t"); err == nil {
+		t.Fatalf("Next after Retire = %d, want an error", id)
+	}
+}
+
+// TestRetireAfterAnotherNode: when another node reserved between this
+// engine's two ranges, only the last range can go back.
+func TestRetireAfterAnotherNode(t *testing.T) {
+	s := memstore.New()
+	if err := s.Create(context.Background(), segment.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	e := modeEngine(t, s, nil) // preloads [1,11)
+	waitSegments := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			st, _ := e.State("t")
+			got := 0
+			for _, sg := range st.Segments {
+				if sg.Max > 0 {
+					got++
+				}
+			}
+			if got >= n {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("fewer than %d segments loaded", n)
+	}
+	waitSegments(1)
+	if _, err := s.Next(context.Background(), "t"); err != nil { // another node: [11,21)
+		t.Fatal(err)
+	}
+	if id, err := e.Next(context.Background(), "t"); err != nil || id != 1 {
+		t.Fatalf("Next = %d, %v", id, err)
+	}
+	waitSegments(2)
+	row, _ := s.Get(context.Background(), "t")
+	got := e.Retire()
+	if len(got) != 1 || got[0].From != row.MaxID || got[0].To != 21 {
+		t.Fatalf("Retire = %+v, want From %d To 21 (the last range only)", got, row.MaxID)
+	}
+}

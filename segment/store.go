@@ -246,3 +246,33 @@ func CheckAdvance(tag string, maxID int64, step int) error {
 	}
 	return nil
 }
+
+// ErrMoved: a hand-back found the tag's max_id no longer where this node
+// left it (another node reserved after it, or an operator changed it);
+// nothing was changed.
+var ErrMoved = wire.NewCodedError(wire.CodeUnavailable, "max_id moved on")
+
+// HandBacker is implemented by stores that can take back the unserved end
+// of the last range a node reserved, so that a node stopping gracefully
+// leaves no gap (issue #15).
+type HandBacker interface {
+	// HandBack sets tag's max_id from from back to to (1 <= to <= from),
+	// only while max_id is still from, the end of the range the caller
+	// reserved last: no one has reserved after it. Whatever the store
+	// records to refuse a lowered max_id (a history table, earlier
+	// revisions) is lowered with it, in the same write, so the next range
+	// starts at to. Otherwise the error wraps ErrMoved and nothing changes.
+	// The caller must hand back only ids it never handed out.
+	HandBack(ctx context.Context, tag string, from, to int64) error
+}
+
+// CheckHandBack checks HandBack's arguments.
+func CheckHandBack(tag string, from, to int64) error {
+	if err := CheckTag(tag); err != nil {
+		return err
+	}
+	if to < 1 || to > from {
+		return fmt.Errorf("%w: tag %q: hand back from %d to %d: want 1 <= to <= from", ErrInvalid, tag, from, to)
+	}
+	return nil
+}

@@ -84,10 +84,16 @@ type record struct {
 	// Mode is a copy of the tag's mode key (modeKey), carried by every
 	// revision so that an allocation reports it without a second read.
 	Mode segment.Mode `json:"mode,omitzero"`
+	// Back is set only on a revision written by HandBack: the max_id it
+	// took back from. The revisions before it, up to Back, are not a
+	// lowered max_id.
+	Back int64 `json:"handed_back_from,omitempty"`
 
 	// high is not stored: cas sets it, for advance, to the highest max_id
 	// of the revisions the bucket keeps before the one read.
 	high int64
+	// back is Back as read; cas clears Back on every write but HandBack's.
+	back int64
 }
 
 // Open returns a Store on the bucket opts.Bucket, creating the bucket (a KV
@@ -206,7 +212,7 @@ func (s *Store) advance(ctx context.Context, op, tag string, step int, floor int
 			return fmt.Errorf("%w: tag %q: max_id %d in bucket %q is below this node's floor %d",
 				segment.ErrBelowFloor, tag, row.MaxID, s.bucket, floor)
 		}
-		if row.high > row.MaxID {
+		if row.lowered() {
 			return fmt.Errorf("%w: tag %q: max_id %d is below %d, the max_id of the revision before it in bucket %q: "+
 				"max_id was lowered; nothing changed; restart the tag at or above %d",
 				segment.ErrBelowFloor, tag, row.MaxID, row.high, s.bucket, row.high)
@@ -233,7 +239,7 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 		return err
 	}
 	return s.cas(ctx, "set step", tag, func(row *record) error {
-		if row.high > row.MaxID {
+		if row.lowered() {
 			return fmt.Errorf("%w: tag %q: max_id %d is below %d, the max_id of the revision before it in bucket %q: "+
 				"max_id was lowered; nothing changed; raise it (leafctl tag set-max) to at least %d first",
 				segment.ErrBelowFloor, tag, row.MaxID, row.high, s.bucket, row.high)
@@ -319,6 +325,7 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 				row.Mode = md
 			}
 		}
+		row.back, row.Back = row.Back, 0
 		if err := f(&row); err != nil {
 			ferr = err
 			return false, err
@@ -473,6 +480,28 @@ func (s *Store) mode(ctx context.Context, tag string) (segment.Mode, bool, error
 	return md, true, nil
 }
 
+// lowered reports whether the row's max_id is below the revision before
+// it, other than by a HandBack.
+func (r record) lowered() bool { return r.high > max(r.MaxID, r.back) }
+
+// HandBack implements segment.HandBacker: a revision with max_id to and
+// handed_back_from from, written over the revision read only while its
+// max_id is still from.
+func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error {
+	if err := segment.CheckHandBack(tag, from, to); err != nil {
+		return err
+	}
+	return s.cas(ctx, "hand back", tag, func(row *record) error {
+		if row.MaxID != from || row.lowered() {
+			return fmt.Errorf("%w: tag %q: max_id is %d, not %d", segment.ErrMoved, tag, row.MaxID, from)
+		}
+		row.MaxID, row.Back = to, from
+		return nil
+	})
+}
+
+var _ segment.HandBacker = (*Store)(nil)
+
 // mode is the row's mode, KindSegment for a row written before modes.
 func (r record) mode() segment.Mode {
 	if r.Mode.IsSegment() {
@@ -617,7 +646,11 @@ func (s *Store) highest(ctx context.Context, tag string, last uint64) (int64, er
 			break
 		}
 		if r, err := s.decode(tag, m.Data); err == nil {
-			high = max(high, r.MaxID)
+			if r.Back > 0 {
+				high = r.MaxID // a hand-back: what came before it was not served
+			} else {
+				high = max(high, r.MaxID)
+			}
 		}
 		if s.history == 2 {
 			break // the one revision behind the latest: no need to ask for the latest again

@@ -335,3 +335,19 @@ var (
 	_ segment.Incarnation = (*Store)(nil)
 	_ segment.AboveNexter = (*Store)(nil)
 )
+
+// HandBack implements segment.HandBacker.
+func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error {
+	if err := segment.CheckHandBack(tag, from, to); err != nil {
+		return err
+	}
+	return s.update(ctx, tag, func(row *segment.Tag) error {
+		if row.MaxID != from {
+			return fmt.Errorf("%w: tag %q: max_id is %d, not %d", segment.ErrMoved, tag, row.MaxID, from)
+		}
+		row.MaxID = to
+		return nil
+	})
+}
+
+var _ segment.HandBacker = (*Store)(nil)

@@ -141,6 +141,7 @@ type queries struct {
 	createHistory, verifyHistory, backfill string
 	high, highLock, raise                  string
 	allocLock, restartSet, restartIns      string
+	lower                                  string // the history record set down by a hand-back
 
 	// the mode table
 	createModes, verifyModes, modes, modeLock, modeIns string
@@ -189,6 +190,7 @@ func newQueries(table, history, modes string) queries {
 			" ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id))",
 		allocLock:  "SELECT max_id, step, description FROM " + t + " WHERE biz_tag = ? FOR UPDATE",
 		restartSet: "UPDATE " + t + " SET max_id = ? WHERE biz_tag = ?",
+		lower:      "UPDATE " + h + " SET max_id = ? WHERE biz_tag = ?",
 		restartIns: "INSERT INTO " + t + " (biz_tag, max_id, step, description) VALUES (?, ?, ?, NULL)",
 		next: "UPDATE " + t + " SET max_id = max_id + step" +
 			" WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step",
@@ -375,7 +377,7 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrTagDeleted, segment.ErrBelowFloor, segment.ErrInvalid, segment.ErrUnavailable, ErrSchema, ErrAccess} {
+	for _, known := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrTagDeleted, segment.ErrBelowFloor, segment.ErrInvalid, segment.ErrUnavailable, segment.ErrMoved, segment.ErrMode, ErrSchema, ErrAccess} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -714,6 +716,43 @@ func modeOf(md segment.Mode) segment.Mode {
 	return md
 }
 
+// HandBack implements segment.HandBacker: in one transaction, with the row
+// and the history record locked, max_id and the record go from from back
+// to to, only while max_id is from and the record not above it.
+func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error {
+	if err := segment.CheckHandBack(tag, from, to); err != nil {
+		return err
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			var (
+				cur, high int64
+				step      int
+				desc      sql.NullString
+			)
+			err := tx.QueryRowContext(ctx, s.q.allocLock, tag).Scan(&cur, &step, &desc)
+			if errors.Is(err, sql.ErrNoRows) {
+				return unknownTag(tag)
+			}
+			if err != nil {
+				return err
+			}
+			err = tx.QueryRowContext(ctx, s.q.highLock, tag).Scan(&high)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if cur != from || high > from {
+				return fmt.Errorf("%w: tag %q: max_id is %d (recorded %d), not %d", segment.ErrMoved, tag, cur, high, from)
+			}
+			if _, err := tx.ExecContext(ctx, s.q.restartSet, to, tag); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, s.q.lower, to, tag)
+			return err
+		})
+	})
+}
+
 // SetStep implements segment.Store.
 func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 	if err := segment.CheckTag(tag); err != nil {
@@ -799,6 +838,7 @@ func (s *Store) Close() error {
 var (
 	_ segment.Store       = (*Store)(nil)
 	_ segment.AboveNexter = (*Store)(nil)
+	_ segment.HandBacker  = (*Store)(nil)
 )
 
 // Durability reports the server settings under which a committed

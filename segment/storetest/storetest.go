@@ -45,6 +45,7 @@ func Run(t *testing.T, f Factory) {
 		{"RestartLive", testRestartLive},
 		{"RestartUnknown", testRestartUnknown},
 		{"NextAbove", testNextAbove},
+		{"HandBack", testHandBack},
 		{"Modes", testModes},
 		{"ModeSurvivesDelete", testModeSurvivesDelete},
 		{"ModeInvalid", testModeInvalid},
@@ -402,6 +403,53 @@ func testNextAbove(t *testing.T, s segment.Store) {
 	}
 	if _, err := an.NextAbove(ctx(t), "nope", 0, 1); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("NextAbove of an unknown tag = %v, want ErrUnknownTag", err)
+	}
+}
+
+// testHandBack: a store that takes back the unserved end of the last
+// range (segment.HandBacker) does so only while no one reserved after it,
+// and the next range then starts where the served ids ended, without the
+// store taking it for a lowered max_id.
+func testHandBack(t *testing.T, s segment.Store) {
+	hb, ok := s.(segment.HandBacker)
+	if !ok {
+		t.Skip("store does not implement segment.HandBacker")
+	}
+	mustCreate(t, s, segment.Tag{Name: "back", MaxID: 1, Step: 10})
+	mustNext(t, s, "back") // [1, 11)
+	b := mustNext(t, s, "back")
+	if b.Start() != 11 || b.End() != 21 {
+		t.Fatalf("second range %+v", b)
+	}
+	// Ids 11..14 were served; 15..20 go back.
+	if err := hb.HandBack(ctx(t), "back", 21, 15); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx(t), "back"); err != nil || got.MaxID != 15 {
+		t.Fatalf("Get after HandBack = %+v, %v; want max_id 15", got, err)
+	}
+	for _, want := range []int64{15, 25, 35} {
+		if a := mustNext(t, s, "back"); a.Start() != want {
+			t.Fatalf("Next after the hand-back = %+v, want start %d", a, want)
+		}
+	}
+	// Another node reserved after the range: nothing goes back.
+	if err := hb.HandBack(ctx(t), "back", 35, 30); !errors.Is(err, segment.ErrMoved) {
+		t.Fatalf("HandBack of a range not the last = %v, want ErrMoved", err)
+	}
+	if got, err := s.Get(ctx(t), "back"); err != nil || got.MaxID != 45 {
+		t.Fatalf("a refused HandBack changed the row: %+v, %v", got, err)
+	}
+	if a := mustNext(t, s, "back"); a.Start() != 45 {
+		t.Fatalf("Next after a refused hand-back = %+v, want start 45", a)
+	}
+	for _, bad := range [][2]int64{{55, 56}, {55, 0}} {
+		if err := hb.HandBack(ctx(t), "back", bad[0], bad[1]); !errors.Is(err, segment.ErrInvalid) {
+			t.Errorf("HandBack(%d, %d) = %v, want ErrInvalid", bad[0], bad[1], err)
+		}
+	}
+	if err := hb.HandBack(ctx(t), "nope", 10, 5); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Errorf("HandBack of an unknown tag = %v, want ErrUnknownTag", err)
 	}
 }
 

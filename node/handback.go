@@ -1,0 +1,91 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/segment"
+)
+
+// handBack gives the store back, for each segment tag, the ids at the top
+// of the last range this node reserved that it never handed out — what is
+// left in its buffers, and in its ring when the ring holds the ids just
+// below them — so that a graceful restart continues the tag without a gap
+// (issue #15). The store takes them back only while no one reserved after
+// this node (segment.HandBacker, a compare-and-swap). Ids in the batch pool
+// and in clients' caches were handed out, and stay so.
+//
+// Only a node that is alone does it: a live peer may have heard this
+// node's floors (leaf.floor.<tag>) and would refuse the next range, which
+// now starts below them. The node stops answering for its floors first,
+// so a node that starts meanwhile cannot learn them. Its own floor of the
+// tag goes down to where its served ids end, fsynced, before the store's.
+// Called by Close once no request can reach the engine or the rings.
+func (n *Node) handBack(ctx context.Context) {
+	hb, ok := n.store.(segment.HandBacker)
+	if !ok {
+		return
+	}
+	lower, _ := n.floors.(interface {
+		Lower(tag string, floor int64) error
+	})
+	// A generous window: a peer missed here keeps this node's floors and
+	// refuses the tag's next ranges (never a repeat, but no ids) until
+	// max_id passes them.
+	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	nodes, err := ask.Status(actx, n.nc, time.Second)
+	cancel()
+	if err != nil {
+		n.log.Info("segment: no hand-back: the live nodes could not be asked", "err", err)
+		return
+	}
+	for _, st := range nodes {
+		if st.Node != n.cfg.Name {
+			n.log.Info("segment: no hand-back: another node is alive", "node", st.Node)
+			return
+		}
+	}
+	rings := n.prod.Retire()
+	for _, u := range n.engine.Retire() {
+		to := u.To
+		if ids := rings[u.Tag]; !u.Opaque && contiguousBelow(ids, to) {
+			to -= int64(len(ids))
+		}
+		if to >= u.From {
+			continue
+		}
+		if lower != nil {
+			if err := lower.Lower(u.Tag, to); err != nil {
+				n.log.Warn("segment: no hand-back: lowering the floor", "tag", u.Tag, "err", err)
+				continue
+			}
+		}
+		err := hb.HandBack(ctx, u.Tag, u.From, to)
+		switch {
+		case err == nil:
+			n.log.Info("segment: handed back the unserved ids", "tag", u.Tag, "from", to, "to", u.From, "ids", u.From-to)
+		case errors.Is(err, segment.ErrMoved):
+			n.log.Debug("segment: no hand-back: the tag moved on", "tag", u.Tag, "err", err)
+		default:
+			n.log.Warn("segment: hand-back failed", "tag", u.Tag, "err", err)
+		}
+	}
+}
+
+// contiguousBelow reports whether ids are exactly the run [to-len, to).
+func contiguousBelow(ids []int64, to int64) bool {
+	if len(ids) == 0 {
+		return false
+	}
+	s := slices.Clone(ids)
+	slices.Sort(s)
+	for i, id := range s {
+		if id != to-int64(len(s))+int64(i) {
+			return false
+		}
+	}
+	return true
+}
