@@ -16,4 +16,8 @@
 // then one per interval, so a failing store or a hot empty ring cannot flood
 // the bus; suppressed counts what was dropped since the last event of that
 // kind and tag.
+//
+// The room: floor 1 of the README's Layout; it imports only the standard
+// library and outside modules. No package it imports stands on its floor or
+// above (farm-studio look: no arrow runs up).
 package events

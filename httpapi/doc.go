@@ -34,4 +34,8 @@
 //
 // The handler is safe for concurrent use; it starts no goroutine that
 // outlives a request.
+//
+// The room: floor 3 of the README's Layout; it imports segment, snowflake,
+// wire, the standard library and outside modules. No package it imports
+// stands on its floor or above (farm-studio look: no arrow runs up).
 package httpapi

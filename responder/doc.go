@@ -37,4 +37,9 @@
 // a tag not seen yet — to a pool of workers that may wait (boundedly) for the
 // store. So one slow tag or a store outage never holds up the other requests
 // of a node. A Responder is safe for concurrent use.
+//
+// The room: floor 4 of the README's Layout; it imports client/ask, opaque,
+// segment, snowflake, wire, the standard library and outside modules. No
+// package it imports stands on its floor or above (farm-studio look: no
+// arrow runs up).
 package responder

@@ -100,4 +100,8 @@
 // the buffers when the process stops are lost: a gap, never a duplicate.
 //
 // The Engine and every Store implementation are safe for concurrent use.
+//
+// The room: floor 2 of the README's Layout; it imports internal/fsutil,
+// wire, the standard library and outside modules. No package it imports
+// stands on its floor or above (farm-studio look: no arrow runs up).
 package segment

@@ -97,4 +97,8 @@
 // Every wait goes through Config.Sleep and ends when the caller's context
 // does. Layout is a value and safe to share; the Generator is safe for
 // concurrent use (calls are serialized).
+//
+// The room: floor 2 of the README's Layout; it imports internal/fsutil,
+// wire, the standard library and outside modules. No package it imports
+// stands on its floor or above (farm-studio look: no arrow runs up).
 package snowflake

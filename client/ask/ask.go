@@ -1,10 +1,3 @@
-// Package ask is the asking side of the admin subjects that every node
-// answers (leaf.admin.status, leaf.admin.time, leaf.admin.floor.<tag>,
-// leaf.admin.floors, $SRV.*): scatter-gather over NATS. Nodes use it among
-// themselves; leafctl and the status page use it to show the cluster.
-//
-// The room: beside client, on wire and segment (tag checks); the serving
-// side is package responder.
 package ask
 
 import (

@@ -1,22 +1,3 @@
-// Command leafchaos is leafmq's chaos soak: it starts 3 nats-servers, MariaDB,
-// ZooKeeper and 3 leafd processes on loopback, every link through an
-// in-process Toxiproxy, takes ids at a bounded rate while it injects the
-// fault model on a schedule — kill -9, SIGSTOP past every TTL, clock steps
-// and offsets both ways, more hosts on 127.0.0.2 and 127.0.0.3 with
-// identical flags, latency/blackhole/reset/partition on each link, lost
-// commit replies, and (on a cluster of its own) operator errors — and checks
-// that no id was ever handed out twice, and that no node hands out a
-// segment id below a range already issued after a restart or an operator's
-// act. See package cmd/leafchaos/internal/chaos.
-//
-//	leafchaos [--duration 3m] [--rate 3000] [--faults a,b,...] [--freeze 13s]
-//	          [--hosts-for 8s] [--net-for 4s] [--json report.json] [--keep] ...
-//
-// --list-faults prints every fault and exits. Exit codes: 0 pass, 1 the run
-// failed (a duplicate, a segment id below an issued floor, a crash, a fault
-// not injected) or could not start, 2 bad arguments. Ctrl-C ends the load
-// early; everything started is stopped and the ids taken so far are still
-// checked.
 package main
 
 import (

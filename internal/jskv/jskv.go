@@ -1,18 +1,3 @@
-// Package jskv holds what leafmq's JetStream KV backends (segment/kvstore
-// and snowflake/kvlease) share: reads through the stream leader, and the
-// classification of JetStream errors into conflicts, transient failures and
-// an unreachable JetStream.
-//
-// Why leader reads: a KV bucket allows "direct get", which any replica
-// answers (a client's own server's replica first). On an R>1 bucket a
-// follower may not have applied the latest committed write yet, so kv.Get
-// right after a write can miss it, and ListKeys (an R1 consumer that may sit
-// on a follower) can still list a deleted key. STREAM.MSG.GET is answered by
-// the stream leader, which has applied every write it acknowledged. Stale
-// reads could never cause duplicates (every write is a compare-and-swap on
-// the revision read), only spurious "not found" answers and extra conflicts.
-//
-// Everything here is safe for concurrent use.
 package jskv
 
 import (
