@@ -3,8 +3,7 @@
 // leaf.admin.floors, $SRV.*): scatter-gather over NATS. Nodes use it among
 // themselves; leafctl and the status page use it to show the cluster.
 //
-// The room: beside client, on wire and segment (tag checks); the serving
-// side is package responder.
+// It stands beside client; the serving side is package responder.
 //
 // The room: floor 3 of the README's Layout; it imports segment, wire, the
 // standard library and outside modules. No package it imports stands on its

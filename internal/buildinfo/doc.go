@@ -3,8 +3,7 @@
 //
 //	-ldflags "-X github.com/leafmq/leafmq/internal/buildinfo.Version=1.2.3 -X github.com/leafmq/leafmq/internal/buildinfo.Revision=<commit>"
 //
-// The room: the ground floor; it imports only the standard library, so that
-// every command can say what it is without linking a server.
+// Every command can say what it is without linking a server.
 //
 // The room: floor 1 of the README's Layout; it imports only the standard
 // library and outside modules. No package it imports stands on its floor or
