@@ -63,15 +63,15 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 	if err := l.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	g = acquire(0, "after a Release")
+	acquire(0, "after a Release")
 	if err := kv.Delete(ctx, "t"); err != nil { // the operator
 		t.Fatal(err)
 	}
-	g = acquire(time.Second, "after nats kv del")
+	acquire(time.Second, "after nats kv del")
 	if err := kv.Purge(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	g = acquire(time.Second, "after nats kv purge")
+	acquire(time.Second, "after nats kv purge")
 	// Not renewed: the server expires the key after its TTL.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
