@@ -16,7 +16,16 @@ import (
 // leafctl batch TAG|snowflake: one ready-made batch from a pool.
 
 // batch takes one batch of a pool: TAG or snowflake.
-func (c *cli) batch(args []string) error {
+// batchCmd is leafctl batch.
+type batchCmd struct{}
+
+func (batchCmd) Name() string { return "batch" }
+
+func (batchCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"batch TAG|snowflake [--wait D] [--json]", "take one ready-made batch from the JetStream pool"}}
+}
+
+func (batchCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	wait := fs.Duration("wait", 2*time.Second, "how long to wait for a batch")

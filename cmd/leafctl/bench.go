@@ -46,7 +46,16 @@ const benchUsage = `leafctl bench: measure leafmq over NATS
   --quiet          no progress display
 `
 
-func (c *cli) bench(args []string) error {
+// benchCmd is leafctl bench.
+type benchCmd struct{}
+
+func (benchCmd) Name() string { return "bench" }
+
+func (benchCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"bench [flags]", "measure throughput and latency (bench -h)"}}
+}
+
+func (benchCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o bench.Options
 	tag := fs.String("tag", "bench", "tag to ask (leaf.segment.TAG), unless --subject")
@@ -160,7 +169,15 @@ func (c *cli) bench(args []string) error {
 
 // benchEcho is the hidden "bench-echo URL SUBJECT" command: the baseline's
 // echo responder in a process of its own (see bench.Options.EchoProcess).
-func (c *cli) benchEcho(args []string) error {
+// benchEchoCmd is the hidden bench-echo: the baseline's echo responder
+// in a process of its own.
+type benchEchoCmd struct{}
+
+func (benchEchoCmd) Name() string { return "bench-echo" }
+
+func (benchEchoCmd) Synopsis() []synopsisLine { return nil } // hidden
+
+func (benchEchoCmd) Run(c *cli, args []string) error {
 	if len(args) != 2 {
 		return fmt.Errorf("%w: bench-echo URL SUBJECT (payload on stdin)", errUsage)
 	}

@@ -15,7 +15,16 @@ import (
 
 // leafctl decode ID: a snowflake id's time, worker and sequence.
 
-func (c *cli) decode(args []string) error {
+// decodeCmd is leafctl decode.
+type decodeCmd struct{}
+
+func (decodeCmd) Name() string { return "decode" }
+
+func (decodeCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"decode ID [--json] [--local [--layout L] [--unit U] [--epoch E]]", "split a snowflake id into time, worker and sequence (by the nodes' layout, or --local)"}}
+}
+
+func (decodeCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
 	local := fs.Bool("local", false, "decode here with --layout, --unit and --epoch instead of asking a node")
 	layout := fs.String("layout", "leaf", "with --local: leaf, uidgen or TIME+WORKER+SEQ bits")

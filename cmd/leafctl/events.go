@@ -40,7 +40,16 @@ func eventSubject(kind string) (string, error) {
 	return events.Subject(kind), nil
 }
 
-func (c *cli) events(args []string) error {
+// eventsCmd is leafctl events.
+type eventsCmd struct{}
+
+func (eventsCmd) Name() string { return "events" }
+
+func (eventsCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"events [--kind K]... [--tag T] [--json] [--count N] [--for D]", "tail monitoring events (K: an area like segment, or a kind like store.error)"}}
+}
+
+func (eventsCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
 	var ks kinds
 	fs.Var(&ks, "kind", "an event kind (store.error) or area (segment); repeat for more; default all")

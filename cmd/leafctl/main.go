@@ -17,47 +17,6 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-const usage = `leafctl: ask leafmq for ids and administer it
-
-Usage:
-  leafctl [global flags] COMMAND [flags]
-
-Commands:
-  next TAG [-n N] [--binary] [--json]   take N ids (default 1) of TAG
-  snowflake [-n N] [--binary] [--key K] [--json]
-                                        take N snowflake ids (leaf.snowflake[.K])
-  decode ID [--json] [--local [--layout L] [--unit U] [--epoch E]]
-                                        split a snowflake id into time, worker and
-                                        sequence (by the nodes' layout, or --local)
-  batch TAG|snowflake [--wait D] [--json]
-                                        take one ready-made batch from the JetStream pool
-  nodes [--json] [--wait D]             every leafd's micro services: requests, errors, times
-  pool [--json]                         batches in each JetStream pool
-  tag list [--json]                     list every tag with max_id and step
-  tag create TAG [--step S] [--max-id M] [--desc D]
-  tag set-step TAG STEP                 change a tag's configured step
-  tag set-max TAG MAX                   raise a tag's max_id (never lowers it)
-  tag restart TAG --floor N             start a (deleted) tag over at max_id N; refused
-                                        below any max_id the store remembers
-  events [--kind K]... [--tag T] [--json] [--count N] [--for D]
-                                        tail monitoring events (K: an area like
-                                        segment, or a kind like store.error)
-  bench [flags]                         measure throughput and latency (bench -h)
-
-Global flags:
-  --version        print the version and exit
-  --context NAME   a nats CLI context (env NATS_CONTEXT; default the selected one):
-                   its url and credentials, where flags and env give none
-  --nats URL       NATS server(s) (env LEAF_NATS, or NATS_URL; default nats://127.0.0.1:4222)
-  --timeout D      per-request timeout (default 5s)
-  --creds F, --nkey F, --user U, --password-file F, --token-file F,
-  --tls-ca F, --tls-cert F, --tls-key F
-                   NATS credentials and TLS (env LEAF_NATS_CREDS, LEAF_NATS_USER,
-                   LEAF_NATS_PASSWORD, LEAF_NATS_TOKEN, LEAF_NATS_TLS_CA, …)
-
-Exit codes: 0 ok, 1 request failed, 2 bad arguments.
-`
-
 // errUsage marks argument errors (exit code 2).
 var errUsage = errors.New("usage")
 
@@ -97,7 +56,7 @@ func (c *cli) run(args []string) int {
 	c.auth.Flags(fs, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(c.stdout, usage)
+			fmt.Fprint(c.stdout, overview())
 			return 0
 		}
 		return c.usageErr(err)
@@ -123,34 +82,16 @@ func (c *cli) run(args []string) int {
 	if len(rest) == 0 {
 		return c.usageErr(errors.New("no command"))
 	}
-	switch rest[0] {
-	case "next":
-		err = c.next(rest[1:])
-	case "tag", "tags":
-		err = c.tag(rest[1:])
-	case "snowflake":
-		err = c.snowflake(rest[1:])
-	case "decode":
-		err = c.decode(rest[1:])
-	case "events":
-		err = c.events(rest[1:])
-	case "nodes":
-		err = c.nodes(rest[1:])
-	case "pool":
-		err = c.pool(rest[1:])
-	case "batch":
-		err = c.batch(rest[1:])
-	case "bench":
-		err = c.bench(rest[1:])
-	case "bench-echo":
-		err = c.benchEcho(rest[1:])
-	case "help":
+	if rest[0] == "help" {
 		if len(rest) > 1 { // leafctl help COMMAND [SUBCOMMAND]: its -h
 			return c.run(append(append([]string{}, rest[1:]...), "-h"))
 		}
-		fmt.Fprint(c.stdout, usage)
+		fmt.Fprint(c.stdout, overview())
 		return 0
-	default:
+	}
+	if cmd, ok := lookup(rest[0]); ok {
+		err = cmd.Run(c, rest[1:])
+	} else {
 		err = fmt.Errorf("%w: unknown command %q", errUsage, rest[0])
 	}
 	var he helpError
@@ -172,23 +113,24 @@ func (c *cli) run(args []string) int {
 }
 
 func (c *cli) usageErr(err error) int {
-	fmt.Fprintf(c.stderr, "leafctl: %v\n\n%s", err, usage)
+	fmt.Fprintf(c.stderr, "leafctl: %v\n\n%s", err, overview())
 	return 2
 }
 
 // cmdUsage is each command's usage line and what it does, by flag set
 // name, for `leafctl COMMAND -h`.
 var cmdUsage = map[string]string{
-	"next":         "next TAG [flags]\n\nTake ids of TAG (leaf.segment.TAG).",
+	"next":         "next TAG [flags]\n\nTake ids of TAG (leaf.segment.TAG; with --mono, of a monotonic tag: leaf.mono.TAG).",
 	"snowflake":    "snowflake [flags]\n\nTake snowflake ids (leaf.snowflake, or leaf.snowflake.KEY).",
 	"decode":       "decode ID [flags]\n\nSplit a snowflake id into time, worker and sequence, by the nodes' layout (or --local).",
 	"batch":        "batch TAG|snowflake [flags]\n\nTake one ready-made batch from the JetStream pool.",
 	"nodes":        "nodes [flags]\n\nEvery leafd's micro services: requests, errors, processing time.",
 	"pool":         "pool [flags]\n\nBatches in each JetStream pool.",
 	"events":       "events [flags]\n\nTail monitoring events (leaf.events.>).",
-	"tag":          "tag SUBCOMMAND [flags] [args]\n\nSubcommands: list, create, set-step, set-max, restart (leafctl tag SUBCOMMAND -h).",
+	"tag":          "tag SUBCOMMAND [flags] [args]\n\nSubcommands: list, create, set-step, set-max, restart, decode (leafctl tag SUBCOMMAND -h).",
 	"tag list":     "tag list [flags]\n\nEvery tag with its max_id and step.",
-	"tag create":   "tag create TAG [flags]\n\nCreate a tag (admin; refused below any floor a live node reports).",
+	"tag create":   "tag create TAG [flags]\n\nCreate a tag (admin; refused below any floor a live node reports). Its mode is fixed for its life.",
+	"tag decode":   "tag decode TAG ID\n\nThe sequence number of an opaque tag's id (admin; a node with the tag's key answers).",
 	"tag set-step": "tag set-step TAG STEP\n\nChange a tag's configured step (admin).",
 	"tag set-max":  "tag set-max TAG MAX\n\nRaise a tag's max_id; never lowers it (admin).",
 	"tag restart":  "tag restart TAG --floor N\n\nStart a (deleted) tag over at max_id N; refused below any max_id the store or a live node remembers (admin).",

@@ -150,10 +150,23 @@ func TestCredentials(t *testing.T) {
 // Every command answers -h with its usage and help for each of its flags,
 // exit 0; a bad flag is a short usage error, exit 2.
 func TestCommandHelp(t *testing.T) {
-	for _, cmd := range [][]string{
-		{"next"}, {"snowflake"}, {"decode"}, {"batch"}, {"nodes"}, {"pool"}, {"events"},
-		{"tag", "list"}, {"tag", "create"}, {"tag", "set-step"}, {"tag", "set-max"}, {"tag", "restart"},
-	} {
+	// Every command of the table, and each tag subcommand.
+	all := [][]string{{"tag", "list"}, {"tag", "create"}, {"tag", "set-step"}, {"tag", "set-max"}, {"tag", "restart"}, {"tag", "decode"}}
+	over := overview()
+	for _, c := range commands {
+		if c.Synopsis() == nil {
+			continue // hidden
+		}
+		if c.Name() != "tag" && c.Name() != "bench" { // bench -h is its own long page
+			all = append(all, []string{c.Name()})
+		}
+		for _, l := range c.Synopsis() {
+			if !strings.Contains(over, l.call) || l.what == "" {
+				t.Errorf("leafctl -h lacks %q of %s", l.call, c.Name())
+			}
+		}
+	}
+	for _, cmd := range all {
 		name := strings.Join(cmd, " ")
 		code, out, errOut := leafctl("nats://127.0.0.1:1", append(cmd, "-h")...)
 		if code != 0 || !strings.HasPrefix(out, "Usage: leafctl "+name) {

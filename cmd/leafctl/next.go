@@ -15,7 +15,16 @@ import (
 
 // leafctl next TAG: ids of a tag.
 
-func (c *cli) next(args []string) error {
+// nextCmd is leafctl next.
+type nextCmd struct{}
+
+func (nextCmd) Name() string { return "next" }
+
+func (nextCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"next TAG [-n N] [--binary] [--json] [--mono]", "take N ids (default 1) of TAG; --mono: of a monotonic tag (leaf.mono.TAG)"}}
+}
+
+func (nextCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("next", flag.ContinueOnError)
 	n := fs.Int("n", 1, "how many ids")
 	bin := fs.Bool("binary", false, "ask for binary replies (Leaf-Encoding: binary)")

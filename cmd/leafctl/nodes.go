@@ -37,7 +37,16 @@ type nodeRow struct {
 	RTT      time.Duration `json:"rtt"`
 }
 
-func (c *cli) nodes(args []string) error {
+// nodesCmd is leafctl nodes.
+type nodesCmd struct{}
+
+func (nodesCmd) Name() string { return "nodes" }
+
+func (nodesCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"nodes [--json] [--wait D]", "every leafd's micro services: requests, errors, times"}}
+}
+
+func (nodesCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	window := fs.Duration("wait", 500*time.Millisecond, "how long to wait for the nodes' answers")

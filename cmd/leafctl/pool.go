@@ -21,7 +21,16 @@ type poolRow struct {
 	Batches uint64 `json:"batches"`
 }
 
-func (c *cli) pool(args []string) error {
+// poolCmd is leafctl pool.
+type poolCmd struct{}
+
+func (poolCmd) Name() string { return "pool" }
+
+func (poolCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"pool [--json]", "batches in each JetStream pool"}}
+}
+
+func (poolCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0); err != nil {

@@ -8,7 +8,16 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-func (c *cli) snowflake(args []string) error {
+// snowflakeCmd is leafctl snowflake.
+type snowflakeCmd struct{}
+
+func (snowflakeCmd) Name() string { return "snowflake" }
+
+func (snowflakeCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"snowflake [-n N] [--binary] [--key K] [--json]", "take N snowflake ids (leaf.snowflake[.K])"}}
+}
+
+func (snowflakeCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("snowflake", flag.ContinueOnError)
 	n := fs.Int("n", 1, "how many ids")
 	bin := fs.Bool("binary", false, "ask for binary replies (Leaf-Encoding: binary)")

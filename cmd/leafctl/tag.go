@@ -17,7 +17,16 @@ import (
 // leafctl tag list|create|set-step|set-max|restart|decode: the admin
 // subjects of the tag table.
 
-func (c *cli) tag(args []string) error {
+// tagCmd is leafctl tag.
+type tagCmd struct{}
+
+func (tagCmd) Name() string { return "tag" }
+
+func (tagCmd) Synopsis() []synopsisLine {
+	return []synopsisLine{{"tag list [--json]", "list every tag with its mode, max_id and step"}, {"tag create TAG [--step S] [--max-id M] [--desc D] [--mode segment|mono|opaque [--width W]]", "create a tag; its mode is fixed for its life"}, {"tag set-step TAG STEP", "change a tag's configured step"}, {"tag set-max TAG MAX", "raise a tag's max_id (never lowers it)"}, {"tag restart TAG --floor N", "start a (deleted) tag over at max_id N; refused below any max_id the store remembers"}, {"tag decode TAG ID", "an opaque id's sequence number (a node with the tag's key answers)"}}
+}
+
+func (tagCmd) Run(c *cli, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: tag needs a subcommand: list, create, set-step, set-max, restart, decode", errUsage)
 	}
