@@ -1,12 +1,16 @@
 package node_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestGracefulRestartNoGap: a node alone, stopped gracefully, hands back
@@ -83,5 +87,57 @@ func TestGracefulRestartNoGap(t *testing.T) {
 			}
 			_ = peer
 		})
+	}
+}
+
+// TestGracefulRestartsWithPoolNoRepeat: a lone node with a batch pool,
+// restarted gracefully again and again (each stop hands back what its
+// buffers and ring hold) while ids are taken by requests of every size and
+// from the pool: no id repeats, and pool batches made before a stop stay
+// valid after it.
+func TestGracefulRestartsWithPoolNoRepeat(t *testing.T) {
+	srv := natstest.RunServer(t)
+	cfg := node.Config{Name: "alone", NATS: srv.ClientURL(), DataDir: t.TempDir(), Pool: "orders", PoolDepth: 4, PoolBatch: 50}
+	nc := natstest.Connect(t, srv.ClientURL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	add := func(ids []int64, from string) {
+		t.Helper()
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("id %d handed out twice (%s)", id, from)
+			}
+			seen[id] = true
+		}
+	}
+	for round := range 5 {
+		n := startNode(t, cfg)
+		if round == 0 {
+			admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100})
+		}
+		for i := range 40 {
+			ids, err := takeReady(nc, "orders", 1+(i*37)%300, i%2 == 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			add(ids, "request")
+		}
+		for range 3 {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			ids, err := pool.Take(ctx, js, pool.SegmentSubject("orders"), 2*time.Second)
+			cancel()
+			if err == nil {
+				add(ids, "pool")
+			}
+		}
+		if err := n.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) < 5*40 {
+		t.Fatalf("only %d ids taken", len(seen))
 	}
 }
