@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -52,4 +53,77 @@ func CheckHistory(ops []Op) error {
 		}
 	}
 	return nil
+}
+
+// History records the calls of many clients of a monotonic tag, on one
+// monotonic clock, for CheckHistory. Safe for concurrent use; the zero
+// value is not: use NewHistory.
+type History struct {
+	t0  time.Time
+	mu  sync.Mutex
+	ops []Op
+}
+
+// NewHistory starts a history's clock.
+func NewHistory() *History { return &History{t0: time.Now()} }
+
+// Call runs take (one call of the tag, returning its ids) and records each
+// id it got with the call's send and receive times. A failed call records
+// nothing (it constrains nothing) and returns take's error.
+func (h *History) Call(take func() ([]int64, error)) error {
+	send := time.Since(h.t0)
+	ids, err := take()
+	recv := time.Since(h.t0)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	for _, id := range ids {
+		h.ops = append(h.ops, Op{Send: send, Recv: recv, ID: id})
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+// Len is the number of ids recorded.
+func (h *History) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
+
+// Ops returns a copy of what was recorded.
+func (h *History) Ops() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.ops)
+}
+
+// Check is CheckHistory of what was recorded.
+func (h *History) Check() error { return CheckHistory(h.Ops()) }
+
+// Load calls take in a loop on n goroutines, recording every call, until
+// the stop it returns is called (stop waits for them). A failed call ends
+// its goroutine after fail(err): the load of a test or a soak.
+func (h *History) Load(n int, take func() ([]int64, error), fail func(error)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := h.Call(take); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	return func() { close(done); wg.Wait() }
 }

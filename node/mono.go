@@ -90,26 +90,29 @@ func (n *Node) startMono(ctx context.Context) error {
 		n.log.Warn("mono: listing the monotonic tags failed; retrying in the background", "err", err)
 	}
 	m.wg.Add(2)
-	go m.refresher()
-	go m.balancer(monoBalanceEvery)
+	go m.every(monoRefresh, func() {
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		defer cancel()
+		if err := m.refresh(ctx); err != nil && m.ctx.Err() == nil {
+			m.log.Warn("mono: listing the monotonic tags failed", "err", err)
+		}
+	})
+	go m.every(monoBalanceEvery, m.balance)
 	n.mono.Store(m)
 	return nil
 }
 
-func (m *monoServer) refresher() {
+// every calls f every d until the server closes (one of m.wg).
+func (m *monoServer) every(d time.Duration, f func()) {
 	defer m.wg.Done()
-	t := time.NewTicker(monoRefresh)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
-			if err := m.refresh(ctx); err != nil && m.ctx.Err() == nil {
-				m.log.Warn("mono: listing the monotonic tags failed", "err", err)
-			}
-			cancel()
+			f()
 		}
 	}
 }
@@ -206,20 +209,6 @@ func (m *monoServer) ensure(ctx context.Context, tag string) {
 // lead fewer tags take them first.
 func (m *monoServer) hold() time.Duration {
 	return min(time.Duration(m.leading.Load())*200*time.Millisecond, m.lease.TTL()/2)
-}
-
-func (m *monoServer) balancer(every time.Duration) {
-	defer m.wg.Done()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-t.C:
-			m.balance()
-		}
-	}
 }
 
 // balance yields the tags this node leads above its share: the

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,37 +51,8 @@ func TestMonoTagEndToEnd(t *testing.T) {
 	}
 	testenv.Eventually(t, "a leader of ticks", 10*time.Second, func() bool { return leader() != "" })
 
-	t0 := time.Now()
-	var (
-		mu   sync.Mutex
-		ops  []mono.Op
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
-	)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				send := time.Since(t0)
-				id, err := cl.Mono(context.Background(), "ticks")
-				recv := time.Since(t0)
-				if err != nil {
-					t.Errorf("Mono: %v", err)
-					return
-				}
-				mu.Lock()
-				ops = append(ops, mono.Op{Send: send, Recv: recv, ID: id})
-				mu.Unlock()
-			}
-		}()
-	}
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(ops) }
+	h, stop := monoLoad(t, cl, "ticks", 8)
+	count := h.Len
 	testenv.Eventually(t, "ids before the switch-over", 20*time.Second, func() bool { return count() > 2000 })
 	old := leader()
 	stopped := time.Now()
@@ -93,15 +63,14 @@ func TestMonoTagEndToEnd(t *testing.T) {
 	before := count()
 	testenv.Eventually(t, "ids after the switch-over", 20*time.Second, func() bool { return count() > before+2000 })
 	t.Logf("leader %s stopped; %v to %d more ids; new leader %s", old, time.Since(stopped), count()-before, leader())
-	close(stop)
-	wg.Wait()
-	if err := mono.CheckHistory(ops); err != nil {
-		t.Fatalf("%v (in %d ops)", err, len(ops))
+	stop()
+	if err := h.Check(); err != nil {
+		t.Fatalf("%v (in %d calls)", err, h.Len())
 	}
 
 	// The HTTP API asks the leader, wherever it is.
 	var last int64
-	for _, op := range ops {
+	for _, op := range h.Ops() {
 		last = max(last, op.ID)
 	}
 	for _, n := range nodes {
@@ -155,4 +124,15 @@ func TestMonoLeadershipSpreads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// monoLoad has clients call tag's Mono in a loop, recording a history,
+// until stop.
+func monoLoad(t *testing.T, cl *client.Client, tag string, clients int) (*mono.History, func()) {
+	h := mono.NewHistory()
+	stop := h.Load(clients, func() ([]int64, error) {
+		id, err := cl.Mono(context.Background(), tag)
+		return []int64{id}, err
+	}, func(err error) { t.Errorf("Mono: %v", err) })
+	return h, stop
 }

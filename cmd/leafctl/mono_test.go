@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,36 +55,12 @@ func TestMonoLeaderFrozenThroughLeafd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	t0 := time.Now()
-	var (
-		mu   sync.Mutex
-		ops  []mono.Op
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
-	)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				send := time.Since(t0)
-				id, err := cl.Mono(context.Background(), "ticks")
-				if err != nil {
-					t.Errorf("Mono: %v", err)
-					return
-				}
-				mu.Lock()
-				ops = append(ops, mono.Op{Send: send, Recv: time.Since(t0), ID: id})
-				mu.Unlock()
-			}
-		}()
-	}
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(ops) }
+	h := mono.NewHistory()
+	stop := h.Load(8, func() ([]int64, error) {
+		id, err := cl.Mono(context.Background(), "ticks")
+		return []int64{id}, err
+	}, func(err error) { t.Errorf("Mono: %v", err) })
+	count := h.Len
 	testenv.Eventually(t, "ids before the freeze", 20*time.Second, func() bool { return count() > 1000 })
 	frozen := leader()
 	pid := procs[frozen]
@@ -106,10 +81,9 @@ func TestMonoLeaderFrozenThroughLeafd(t *testing.T) {
 	wake()
 	after := count()
 	testenv.Eventually(t, "ids after the wake-up", 30*time.Second, func() bool { return count() > after+2000 })
-	close(stop)
-	wg.Wait()
-	if err := mono.CheckHistory(ops); err != nil {
-		t.Fatalf("%v (history of %d calls; %s frozen)", err, len(ops), frozen)
+	stop()
+	if err := h.Check(); err != nil {
+		t.Fatalf("%v (history of %d calls; %s frozen)", err, h.Len(), frozen)
 	}
-	t.Logf("%d calls, %s frozen and woken, strictly ordered", len(ops), frozen)
+	t.Logf("%d calls, %s frozen and woken, strictly ordered", h.Len(), frozen)
 }

@@ -652,18 +652,8 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 	}
 	return s.call(ctx, func(ctx context.Context) error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
-			var (
-				cur, high int64
-				step      int
-				desc      sql.NullString
-			)
-			err := tx.QueryRowContext(ctx, s.q.allocLock, tag).Scan(&cur, &step, &desc)
-			exists := err == nil
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			err = tx.QueryRowContext(ctx, s.q.highLock, tag).Scan(&high)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			cur, high, exists, err := s.lockRow(ctx, tx, tag)
+			if err != nil {
 				return err
 			}
 			if err := segment.CheckFloor(tag, floor, max(cur, high)); err != nil {
@@ -725,21 +715,12 @@ func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error 
 	}
 	return s.call(ctx, func(ctx context.Context) error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
-			var (
-				cur, high int64
-				step      int
-				desc      sql.NullString
-			)
-			err := tx.QueryRowContext(ctx, s.q.allocLock, tag).Scan(&cur, &step, &desc)
-			if errors.Is(err, sql.ErrNoRows) {
-				return unknownTag(tag)
-			}
+			cur, high, exists, err := s.lockRow(ctx, tx, tag)
 			if err != nil {
 				return err
 			}
-			err = tx.QueryRowContext(ctx, s.q.highLock, tag).Scan(&high)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
+			if !exists {
+				return unknownTag(tag)
 			}
 			if cur != from || high > from {
 				return fmt.Errorf("%w: tag %q: max_id is %d (recorded %d), not %d", segment.ErrMoved, tag, cur, high, from)
@@ -751,6 +732,25 @@ func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error 
 			return err
 		})
 	})
+}
+
+// lockRow reads and locks tag's row (its max_id; exists false without
+// one) and its history record (0 without one), in tx.
+func (s *Store) lockRow(ctx context.Context, tx *sql.Tx, tag string) (cur, high int64, exists bool, err error) {
+	var (
+		step int
+		desc sql.NullString
+	)
+	err = tx.QueryRowContext(ctx, s.q.allocLock, tag).Scan(&cur, &step, &desc)
+	exists = err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, err
+	}
+	err = tx.QueryRowContext(ctx, s.q.highLock, tag).Scan(&high)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, err
+	}
+	return cur, high, exists, nil
 }
 
 // SetStep implements segment.Store.
