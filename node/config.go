@@ -77,46 +77,120 @@ type Config struct {
 	FaultClockStep   string        // "BY@AFTER": add BY to the clock AFTER the start, e.g. -10s@5s
 }
 
-// FlagSet describes the flags of leafd.
+// setting is one row of leafd's configuration: its flag (and so its
+// LEAF_* environment variable: the flag's name in capitals, - as _), the
+// subsystem it belongs to, the Config field it sets and its help. FlagSet,
+// leafd -h, the environment (Parse) and the README's Configuration table
+// (TestREADMEConfigurationTable) all follow this table; the NATS
+// credentials have a table of their own (natsauth).
+type setting struct {
+	group string // node, nats, http, store, snowflake, pool, log, fault
+	name  string
+	field func(*Config) any // *string, *int, *int64 or *time.Duration
+	help  string
+}
+
+var settings = []setting{
+	{group: "node", name: "name", field: func(c *Config) any { return &c.Name },
+		help: "node name; default leafd-<host>-<pid>"},
+	{group: "nats", name: "nats", field: func(c *Config) any { return &c.NATS },
+		help: "join an existing NATS at this URL instead of embedding one"},
+	{group: "nats", name: "nats-listen", field: func(c *Config) any { return &c.NATSListen },
+		help: "embedded nats-server client address"},
+	{group: "http", name: "http", field: func(c *Config) any { return &c.HTTP },
+		help: "HTTP address for /healthz and /metrics, or off"},
+	{group: "node", name: "data", field: func(c *Config) any { return &c.DataDir },
+		help: "the node's directory: the embedded nats-server's JetStream data, snowflake lease files, each tag's last dynamic step"},
+	{group: "store", name: "mysql", field: func(c *Config) any { return &c.MySQL },
+		help: "MySQL/MariaDB DSN of Leaf's leaf_alloc table, e.g. user:pw@tcp(127.0.0.1:3306)/leaf"},
+	{group: "store", name: "auto-create", field: func(c *Config) any { return &c.AutoCreate },
+		help: "create unknown tags on first use: true or false; default true on JetStream KV, false on MySQL"},
+	{group: "store", name: "default-step", field: func(c *Config) any { return &c.DefaultStep },
+		help: "step of auto-created tags"},
+	{group: "store", name: "kv-replicas", field: func(c *Config) any { return &c.KVReplicas },
+		help: "replicas of the JetStream KV bucket, 1 or 3"},
+	{group: "node", name: "max-batch", field: func(c *Config) any { return &c.MaxBatch },
+		help: "largest number of ids one request may ask for"},
+	{group: "store", name: "max-tags", field: func(c *Config) any { return &c.MaxTags },
+		help: "most segment tags one node holds; requests for more fail"},
+	{group: "store", name: "max-step", field: func(c *Config) any { return &c.MaxStep },
+		help: "cap of the dynamic segment step; a node buffers up to two segments per tag"},
+	{group: "log", name: "log-level", field: func(c *Config) any { return &c.LogLevel },
+		help: "debug, info, warn or error"},
+	{group: "log", name: "log-format", field: func(c *Config) any { return &c.LogFormat },
+		help: "text (logfmt) or json, one object a line"},
+	{group: "snowflake", name: "worker-registry", field: func(c *Config) any { return &c.Registry },
+		help: "snowflake worker ids from kv (JetStream KV leases), zk, mysql (WORKER_NODE), static or off; default mysql with --mysql, else kv"},
+	{group: "snowflake", name: "worker-id", field: func(c *Config) any { return &c.WorkerID },
+		help: "worker id for --worker-registry static"},
+	{group: "snowflake", name: "zk", field: func(c *Config) any { return &c.ZK },
+		help: "ZooKeeper servers host:port[,host:port...] for --worker-registry zk"},
+	{group: "snowflake", name: "zk-name", field: func(c *Config) any { return &c.ZKName },
+		help: "Leaf's leaf.name: worker znodes under /snowflake/<name>/forever"},
+	{group: "snowflake", name: "zk-addr", field: func(c *Config) any { return &c.ZKAddr },
+		help: "this node's ip:port in ZooKeeper, which keeps its worker id across restarts; default the --http host (if not a wildcard, else the host's first non-loopback ip) and port; a loopback one is refused when ZooKeeper is not on loopback, and a second live process with the same one refuses snowflake"},
+	{group: "snowflake", name: "worker-mysql", field: func(c *Config) any { return &c.WorkerMySQL },
+		help: "DSN of UidGenerator's WORKER_NODE database; default --mysql"},
+	{group: "snowflake", name: "snowflake-layout", field: func(c *Config) any { return &c.Layout },
+		help: "snowflake bit layout: leaf (41+10+12 ms), uidgen (28+22+13 s) or TIME+WORKER+SEQ"},
+	{group: "snowflake", name: "snowflake-unit", field: func(c *Config) any { return &c.TimeUnit },
+		help: "time unit of the layout: ms or s"},
+	{group: "snowflake", name: "snowflake-epoch", field: func(c *Config) any { return &c.Epoch },
+		help: "epoch of the layout: 2016-05-20, an RFC 3339 time or Unix ms"},
+	{group: "snowflake", name: "lease-ahead", field: func(c *Config) any { return &c.LeaseAhead },
+		help: "how far ahead of the clock the persisted time lease reaches; default 3s, or 10 ticks of a layout in seconds"},
+	{group: "snowflake", name: "max-backward", field: func(c *Config) any { return &c.MaxBackward },
+		help: "backwards clock steps up to this are waited out"},
+	{group: "snowflake", name: "max-start-wait", field: func(c *Config) any { return &c.MaxStartWait },
+		help: "a clock behind the worker's last lease by more fails the start"},
+	{group: "snowflake", name: "peer-clock-max", field: func(c *Config) any { return &c.PeerClockMax },
+		help: "refuse to start when the clock is off the live nodes' average by more; negative disables"},
+	{group: "snowflake", name: "layout-warn", field: func(c *Config) any { return &c.LayoutWarn },
+		help: "warn when the layout's time bits run out sooner"},
+	{group: "pool", name: "pool", field: func(c *Config) any { return &c.Pool },
+		help: "JetStream batch pools to keep full: tags and/or snowflake, comma-separated"},
+	{group: "pool", name: "pool-depth", field: func(c *Config) any { return &c.PoolDepth },
+		help: "batches kept in each pool"},
+	{group: "pool", name: "pool-batch", field: func(c *Config) any { return &c.PoolBatch },
+		help: "ids per pool batch"},
+	{group: "store", name: "opaque-key-file", field: func(c *Config) any { return &c.OpaqueKeyFile },
+		help: "file holding the key of opaque tags in hex (16, 24 or 32 bytes; or the key itself in LEAF_OPAQUE_KEY); never logged"},
+	{group: "snowflake", name: "snowflake-ring", field: func(c *Config) any { return &c.SnowflakeRing },
+		help: "size of the pre-filled snowflake ring"},
+	{group: "fault", name: "fault-clock-offset", field: func(c *Config) any { return &c.FaultClockOffset },
+		help: "fault drills only: run the snowflake clock this far off"},
+	{group: "fault", name: "fault-clock-step", field: func(c *Config) any { return &c.FaultClockStep },
+		help: "fault drills only: BY@AFTER steps the snowflake clock by BY, AFTER the start, e.g. -10s@5s"},
+}
+
+// envName is the environment variable of a setting's flag.
+func envName(flag string) string {
+	return "LEAF_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// FlagSet describes the flags of leafd: the settings table, and the NATS
+// credentials (natsauth) after --nats.
 func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("leafd", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&c.Name, "name", c.Name, "node name (LEAF_NAME); default leafd-<host>-<pid>")
-	fs.StringVar(&c.NATS, "nats", c.NATS, "join an existing NATS at this URL instead of embedding one (LEAF_NATS)")
-	fs.StringVar(&c.NATSListen, "nats-listen", c.NATSListen, "embedded nats-server client address (LEAF_NATS_LISTEN)")
-	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP address for /healthz and /metrics, or off (LEAF_HTTP)")
-	fs.StringVar(&c.DataDir, "data", c.DataDir, "the node's directory: the embedded nats-server's JetStream data, snowflake lease files, each tag's last dynamic step (LEAF_DATA)")
-	fs.StringVar(&c.MySQL, "mysql", c.MySQL, "MySQL/MariaDB DSN of Leaf's leaf_alloc table, e.g. user:pw@tcp(127.0.0.1:3306)/leaf (LEAF_MYSQL)")
-	fs.StringVar(&c.AutoCreate, "auto-create", c.AutoCreate, "create unknown tags on first use: true or false; default true on JetStream KV, false on MySQL (LEAF_AUTO_CREATE)")
-	fs.IntVar(&c.DefaultStep, "default-step", c.DefaultStep, "step of auto-created tags (LEAF_DEFAULT_STEP)")
-	fs.IntVar(&c.KVReplicas, "kv-replicas", c.KVReplicas, "replicas of the JetStream KV bucket, 1 or 3 (LEAF_KV_REPLICAS)")
-	fs.IntVar(&c.MaxBatch, "max-batch", c.MaxBatch, "largest number of ids one request may ask for (LEAF_MAX_BATCH)")
-	fs.IntVar(&c.MaxTags, "max-tags", c.MaxTags, "most segment tags one node holds; requests for more fail (LEAF_MAX_TAGS)")
-	fs.IntVar(&c.MaxStep, "max-step", c.MaxStep, "cap of the dynamic segment step; a node buffers up to two segments per tag (LEAF_MAX_STEP)")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (LEAF_LOG_LEVEL)")
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text (logfmt) or json, one object a line (LEAF_LOG_FORMAT)")
-	c.Auth.Flags(fs, "nats-")
-	fs.StringVar(&c.Registry, "worker-registry", c.Registry, "snowflake worker ids from kv (JetStream KV leases), zk, mysql (WORKER_NODE), static or off; default mysql with --mysql, else kv (LEAF_WORKER_REGISTRY)")
-	fs.Int64Var(&c.WorkerID, "worker-id", c.WorkerID, "worker id for --worker-registry static (LEAF_WORKER_ID)")
-	fs.StringVar(&c.ZK, "zk", c.ZK, "ZooKeeper servers host:port[,host:port...] for --worker-registry zk (LEAF_ZK)")
-	fs.StringVar(&c.ZKName, "zk-name", c.ZKName, "Leaf's leaf.name: worker znodes under /snowflake/<name>/forever (LEAF_ZK_NAME)")
-	fs.StringVar(&c.ZKAddr, "zk-addr", c.ZKAddr, "this node's ip:port in ZooKeeper, which keeps its worker id across restarts; default the --http host (if not a wildcard, else the host's first non-loopback ip) and port; a loopback one is refused when ZooKeeper is not on loopback, and a second live process with the same one refuses snowflake (LEAF_ZK_ADDR)")
-	fs.StringVar(&c.WorkerMySQL, "worker-mysql", c.WorkerMySQL, "DSN of UidGenerator's WORKER_NODE database; default --mysql (LEAF_WORKER_MYSQL)")
-	fs.StringVar(&c.Layout, "snowflake-layout", c.Layout, "snowflake bit layout: leaf (41+10+12 ms), uidgen (28+22+13 s) or TIME+WORKER+SEQ (LEAF_SNOWFLAKE_LAYOUT)")
-	fs.StringVar(&c.TimeUnit, "snowflake-unit", c.TimeUnit, "time unit of the layout: ms or s (LEAF_SNOWFLAKE_UNIT)")
-	fs.StringVar(&c.Epoch, "snowflake-epoch", c.Epoch, "epoch of the layout: 2016-05-20, an RFC 3339 time or Unix ms (LEAF_SNOWFLAKE_EPOCH)")
-	fs.DurationVar(&c.LeaseAhead, "lease-ahead", c.LeaseAhead, "how far ahead of the clock the persisted time lease reaches; default 3s, or 10 ticks of a layout in seconds (LEAF_LEASE_AHEAD)")
-	fs.DurationVar(&c.MaxBackward, "max-backward", c.MaxBackward, "backwards clock steps up to this are waited out (LEAF_MAX_BACKWARD)")
-	fs.DurationVar(&c.MaxStartWait, "max-start-wait", c.MaxStartWait, "a clock behind the worker's last lease by more fails the start (LEAF_MAX_START_WAIT)")
-	fs.DurationVar(&c.PeerClockMax, "peer-clock-max", c.PeerClockMax, "refuse to start when the clock is off the live nodes' average by more; negative disables (LEAF_PEER_CLOCK_MAX)")
-	fs.DurationVar(&c.LayoutWarn, "layout-warn", c.LayoutWarn, "warn when the layout's time bits run out sooner (LEAF_LAYOUT_WARN)")
-	fs.StringVar(&c.Pool, "pool", c.Pool, "JetStream batch pools to keep full: tags and/or snowflake, comma-separated (LEAF_POOL)")
-	fs.IntVar(&c.PoolDepth, "pool-depth", c.PoolDepth, "batches kept in each pool (LEAF_POOL_DEPTH)")
-	fs.IntVar(&c.PoolBatch, "pool-batch", c.PoolBatch, "ids per pool batch (LEAF_POOL_BATCH)")
-	fs.StringVar(&c.OpaqueKeyFile, "opaque-key-file", c.OpaqueKeyFile, "file holding the key of opaque tags in hex (16, 24 or 32 bytes; or the key itself in LEAF_OPAQUE_KEY); never logged (LEAF_OPAQUE_KEY_FILE)")
-	fs.IntVar(&c.SnowflakeRing, "snowflake-ring", c.SnowflakeRing, "size of the pre-filled snowflake ring (LEAF_SNOWFLAKE_RING)")
-	fs.DurationVar(&c.FaultClockOffset, "fault-clock-offset", c.FaultClockOffset, "fault drills only: run the snowflake clock this far off (LEAF_FAULT_CLOCK_OFFSET)")
-	fs.StringVar(&c.FaultClockStep, "fault-clock-step", c.FaultClockStep, "fault drills only: BY@AFTER steps the snowflake clock by BY, AFTER the start, e.g. -10s@5s (LEAF_FAULT_CLOCK_STEP)")
+	for _, s := range settings {
+		help := s.help + " (" + envName(s.name) + ")"
+		switch p := s.field(c).(type) {
+		case *string:
+			fs.StringVar(p, s.name, *p, help)
+		case *int:
+			fs.IntVar(p, s.name, *p, help)
+		case *int64:
+			fs.Int64Var(p, s.name, *p, help)
+		case *time.Duration:
+			fs.DurationVar(p, s.name, *p, help)
+		default:
+			panic(fmt.Sprintf("node: setting %s has a field of type %T", s.name, p))
+		}
+		if s.name == "log-format" {
+			c.Auth.Flags(fs, "nats-")
+		}
+	}
 	return fs
 }
 
@@ -161,7 +235,7 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	fs := c.FlagSet(out)
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		name := "LEAF_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v := getenv(name); v != "" {
 			if err := f.Value.Set(v); err != nil && envErr == nil {
 				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
