@@ -614,6 +614,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 			return false, err
 		}
 		row.MaxID = floor
+		row.Back = 0 // a restart is not a hand-back
 		row.UpdateTime = s.now().UTC()
 		val, err := json.Marshal(row)
 		if err != nil {
