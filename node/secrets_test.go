@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -94,4 +95,47 @@ func TestNATSAuthSettings(t *testing.T) {
 			t.Errorf("%v: %v, want a config error", args, err)
 		}
 	}
+}
+
+// The opaque key never reaches the logs, /status.json or an error: only
+// its id does; a malformed key is refused at start without printing it.
+func TestOpaqueKeyNotLogged(t *testing.T) {
+	const key = "00112233445566778899aabbccddeeff"
+	var logs testenv.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Name: "keyed", NATSListen: "127.0.0.1:-1", HTTP: "127.0.0.1:0", DataDir: t.TempDir(),
+		LogLevel: "debug", OpaqueKey: key}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := httpBody(t, "http://"+n.HTTPAddr()+"/status.json")
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "key_id=") {
+		t.Fatalf("no key id in the logs:\n%s", logs.String())
+	}
+	cfg := node.Config{OpaqueKey: key[:30] + "zz"}
+	err = cfg.Validate()
+	for what, text := range map[string]string{"logs": logs.String(), "status": status, "error": fmt.Sprint(err)} {
+		if strings.Contains(text, key) || strings.Contains(text, key[:30]) {
+			t.Errorf("the key is in the %s:\n%s", what, text)
+		}
+	}
+	if err == nil {
+		t.Fatal("a malformed key was accepted")
+	}
+}
+
+func httpBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
