@@ -13,7 +13,13 @@
 //	sf, err := c.Snowflake(ctx)              // a snowflake id (leaf.snowflake)
 //	sfs, err := c.SnowflakeN(ctx, 100)
 //	d := c.Decode(sf)                        // d.Time, d.Worker, d.Sequence: local, no request
+//	v, err := c.Mono(ctx, "versions")        // a monotonic tag (leaf.mono.versions): never cached
 //
+// An opaque tag is asked as any segment tag (Next, NextN); its ids are
+// permuted by the nodes. A monotonic tag's ids are never prefetched: an id
+// held in a cache could be older than one another client already got, and
+// the tag promises that a call begun after another's reply gets a larger
+// id. Its calls ask again while the tag has no leader (a switch-over).
 // All requests ask for binary replies. Every method is safe for concurrent
 // use; one Client per process is the intended use.
 //
