@@ -389,7 +389,18 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		o.startAll(ctx, nodes[2:], r)
 	}
 	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, true, r)
+	before, berr := o.floor(ctx, spec.store, tag)
 	stopAll(nodes)
+	// A node that stops gracefully and finds no live peer hands back the
+	// unserved top of its last range: max_id goes back, during the stop,
+	// to the first id it did not hand out. Those ids were never issued, so
+	// the floor comes down with max_id — only for a drop made by the
+	// stop itself (an operator's lowering is never trusted), and never
+	// below an id the harness saw (below).
+	if after, err := o.floor(ctx, spec.store, tag); berr == nil && err == nil && after < before && after < floor {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: max_id %d before the graceful stop, %d after: handed back", tag, before, after))
+		floor = after
+	}
 	if kind == FaultOpSQLStep { // and changed again while they are down
 		if err := o.retryDB(ctx, func(ctx context.Context) error {
 			_, err := o.db.ExecContext(ctx, "UPDATE leaf_alloc SET step = ? WHERE biz_tag = ?", 100*opStep, tag)
