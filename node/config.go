@@ -191,7 +191,49 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 			c.Auth.Flags(fs, "nats-")
 		}
 	}
+	fs.Usage = func() { printUsage(fs) }
 	return fs
+}
+
+// groups are the subsystems of leafd -h, in order, with their titles.
+var groups = []struct{ name, title string }{
+	{"node", "The node"},
+	{"nats", "NATS (the embedded server, or one to join, and its credentials)"},
+	{"http", "HTTP"},
+	{"store", "Segment store and tags"},
+	{"snowflake", "Snowflake"},
+	{"pool", "JetStream batch pool"},
+	{"log", "Logging"},
+	{"fault", "Fault drills"},
+}
+
+// printUsage is leafd -h: the flags by subsystem, each with its help and
+// its LEAF_* variable.
+func printUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, "Usage: leafd [flags]   (leafd probe URL: exit 0 when URL answers 200)\n\nEvery flag has a LEAF_* environment variable (flags win).\n")
+	group := map[string]string{}
+	for _, s := range settings {
+		group[s.name] = s.group
+	}
+	for _, g := range groups {
+		fmt.Fprintf(w, "\n%s:\n", g.title)
+		fs.VisitAll(func(f *flag.Flag) {
+			in, ok := group[f.Name]
+			if !ok { // natsauth's credentials
+				in = "nats"
+			}
+			if in != g.name {
+				return
+			}
+			name, usage := flag.UnquoteUsage(f)
+			fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, name, usage)
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" {
+				fmt.Fprintf(w, " (default %q)", f.DefValue)
+			}
+			fmt.Fprintln(w)
+		})
+	}
 }
 
 // Defaults returns the zero-setup configuration.

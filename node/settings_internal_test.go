@@ -59,3 +59,26 @@ func TestREADMEConfigurationTable(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageByGroup: leafd -h shows every flag once, under its subsystem.
+func TestUsageByGroup(t *testing.T) {
+	known := map[string]bool{}
+	for _, g := range groups {
+		known[g.name] = true
+	}
+	for _, s := range settings {
+		if !known[s.group] {
+			t.Errorf("setting %s: group %q is not shown by leafd -h", s.name, s.group)
+		}
+	}
+	var c Config
+	var out strings.Builder
+	fs := c.FlagSet(&out)
+	fs.Usage()
+	text := out.String()
+	fs.VisitAll(func(f *flag.Flag) {
+		if n := strings.Count(text, "  --"+f.Name+" "); n != 1 {
+			t.Errorf("--%s appears %d times in leafd -h", f.Name, n)
+		}
+	})
+}
