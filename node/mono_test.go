@@ -49,7 +49,7 @@ func TestMonoTagEndToEnd(t *testing.T) {
 		}
 		return ""
 	}
-	testenv.Eventually(t, "a leader of ticks", 10*time.Second, func() bool { return leader() != "" })
+	testenv.Eventually(t, "a leader of ticks", 30*time.Second, func() bool { return leader() != "" })
 
 	h, stop := monoLoad(t, cl, "ticks", 8)
 	count := h.Len
@@ -101,7 +101,7 @@ func TestMonoLeadershipSpreads(t *testing.T) {
 	for i := range 6 {
 		admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: fmt.Sprintf("t%d", i), Mode: "mono"})
 	}
-	testenv.Eventually(t, "s1 leading all six", 10*time.Second, func() bool { return len(nodes[0].MonoLeading()) == 6 })
+	testenv.Eventually(t, "s1 leading all six", 30*time.Second, func() bool { return len(nodes[0].MonoLeading()) == 6 })
 	for _, name := range []string{"s2", "s3"} {
 		nodes = append(nodes, startNode(t, node.Config{Name: name, NATS: url}))
 	}

@@ -48,7 +48,7 @@ func TestMonoLeaderFrozenThroughLeafd(t *testing.T) {
 		}
 		return ""
 	}
-	testenv.Eventually(t, "a leader of ticks", 15*time.Second, func() bool { return leader() != "" })
+	testenv.Eventually(t, "a leader of ticks", 30*time.Second, func() bool { return leader() != "" })
 
 	cl, err := client.New(nc, client.WithMaxWait(30*time.Second))
 	if err != nil {

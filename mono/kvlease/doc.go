@@ -11,7 +11,11 @@
 // marker with the header Leaf-Released) or the server's TTL expiry (a
 // marker with Nats-Marker-Reason) — may still be served by its holder
 // until its fence passes: the next Acquire then returns a Grant with Wait
-// = TTL, and the new leader serves (and reserves) nothing before it.
+// = TTL, and the new leader serves (and reserves) nothing before it. A key
+// with no message at all is treated the same way: it may be new, or its
+// history may have been erased under a live holder (its markers purged,
+// the bucket made again), and the bucket cannot tell which. So a new
+// monotonic tag serves its first id one TTL after its first acquire.
 //
 // It stands beside segment/kvstore and snowflake/kvlease, on internal/jskv.
 //

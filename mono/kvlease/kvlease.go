@@ -106,8 +106,8 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}
 	var wait time.Duration
-	if last != nil && last.Deleted() && !freedByHolderOrTTL(last) {
-		wait = l.opts.TTL // freed by hand: its holder may serve until its fence passes
+	if last == nil || last.Deleted() && !freedByHolderOrTTL(last) {
+		wait = l.opts.TTL // freed by hand, or no trace: a holder may serve until its fence passes
 	}
 	rev, err := l.kv.Create(cctx, tag, l.value(holder), jetstream.KeyTTL(l.opts.TTL))
 	if errors.Is(err, jetstream.ErrKeyExists) {

@@ -34,8 +34,9 @@ func TestConformance(t *testing.T) {
 
 // TestAcquireAfterHandDeleteWaits: a lease freed by its holder's Release
 // or by its TTL is taken at once; one deleted or purged by hand (`nats kv
-// del leaf_mono TAG`) is taken with Wait = TTL, because its holder may
-// still be serving until its fence passes.
+// del leaf_mono TAG`), or with no trace at all (its markers erased too, a
+// key never written), is taken with Wait = TTL, because a holder may still
+// be serving until its fence passes.
 func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
@@ -59,7 +60,7 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 		}
 		return g
 	}
-	g := acquire(0, "a new key")
+	g := acquire(time.Second, "a key with no message")
 	if err := l.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,18 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 	if err := kv.Purge(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	acquire(time.Second, "after nats kv purge")
+	g = acquire(time.Second, "after nats kv purge")
+	if err := l.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	acquire(0, "after a Release")
+	if err := kv.Purge(ctx, "t"); err != nil { // the operator, then every marker erased
+		t.Fatal(err)
+	}
+	if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(-1)); err != nil {
+		t.Fatal(err)
+	}
+	acquire(time.Second, "after a purge and its marker erased")
 	// Not renewed: the server expires the key after its TTL.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
