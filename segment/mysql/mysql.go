@@ -196,7 +196,7 @@ func newQueries(table, history, modes string) queries {
 			" WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step",
 		nextStep: "UPDATE " + t + " SET max_id = max_id + ?" +
 			" WHERE biz_tag = ? AND max_id <= 9223372036854775807 - ?",
-		alloc:    "SELECT a.max_id, a.step, " + modeCols + " FROM " + t + join + " WHERE a.biz_tag = ?",
+		alloc:    "SELECT a.biz_tag, a.max_id, a.step, " + modeCols + " FROM " + t + join + " WHERE a.biz_tag = ?",
 		get:      "SELECT a.biz_tag, a.max_id, a.step, a.description, UNIX_TIMESTAMP(a.update_time), " + modeCols + " FROM " + t + join + " WHERE a.biz_tag = ?",
 		tags:     "SELECT biz_tag FROM " + t + " ORDER BY biz_tag",
 		create:   "INSERT INTO " + t + " (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
@@ -474,12 +474,22 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 			var maxID int64
 			var tableStep int
 			var md segment.Mode
-			err = tx.QueryRowContext(ctx, s.q.alloc, tag).Scan(&maxID, &tableStep, &md.Kind, &md.Width, &md.KeyID)
+			var stored string
+			err = tx.QueryRowContext(ctx, s.q.alloc, tag).Scan(&stored, &maxID, &tableStep, &md.Kind, &md.Width, &md.KeyID)
 			if errors.Is(err, sql.ErrNoRows) {
 				return unknownTag(tag)
 			}
 			if err != nil {
 				return err
+			}
+			// The collation is case-insensitive: "Order" reaches the row
+			// "order". A segment tag's ranges stay disjoint whatever the
+			// spelling, but an opaque tag's ids are permuted under its name
+			// (another spelling, another permutation of one sequence: ids
+			// repeat), and a monotonic tag has one leader per name.
+			if stored != tag && !modeOf(md).IsSegment() {
+				return fmt.Errorf("%w: tag %q is stored as %q, and a %s tag is only served under that name; nothing changed",
+					segment.ErrMode, tag, stored, md.Kind)
 			}
 			used := step
 			if used == 0 {
