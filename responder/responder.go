@@ -579,10 +579,10 @@ func (r *Responder) handleTagDecode(req micro.Request) {
 		return
 	}
 	if r.cfg.Opaque == nil || r.cfg.Opaque.ID() != t.Mode.KeyID {
-		r.fail(req, fmt.Errorf("%w: tag %q was created with key %s, which node %s does not have", segment.ErrMode, a.Tag, t.Mode.KeyID, r.cfg.Node))
+		r.fail(req, fmt.Errorf("%w: tag %q was created with key %s, which node %s does not have", segment.ErrNoKey, a.Tag, t.Mode.KeyID, r.cfg.Node))
 		return
 	}
-	p, err := r.cfg.Opaque.Perm(a.Tag, t.Mode.Width)
+	p, err := r.cfg.Opaque.Perm(t.Name, t.Mode.Width) // the stored name: the tweak the ids were made with
 	if err != nil {
 		r.fail(req, err)
 		return

@@ -308,7 +308,8 @@ func (t *tagBuf) loadLoop() {
 
 		stopping := t.ctx.Err() != nil
 		unknown := !stopping && errors.Is(err, ErrUnknownTag)
-		refused := !stopping && errors.Is(err, ErrMode)
+		m := t.mode.Load()
+		refused := !stopping && (errors.Is(err, ErrMode) || m != nil && m.refuse != nil && errors.Is(err, m.refuse))
 		t.mu.Lock()
 		t.failures++
 		failures := t.failures
@@ -560,12 +561,12 @@ func (t *tagBuf) setMode(m Mode) error {
 		tm.refuse = fmt.Errorf("%w: tag %q is monotonic (strictly increasing): ask %s%s", ErrMode, t.name, wire.MonoPrefix, t.name)
 	case m.Kind == KindOpaque:
 		if e.cfg.Opaque == nil {
-			tm.refuse = fmt.Errorf("%w: tag %q is opaque and this node has no opaque key", ErrMode, t.name)
+			tm.refuse = fmt.Errorf("%w: tag %q is opaque and this node has no opaque key", ErrNoKey, t.name)
 			break
 		}
 		p, err := e.cfg.Opaque(t.name, m)
 		if err != nil {
-			tm.refuse = fmt.Errorf("%w: opaque tag %q: %w", ErrMode, t.name, err)
+			tm.refuse = fmt.Errorf("%w: opaque tag %q: %w", ErrNoKey, t.name, err)
 			break
 		}
 		tm.perm = p

@@ -70,6 +70,12 @@ func (m Mode) Equal(o Mode) bool {
 // is malformed. Nothing was changed.
 var ErrMode = wire.NewCodedError(wire.CodeBadRequest, "tag mode")
 
+// ErrNoKey: this node has not the key an opaque tag was created with (no
+// key, or another one). Another node may have it, so the error is a 503:
+// clients ask again, and the queue group may send them to a node that can
+// serve the tag. The node serves none of the tag's ids.
+var ErrNoKey = wire.NewCodedError(wire.CodeUnavailable, "opaque key not on this node")
+
 // NormalizeMode checks m and fills its defaults: the zero Kind is
 // KindSegment, an opaque width of 0 is DefaultOpaqueWidth. Only an opaque
 // mode has a width and a key id, and it must have a key id.

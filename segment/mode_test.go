@@ -163,8 +163,8 @@ func TestOpaqueTagWithoutKeyRefused(t *testing.T) {
 			}
 			e := modeEngine(t, s, opq)
 			for range 3 {
-				if id, err := e.Next(context.Background(), "orders"); !errors.Is(err, segment.ErrMode) {
-					t.Fatalf("Next = %d, %v; want ErrMode", id, err)
+				if id, err := e.Next(context.Background(), "orders"); !errors.Is(err, segment.ErrNoKey) {
+					t.Fatalf("Next = %d, %v; want ErrNoKey", id, err)
 				}
 			}
 			if n := s.Allocations(); n > 1 {
