@@ -90,8 +90,9 @@ type record struct {
 	Back int64 `json:"handed_back_from,omitempty"`
 
 	// high is not stored: cas sets it, for advance, to the highest max_id
-	// of the revisions the bucket keeps before the one read.
-	high int64
+	// of the revisions the bucket keeps before the one read; prev to the
+	// max_id of the revision right before it (0 if none is kept).
+	high, prev int64
 	// back is Back as read; cas clears Back on every write but HandBack's.
 	back int64
 }
@@ -307,7 +308,7 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 		// below it was lowered by hand (`nats kv put`), and a write of ours
 		// on top (an allocation, or a step or max_id an operator sets)
 		// would push that evidence out of the bucket's history.
-		if row.high, err = s.highest(cctx, tag, m.Sequence); err != nil {
+		if row.high, row.prev, err = s.highest(cctx, tag, m.Sequence); err != nil {
 			return transient(err), err
 		}
 		// A row with no mode of its own (written before modes, or put by
@@ -481,8 +482,21 @@ func (s *Store) mode(ctx context.Context, tag string) (segment.Mode, bool, error
 }
 
 // lowered reports whether the row's max_id is below the revision before
-// it, other than by a HandBack.
-func (r record) lowered() bool { return r.high > max(r.MaxID, r.back) }
+// it, other than by a HandBack. A HandBack's revision says the max_id it
+// took back from, which is the max_id of the revision right before it (its
+// write is conditional on that revision): a handed_back_from that is not
+// (a row put by hand) hands nothing back.
+func (r record) lowered() bool {
+	var back int64
+	if handedBack(r.back, r.prev) {
+		back = r.back
+	}
+	return r.high > max(r.MaxID, back)
+}
+
+// handedBack reports whether a revision with handed_back_from back, over a
+// revision with max_id prev, is a HandBack's.
+func handedBack(back, prev int64) bool { return back > 0 && back == prev }
 
 // HandBack implements segment.HandBacker: a revision with max_id to and
 // handed_back_from from, written over the revision read only while its
@@ -603,7 +617,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 		}
 		high := row.MaxID
 		if m != nil {
-			h, err := s.highest(cctx, tag, m.Sequence)
+			h, _, err := s.highest(cctx, tag, m.Sequence)
 			if err != nil {
 				return transient(err), err
 			}
@@ -631,34 +645,36 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 }
 
 // highest returns the highest max_id among the messages of tag's key
-// before sequence last that decode as rows: what the bucket's history
-// keeps.
-func (s *Store) highest(ctx context.Context, tag string, last uint64) (int64, error) {
-	var high int64
+// before sequence last that decode as rows (what the bucket's history
+// keeps), and the max_id of the last of them (0 if there is none, or it is
+// a marker).
+func (s *Store) highest(ctx context.Context, tag string, last uint64) (high, prev int64, err error) {
 	if s.history == 1 {
-		return 0, nil // nothing is kept behind the latest
+		return 0, 0, nil // nothing is kept behind the latest
 	}
 	for seq := uint64(1); seq < last; {
 		m, err := s.msgGet(ctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + tag})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if m == nil || m.Sequence >= last {
 			break
 		}
-		if r, err := s.decode(tag, m.Data); err == nil {
-			if r.Back > 0 {
-				high = r.MaxID // a hand-back: what came before it was not served
-			} else {
-				high = max(high, r.MaxID)
-			}
+		r, err := s.decode(tag, m.Data)
+		switch {
+		case err != nil:
+			prev = 0
+		case handedBack(r.Back, prev):
+			high, prev = r.MaxID, r.MaxID // a hand-back: what came before it was not served
+		default:
+			high, prev = max(high, r.MaxID), r.MaxID
 		}
 		if s.history == 2 {
 			break // the one revision behind the latest: no need to ask for the latest again
 		}
 		seq = m.Sequence + 1
 	}
-	return high, nil
+	return high, prev, nil
 }
 
 // Incarnation implements segment.Incarnation: the bucket's name and the

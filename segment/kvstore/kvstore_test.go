@@ -672,3 +672,53 @@ func TestOperatorLowersMaxID(t *testing.T) {
 		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
 	}
 }
+
+// TestForgedHandBackIsLowered (issue #15): a HandBack's revision says the
+// max_id it took back from, and the revisions up to it do not count as a
+// lowered max_id. A row put by hand with a handed_back_from of its own
+// choosing must not pass for one: only a handed_back_from equal to the
+// max_id of the revision right before it is a hand-back (HandBack writes
+// conditionally on that revision). An adversary's single `nats kv put`
+// with a forged handed_back_from passed the lowered-row check before.
+func TestForgedHandBackIsLowered(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	bucket := freshBucket()
+	s := open(t, js, kvstore.Options{Bucket: bucket})
+	ctx := testCtx(t)
+	if err := s.Create(ctx, segment.Tag{Name: "forge", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var last segment.Alloc
+	for range 3 {
+		a, err := s.Next(ctx, "forge")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = a
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []int64{1 << 40, last.End() - 1, last.End() + 1} {
+		if _, err := kv.Put(ctx, "forge", fmt.Appendf(nil, `{"max_id":1,"step":10,"handed_back_from":%d}`, from)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Next(ctx, "forge"); !errors.Is(err, segment.ErrBelowFloor) {
+			t.Fatalf("Next after max_id was put down to 1 with handed_back_from %d = %v, want ErrBelowFloor", from, err)
+		}
+		// Put the real row back (a revision at the old max_id) for the next try.
+		if _, err := kv.Put(ctx, "forge", fmt.Appendf(nil, `{"max_id":%d,"step":10}`, last.End())); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A real hand-back still counts as one.
+	if err := s.HandBack(ctx, "forge", last.End(), last.Start()); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Next(ctx, "forge"); err != nil || a.Start() != last.Start() {
+		t.Fatalf("Next after a hand-back = %+v, %v; want start %d", a, err, last.Start())
+	}
+}
