@@ -43,7 +43,7 @@ func (n *Node) handBack(ctx context.Context) {
 		return
 	}
 	for _, st := range nodes {
-		if st.Node != n.cfg.Name {
+		if !n.isSelf(st) {
 			n.log.Info("segment: no hand-back: another node is alive", "node", st.Node)
 			return
 		}

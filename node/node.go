@@ -58,22 +58,26 @@ type Node struct {
 	sfStop        chan struct{}
 	sfWG          sync.WaitGroup
 	sfTransitions atomic.Uint64
+	sfHeld        atomic.Bool  // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
 	peerOffset    atomic.Int64 // nanos: the peers' average clock minus ours, at start and every peerClockEvery
 
 	started time.Time
-	pool    *pool.Filler
-	steps   *segment.StepFile
-	met     *liveMetrics
-	events  *events.Publisher
-	health  storeHealth
-	lock    *dirLock // DataDir/leafd.lock, held while the node runs
-	peers   *peerFloors
-	opaque  *opaque.Key                  // of opaque tags; nil: refused
-	floors  segment.Floors               // the engine's, shared with the monotonic leaders
-	mono    atomic.Pointer[monoServer]   // leaders of the monotonic tags; nil until started
-	start   starting                     // what Start waits for, on /readyz
-	api     atomic.Pointer[http.Handler] // the HTTP API, once started
-	reg     *prometheus.Registry         // /metrics
+	// instance tells this process from another one under the same name
+	// (wire.NodeStatus.Instance).
+	instance string
+	pool     *pool.Filler
+	steps    *segment.StepFile
+	met      *liveMetrics
+	events   *events.Publisher
+	health   storeHealth
+	lock     *dirLock // DataDir/leafd.lock, held while the node runs
+	peers    *peerFloors
+	opaque   *opaque.Key                  // of opaque tags; nil: refused
+	floors   segment.Floors               // the engine's, shared with the monotonic leaders
+	mono     atomic.Pointer[monoServer]   // leaders of the monotonic tags; nil until started
+	start    starting                     // what Start waits for, on /readyz
+	api      atomic.Pointer[http.Handler] // the HTTP API, once started
+	reg      *prometheus.Registry         // /metrics
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -88,7 +92,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), started: time.Now(), met: newLiveMetrics(),
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), started: time.Now(), instance: newInstance(), met: newLiveMetrics(),
 		health: storeHealth{fails: map[string]storeFail{}}}
 	defer func() {
 		if err != nil {
@@ -119,6 +123,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
+	if err := n.checkName(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.await(ctx, "opening the segment store", n.openStore); err != nil {
 		return nil, err
 	}

@@ -333,6 +333,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		MaxBackward:  cfg.MaxBackward,
 		MaxStartWait: cfg.MaxStartWait,
 		NewWorker:    n.noPeerServes,
+		Holder:       n.peerHolder,
 		ClockSkew:    max(cfg.PeerClockMax, 0),
 		Logger:       n.log,
 		OnEvent:      n.onSnowflake,
@@ -371,16 +372,15 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 	case RegistryZK:
 		servers := strings.Split(cfg.ZK, ",")
 		cache := filepath.Join(cfg.DataDir, "snowflake", "zk-"+strings.ReplaceAll(cfg.ZKAddr, ":", "-")+".json")
-		opened := false
 		return func(ctx context.Context) (snowflake.Registry, error) {
 			// The cache file stands in for an unreachable ZooKeeper only at
-			// start (Leaf's workerID.properties): a claim lost later (a
-			// partition past the session timeout) is claimed again in
-			// ZooKeeper only, where another process with this identity may
-			// hold it by now. The Source calls Open once at start and again
-			// after each lost claim.
-			o := zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: opened}
-			opened = true
+			// start (Leaf's workerID.properties): once a claim was held, a
+			// claim lost later (a partition past the session timeout) is
+			// claimed again in ZooKeeper only, where another process with
+			// this identity may hold it by now. The Source calls Open at
+			// start (again if the worker id was refused) and after each
+			// lost claim.
+			o := zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.sfHeld.Load()}
 			r, err := zk.Open(ctx, servers, layout, o)
 			if err != nil {
 				return nil, err
@@ -420,6 +420,9 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 // to applySnowflake (never joining or leaving the queue group from a
 // handler's goroutine).
 func (n *Node) onSnowflake(ev snowflake.Event) {
+	if ev.Registered {
+		n.sfHeld.Store(true)
+	}
 	n.sfTransitions.Add(1)
 	e := events.Event{Kind: "snowflake." + ev.State.String(), Level: events.Info, Message: ev.Reason,
 		Fields: map[string]any{"worker": ev.Worker}}
@@ -496,13 +499,13 @@ func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Re
 // node; see snowflake.SourceConfig.NewWorker). A node that does not answer
 // (frozen, cut off) is not seen: README, "Outside the promise".
 func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
-	peers, err := ask.Status(ctx, n.nc, 300*time.Millisecond)
+	peers, err := ask.Status(ctx, n.nc, peerWindow)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids; waiting out the claim TTL", "worker", worker, "err", err)
 		return false
 	}
 	for _, p := range peers {
-		if p.Node != n.cfg.Name && p.Snow != nil && p.Snow.Worker == worker {
+		if !n.isSelf(p) && p.Snow != nil && p.Snow.Worker == worker {
 			n.log.Warn("snowflake: a live node holds the worker id the registry gave this node with no lease on record (its record was deleted?)",
 				"worker", worker, "holder", p.Node, "holder_state", p.Snow.State)
 			return false
@@ -519,13 +522,13 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 // registries can give the same worker id) get a loud warning: the chaos
 // harness mixes ZooKeeper and KV nodes on purpose.
 func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) error {
-	peers, err := ask.Status(ctx, n.nc, 300*time.Millisecond)
+	peers, err := ask.Status(ctx, n.nc, peerWindow)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their layout and registry", "err", err)
 		return nil
 	}
 	for _, p := range peers {
-		if p.Node == n.cfg.Name || p.Snow == nil {
+		if n.isSelf(p) || p.Snow == nil {
 			continue
 		}
 		switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ const maxStatusTags = 300
 func (n *Node) status() wire.NodeStatus {
 	st := wire.NodeStatus{
 		Node:     n.cfg.Name,
+		Instance: n.instance,
+		Host:     hostName,
+		PID:      os.Getpid(),
 		Version:  buildinfo.Version,
 		UnixNano: time.Now().UnixNano(),
 		Started:  n.started.UnixNano(),

@@ -3,6 +3,8 @@ package snowflake_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,4 +205,84 @@ func TestSourceWaitsOutUnknownWorker(t *testing.T) {
 			t.Errorf("%s: state = %v, want serving", name, st)
 		}
 	}
+}
+
+// TestSourceRefusesWorkerALiveNodeHolds (issue #12): a registry that
+// guards nothing — ZooKeeper's registration from its local cache file while
+// the ensemble is unreachable, two hosts with one identity, two registries
+// behind one queue group — gives a worker id that a live node serves. The
+// Source asks (Holder) after every registration, whatever the lease, and
+// refuses it, naming the holder; it serves once the holder is gone. Without
+// the question both serve the worker: an adversary counted 237,718
+// duplicates after /snowflake was wiped and a node restarted with
+// ZooKeeper unreachable.
+func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
+	b := newBackend(3)
+	b.setLease(3, t0.Add(-time.Minute)) // a lease on record: NewWorker is not asked
+	var mu sync.Mutex
+	holder, asked := "node b (pid 7 on host h2)", 0
+	cfg := sourceConfig(b, &fakeClock{t: t0}, &eventLog{})
+	cfg.Holder = func(_ context.Context, w int64) string {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		if w == 3 {
+			return holder
+		}
+		return ""
+	}
+	_, err := snowflake.StartSource(context.Background(), cfg)
+	if !errors.Is(err, snowflake.ErrWorkerInUse) || !strings.Contains(err.Error(), "node b (pid 7 on host h2)") {
+		t.Fatalf("StartSource beside a live holder of worker 3: %v, want ErrWorkerInUse naming it", err)
+	}
+	mu.Lock()
+	if asked != 2 {
+		t.Errorf("Holder asked %d times, want twice (once more, in case the registry gives another id)", asked)
+	}
+	holder = ""
+	mu.Unlock()
+	for _, r := range b.registries() {
+		if !r.isClosed() {
+			t.Error("a refused registration's registry is still open")
+		}
+	}
+
+	// A registry that picks among free ids may give another one when
+	// asked again.
+	kv := newBackend(0)
+	src1, _, _ := startSource(t, kv, nil, func(c *snowflake.SourceConfig) {
+		c.Holder = func(ctx context.Context, w int64) string {
+			if w != 0 {
+				return ""
+			}
+			kv.mu.Lock()
+			kv.fixed = 1
+			kv.mu.Unlock()
+			return "node k"
+		}
+	})
+	if st := src1.State(); st != snowflake.StateServing || src1.Worker() != 1 {
+		t.Fatalf("after worker 0 was refused: state %v, worker %d, want serving worker 1", st, src1.Worker())
+	}
+
+	// The holder is gone: the worker serves.
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Holder = cfg.Holder })
+	if st := src.State(); st != snowflake.StateServing || src.Worker() != 3 {
+		t.Fatalf("state %v, worker %d, want serving worker 3", st, src.Worker())
+	}
+
+	// A claim lost later is claimed again only once no live node holds it.
+	mu.Lock()
+	holder = "node c"
+	mu.Unlock()
+	b.registries()[len(b.registries())-1].lose()
+	waitState(t, src, snowflake.StateLost)
+	time.Sleep(50 * time.Millisecond) // a few re-registrations are refused
+	if st := src.State(); st != snowflake.StateLost {
+		t.Fatalf("state %v while a live node holds the worker, want lost", st)
+	}
+	mu.Lock()
+	holder = ""
+	mu.Unlock()
+	waitFor(t, "serving again", func() bool { return src.State() != snowflake.StateLost })
 }

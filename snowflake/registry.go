@@ -20,6 +20,9 @@ var (
 	ErrNotRegistered = errors.New("worker not registered")
 	// ErrRegistryClosed: the registry was closed.
 	ErrRegistryClosed = errors.New("worker registry closed")
+	// ErrWorkerInUse: a live process other than this one says it holds the
+	// worker id a registry gave this one (SourceConfig.Holder).
+	ErrWorkerInUse = errors.New("worker id held by a live process")
 )
 
 // Registration is a claimed worker id.

@@ -123,6 +123,16 @@ type SourceConfig struct {
 	// ClockSkew ahead of this one; it waits out ClaimTTL + LeaseAhead +
 	// ClockSkew before its first id. Nil: every such worker is unknown.
 	NewWorker func(ctx context.Context, worker int64) bool
+	// Holder is asked after every registration, whatever the registry,
+	// about the worker id it gave: it names a live process other than this
+	// one that says it holds that id ("" if none does, or none could be
+	// asked). A registration that no registry guards (ZooKeeper's from its
+	// local cache file while the ensemble is unreachable: Leaf's
+	// workerID.properties), two hosts with one identity, or two registries
+	// behind one queue group can give a worker id that a live process
+	// serves; a named holder fails the registration with ErrWorkerInUse.
+	// Nil: not asked.
+	Holder    func(ctx context.Context, worker int64) string
 	ClockSkew time.Duration
 	// OnEvent, if set, is called (from the Source's goroutine or a caller
 	// of Fill, never concurrently with itself) at every change of state.
@@ -170,6 +180,20 @@ type Source struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
+
+// workerInUse is the ErrWorkerInUse of one registration.
+type workerInUse struct {
+	worker int64
+	holder string
+}
+
+func (e *workerInUse) Error() string {
+	return fmt.Sprintf("%v: the registry gave worker %d to this process, and %s says it holds it "+
+		"(a registration from a local cache while the registry is unreachable, two hosts with one identity, or two registries behind one queue group)",
+		ErrWorkerInUse, e.worker, e.holder)
+}
+
+func (e *workerInUse) Unwrap() error { return ErrWorkerInUse }
 
 // claim is one registration of a worker id: its registry, generator, lease
 // and fence, swapped as a whole. Once dead it never serves again.
@@ -270,18 +294,27 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	}
 	src.worker.Store(-1)
 	src.state.Store(int32(StateLost))
+	refused := int64(-1)
 	for {
 		err := src.register(ctx, true)
 		if err == nil {
 			break
 		}
 		// A claim that lapsed while Register ran is dropped: claim again
-		// while ctx allows.
-		if !errors.Is(err, ErrClaimLapsed) || ctx.Err() != nil {
+		// while ctx allows. A worker id that a live process holds is asked
+		// for again once: a registry that picks among free ids (KV) may
+		// give another; one that gives the same id again (ZooKeeper, by
+		// this host's identity) fails the start.
+		var inUse *workerInUse
+		retry := errors.Is(err, ErrClaimLapsed)
+		if errors.As(err, &inUse) && inUse.worker != refused {
+			refused, retry = inUse.worker, true
+		}
+		if !retry || ctx.Err() != nil {
 			src.closeStale()
 			return nil, err
 		}
-		src.log.Warn("snowflake: the claim lapsed before its first lease; registering again", "err", err)
+		src.log.Warn("snowflake: registering again", "err", err)
 		src.closeStale()
 	}
 	src.ctx, src.cancel = context.WithCancel(context.Background())
@@ -320,6 +353,12 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		_ = reg.Close()
 		return fmt.Errorf("%w: the clock (%v) is %v behind the last time lease of worker %d (%v), more than the %v a start waits: fix the clock, or start later",
 			ErrClockBackwards, now.UTC(), behind.Round(time.Millisecond), r.Worker, r.LastLease.UTC(), src.cfg.MaxStartWait)
+	}
+	if src.cfg.Holder != nil {
+		if h := src.cfg.Holder(ctx, r.Worker); h != "" {
+			_ = reg.Close()
+			return &workerInUse{worker: r.Worker, holder: h}
+		}
 	}
 	var ttl time.Duration
 	if t, ok := reg.(ClaimTTLer); ok && t.ClaimTTL() > 0 {

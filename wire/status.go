@@ -8,7 +8,12 @@ const StatusSubject = "leaf.admin.status"
 // status page shows it. Counters only grow while the node runs; a page
 // computes rates from two snapshots.
 type NodeStatus struct {
-	Node     string           `json:"node"`
+	Node string `json:"node"`
+	// Instance is random per process: two answers with one Node and
+	// different Instances are two processes under one --name.
+	Instance string           `json:"instance,omitempty"`
+	Host     string           `json:"host,omitempty"` // os.Hostname
+	PID      int              `json:"pid,omitempty"`
 	Version  string           `json:"version"`
 	UnixNano int64            `json:"unix_nano"` // the node's clock when it answered
 	Started  int64            `json:"started"`   // unix nanos of the node's start
