@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,8 +43,17 @@ type Lease struct {
 	getSubj string // the stream leader's message get
 }
 
-// releasedHeader marks the delete marker of a Release.
-const releasedHeader = "Leaf-Released"
+// releasedHeader marks the delete marker of a Release with the holder;
+// releasedRevHeader with the revision it released.
+const (
+	releasedHeader    = "Leaf-Released"
+	releasedRevHeader = "Leaf-Released-Rev"
+)
+
+// history is how many messages the bucket keeps per key: a Release's
+// marker and the record it released, so that Acquire can tell the two
+// belong together (and a marker written by hand does not pass for one).
+const history = 2
 
 type record struct {
 	Holder string `json:"holder"`
@@ -72,7 +82,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 	kv, err := jskv.OpenOrCreate(cctx, js, jetstream.KeyValueConfig{
 		Bucket:         opts.Bucket,
 		Description:    "leafmq: leaders of monotonic tags",
-		History:        1,
+		History:        history,
 		Storage:        jetstream.FileStorage,
 		Replicas:       opts.Replicas,
 		LimitMarkerTTL: opts.TTL,
@@ -81,6 +91,9 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 		return nil, fmt.Errorf("%w: %w", segment.ErrInvalid, err)
 	}
 	if err != nil {
+		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
+	}
+	if err := keepHistory(cctx, js, kv); err != nil {
 		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
 	}
 	return &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}, nil
@@ -101,12 +114,12 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
-	last, err := jskv.MsgGet(cctx, l.js.Conn(), l.getSubj, jskv.MsgGetRequest{LastFor: l.prefix + tag})
+	kept, err := l.kept(cctx, tag)
 	if err != nil {
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}
 	var wait time.Duration
-	if last == nil || last.Deleted() && !freedByHolderOrTTL(last) {
+	if !freed(kept) {
 		wait = l.opts.TTL // freed by hand, or no trace: a holder may serve until its fence passes
 	}
 	rev, err := l.kv.Create(cctx, tag, l.value(holder), jetstream.KeyTTL(l.opts.TTL))
@@ -123,14 +136,92 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	return mono.Grant{Tag: tag, Holder: holder, Rev: rev, Wait: wait}, nil
 }
 
-// freedByHolderOrTTL reports whether marker m was written by a Release or
-// by the server when the key's TTL ran out.
-func freedByHolderOrTTL(m *jskv.StoredMsg) bool {
-	h, err := nats.DecodeHeadersMsg(m.Header)
-	if err != nil {
+// kept returns the messages the bucket keeps for tag, oldest first.
+func (l *Lease) kept(ctx context.Context, tag string) ([]*jskv.StoredMsg, error) {
+	var out []*jskv.StoredMsg
+	for seq := uint64(1); len(out) <= history; {
+		m, err := jskv.MsgGet(ctx, l.js.Conn(), l.getSubj, jskv.MsgGetRequest{Seq: seq, NextFor: l.prefix + tag})
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			break
+		}
+		out = append(out, m)
+		seq = m.Sequence + 1
+	}
+	return out, nil
+}
+
+// freed reports whether the messages kept for a key (oldest first) show
+// that its last holder let go, so that no holder can be serving: the last
+// is a Release's marker that names the holder and revision of the record
+// right before it, or the marker the server wrote when the key's TTL ran
+// out with no record kept before it (a record still kept, or a delete by
+// hand, means the message that expired may have been put by hand over a
+// holder that still serves: an adversary broke order with `nats kv put`
+// of a short-TTL value over a live lease, 1,998 calls out of order, and
+// with a hand-written release marker, 6,842). Anything else — no message,
+// a delete, purge or removal by hand — is not.
+func freed(kept []*jskv.StoredMsg) bool {
+	if len(kept) == 0 {
 		return false
 	}
-	return h.Get(releasedHeader) != "" || h.Get(jetstream.MarkerReasonHeader) != ""
+	h := headers(kept[len(kept)-1])
+	if h == nil {
+		return false // a record: held
+	}
+	if who := h.Get(releasedHeader); who != "" {
+		if len(kept) < 2 || headers(kept[len(kept)-2]) != nil {
+			return false
+		}
+		prev := kept[len(kept)-2]
+		var r record
+		return json.Unmarshal(prev.Data, &r) == nil && r.Holder == who &&
+			h.Get(releasedRevHeader) == strconv.FormatUint(prev.Sequence, 10)
+	}
+	if h.Get(jetstream.MarkerReasonHeader) != "MaxAge" || h.Get("KV-Operation") != "" {
+		return false
+	}
+	for _, m := range kept[:len(kept)-1] {
+		if p := headers(m); p == nil || p.Get(jetstream.MarkerReasonHeader) != "MaxAge" || p.Get("KV-Operation") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// headers are m's headers if it is a marker (a delete, purge or
+// server-written marker), nil if it is a record.
+func headers(m *jskv.StoredMsg) nats.Header {
+	if !m.Deleted() {
+		return nil
+	}
+	h, err := nats.DecodeHeadersMsg(m.Header)
+	if err != nil {
+		return nats.Header{"KV-Operation": {"?"}} // a marker of unknown kind
+	}
+	return h
+}
+
+// keepHistory raises the history of a bucket made by an older leafd (one
+// message per key) to history.
+func keepHistory(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) error {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.History() >= history {
+		return nil
+	}
+	info, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return err
+	}
+	cfg := info.CachedInfo().Config
+	cfg.MaxMsgsPerSubject = history
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // Renew implements mono.Lease: the value again, with the TTL, expecting
@@ -159,6 +250,7 @@ func (l *Lease) Release(ctx context.Context, g mono.Grant) error {
 	msg := nats.NewMsg(l.prefix + g.Tag)
 	msg.Header.Set("KV-Operation", "DEL")
 	msg.Header.Set(releasedHeader, g.Holder)
+	msg.Header.Set(releasedRevHeader, strconv.FormatUint(g.Rev, 10))
 	_, err := l.js.PublishMsg(cctx, msg, jetstream.WithExpectLastSequencePerSubject(g.Rev))
 	if jskv.Conflict(err) {
 		return fmt.Errorf("%w: %q: %v", mono.ErrLost, g.Tag, err)

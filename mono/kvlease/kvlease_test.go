@@ -2,9 +2,12 @@ package kvlease_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
@@ -98,5 +101,116 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 	}
 	if g.Wait != 0 {
 		t.Fatalf("Acquire after the TTL ran out = %+v, want Wait 0", g)
+	}
+}
+
+// TestAcquireAfterForgedFreeWaits (issue #15): a lease looks freed by its
+// holder or its TTL only when the bucket shows it. An operator's value put
+// with a short TTL over a live lease (`nats kv put` with a per-message
+// TTL), whose expiry the server marks as any other; a release marker
+// written by hand: each leaves a holder that still serves, and Acquire must wait a TTL. An
+// adversary broke order with the first (1,998 calls out of order) and the
+// second (6,842) before the bucket kept the record behind a marker.
+func TestAcquireAfterForgedFreeWaits(t *testing.T) {
+	s := natstest.RunServer(t)
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ttl = 3 * time.Second
+	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "forged", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// live makes n1 the holder of tag, renewed; renewed is when the
+	// renewal was sent: n1 may serve until renewed+TTL.
+	var renewed time.Time
+	live := func(tag string) mono.Grant {
+		t.Helper()
+		g, err := l.Acquire(ctx, tag, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewed = time.Now()
+		if g, err = l.Renew(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	// next has n2 take tag as soon as it can, and checks that it serves
+	// (after the grant's Wait) no sooner than n1's lease ran out.
+	next := func(tag, why string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			g, err := l.Acquire(ctx, tag, "n2")
+			if err == nil {
+				if serves := time.Now().Add(g.Wait); serves.Before(renewed.Add(ttl)) {
+					t.Fatalf("%s: Acquire = %+v: n2 serves %v before n1's lease runs out", why, g, renewed.Add(ttl).Sub(serves))
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", why, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	live("put")
+	if _, err := js.Publish(ctx, "$KV.forged.put", []byte(`{"holder":"op","at":0}`), jetstream.WithMsgTTL(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	next("put", "a value with a 1s TTL put over a live lease, expired")
+
+	for i, h := range []func(g mono.Grant) nats.Header{
+		func(mono.Grant) nats.Header { return nats.Header{"KV-Operation": {"DEL"}, "Leaf-Released": {"n9"}} },
+		func(mono.Grant) nats.Header { return nats.Header{"KV-Operation": {"DEL"}, "Leaf-Released": {"n1"}} },
+		func(g mono.Grant) nats.Header {
+			return nats.Header{"KV-Operation": {"DEL"}, "Leaf-Released": {"n1"}, "Leaf-Released-Rev": {strconv.FormatUint(g.Rev-1, 10)}}
+		},
+	} {
+		tag := fmt.Sprintf("rel%d", i)
+		msg := &nats.Msg{Subject: "$KV.forged." + tag, Header: h(live(tag))}
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		next(tag, fmt.Sprintf("a release marker by hand %v", msg.Header))
+	}
+
+	// The holder's own Release is still taken at once.
+	g := live("own")
+	if err := l.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := l.Acquire(ctx, "own", "n2"); err != nil || g.Wait != 0 {
+		t.Fatalf("Acquire after the holder's Release = %+v, %v; want Wait 0", g, err)
+	}
+}
+
+// TestOpenKeepsHistory: a bucket made by an older leafd keeps one message
+// per key; Open raises it to two, so that a release marker can be checked
+// against the record it released.
+func TestOpenKeepsHistory(t *testing.T) {
+	s := natstest.RunServer(t)
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "older", History: 1, LimitMarkerTTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "older", TTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "older")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.History() != 2 {
+		t.Fatalf("history of the bucket after Open = %v, %v; want 2", st, err)
 	}
 }
