@@ -96,7 +96,11 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 	if err := keepHistory(cctx, js, kv); err != nil {
 		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
 	}
-	return &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}, nil
+	l := &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}
+	if err := l.checkMaxAge(cctx); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // TTL implements mono.Lease.
@@ -119,8 +123,16 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}
 	var wait time.Duration
-	if !freed(kept) {
+	switch ok, byTTL := freed(kept); {
+	case !ok:
 		wait = l.opts.TTL // freed by hand, or no trace: a holder may serve until its fence passes
+	case byTTL:
+		// A TTL marker is the holder's expiry only if the bucket expires
+		// nothing sooner: one made again with a max age below the TTL
+		// expires live leases.
+		if err := l.checkMaxAge(cctx); err != nil {
+			return mono.Grant{}, err
+		}
 	}
 	rev, err := l.kv.Create(cctx, tag, l.value(holder), jetstream.KeyTTL(l.opts.TTL))
 	if errors.Is(err, jetstream.ErrKeyExists) {
@@ -163,32 +175,49 @@ func (l *Lease) kept(ctx context.Context, tag string) ([]*jskv.StoredMsg, error)
 // of a short-TTL value over a live lease, 1,998 calls out of order, and
 // with a hand-written release marker, 6,842). Anything else — no message,
 // a delete, purge or removal by hand — is not.
-func freed(kept []*jskv.StoredMsg) bool {
+func freed(kept []*jskv.StoredMsg) (ok, byTTL bool) {
 	if len(kept) == 0 {
-		return false
+		return false, false
 	}
 	h := headers(kept[len(kept)-1])
 	if h == nil {
-		return false // a record: held
+		return false, false // a record: held
 	}
 	if who := h.Get(releasedHeader); who != "" {
 		if len(kept) < 2 || headers(kept[len(kept)-2]) != nil {
-			return false
+			return false, false
 		}
 		prev := kept[len(kept)-2]
 		var r record
 		return json.Unmarshal(prev.Data, &r) == nil && r.Holder == who &&
-			h.Get(releasedRevHeader) == strconv.FormatUint(prev.Sequence, 10)
+			h.Get(releasedRevHeader) == strconv.FormatUint(prev.Sequence, 10), false
 	}
 	if h.Get(jetstream.MarkerReasonHeader) != "MaxAge" || h.Get("KV-Operation") != "" {
-		return false
+		return false, false
 	}
 	for _, m := range kept[:len(kept)-1] {
 		if p := headers(m); p == nil || p.Get(jetstream.MarkerReasonHeader) != "MaxAge" || p.Get("KV-Operation") != "" {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, true
+}
+
+// checkMaxAge refuses a bucket that expires values on its own (a max age,
+// as `nats kv add --ttl` sets): a lease there can expire while its holder
+// still serves, and its marker would pass for the holder's expiry. An
+// adversary made the bucket again with a 1s max age and broke order
+// (32,785 calls).
+func (l *Lease) checkMaxAge(ctx context.Context) error {
+	st, err := l.kv.Status(ctx)
+	if err != nil {
+		return fail(ctx, "status of bucket "+l.opts.Bucket, err)
+	}
+	if age := st.TTL(); age != 0 {
+		return fmt.Errorf("%w: mono kvlease: bucket %q expires values after %v (a max age): a lease can expire under its holder; "+
+			"delete the bucket (nats kv del %s) and let leafd make it again", segment.ErrInvalid, l.opts.Bucket, age, l.opts.Bucket)
+	}
+	return nil
 }
 
 // headers are m's headers if it is a marker (a delete, purge or

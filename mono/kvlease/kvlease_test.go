@@ -2,8 +2,10 @@ package kvlease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/mono/kvlease"
 	"github.com/leafmq/leafmq/mono/leasetest"
+	"github.com/leafmq/leafmq/segment"
 )
 
 func TestConformance(t *testing.T) {
@@ -212,5 +215,57 @@ func TestOpenKeepsHistory(t *testing.T) {
 	st, err := kv.Status(ctx)
 	if err != nil || st.History() != 2 {
 		t.Fatalf("history of the bucket after Open = %v, %v; want 2", st, err)
+	}
+}
+
+// TestMaxAgeBucketRefused (issue #15): a bucket with a max age (`nats kv
+// add leaf_mono --ttl 1s`, made again under running nodes) expires a lease
+// while its holder serves, and the server's marker looks like the
+// holder's own expiry. Open refuses such a bucket, and Acquire refuses to
+// trust a TTL marker in one. An adversary broke order this way (32,785
+// calls out of order).
+func TestMaxAgeBucketRefused(t *testing.T) {
+	s := natstest.RunServer(t)
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	aged := jetstream.KeyValueConfig{Bucket: "aged", History: 2, TTL: time.Second, LimitMarkerTTL: 5 * time.Second}
+	if _, err := js.CreateKeyValue(ctx, aged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "aged", TTL: 5 * time.Second}); !errors.Is(err, segment.ErrInvalid) || !strings.Contains(err.Error(), "max age") {
+		t.Fatalf("Open of a bucket with a max age = %v, want ErrInvalid naming the max age", err)
+	}
+
+	// Made again under a running Lease.
+	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "remade", TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, "remade"); err != nil {
+		t.Fatal(err)
+	}
+	aged.Bucket = "remade"
+	if _, err := js.CreateKeyValue(ctx, aged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(ctx, "t", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, err := l.Acquire(ctx, "t", "n2")
+		if err == nil {
+			t.Fatalf("Acquire once the bucket's max age expired n1's lease = %+v; want it refused", g)
+		}
+		if errors.Is(err, segment.ErrInvalid) {
+			break
+		}
+		if !errors.Is(err, mono.ErrHeld) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
