@@ -68,11 +68,49 @@ func (n *Node) checkName(ctx context.Context) error {
 	return nil
 }
 
+// peerStatus gathers the live nodes' status for the checks of one
+// registration (peerHolder, peerLease, noPeerServes), asking at most once
+// a second.
+func (n *Node) peerStatus(ctx context.Context) ([]wire.NodeStatus, error) {
+	n.peersMu.Lock()
+	defer n.peersMu.Unlock()
+	if n.peersAt.IsZero() || time.Since(n.peersAt) > time.Second {
+		n.peersSeen, n.peersErr = ask.Status(ctx, n.nc, peerWindow)
+		n.peersAt = time.Now()
+	}
+	return n.peersSeen, n.peersErr
+}
+
+// peerLease is the snowflake.SourceConfig.PeerLease: the highest time
+// lease a live node other than this process reports for worker among the
+// worker ids it held and lost.
+func (n *Node) peerLease(ctx context.Context, worker int64) time.Time {
+	peers, err := n.peerStatus(ctx)
+	if err != nil {
+		return time.Time{}
+	}
+	var high int64
+	for _, p := range peers {
+		if n.isSelf(p) || p.Snow == nil {
+			continue
+		}
+		for _, wl := range p.Snow.Past {
+			if wl.Worker == worker {
+				high = max(high, wl.Until)
+			}
+		}
+	}
+	if high == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, high)
+}
+
 // peerHolder is the snowflake.SourceConfig.Holder: the live node other
 // than this process that reports worker as its worker id, "" if none does
 // (or none could be asked).
 func (n *Node) peerHolder(ctx context.Context, worker int64) string {
-	peers, err := ask.Status(ctx, n.nc, peerWindow)
+	peers, err := n.peerStatus(ctx)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids", "worker", worker, "err", err)
 		return ""

@@ -3,9 +3,12 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
@@ -105,5 +108,77 @@ func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 	err = startErr(t, cfgC)
 	if !errors.Is(err, snowflake.ErrWorkerInUse) || !strings.Contains(err.Error(), "node ca") {
 		t.Fatalf("C through ZooKeeper beside A serving worker %d from its cache: %v, want ErrWorkerInUse naming node ca", worker, err)
+	}
+}
+
+// TestErasedWorkerWaitsForPastLease (issue #12): an operator erases a live
+// node's worker records (`nats stream purge KV_leaf_workers --subject
+// '$KV.leaf_workers.w0'`, and t0): the node loses worker 0 and claims
+// another; the next node gets worker 0 with no lease on record. The first
+// node may have made ids of worker 0 up to its last lease, and says so in
+// its status (Past): the newcomer must not serve below it. An adversary
+// counted 20,073 duplicates when it served at once (a layout in seconds,
+// ids borrowed ahead of the clock).
+func TestErasedWorkerWaitsForPastLease(t *testing.T) {
+	s := natstest.RunServer(t)
+	base := node.Config{NATS: s.ClientURL(), Registry: node.RegistryKV, Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second}
+	cfgA := base
+	cfgA.Name = "pa"
+	a := startNode(t, cfgA)
+	waitServing(t, a)
+	w := a.Snowflake().Worker()
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	str, err := js.Stream(ctx, "KV_leaf_workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "leaf_workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold the erased id for a moment, as a third process would, so that
+	// the first node claims the other one.
+	hold := fmt.Sprintf("w%d", w)
+	for _, key := range []string{fmt.Sprintf("w%d", w), fmt.Sprintf("t%d", w)} {
+		if err := str.Purge(ctx, jetstream.WithPurgeSubject("$KV.leaf_workers."+key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Create(ctx, hold, []byte("{}"), jetstream.KeyTTL(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the first node on the other worker id", 30*time.Second, func() bool {
+		return a.Snowflake().Worker() == 1-w && a.Snowflake().State() == snowflake.StateServing
+	})
+	past := a.Snowflake().Past()[w]
+	if past.IsZero() {
+		t.Fatalf("the first node reports no past lease of worker %d", w)
+	}
+
+	// The hold expires: the next node gets worker w, with no lease on record.
+	time.Sleep(3 * time.Second)
+	cfgB := base
+	cfgB.Name = "pb"
+	b := startNode(t, cfgB)
+	if got := b.Snowflake().Worker(); got != w {
+		t.Fatalf("the second node has worker %d, want the erased %d", got, w)
+	}
+	var ids []int64
+	testenv.Eventually(t, "ids from the second node", 30*time.Second, func() bool {
+		buf := make([]int64, 64)
+		n, err := b.Snowflake().Fill(ctx, buf)
+		ids = buf[:n]
+		return err == nil && n > 0
+	})
+	layout := b.Snowflake().Layout()
+	t.Logf("past %v, first id %v", past, layout.Decompose(ids[0]).Time)
+	for _, id := range ids {
+		if at := layout.Decompose(id).Time; at.Before(past.Truncate(time.Second)) {
+			t.Fatalf("the second node's id %d of worker %d is of %v, below %v, the lease the first node had of it", id, w, at, past)
+		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/segment/mysql"
 	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Node is one running leafd.
@@ -58,7 +59,11 @@ type Node struct {
 	sfStop        chan struct{}
 	sfWG          sync.WaitGroup
 	sfTransitions atomic.Uint64
-	sfHeld        atomic.Bool  // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
+	sfHeld        atomic.Bool // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
+	peersMu       sync.Mutex  // guards the peer status below (peerStatus)
+	peersAt       time.Time
+	peersSeen     []wire.NodeStatus
+	peersErr      error
 	peerOffset    atomic.Int64 // nanos: the peers' average clock minus ours, at start and every peerClockEvery
 
 	started time.Time

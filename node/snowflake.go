@@ -334,6 +334,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		MaxStartWait: cfg.MaxStartWait,
 		NewWorker:    n.noPeerServes,
 		Holder:       n.peerHolder,
+		PeerLease:    n.peerLease,
 		ClockSkew:    max(cfg.PeerClockMax, 0),
 		Logger:       n.log,
 		OnEvent:      n.onSnowflake,
@@ -499,7 +500,7 @@ func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Re
 // node; see snowflake.SourceConfig.NewWorker). A node that does not answer
 // (frozen, cut off) is not seen: README, "Outside the promise".
 func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
-	peers, err := ask.Status(ctx, n.nc, peerWindow)
+	peers, err := n.peerStatus(ctx)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids; waiting out the claim TTL", "worker", worker, "err", err)
 		return false

@@ -89,6 +89,10 @@ func (n *Node) status() wire.NodeStatus {
 		if lease := n.src.Leased(); !lease.IsZero() {
 			sf.LeaseUntil = lease.UnixNano()
 		}
+		for w, until := range n.src.Past() {
+			sf.Past = append(sf.Past, wire.WorkerLease{Worker: w, Until: until.UnixNano()})
+		}
+		sort.Slice(sf.Past, func(i, j int) bool { return sf.Past[i].Worker < sf.Past[j].Worker })
 		if n.sfRing != nil {
 			rs := n.sfRing.Stats()
 			sf.RingLen, sf.RingCap, sf.Taken = rs.Len, rs.Cap, rs.Served

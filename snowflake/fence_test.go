@@ -286,3 +286,46 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	mu.Unlock()
 	waitFor(t, "serving again", func() bool { return src.State() != snowflake.StateLost })
 }
+
+// TestSourceTakesPeerLease (issue #12): an operator erases a live node's
+// worker records; the node loses the id and claims another, and the next
+// process gets the erased id with no lease on record. The node that lost
+// it may have made ids of it up to its last lease (Past), so the newcomer
+// starts above the lease that node reports (PeerLease). Without it an
+// adversary counted 20,073 duplicates (ids borrowed ahead of the clock).
+func TestSourceTakesPeerLease(t *testing.T) {
+	// The node that lost worker 0 reports it in Past.
+	b := newBackend(0)
+	old, _, _ := startSource(t, b, nil, nil)
+	fill(t, old, 4)
+	lost := b.lease(0)
+	if lost.IsZero() {
+		t.Fatal("no lease recorded")
+	}
+	b.registries()[0].lose()
+	waitFor(t, "worker 0 in Past", func() bool { return !old.Past()[0].IsZero() })
+	if p := old.Past()[0]; p.Before(lost) {
+		t.Fatalf("Past()[0] = %v, below the lease %v it had", p, lost)
+	}
+
+	// A newcomer on a registry that forgot worker 0 waits past that lease.
+	nb := newBackend(0)
+	src, nclock, _ := startSource(t, nb, nil, func(c *snowflake.SourceConfig) {
+		c.PeerLease = func(_ context.Context, w int64) time.Time {
+			if w == 0 {
+				return old.Past()[0]
+			}
+			return time.Time{}
+		}
+	})
+	if st := src.State(); st != snowflake.StateWaiting {
+		t.Fatalf("state of the newcomer = %v, want waiting past the lease a live node reports", st)
+	}
+	nclock.Set(lost.Add(time.Millisecond))
+	waitState(t, src, snowflake.StateServing)
+	for _, id := range fill(t, src, 8) {
+		if at := smallLayout.Decompose(id).Time; at.Before(lost) {
+			t.Fatalf("id %d of %v, below the lease %v the other node had", id, at, lost)
+		}
+	}
+}

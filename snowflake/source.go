@@ -132,7 +132,15 @@ type SourceConfig struct {
 	// behind one queue group can give a worker id that a live process
 	// serves; a named holder fails the registration with ErrWorkerInUse.
 	// Nil: not asked.
-	Holder    func(ctx context.Context, worker int64) string
+	Holder func(ctx context.Context, worker int64) string
+	// PeerLease is asked after every registration about the worker id
+	// given: the highest time lease a live process other than this one
+	// reports for it among the worker ids it held before and lost (Past);
+	// zero if none. The worker's last lease is raised to it: a process
+	// that lost a worker id (its record erased under it) may have made ids
+	// of it up to that lease, and the registry no longer knows. Nil: not
+	// asked.
+	PeerLease func(ctx context.Context, worker int64) time.Time
 	ClockSkew time.Duration
 	// OnEvent, if set, is called (from the Source's goroutine or a caller
 	// of Fill, never concurrently with itself) at every change of state.
@@ -340,6 +348,19 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		_ = reg.Close()
 		return fmt.Errorf("%w: registry gave worker %d, outside 0-%d of layout %s", ErrNoWorker, r.Worker, src.s.maxWorker, src.s.l)
 	}
+	if src.cfg.Holder != nil {
+		if h := src.cfg.Holder(ctx, r.Worker); h != "" {
+			_ = reg.Close()
+			return &workerInUse{worker: r.Worker, holder: h}
+		}
+	}
+	if src.cfg.PeerLease != nil {
+		if pl := src.cfg.PeerLease(ctx, r.Worker); pl.After(r.LastLease) {
+			src.log.Warn("snowflake: a live node held this worker id before, with a time lease beyond the registry's; using it",
+				"worker", r.Worker, "registry_last_lease", r.LastLease, "peer_lease", pl)
+			r.LastLease = pl
+		}
+	}
 	src.mu.Lock()
 	if f := src.floor[r.Worker]; f > 0 && time.Unix(0, f).After(r.LastLease) {
 		src.log.Warn("snowflake: the registry's last lease is below one this process had for the worker; using this process's",
@@ -353,12 +374,6 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		_ = reg.Close()
 		return fmt.Errorf("%w: the clock (%v) is %v behind the last time lease of worker %d (%v), more than the %v a start waits: fix the clock, or start later",
 			ErrClockBackwards, now.UTC(), behind.Round(time.Millisecond), r.Worker, r.LastLease.UTC(), src.cfg.MaxStartWait)
-	}
-	if src.cfg.Holder != nil {
-		if h := src.cfg.Holder(ctx, r.Worker); h != "" {
-			_ = reg.Close()
-			return &workerInUse{worker: r.Worker, holder: h}
-		}
 	}
 	var ttl time.Duration
 	if t, ok := reg.(ClaimTTLer); ok && t.ClaimTTL() > 0 {
@@ -660,6 +675,20 @@ func (src *Source) closeStale() {
 	for _, reg := range stale {
 		_ = reg.Close()
 	}
+}
+
+// Past is the highest time lease of every worker id this Source held and
+// lost (or let lapse): ids of it may have been made up to there.
+func (src *Source) Past() map[int64]time.Time {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	out := make(map[int64]time.Time, len(src.floor))
+	for w, ns := range src.floor {
+		if ns > 0 {
+			out[w] = time.Unix(0, ns)
+		}
+	}
+	return out
 }
 
 // State is the Source's state now.

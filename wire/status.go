@@ -63,7 +63,16 @@ type SnowflakeStatus struct {
 	LeaseUntil int64  `json:"lease_until"` // unix nanos up to which the time lease is persisted
 	Joined     bool   `json:"joined"`      // in the snowflake queue group
 	PeerOffset int64  `json:"peer_offset"` // nanos: the peers' average clock minus ours, at start
-	RingLen    int    `json:"ring_len"`
-	RingCap    int    `json:"ring_cap"`
-	Taken      uint64 `json:"taken"` // ids taken from the ring
+	// Past are the worker ids the node held and lost, each with the highest
+	// time lease it had: ids of it may have been made up to there.
+	Past    []WorkerLease `json:"past,omitempty"`
+	RingLen int           `json:"ring_len"`
+	RingCap int           `json:"ring_cap"`
+	Taken   uint64        `json:"taken"` // ids taken from the ring
+}
+
+// WorkerLease is a worker id and a time lease (unix nanos).
+type WorkerLease struct {
+	Worker int64 `json:"worker"`
+	Until  int64 `json:"until"`
 }
