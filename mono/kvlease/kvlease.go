@@ -134,18 +134,34 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 			return mono.Grant{}, err
 		}
 	}
-	rev, err := l.kv.Create(cctx, tag, l.value(holder), jetstream.KeyTTL(l.opts.TTL))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		who, herr := l.Holder(ctx, tag)
-		if herr != nil {
-			who = "?"
+	// Create, conditional on the message the wait was decided on still
+	// being the key's last: a holder that took the key meanwhile and was
+	// deleted by hand must not pass for the marker read above.
+	var last uint64
+	if len(kept) > 0 {
+		last = kept[len(kept)-1].Sequence
+		if headers(kept[len(kept)-1]) == nil {
+			return mono.Grant{}, l.held(ctx, tag)
 		}
-		return mono.Grant{}, fmt.Errorf("%w: %q by %s", mono.ErrHeld, tag, who)
+	}
+	ack, err := l.js.Publish(cctx, l.prefix+tag, l.value(holder),
+		jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgTTL(l.opts.TTL))
+	if jskv.Conflict(err) {
+		return mono.Grant{}, l.held(ctx, tag)
 	}
 	if err != nil {
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}
-	return mono.Grant{Tag: tag, Holder: holder, Rev: rev, Wait: wait}, nil
+	return mono.Grant{Tag: tag, Holder: holder, Rev: ack.Sequence, Wait: wait}, nil
+}
+
+// held is the ErrHeld of tag, naming its holder.
+func (l *Lease) held(ctx context.Context, tag string) error {
+	who, err := l.Holder(ctx, tag)
+	if err != nil {
+		who = "?"
+	}
+	return fmt.Errorf("%w: %q by %s", mono.ErrHeld, tag, who)
 }
 
 // kept returns the messages the bucket keeps for tag, oldest first.
