@@ -79,7 +79,7 @@ type Client struct {
 
 // poolSubject is the JetStream pool of a request subject.
 func poolSubject(subject string) string {
-	if subject == wire.SnowflakeSubject {
+	if subject == wire.SnowflakeSubject || strings.HasPrefix(subject, wire.SnowflakePrefix) {
 		return pool.SnowflakeSubject
 	}
 	return pool.SegmentSubject(strings.TrimPrefix(subject, wire.SegmentPrefix))
@@ -127,7 +127,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	empty := map[string]*cache{}
 	c.tags.Store(&empty)
 	if o.prefetch {
-		c.snow = c.newCache("", wire.SnowflakeSubject, true)
+		c.snow = c.newCache("", c.snowSubject(), true)
 		c.wg.Add(1)
 		go c.janitor()
 	}
@@ -265,9 +265,17 @@ func (c *Client) nextN(ctx context.Context, tag string, ids []int64) error {
 
 func (c *Client) snowflakeN(ctx context.Context, ids []int64) error {
 	if !c.o.prefetch || len(ids) > c.o.maxBatch {
-		return c.direct(ctx, wire.SnowflakeSubject, ids)
+		return c.direct(ctx, c.snowSubject(), ids)
 	}
 	return c.fill(ctx, func() (*cache, bool, error) { return c.snow, false, nil }, ids)
+}
+
+// snowSubject is the subject snowflake ids are asked on.
+func (c *Client) snowSubject() string {
+	if c.o.snowKey != "" {
+		return wire.SnowflakePrefix + c.o.snowKey
+	}
+	return wire.SnowflakeSubject
 }
 
 // fill fills ids from the cache get returns, waiting for refills as needed.

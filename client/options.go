@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -45,6 +46,7 @@ type options struct {
 	idle       time.Duration
 	backoffMin time.Duration
 	backoffMax time.Duration
+	snowKey    string        // WithSnowflakeKey; "" for leaf.snowflake
 	pool       bool          // draw refills from the JetStream batch pool first
 	poolWait   time.Duration // how long a refill waits for a pool batch once NATS requests fail
 
@@ -90,6 +92,21 @@ func WithTimeout(d time.Duration) Option {
 // deadline is used as it is. Default 10s.
 func WithMaxWait(d time.Duration) Option {
 	return func(o *options) error { o.maxWait = d; return positive("max wait", d) }
+}
+
+// WithSnowflakeKey asks for snowflake ids on leaf.snowflake.KEY instead
+// of leaf.snowflake, as Leaf's clients name a key in /api/snowflake/get/KEY:
+// leafd accepts the key and ignores it (the ids are the same). key is a
+// tag-like token other than "decode", the subject of the decode endpoint.
+// With WithPool, refills still draw on the snowflake pool first.
+func WithSnowflakeKey(key string) Option {
+	return func(o *options) error {
+		if err := segment.CheckTag(key); err != nil || key == "decode" {
+			return fmt.Errorf("%w: snowflake key %q must be a tag-like token other than decode", ErrBadOption, key)
+		}
+		o.snowKey = key
+		return nil
+	}
 }
 
 // WithoutPrefetch turns the local cache off: every call is a request (or

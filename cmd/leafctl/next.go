@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/leafmq/leafmq/client"
 	"github.com/leafmq/leafmq/segment"
-	"github.com/leafmq/leafmq/wire"
 )
 
 // leafctl next TAG: ids of a tag.
@@ -21,13 +21,12 @@ type nextCmd struct{}
 func (nextCmd) Name() string { return "next" }
 
 func (nextCmd) Synopsis() []synopsisLine {
-	return []synopsisLine{{"next TAG [-n N] [--binary] [--json] [--mono]", "take N ids (default 1) of TAG; --mono: of a monotonic tag (leaf.mono.TAG)"}}
+	return []synopsisLine{{"next TAG [-n N] [--json] [--mono]", "take N ids (default 1) of TAG; --mono: of a monotonic tag (leaf.mono.TAG)"}}
 }
 
 func (nextCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("next", flag.ContinueOnError)
 	n := fs.Int("n", 1, "how many ids")
-	bin := fs.Bool("binary", false, "ask for binary replies (Leaf-Encoding: binary)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	monoTag := fs.Bool("mono", false, "a monotonic tag (leaf.mono.TAG): strictly increasing ids, asked again through a leader's switch-over")
 	pos, err := parse(fs, args, 1)
@@ -40,46 +39,33 @@ func (nextCmd) Run(c *cli, args []string) error {
 	if err := segment.CheckTag(pos[0]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *monoTag {
-		return c.monoIDs(pos[0], *n, *asJSON)
-	}
-	return c.takeIDs(wire.SegmentPrefix+pos[0], *n, *bin, *asJSON)
+	return c.takeIDs(*asJSON, func(ctx context.Context, cl *client.Client) ([]int64, error) {
+		if *monoTag {
+			return cl.MonoN(ctx, pos[0], *n)
+		}
+		return cl.NextN(ctx, pos[0], *n)
+	})
 }
 
-// monoIDs takes n ids of a monotonic tag through the Go client, which asks
-// again while the tag has no leader (within --timeout).
-func (c *cli) monoIDs(tag string, n int, asJSON bool) error {
+// takeIDs prints the ids take gets through a Go client without a local
+// cache (every id is asked for, in batches of at most 10,000), which asks
+// again within --timeout while no node can answer (a monotonic tag between
+// leaders, a node starting).
+func (c *cli) takeIDs(asJSON bool, take func(context.Context, *client.Client) ([]int64, error), opts ...client.Option) error {
 	nc, err := c.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cl, err := client.New(nc, client.WithMaxWait(c.timeout))
+	cl, err := client.New(nc, append([]client.Option{client.WithoutPrefetch(), client.WithTimeout(c.timeout), client.WithMaxWait(c.timeout)}, opts...)...)
+	if errors.Is(err, client.ErrBadOption) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ids, err := cl.MonoN(context.Background(), tag, n)
-	if err != nil {
-		return err
-	}
-	return c.printIDs(ids, asJSON)
-}
-
-// takeIDs asks subject for n ids and prints them, one per line (or as a
-// JSON array).
-func (c *cli) takeIDs(subject string, n int, bin, asJSON bool) error {
-	nc, err := c.connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	msg := wire.NewRequest(subject, n, bin)
-	reply, err := c.request(nc, msg)
-	if err != nil {
-		return err
-	}
-	ids, err := wire.DecodeIDs(nil, reply.Data, bin)
+	ids, err := take(context.Background(), cl)
 	if err != nil {
 		return err
 	}
