@@ -66,7 +66,7 @@ func (n *Node) handBack(ctx context.Context) {
 		err := hb.HandBack(ctx, u.Tag, u.From, to)
 		switch {
 		case err == nil:
-			n.log.Info("segment: handed back the unserved ids", "tag", u.Tag, "from", to, "to", u.From, "ids", u.From-to)
+			n.log.Info("segment: handed back the unserved ids", "tag", u.Tag, "max_id_was", u.From, "max_id", to, "ids", u.From-to)
 		case errors.Is(err, segment.ErrMoved):
 			n.log.Debug("segment: no hand-back: the tag moved on", "tag", u.Tag, "err", err)
 		default:
