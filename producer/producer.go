@@ -310,13 +310,10 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 		p.log.Error("ring grow failed", "tag", tr.tag, "err", err)
 		return
 	}
-	tr.cycle.Store(0) // the new ring's first fill is not a refill
-	tr.lastFill.Store(0)
-	r.Start()
-	tr.ring.Store(r)
 	_ = old.Close()
-	// Move what is left; takers that still hold old race for the same ids
-	// through the ring's own CAS, so each id goes one way only.
+	// Move what is left before the new ring fills itself, so its ids come
+	// out before the fresh ones; takers that still hold old race for the
+	// same ids through the ring's own CAS, so each id goes one way only.
 	buf := make([]int64, 256)
 	for {
 		n, err := old.TakeN(buf)
@@ -325,6 +322,10 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 		}
 		r.PutN(buf[:n])
 	}
+	tr.cycle.Store(0) // the new ring's first fill is not a refill
+	tr.lastFill.Store(0)
+	tr.ring.Store(r)
+	r.Start()
 	p.log.Debug("ring grown", "tag", tr.tag, "size", size)
 }
 
