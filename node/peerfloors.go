@@ -21,14 +21,15 @@ import (
 // Only stores with an incarnation (JetStream KV) take part: MySQL refuses a
 // lowered max_id in the allocation's own transaction.
 type peerFloors struct {
-	node  string
-	store string // this node's store incarnation; "" disables
-	max   int    // most tags kept
-	mu    sync.Mutex
-	m     map[string]int64
-	modes map[string]string // each tag's mode as peers announced it
-	sub   *nats.Subscription
-	all   *nats.Subscription // FloorsSubject
+	node     string
+	instance string // this process (wire.NodeStatus.Instance)
+	store    string // this node's store incarnation; "" disables
+	max      int    // most tags kept
+	mu       sync.Mutex
+	m        map[string]int64
+	modes    map[string]string // each tag's mode as peers announced it
+	sub      *nats.Subscription
+	all      *nats.Subscription // FloorsSubject
 }
 
 // startWindow is how long a starting node gathers its peers' floors
@@ -52,14 +53,14 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 		n.log.Warn("segment: no store incarnation: peer floors off", "err", err)
 		return nil, nil
 	}
-	p := &peerFloors{node: n.cfg.Name, store: inc, max: max(n.cfg.MaxTags, 10_000), m: map[string]int64{}, modes: map[string]string{}}
+	p := &peerFloors{node: n.cfg.Name, instance: n.instance, store: inc, max: max(n.cfg.MaxTags, 10_000), m: map[string]int64{}, modes: map[string]string{}}
 	p.sub, err = n.nc.Subscribe(wire.FloorAnnouncePrefix+"*", p.heard)
 	if err != nil {
 		return nil, err
 	}
 	if own != nil {
 		p.all, err = n.nc.Subscribe(wire.FloorsSubject, func(m *nats.Msg) {
-			b, _ := json.Marshal(wire.NodeFloors{Node: p.node, Store: p.store, Floors: own(), Modes: ownModes()})
+			b, _ := json.Marshal(wire.NodeFloors{Node: p.node, Instance: p.instance, Store: p.store, Floors: own(), Modes: ownModes()})
 			if err := m.Respond(b); err != nil {
 				n.log.Warn("segment: answering leaf.admin.floors", "err", err)
 			}
@@ -71,7 +72,7 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 	}
 	err = ask.Gather(ctx, n.nc, wire.FloorsSubject, startWindow, func(m *nats.Msg) {
 		var nf wire.NodeFloors
-		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != p.store || nf.Node == p.node {
+		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != p.store || p.self(nf.Node, nf.Instance) {
 			return
 		}
 		for tag, f := range nf.Floors {
@@ -84,11 +85,21 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 	return p, nil
 }
 
+// self reports whether an announcement of node (instance) is this
+// process's own; a node of an older version sends no instance: its name
+// decides.
+func (p *peerFloors) self(node, instance string) bool {
+	if instance == "" {
+		return node == p.node
+	}
+	return instance == p.instance
+}
+
 // heard records one announcement.
 func (p *peerFloors) heard(m *nats.Msg) {
 	tag := strings.TrimPrefix(m.Subject, wire.FloorAnnouncePrefix)
 	var a wire.FloorAnnounce
-	if json.Unmarshal(m.Data, &a) != nil || a.Store != p.store || a.Node == p.node {
+	if json.Unmarshal(m.Data, &a) != nil || a.Store != p.store || p.self(a.Node, a.Instance) {
 		return
 	}
 	p.raise(tag, a.Floor, a.Mode)
@@ -136,7 +147,7 @@ func (p *peerFloors) announce(nc *nats.Conn, tag string, end int64, mode string)
 	if p == nil {
 		return
 	}
-	b, _ := json.Marshal(wire.FloorAnnounce{Node: p.node, Store: p.store, Floor: end, Mode: mode})
+	b, _ := json.Marshal(wire.FloorAnnounce{Node: p.node, Instance: p.instance, Store: p.store, Floor: end, Mode: mode})
 	_ = nc.Publish(wire.FloorAnnouncePrefix+tag, b)
 }
 

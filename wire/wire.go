@@ -260,9 +260,10 @@ type NodeFloor struct {
 
 // FloorAnnounce is published on FloorAnnouncePrefix + tag.
 type FloorAnnounce struct {
-	Node  string `json:"node"`
-	Store string `json:"store"` // the store's incarnation: floors of another store do not count
-	Floor int64  `json:"floor"`
+	Node     string `json:"node"`
+	Instance string `json:"instance,omitempty"` // as in NodeStatus: tells two processes under one name apart
+	Store    string `json:"store"`              // the store's incarnation: floors of another store do not count
+	Floor    int64  `json:"floor"`
 	// Mode is the tag's mode as the node serves it (segment.Mode's
 	// String: "segment", "mono", "opaque/53/<key id>"): a node that never
 	// served the tag refuses it when the store reports another mode.
@@ -271,10 +272,11 @@ type FloorAnnounce struct {
 
 // NodeFloors is the reply of FloorsSubject.
 type NodeFloors struct {
-	Node   string            `json:"node"`
-	Store  string            `json:"store"` // as in FloorAnnounce
-	Floors map[string]int64  `json:"floors"`
-	Modes  map[string]string `json:"modes,omitempty"` // as in FloorAnnounce
+	Node     string            `json:"node"`
+	Instance string            `json:"instance,omitempty"` // as in NodeStatus
+	Store    string            `json:"store"`              // as in FloorAnnounce
+	Floors   map[string]int64  `json:"floors"`
+	Modes    map[string]string `json:"modes,omitempty"` // as in FloorAnnounce
 }
 
 // NodeTime is the reply of TimeSubject.
