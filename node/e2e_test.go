@@ -31,20 +31,27 @@ import (
 
 func startNode(t *testing.T, cfg node.Config) *node.Node {
 	t.Helper()
+	n, err := tryStart(t, cfg, 60*time.Second)
+	if err != nil {
+		t.Fatalf("start %s: %v", cfg.Name, err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
+}
+
+// tryStart starts a node on cfg with the tests' defaults (HTTP on a free
+// loopback port, a temporary data directory), within timeout.
+func tryStart(t *testing.T, cfg node.Config, timeout time.Duration) (*node.Node, error) {
+	t.Helper()
 	if cfg.HTTP == "" {
 		cfg.HTTP = "127.0.0.1:0"
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	n, err := node.Start(ctx, cfg, nil)
-	if err != nil {
-		t.Fatalf("start %s: %v", cfg.Name, err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	return n
+	return node.Start(ctx, cfg, nil)
 }
 
 func admin(t *testing.T, nc *nats.Conn, subject string, req wire.AdminRequest) {

@@ -19,18 +19,9 @@ import (
 // startErr starts a node that is expected to refuse, and returns its error.
 func startErr(t *testing.T, cfg node.Config) error {
 	t.Helper()
-	if cfg.HTTP == "" {
-		cfg.HTTP = "127.0.0.1:0"
-	}
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	n, err := node.Start(ctx, cfg, nil)
+	n, err := tryStart(t, cfg, 90*time.Second)
 	if err == nil {
 		_ = n.Close(context.Background())
-		return nil
 	}
 	return err
 }

@@ -617,21 +617,22 @@ func TestIncarnation(t *testing.T) {
 	}
 }
 
-// TestOperatorLowersMaxID: `nats kv put leaf_alloc TAG '{"max_id":1,...}'`
-// lowers max_id. The revision behind it (history 2) still has the old
-// max_id: allocations are refused and change nothing until a Restart.
-func TestOperatorLowersMaxID(t *testing.T) {
+// servedTag creates tag with step 10 in a fresh bucket and takes 3 ranges
+// of it; it returns the store, the bucket (for the operator's hand edits)
+// and the last range.
+func servedTag(t *testing.T, tag string) (*kvstore.Store, jetstream.KeyValue, segment.Alloc, context.Context) {
+	t.Helper()
 	srv := natstest.RunServer(t)
 	js := newJS(t, srv.ClientURL())
 	bucket := freshBucket()
 	s := open(t, js, kvstore.Options{Bucket: bucket})
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "low", Step: 10}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	var last segment.Alloc
 	for range 3 {
-		a, err := s.Next(ctx, "low")
+		a, err := s.Next(ctx, tag)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -641,6 +642,14 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, kv, last, ctx
+}
+
+// TestOperatorLowersMaxID: `nats kv put leaf_alloc TAG '{"max_id":1,...}'`
+// lowers max_id. The revision behind it (history 2) still has the old
+// max_id: allocations are refused and change nothing until a Restart.
+func TestOperatorLowersMaxID(t *testing.T) {
+	s, kv, last, ctx := servedTag(t, "low")
 	if _, err := kv.Put(ctx, "low", []byte(`{"max_id":1,"step":10}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -681,26 +690,7 @@ func TestOperatorLowersMaxID(t *testing.T) {
 // conditionally on that revision). An adversary's single `nats kv put`
 // with a forged handed_back_from passed the lowered-row check before.
 func TestForgedHandBackIsLowered(t *testing.T) {
-	srv := natstest.RunServer(t)
-	js := newJS(t, srv.ClientURL())
-	bucket := freshBucket()
-	s := open(t, js, kvstore.Options{Bucket: bucket})
-	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "forge", Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	var last segment.Alloc
-	for range 3 {
-		a, err := s.Next(ctx, "forge")
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = a
-	}
-	kv, err := js.KeyValue(ctx, bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, kv, last, ctx := servedTag(t, "forge")
 	for _, from := range []int64{1 << 40, last.End() - 1, last.End() + 1} {
 		if _, err := kv.Put(ctx, "forge", fmt.Appendf(nil, `{"max_id":1,"step":10,"handed_back_from":%d}`, from)); err != nil {
 			t.Fatal(err)
