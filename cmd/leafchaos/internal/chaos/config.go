@@ -128,12 +128,17 @@ const (
 	FaultOpKVBucketJoin  = "op-kv-bucket-join"  // leaf_alloc deleted and made again; the newcomer is asked for the tag
 	FaultOpKVWorkersWipe = "op-kv-workers-wipe" // leaf_workers deleted; the newcomer registers a worker id
 	FaultOpZKWipeJoin    = "op-zk-wipe-join"    // /snowflake/<name> deleted; the newcomer registers in ZooKeeper
+	// FaultOpKVWorkersPurge: every record of leaf_workers purged with no
+	// marker left (nats stream purge KV_leaf_workers) under the live nodes,
+	// which lose their worker ids and claim new ones; the newcomer may get
+	// one that a live node held, with no lease on record.
+	FaultOpKVWorkersPurge = "op-kv-workers-purge"
 )
 
 // joinsAfter reports whether operator fault kind starts a newcomer after
 // its act.
 func joinsAfter(kind string) bool {
-	return kind == FaultOpKVBucketJoin || kind == FaultOpKVWorkersWipe || kind == FaultOpZKWipeJoin
+	return kind == FaultOpKVBucketJoin || kind == FaultOpKVWorkersWipe || kind == FaultOpZKWipeJoin || kind == FaultOpKVWorkersPurge
 }
 
 // AllFaults is the default schedule: each once per cycle.
@@ -148,7 +153,7 @@ var AllFaults = []string{
 	FaultNetDBReplyLost,
 	FaultClockBack1, FaultClockFwd1, FaultClockBack10, FaultClockFwd10, FaultClockSlow, FaultClockFast,
 	FaultOpKVKeyDel, FaultOpKVBucket, FaultOpSQLRowDel, FaultOpSQLLowerMax, FaultOpSQLStep, FaultOpZnodeDel, FaultOpSharedData,
-	FaultOpKVBucketJoin, FaultOpKVWorkersWipe, FaultOpZKWipeJoin,
+	FaultOpKVBucketJoin, FaultOpKVWorkersWipe, FaultOpZKWipeJoin, FaultOpKVWorkersPurge,
 }
 
 // isOp reports whether fault f runs on the operator track.

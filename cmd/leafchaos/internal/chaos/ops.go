@@ -490,6 +490,12 @@ func (o *opTrack) act(ctx context.Context, kind, tag string) error {
 		return kv.Delete(ctx, tag)
 	case FaultOpKVWorkersWipe: // nats kv rm leaf_workers
 		return o.js.DeleteKeyValue(ctx, "leaf_workers")
+	case FaultOpKVWorkersPurge: // nats stream purge KV_leaf_workers
+		str, err := o.js.Stream(ctx, "KV_leaf_workers")
+		if err != nil {
+			return err
+		}
+		return str.Purge(ctx)
 	case FaultOpKVBucket, FaultOpKVBucketJoin: // nats kv rm leaf_alloc; nats kv add leaf_alloc (same settings)
 		kv, err := o.js.KeyValue(ctx, "leaf_alloc")
 		if err != nil {
