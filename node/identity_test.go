@@ -110,11 +110,20 @@ func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 // its status (Past): the newcomer must not serve below it. An adversary
 // counted 20,073 duplicates when it served at once (a layout in seconds,
 // ids borrowed ahead of the clock).
+//
+// Restarted in between (its memory of worker w gone), the first node
+// reports w from its lease files in the data directory.
 func TestErasedWorkerWaitsForPastLease(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) { erasedWorkerWaits(t, restart) })
+	}
+}
+
+func erasedWorkerWaits(t *testing.T, restart bool) {
 	s := natstest.RunServer(t)
 	base := node.Config{NATS: s.ClientURL(), Registry: node.RegistryKV, Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second}
 	cfgA := base
-	cfgA.Name = "pa"
+	cfgA.Name, cfgA.DataDir = "pa", t.TempDir()
 	a := startNode(t, cfgA)
 	waitServing(t, a)
 	w := a.Snowflake().Worker()
@@ -148,6 +157,15 @@ func TestErasedWorkerWaitsForPastLease(t *testing.T) {
 	past := a.Snowflake().Past()[w]
 	if past.IsZero() {
 		t.Fatalf("the first node reports no past lease of worker %d", w)
+	}
+	if restart {
+		if err := a.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a = startNode(t, cfgA)
+		if got := a.Snowflake().Worker(); got != 1-w {
+			t.Fatalf("the first node restarted on worker %d, want %d", got, 1-w)
+		}
 	}
 
 	// The hold ends: the next node gets worker w, with no lease on record.

@@ -59,8 +59,9 @@ type Node struct {
 	sfStop        chan struct{}
 	sfWG          sync.WaitGroup
 	sfTransitions atomic.Uint64
-	sfHeld        atomic.Bool // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
-	peersMu       sync.Mutex  // guards the peer status below (peerStatus)
+	sfHeld        atomic.Bool         // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
+	diskPast      map[int64]time.Time // worker ids of this data directory's lease files, set before snowflake starts
+	peersMu       sync.Mutex          // guards the peer status below (peerStatus)
 	peersAt       time.Time
 	peersSeen     []wire.NodeStatus
 	peersErr      error

@@ -324,6 +324,13 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The worker ids this data directory held before a restart, with their
+	// last leases: reported among the past ones (status), so that a node
+	// that gets one of them (its records erased) starts above them.
+	switch cfg.Registry {
+	case RegistryKV, RegistryMySQL:
+		n.diskPast = snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.Registry)
+	}
 	n.sfEvents = make(chan snowflake.State, 16)
 	n.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
 		Open:         open,
@@ -368,7 +375,7 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 			if err != nil {
 				return nil, err
 			}
-			return n.leaseFiles(r, dir, "kv"), nil
+			return n.leaseFiles(r, dir, RegistryKV), nil
 		}, nil
 	case RegistryZK:
 		servers := strings.Split(cfg.ZK, ",")
@@ -402,7 +409,7 @@ func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (s
 			if err != nil {
 				return nil, err
 			}
-			return n.leaseFiles(r, dir, "mysql"), nil
+			return n.leaseFiles(r, dir, RegistryMySQL), nil
 		}, nil
 	case RegistryStatic:
 		path := filepath.Join(cfg.DataDir, "snowflake", fmt.Sprintf("static-%d.json", cfg.WorkerID))

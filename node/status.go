@@ -89,7 +89,14 @@ func (n *Node) status() wire.NodeStatus {
 		if lease := n.src.Leased(); !lease.IsZero() {
 			sf.LeaseUntil = lease.UnixNano()
 		}
-		for w, until := range n.src.Past() {
+		past := n.src.Past()
+		now := time.Now()
+		for w, until := range n.diskPast { // held before a restart
+			if w != sf.Worker && until.After(now) && until.After(past[w]) {
+				past[w] = until
+			}
+		}
+		for w, until := range past {
 			sf.Past = append(sf.Past, wire.WorkerLease{Worker: w, Until: until.UnixNano()})
 		}
 		sort.Slice(sf.Past, func(i, j int) bool { return sf.Past[i].Worker < sf.Past[j].Worker })

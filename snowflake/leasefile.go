@@ -104,3 +104,28 @@ func (f *LeaseFile) Lease(ctx context.Context, until time.Time) error {
 	}
 	return f.Registry.Lease(ctx, until)
 }
+
+// ReadLeaseFiles reads the lease files NewLeaseFiles keeps in dir under
+// prefix: each worker id this host held, with the last lease it recorded.
+// A node reports them as its past worker ids after a restart, when its
+// memory of them is gone but ids of them made ahead of the clock may still
+// lie in the future. Files it cannot read are skipped.
+func ReadLeaseFiles(dir, prefix string) map[int64]time.Time {
+	paths, _ := filepath.Glob(filepath.Join(dir, prefix+"-*.json"))
+	out := map[int64]time.Time{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var d leaseFileData
+		if json.Unmarshal(b, &d) != nil || d.Worker < 0 || filepath.Base(p) != fmt.Sprintf("%s-%d.json", prefix, d.Worker) {
+			continue
+		}
+		if d.Lease.After(out[d.Worker]) {
+			out[d.Worker] = d.Lease
+		}
+	}
+	return out
+}
+

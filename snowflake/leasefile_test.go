@@ -279,3 +279,24 @@ func TestLeaseFilesPerWorker(t *testing.T) {
 		t.Fatalf("worker 4: LastLease %v, want none", got.LastLease)
 	}
 }
+
+// TestReadLeaseFiles: the worker ids and last leases of a directory's
+// lease files; a corrupt file, or one whose name is not its worker's, is
+// skipped.
+func TestReadLeaseFiles(t *testing.T) {
+	dir := t.TempDir()
+	at := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("kv-3.json", `{"worker":3,"lease":"`+at.Format(time.RFC3339Nano)+`"}`)
+	write("kv-4.json", `{"worker":5,"lease":"`+at.Format(time.RFC3339Nano)+`"}`)
+	write("kv-6.json", `{"worker":`)
+	write("mysql-7.json", `{"worker":7,"lease":"`+at.Format(time.RFC3339Nano)+`"}`)
+	got := snowflake.ReadLeaseFiles(dir, "kv")
+	if len(got) != 1 || !got[3].Equal(at) {
+		t.Fatalf("ReadLeaseFiles = %v, want worker 3 at %v only", got, at)
+	}
+}
