@@ -128,4 +128,3 @@ func ReadLeaseFiles(dir, prefix string) map[int64]time.Time {
 	}
 	return out
 }
-
