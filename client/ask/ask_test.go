@@ -3,10 +3,13 @@ package ask_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/internal/natstest"
@@ -59,5 +62,39 @@ func TestStatusFloorsClocks(t *testing.T) {
 	}
 	if pc, _ := ask.PeerClocks(ctx, nc, 300*time.Millisecond, fixed); len(pc.Peers) != 2 {
 		t.Fatalf("PeerClocks = %+v; want both", pc)
+	}
+}
+
+// TestAdmin: a reply is decoded, an error reply is its wire error, and no
+// responder is ErrNoLeafd.
+func TestAdmin(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
+	sub, err := nc.Subscribe("leaf.admin.t", func(m *nats.Msg) {
+		var req struct{ N int }
+		_ = json.Unmarshal(m.Data, &req)
+		if req.N < 0 {
+			reply := nats.NewMsg(m.Reply)
+			reply.Header.Set(micro.ErrorCodeHeader, "404")
+			reply.Header.Set(micro.ErrorHeader, "no such thing")
+			_ = m.RespondMsg(reply)
+			return
+		}
+		_ = m.Respond(fmt.Appendf(nil, `{"n":%d}`, 2*req.N))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	ctx := t.Context()
+	var out struct{ N int }
+	if err := ask.Admin(ctx, nc, "leaf.admin.t", struct{ N int }{21}, &out); err != nil || out.N != 42 {
+		t.Fatalf("Admin = %+v, %v; want 42", out, err)
+	}
+	var we *wire.Error
+	if err := ask.Admin(ctx, nc, "leaf.admin.t", struct{ N int }{-1}, &out); !errors.As(err, &we) || we.Code != "404" {
+		t.Fatalf("Admin of an error reply = %v, want its 404", err)
+	}
+	if err := ask.Admin(ctx, nc, "leaf.admin.none", nil, &out); !errors.Is(err, ask.ErrNoLeafd) {
+		t.Fatalf("Admin without a responder = %v, want ErrNoLeafd", err)
 	}
 }

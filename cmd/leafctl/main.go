@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/natsauth"
-	"github.com/leafmq/leafmq/wire"
 )
 
 // errUsage marks argument errors (exit code 2).
@@ -202,17 +202,9 @@ func (c *cli) connect() (*nats.Conn, error) {
 }
 
 func (c *cli) request(nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
-	reply, err := nc.RequestMsg(msg, c.timeout)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("no leafd is answering %s (is leafd running?)", msg.Subject)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", msg.Subject, err)
-	}
-	if err := wire.ReplyError(reply); err != nil {
-		return nil, err
-	}
-	return reply, nil
+	ctx, cancel := context.WithTimeout(c.ctx(), c.timeout)
+	defer cancel()
+	return ask.Request(ctx, nc, msg)
 }
 
 func (c *cli) ctx() context.Context { return context.Background() }

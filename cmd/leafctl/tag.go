@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -9,8 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -132,17 +132,9 @@ func (c *cli) admin(subject string, req any, out any) error {
 		return err
 	}
 	defer nc.Close()
-	msg := nats.NewMsg(subject)
-	if req != nil {
-		if msg.Data, err = json.Marshal(req); err != nil {
-			return err
-		}
-	}
-	reply, err := c.request(nc, msg)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(reply.Data, out)
+	ctx, cancel := context.WithTimeout(c.ctx(), c.timeout)
+	defer cancel()
+	return ask.Admin(ctx, nc, subject, req, out)
 }
 
 func printRows(w io.Writer, rows []wire.TagRow) error {
