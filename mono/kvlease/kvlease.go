@@ -97,7 +97,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
 	}
 	l := &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}
-	if err := l.checkMaxAge(cctx); err != nil {
+	if _, err := l.checkBucket(cctx); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -128,10 +128,16 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 		wait = l.opts.TTL // freed by hand, or no trace: a holder may serve until its fence passes
 	case byTTL:
 		// A TTL marker is the holder's expiry only if the bucket expires
-		// nothing sooner: one made again with a max age below the TTL
-		// expires live leases.
-		if err := l.checkMaxAge(cctx); err != nil {
+		// nothing sooner (one made again with a max age below the TTL
+		// expires live leases), and keeps the record before a marker (with
+		// one message per key, a value put by hand with a short TTL over a
+		// live lease leaves nothing but its own marker).
+		kept, err := l.checkBucket(cctx)
+		if err != nil {
 			return mono.Grant{}, err
+		}
+		if kept < history {
+			wait = l.opts.TTL
 		}
 	}
 	// Create, conditional on the message the wait was decided on still
@@ -219,21 +225,21 @@ func freed(kept []*jskv.StoredMsg) (ok, byTTL bool) {
 	return true, true
 }
 
-// checkMaxAge refuses a bucket that expires values on its own (a max age,
+// checkBucket refuses a bucket that expires values on its own (a max age,
 // as `nats kv add --ttl` sets): a lease there can expire while its holder
 // still serves, and its marker would pass for the holder's expiry. An
 // adversary made the bucket again with a 1s max age and broke order
-// (32,785 calls).
-func (l *Lease) checkMaxAge(ctx context.Context) error {
+// (32,785 calls). It returns how many messages per key the bucket keeps.
+func (l *Lease) checkBucket(ctx context.Context) (int64, error) {
 	st, err := l.kv.Status(ctx)
 	if err != nil {
-		return fail(ctx, "status of bucket "+l.opts.Bucket, err)
+		return 0, fail(ctx, "status of bucket "+l.opts.Bucket, err)
 	}
 	if age := st.TTL(); age != 0 {
-		return fmt.Errorf("%w: mono kvlease: bucket %q expires values after %v (a max age): a lease can expire under its holder; "+
+		return 0, fmt.Errorf("%w: mono kvlease: bucket %q expires values after %v (a max age): a lease can expire under its holder; "+
 			"delete the bucket (nats kv del %s) and let leafd make it again", segment.ErrInvalid, l.opts.Bucket, age, l.opts.Bucket)
 	}
-	return nil
+	return st.History(), nil
 }
 
 // headers are m's headers if it is a marker (a delete, purge or

@@ -269,3 +269,57 @@ func TestMaxAgeBucketRefused(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestHistoryCutWaits (issue #15): an operator cuts the bucket back to one
+// message per key (`nats kv edit leaf_mono --history 1`) under running
+// nodes, then puts a value with a short TTL over a live lease: its expiry
+// marker is all that is left, with no record before it to show that a
+// holder was there. Acquire trusts a TTL marker only in a bucket that
+// keeps two messages per key.
+func TestHistoryCutWaits(t *testing.T) {
+	s := natstest.RunServer(t)
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ttl = 3 * time.Second
+	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "cut", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str, err := js.Stream(ctx, "KV_cut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := str.CachedInfo().Config
+	cfg.MaxMsgsPerSubject = 1
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	g, err := l.Acquire(ctx, "t", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	if _, err := l.Renew(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "$KV.cut.t", []byte(`{"holder":"op","at":0}`), jetstream.WithMsgTTL(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, err := l.Acquire(ctx, "t", "n2")
+		if err == nil {
+			if serves := time.Now().Add(g.Wait); serves.Before(renewed.Add(ttl)) {
+				t.Fatalf("Acquire = %+v: n2 serves %v before n1's lease runs out", g, renewed.Add(ttl).Sub(serves))
+			}
+			return
+		}
+		if !errors.Is(err, mono.ErrHeld) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
