@@ -67,6 +67,8 @@
 // Cached snowflake ids age: a batch is dropped once WithSnowflakeMaxAge
 // (default 1s) has passed since it was asked for. (A leafd serves snowflake
 // ids from a pre-filled ring, so an id's own time may be older still.)
+// WithSnowflakeKey asks leaf.snowflake.KEY instead of leaf.snowflake, as a
+// Leaf client names a key; leafd accepts it and serves the same ids.
 //
 // Ids are unique across all clients and processes: each id the servers hand
 // out goes to one batch, and each index of a batch to one caller. Cached ids
