@@ -97,7 +97,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
 	}
 	l := &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}
-	if _, err := l.checkBucket(cctx); err != nil {
+	if _, _, err := l.checkBucket(cctx); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -132,11 +132,14 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 		// expires live leases), and keeps the record before a marker (with
 		// one message per key, a value put by hand with a short TTL over a
 		// live lease leaves nothing but its own marker).
-		kept, err := l.checkBucket(cctx)
+		kept, markerTTL, err := l.checkBucket(cctx)
 		if err != nil {
 			return mono.Grant{}, err
 		}
-		if kept < history {
+		// A marker TTL below the lease's lets the server keep a value put
+		// by hand with a short TTL that short, so two such puts can push
+		// the holder's record out and expire before its lease does.
+		if kept < history || markerTTL < l.opts.TTL {
 			wait = l.opts.TTL
 		}
 	}
@@ -229,17 +232,21 @@ func freed(kept []*jskv.StoredMsg) (ok, byTTL bool) {
 // as `nats kv add --ttl` sets): a lease there can expire while its holder
 // still serves, and its marker would pass for the holder's expiry. An
 // adversary made the bucket again with a 1s max age and broke order
-// (32,785 calls). It returns how many messages per key the bucket keeps.
-func (l *Lease) checkBucket(ctx context.Context) (int64, error) {
+// (32,785 calls). It returns how many messages per key the bucket keeps
+// and its marker TTL.
+func (l *Lease) checkBucket(ctx context.Context) (history int64, markerTTL time.Duration, err error) {
 	st, err := l.kv.Status(ctx)
 	if err != nil {
-		return 0, fail(ctx, "status of bucket "+l.opts.Bucket, err)
+		return 0, 0, fail(ctx, "status of bucket "+l.opts.Bucket, err)
 	}
 	if age := st.TTL(); age != 0 {
-		return 0, fmt.Errorf("%w: mono kvlease: bucket %q expires values after %v (a max age): a lease can expire under its holder; "+
+		return 0, 0, fmt.Errorf("%w: mono kvlease: bucket %q expires values after %v (a max age): a lease can expire under its holder; "+
 			"delete the bucket (nats kv del %s) and let leafd make it again", segment.ErrInvalid, l.opts.Bucket, age, l.opts.Bucket)
 	}
-	return st.History(), nil
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		markerTTL = bs.LimitMarkerTTL()
+	}
+	return st.History(), markerTTL, nil
 }
 
 // headers are m's headers if it is a marker (a delete, purge or

@@ -323,3 +323,59 @@ func TestHistoryCutWaits(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestMarkerTTLCutWaits (issue #15): an operator lowers the bucket's
+// marker TTL below the lease's (nats kv edit leaf_mono --marker-ttl 1s)
+// under running nodes, then puts two values with a 1s TTL over a live
+// lease: they push the holder's record out of the history and expire
+// before its lease. A TTL marker is trusted only with a marker TTL of at
+// least the lease's (helper-21: 29,840 calls out of order before).
+func TestMarkerTTLCutWaits(t *testing.T) {
+	s := natstest.RunServer(t)
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ttl = 3 * time.Second
+	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "mcut", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str, err := js.Stream(ctx, "KV_mcut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := str.CachedInfo().Config
+	cfg.SubjectDeleteMarkerTTL = time.Second
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	g, err := l.Acquire(ctx, "t", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	if _, err := l.Renew(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := js.Publish(ctx, "$KV.mcut.t", []byte(`{"holder":"op","at":0}`), jetstream.WithMsgTTL(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g, err := l.Acquire(ctx, "t", "n2")
+		if err == nil {
+			if serves := time.Now().Add(g.Wait); serves.Before(renewed.Add(ttl)) {
+				t.Fatalf("Acquire = %+v: n2 serves %v before n1's lease runs out", g, renewed.Add(ttl).Sub(serves))
+			}
+			return
+		}
+		if !errors.Is(err, mono.ErrHeld) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
