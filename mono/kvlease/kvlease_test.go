@@ -270,67 +270,29 @@ func TestMaxAgeBucketRefused(t *testing.T) {
 	}
 }
 
-// TestHistoryCutWaits (issue #15): an operator cuts the bucket back to one
-// message per key (`nats kv edit leaf_mono --history 1`) under running
-// nodes, then puts a value with a short TTL over a live lease: its expiry
-// marker is all that is left, with no record before it to show that a
-// holder was there. Acquire trusts a TTL marker only in a bucket that
-// keeps two messages per key.
-func TestHistoryCutWaits(t *testing.T) {
-	s := natstest.RunServer(t)
-	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	const ttl = 3 * time.Second
-	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "cut", TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	str, err := js.Stream(ctx, "KV_cut")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := str.CachedInfo().Config
-	cfg.MaxMsgsPerSubject = 1
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	g, err := l.Acquire(ctx, "t", "n1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	renewed := time.Now()
-	if _, err := l.Renew(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, "$KV.cut.t", []byte(`{"holder":"op","at":0}`), jetstream.WithMsgTTL(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g, err := l.Acquire(ctx, "t", "n2")
-		if err == nil {
-			if serves := time.Now().Add(g.Wait); serves.Before(renewed.Add(ttl)) {
-				t.Fatalf("Acquire = %+v: n2 serves %v before n1's lease runs out", g, renewed.Add(ttl).Sub(serves))
-			}
-			return
-		}
-		if !errors.Is(err, mono.ErrHeld) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
+// TestStreamEditWaits (issue #15): an operator edits the bucket's stream
+// under running nodes, then puts values with a 1s TTL over a live lease.
+// Cut back to one message per key (`nats kv edit leaf_mono --history 1`),
+// one put leaves nothing but its own expiry marker; with the marker TTL
+// lowered below the lease's (`--marker-ttl 1s`), two puts push the
+// holder's record out and expire before its lease. Acquire trusts a TTL
+// marker only while the bucket keeps two messages per key and a marker TTL
+// of at least the lease's (helper-21: 41,273 and 29,840 calls out of
+// order before).
+func TestStreamEditWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*jetstream.StreamConfig)
+		puts int
+	}{
+		{"history 1", func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = 1 }, 1},
+		{"marker ttl 1s", func(c *jetstream.StreamConfig) { c.SubjectDeleteMarkerTTL = time.Second }, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) { streamEditWaits(t, tc.edit, tc.puts) })
 	}
 }
 
-// TestMarkerTTLCutWaits (issue #15): an operator lowers the bucket's
-// marker TTL below the lease's (nats kv edit leaf_mono --marker-ttl 1s)
-// under running nodes, then puts two values with a 1s TTL over a live
-// lease: they push the holder's record out of the history and expire
-// before its lease. A TTL marker is trusted only with a marker TTL of at
-// least the lease's (helper-21: 29,840 calls out of order before).
-func TestMarkerTTLCutWaits(t *testing.T) {
+func streamEditWaits(t *testing.T, edit func(*jetstream.StreamConfig), puts int) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
 	if err != nil {
@@ -338,16 +300,16 @@ func TestMarkerTTLCutWaits(t *testing.T) {
 	}
 	ctx := t.Context()
 	const ttl = 3 * time.Second
-	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "mcut", TTL: ttl})
+	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "edit", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	str, err := js.Stream(ctx, "KV_mcut")
+	str, err := js.Stream(ctx, "KV_edit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := str.CachedInfo().Config
-	cfg.SubjectDeleteMarkerTTL = time.Second
+	edit(&cfg)
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -359,8 +321,8 @@ func TestMarkerTTLCutWaits(t *testing.T) {
 	if _, err := l.Renew(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if _, err := js.Publish(ctx, "$KV.mcut.t", []byte(`{"holder":"op","at":0}`), jetstream.WithMsgTTL(time.Second)); err != nil {
+	for range puts {
+		if _, err := js.Publish(ctx, "$KV.edit.t", []byte(`{"holder":"op","at":0}`), jetstream.WithMsgTTL(time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
