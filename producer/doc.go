@@ -18,6 +18,14 @@
 // rest come from the engine, which waits at most its ReadyWait. A caller gets all the ids it asked for or an
 // error; ids taken for a request that then fails are lost (a gap).
 //
+// Small requests see a tag's ids in the engine's order: a refill holds the
+// tag's order lock (ringbuf.Config.FillLock) from drawing ids to putting
+// them, and a small request that finds the ring short takes that lock,
+// takes what the refill put, and only then draws from the engine. So a
+// client that asks again after each reply gets increasing ids from one
+// node. A large batch does not wait for the lock: its run can come ahead
+// of ids the ring still holds.
+//
 // Snowflake is the snowflake engine's ring: pre-filled from a
 // snowflake.Source a whole tick at a time (borrowing future ticks up to the
 // persisted lease under load), refilled below its padding threshold, with ids

@@ -67,6 +67,7 @@ type growReq struct {
 
 type tagRing struct {
 	tag      string
+	order    orderLock // held by a refill from Fill to put, and by the slow path
 	ring     atomic.Pointer[ringbuf.Ring[int64]]
 	lastFill atomic.Int64  // unix nanos of the start of the last refill
 	cycle    atomic.Uint64 // the ring's refill count its last fill call saw
@@ -184,9 +185,24 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 	n := 0
 	if len(dst) <= p.cfg.DirectOver {
 		n, _ = tr.ring.Load().TakeN(dst)
-		if n < len(dst) && p.cfg.OnEmpty != nil {
+		if n == len(dst) {
+			return nil
+		}
+		if p.cfg.OnEmpty != nil {
 			p.cfg.OnEmpty(tag)
 		}
+		// The ring is short. Its refill may have drawn ids from the
+		// engine that it has not put yet: wait for that chunk and take
+		// it first, then draw from the engine with the refill held off,
+		// so a node hands out a small request's ids in the engine's
+		// order (a client that asks one id after another sees them
+		// increase).
+		if err := tr.order.lock(ctx); err != nil {
+			return err
+		}
+		defer tr.order.unlock()
+		m, _ := tr.ring.Load().TakeN(dst[n:])
+		n += m
 	}
 	for n < len(dst) {
 		got, err := p.cfg.Segments.Fill(ctx, tag, dst[n:])
@@ -248,7 +264,7 @@ func (p *Producer) tagRing(tag string) (*tagRing, error) {
 	if v, ok := p.rings.Load(tag); ok {
 		return v.(*tagRing), nil
 	}
-	tr := &tagRing{tag: tag}
+	tr := &tagRing{tag: tag, order: make(orderLock, 1)}
 	r, err := p.newRing(tr, p.cfg.MinRing)
 	if err != nil {
 		return nil, err
@@ -265,6 +281,7 @@ func (p *Producer) newRing(tr *tagRing, size int) (*ringbuf.Ring[int64], error) 
 		Size:           size,
 		PaddingPercent: p.cfg.PaddingPercent,
 		Fill:           func(ctx context.Context, dst []int64) (int, error) { return p.fill(ctx, tr, dst) },
+		FillLock:       tr.order,
 		OnFillError: func(err error) {
 			if !errors.Is(err, context.Canceled) {
 				p.log.Warn("ring refill failed", "tag", tr.tag, "err", err)
@@ -310,7 +327,12 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 		p.log.Error("ring grow failed", "tag", tr.tag, "err", err)
 		return
 	}
+	// Close waits for old's refill to return (a chunk it drew and could
+	// not put is dropped: a gap, never a repeat). Then, under the order
+	// lock, no request draws from the engine until the move is done.
 	_ = old.Close()
+	tr.order.Lock()
+	defer tr.order.Unlock()
 	// Move what is left before the new ring fills itself, so its ids come
 	// out before the fresh ones; takers that still hold old race for the
 	// same ids through the ring's own CAS, so each id goes one way only.
@@ -328,6 +350,25 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 	r.Start()
 	p.log.Debug("ring grown", "tag", tr.tag, "size", size)
 }
+
+// orderLock is a mutex that a request can stop waiting for. A tag's ring
+// refill holds it (as ringbuf.Config.FillLock) from drawing ids from the
+// engine to putting them in the ring.
+type orderLock chan struct{}
+
+func (l orderLock) Lock()   { l <- struct{}{} }
+func (l orderLock) Unlock() { <-l }
+
+func (l orderLock) lock(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l orderLock) unlock() { <-l }
 
 // Retire closes every ring (no more refills, no more takes through it) and
 // returns, by tag, the ids left in it, for a node that hands back what it

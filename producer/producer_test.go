@@ -335,3 +335,43 @@ func TestPruneDeletedTag(t *testing.T) {
 		t.Fatalf("deleted tag: %v, want ErrUnknownTag", err)
 	}
 }
+
+// slowFill draws ids from the engine and then dawdles before returning
+// them: the window in which a ring's refill holds ids it has not put yet.
+type slowFill struct {
+	*segment.Engine
+	delay time.Duration
+}
+
+func (s slowFill) Fill(ctx context.Context, tag string, dst []int64) (int, error) {
+	n, err := s.Engine.Fill(ctx, tag, dst)
+	time.Sleep(s.delay)
+	return n, err
+}
+
+// One client asking one id after another gets increasing ids from a node,
+// also when it empties the ring while a refill is between drawing ids and
+// putting them, and while the ring grows (CI saw 101 then 2: the request
+// drew the next segment straight from the engine ahead of the refill's
+// chunk).
+func TestSequentialRequestsIncrease(t *testing.T) {
+	store := memstore.New()
+	if err := store.Create(context.Background(), segment.Tag{Name: "o", Step: 100}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProducer(t, producer.Config{Segments: slowFill{newEngine(t, store, false), time.Millisecond},
+		MinRing: 16, MaxRing: 256, GrowAfter: time.Second})
+	var last int64
+	for i := range 3000 {
+		dst := make([]int64, 1+i%5)
+		if err := p.Segment(context.Background(), "o", dst); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range dst {
+			if id <= last {
+				t.Fatalf("request %d: id %d after %d", i, id, last)
+			}
+			last = id
+		}
+	}
+}

@@ -58,7 +58,8 @@
 // cancels the context passed to Fill and waits for the refill goroutine:
 // no goroutine outlives Close. Values are taken in the order of the
 // positions they were put at, so one consumer sees one producer's values in
-// order.
+// order. Config.FillLock, held from each Fill call to the put of its values,
+// lets a caller that draws from the same source keep the source's order.
 //
 // # Cost
 //

@@ -79,6 +79,13 @@ type Config[T any] struct {
 	// OnFillError, if set, is called from the refill goroutine when Fill
 	// returns an error. The refill then stops until the next trigger.
 	OnFillError func(err error)
+	// FillLock, if set, is held around each Fill call and the put of the
+	// values it returned. Whoever holds it sees every value a refill has
+	// drawn from its source either in the ring or not yet drawn: a caller
+	// that takes the ring's last values and then draws from the same
+	// source under the lock gets values that come after all of them.
+	// Default nil: no lock.
+	FillLock sync.Locker
 }
 
 // Stats is a snapshot of a Ring's counters. Puts and Takes are derived
@@ -139,6 +146,7 @@ type Ring[T any] struct {
 	fillErrors    atomic.Uint64
 
 	fill        FillFunc[T]
+	fillLock    sync.Locker
 	onFillError func(error)
 	interval    time.Duration
 	buf         []T // refill scratch, owned by the refill goroutine
@@ -188,6 +196,7 @@ func New[T any](cfg Config[T]) (*Ring[T], error) {
 		rejectedPut:  cfg.RejectedPut,
 		rejectedTake: cfg.RejectedTake,
 		fill:         cfg.Fill,
+		fillLock:     cfg.FillLock,
 		onFillError:  cfg.OnFillError,
 		interval:     cfg.RefillInterval,
 		newTicker:    realTicker,
@@ -569,19 +578,8 @@ func (r *Ring[T]) refill(ctx context.Context) {
 			break
 		}
 		dst := r.buf[:min(free, len(r.buf))]
-		k, err := r.fill(ctx, dst)
+		k, err := r.fillChunk(ctx, dst)
 		called = true
-		if k < 0 || k > len(dst) {
-			err = errors.Join(fmt.Errorf("%w: %d for a buffer of %d", ErrBadFill, k, len(dst)), err)
-			k = max(0, min(k, len(dst)))
-		}
-		if k > 0 {
-			// Values that no longer fit (another producer raced) are
-			// rejected, never silently lost.
-			n := r.putN(dst[:k])
-			r.rejectAll(dst[n:k])
-			clear(dst[:k])
-		}
 		if err != nil {
 			if ctx.Err() == nil { // not our own cancellation
 				r.fillErrors.Add(1)
@@ -598,4 +596,29 @@ func (r *Ring[T]) refill(ctx context.Context) {
 	if called {
 		r.refills.Add(1)
 	}
+}
+
+// fillChunk calls Fill once for dst and puts what it returned, under
+// FillLock when there is one.
+func (r *Ring[T]) fillChunk(ctx context.Context, dst []T) (int, error) {
+	if r.fillLock != nil {
+		r.fillLock.Lock()
+		defer r.fillLock.Unlock()
+		if err := ctx.Err(); err != nil { // closed while we waited
+			return 0, err
+		}
+	}
+	k, err := r.fill(ctx, dst)
+	if k < 0 || k > len(dst) {
+		err = errors.Join(fmt.Errorf("%w: %d for a buffer of %d", ErrBadFill, k, len(dst)), err)
+		k = max(0, min(k, len(dst)))
+	}
+	if k > 0 {
+		// Values that no longer fit (another producer raced) are
+		// rejected, never silently lost.
+		n := r.putN(dst[:k])
+		r.rejectAll(dst[n:k])
+		clear(dst[:k])
+	}
+	return k, err
 }

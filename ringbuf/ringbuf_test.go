@@ -590,6 +590,46 @@ func TestRefillChunks(t *testing.T) {
 	}
 }
 
+// lenAtUnlock is a FillLock that records, at each Unlock, how many values
+// the ring holds: a refill's chunk must be in the ring before the lock is
+// let go.
+type lenAtUnlock struct {
+	sync.Mutex
+	r    *Ring[int]
+	lens []int
+}
+
+func (l *lenAtUnlock) Unlock() {
+	l.lens = append(l.lens, l.r.Len())
+	l.Mutex.Unlock()
+}
+
+// FillLock is held from each Fill call to the put of its values.
+func TestFillLock(t *testing.T) {
+	lock := &lenAtUnlock{}
+	held := true
+	f := &fillRecorder{}
+	fill := func(ctx context.Context, dst []int) (int, error) {
+		if lock.TryLock() {
+			lock.Mutex.Unlock()
+			held = false
+		}
+		return f.fill(ctx, dst)
+	}
+	r := newRing(t, Config[int]{Size: 64, FillChunk: 10, Fill: fill, FillLock: lock})
+	lock.r = r
+	r.Start()
+	waitFor(t, "fill", func() bool { return r.Stats().Refills == 1 })
+	lock.Lock()
+	defer lock.Mutex.Unlock()
+	if !held {
+		t.Error("Fill ran without FillLock held")
+	}
+	if !slices.Equal(lock.lens, []int{10, 20, 30, 40, 50, 60, 64}) {
+		t.Errorf("ring lengths when FillLock was let go: %v, want each chunk put first", lock.lens)
+	}
+}
+
 // recvErr receives from errs or fails t after a deadline.
 func recvErr(t *testing.T, errs <-chan error) error {
 	t.Helper()
