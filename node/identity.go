@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/wire"
+	"github.com/nats-io/nats.go"
 )
 
 // hostName is this host's name, as the status of the node shows it.
@@ -107,18 +110,105 @@ func (n *Node) peerLease(ctx context.Context, worker int64) time.Time {
 }
 
 // peerHolder is the snowflake.SourceConfig.Holder: the live node other
-// than this process that reports worker as its worker id, "" if none does
-// (or none could be asked).
+// than this process that reports worker as its worker id, or as the one it
+// is registering, "" if none does (or none could be asked).
+//
+// The claim goes into this node's status before it asks, and it asks
+// afresh, not from the cache. Of two nodes A and B that register one
+// worker id at the same moment: if A's question reached B before B's
+// claim, B asked after that, so after A's claim, and sees it. At least
+// one of the two refuses (both may; never neither).
 func (n *Node) peerHolder(ctx context.Context, worker int64) string {
+	n.claim.Store(worker)
+	n.peersMu.Lock()
+	n.peersAt = time.Time{}
+	n.peersMu.Unlock()
 	peers, err := n.peerStatus(ctx)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids", "worker", worker, "err", err)
 		return ""
 	}
 	for _, p := range peers {
-		if !n.isSelf(p) && p.Snow != nil && p.Snow.Worker == worker {
+		if !n.isSelf(p) && holds(p, worker) {
 			return fmt.Sprintf("live %s (worker registry %s, %s)", describe(p), p.Snow.Registry, p.Snow.State)
 		}
 	}
 	return ""
+}
+
+// holds reports whether the live node p serves worker, or registers it.
+func holds(p wire.NodeStatus, worker int64) bool {
+	return p.Snow != nil && (p.Snow.Worker == worker || p.Snow.Claim != nil && *p.Snow.Claim == worker)
+}
+
+// answerStarting answers leaf.admin.status from the node's first
+// connection until its responder does (stopStarting): with its name,
+// process and, while it registers a snowflake worker id, that id. Nodes
+// that start at the same moment so see each other in their checks: the
+// name (checkName) and the worker id (peerHolder). The subscription is
+// flushed before the node asks anyone, so a question sent after this node
+// asked its own reaches it.
+func (n *Node) answerStarting(ctx context.Context) error {
+	if n.cfg.Registry != RegistryOff {
+		if l, err := n.cfg.layout(); err == nil {
+			n.earlyLayout = l.String()
+		}
+	}
+	sub, err := n.nc.Subscribe(wire.StatusSubject, func(m *nats.Msg) {
+		if b, err := json.Marshal(n.startingStatus()); err == nil {
+			_ = m.Respond(b)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("answer %s while starting: %w", wire.StatusSubject, err)
+	}
+	n.early = sub
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := n.nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("answer %s while starting: %w", wire.StatusSubject, err)
+	}
+	return nil
+}
+
+// startingStatus is what a starting node answers: who it is, and the
+// worker id it registers. It reads only what is set before the node
+// subscribes, and atomics.
+func (n *Node) startingStatus() wire.NodeStatus {
+	st := wire.NodeStatus{
+		Node:     n.cfg.Name,
+		Instance: n.instance,
+		Host:     hostName,
+		PID:      os.Getpid(),
+		Version:  buildinfo.Version,
+		UnixNano: time.Now().UnixNano(),
+		Started:  n.started.UnixNano(),
+		Tags:     []wire.TagStatus{},
+		Problems: []string{"starting"},
+		Starting: true,
+	}
+	if n.cfg.Registry != RegistryOff {
+		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry, Layout: n.earlyLayout}
+		if c := n.claim.Load(); c >= 0 {
+			st.Snow.Claim = &c
+		}
+	}
+	return st
+}
+
+// stopStarting ends answerStarting once the responder answers the status.
+// The flush puts the responder's subscription on the server first, and the
+// drain answers what the early one already has: a question that arrives in
+// between is answered by one of the two, not lost (a test saw it lost, and
+// two nodes then served one worker id).
+func (n *Node) stopStarting(ctx context.Context) error {
+	if n.early == nil {
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := n.nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("answer %s: %w", wire.StatusSubject, err)
+	}
+	return n.early.Drain()
 }

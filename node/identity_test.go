@@ -193,3 +193,97 @@ func erasedWorkerWaits(t *testing.T, restart bool) {
 		}
 	}
 }
+
+// startTogether starts a node on each cfg at the same moment and returns
+// the nodes that started (closed at cleanup) and the errors of the others.
+func startTogether(t *testing.T, cfgs ...node.Config) ([]*node.Node, []error) {
+	t.Helper()
+	type res struct {
+		n   *node.Node
+		err error
+	}
+	out := make(chan res, len(cfgs))
+	gate := make(chan struct{})
+	for _, cfg := range cfgs {
+		go func() {
+			<-gate
+			n, err := tryStart(t, cfg, 90*time.Second)
+			out <- res{n, err}
+		}()
+	}
+	close(gate)
+	var (
+		nodes []*node.Node
+		errs  []error
+	)
+	for range cfgs {
+		r := <-out
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		t.Cleanup(func() { _ = r.n.Close(context.Background()) })
+		nodes = append(nodes, r.n)
+	}
+	return nodes, errs
+}
+
+// TestWorkerRegisteredTogether (issue #12): two nodes that register one
+// worker id at the same moment, by a registration no registry guards (one
+// static --worker-id here; ZooKeeper's cache file, or two registries, in
+// the field), each ask the live nodes before serving. A node answered
+// leaf.admin.status only once it served, so neither saw the other: an
+// adversary counted 36,939,805 duplicates with two hosts started together
+// from one --zk-addr's cache file. A starting node answers from its first
+// connection with the worker id it is registering: of two, the later asks
+// after the earlier's claim and refuses (both may, never neither).
+func TestWorkerRegisteredTogether(t *testing.T) {
+	s := natstest.RunServer(t)
+	for i := range 3 {
+		var cfgs []node.Config
+		for _, name := range []string{"left", "right"} {
+			cfgs = append(cfgs, node.Config{Name: fmt.Sprintf("%s%d", name, i), NATS: s.ClientURL(),
+				Registry: node.RegistryStatic, WorkerID: 9, PeerClockMax: -1})
+		}
+		nodes, errs := startTogether(t, cfgs...)
+		if len(nodes) > 1 {
+			t.Fatalf("round %d: both nodes serve worker 9", i)
+		}
+		for _, err := range errs {
+			if !errors.Is(err, snowflake.ErrWorkerInUse) {
+				t.Fatalf("round %d: %v, want ErrWorkerInUse", i, err)
+			}
+		}
+		for _, n := range nodes {
+			if err := n.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestSameNameStartedTogether (issue #12): two processes under one --name
+// started at the same moment; neither was up to answer the other's check
+// (an adversary then lowered max_id twice and got 1,000 duplicate segment
+// ids, the two taking each other's floors for their own). At most one
+// starts.
+func TestSameNameStartedTogether(t *testing.T) {
+	s := natstest.RunServer(t)
+	for i := range 3 {
+		cfg := node.Config{Name: fmt.Sprintf("twin%d", i), NATS: s.ClientURL(), Registry: node.RegistryOff}
+		nodes, errs := startTogether(t, cfg, cfg)
+		if len(nodes) > 1 {
+			t.Fatalf("round %d: two live nodes named %s", i, cfg.Name)
+		}
+		for _, err := range errs {
+			if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "--name") {
+				t.Fatalf("round %d: %v, want ErrConfig about --name", i, err)
+			}
+		}
+		for _, n := range nodes {
+			if err := n.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -219,8 +219,17 @@ func (m *monoServer) hold() time.Duration {
 func (m *monoServer) balance() {
 	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 	defer cancel()
-	nodes, err := ask.Status(ctx, m.n.nc, 300*time.Millisecond)
-	if err != nil || len(nodes) == 0 {
+	all, err := ask.Status(ctx, m.n.nc, 300*time.Millisecond)
+	if err != nil {
+		return
+	}
+	var nodes []wire.NodeStatus
+	for _, st := range all {
+		if !st.Starting { // not taking tags yet
+			nodes = append(nodes, st)
+		}
+	}
+	if len(nodes) == 0 {
 		return
 	}
 	m.mu.Lock()

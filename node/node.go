@@ -65,7 +65,10 @@ type Node struct {
 	peersAt       time.Time
 	peersSeen     []wire.NodeStatus
 	peersErr      error
-	peerOffset    atomic.Int64 // nanos: the peers' average clock minus ours, at start and every peerClockEvery
+	peerOffset    atomic.Int64       // nanos: the peers' average clock minus ours, at start and every peerClockEvery
+	claim         atomic.Int64       // worker id of the last registration (-1: none); in the status from before the peers are asked
+	early         *nats.Subscription // answers leaf.admin.status while the node starts (answerStarting)
+	earlyLayout   string             // the snowflake layout the starting node reports
 
 	started time.Time
 	// instance tells this process from another one under the same name
@@ -100,6 +103,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), started: time.Now(), instance: newInstance(), met: newLiveMetrics(),
 		health: storeHealth{fails: map[string]storeFail{}}}
+	n.claim.Store(-1)
 	defer func() {
 		if err != nil {
 			_ = n.Close(context.Background())
@@ -129,6 +133,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
+	if err := n.answerStarting(ctx); err != nil {
+		return nil, err
+	}
 	if err := n.checkName(ctx); err != nil {
 		return nil, err
 	}
@@ -227,6 +234,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	n.resp, err = responder.Start(rc)
 	if err != nil {
+		return nil, err
+	}
+	if err := n.stopStarting(ctx); err != nil {
 		return nil, err
 	}
 	if n.src != nil {

@@ -513,7 +513,7 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 		return false
 	}
 	for _, p := range peers {
-		if !n.isSelf(p) && p.Snow != nil && p.Snow.Worker == worker {
+		if !n.isSelf(p) && holds(p, worker) {
 			n.log.Warn("snowflake: a live node holds the worker id the registry gave this node with no lease on record (its record was deleted?)",
 				"worker", worker, "holder", p.Node, "holder_state", p.Snow.State)
 			return false

@@ -86,6 +86,9 @@ func (n *Node) status() wire.NodeStatus {
 			Joined:     n.SnowflakeJoined(),
 			PeerOffset: n.peerOffset.Load(),
 		}
+		if c := n.claim.Load(); c >= 0 {
+			sf.Claim = &c
+		}
 		if lease := n.src.Leased(); !lease.IsZero() {
 			sf.LeaseUntil = lease.UnixNano()
 		}

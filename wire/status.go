@@ -27,6 +27,10 @@ type NodeStatus struct {
 	Problems []string         `json:"problems"`  // why not ready, or warnings
 	// Mono lists the monotonic tags this node leads now (leaf.mono.<tag>).
 	Mono []string `json:"mono,omitempty"`
+	// Starting: the node is not serving yet. It answers from its first
+	// connection, so that nodes starting at the same moment see each
+	// other's name and the worker id each is registering (Snow.Claim).
+	Starting bool `json:"starting,omitempty"`
 }
 
 // TagStatus is a segment tag on one node: Leaf's /cache row, plus the ring.
@@ -65,10 +69,16 @@ type SnowflakeStatus struct {
 	PeerOffset int64  `json:"peer_offset"` // nanos: the peers' average clock minus ours, at start
 	// Past are the worker ids the node held and lost, each with the highest
 	// time lease it had: ids of it may have been made up to there.
-	Past    []WorkerLease `json:"past,omitempty"`
-	RingLen int           `json:"ring_len"`
-	RingCap int           `json:"ring_cap"`
-	Taken   uint64        `json:"taken"` // ids taken from the ring
+	Past []WorkerLease `json:"past,omitempty"`
+	// Claim is the worker id of the node's last registration, reported
+	// from before the node asks the live nodes whether one serves it until
+	// the next registration: of two nodes that register one worker id at
+	// the same moment, the later sees the earlier's claim. Nil from a node
+	// that has not registered (or from one of an older version).
+	Claim   *int64 `json:"claim,omitempty"`
+	RingLen int    `json:"ring_len"`
+	RingCap int    `json:"ring_cap"`
+	Taken   uint64 `json:"taken"` // ids taken from the ring
 }
 
 // WorkerLease is a worker id and a time lease (unix nanos).
