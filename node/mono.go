@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -84,6 +85,7 @@ func (n *Node) startMono(ctx context.Context) error {
 	})
 	if err != nil {
 		m.cancel()
+		_ = lease.Close()
 		return err
 	}
 	if err := m.refresh(ctx); err != nil {
@@ -345,6 +347,9 @@ func (m *monoServer) close() {
 		t.close()
 	}
 	m.wg.Wait()
+	if c, ok := m.lease.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 func (t *monoTag) close() {

@@ -6,16 +6,20 @@
 // compare-and-swap on the revision the holder wrote last, so a holder that
 // lost the key can neither renew nor delete it. It passes mono/leasetest.
 //
-// A key freed by anyone but its holder — an operator's `nats kv del
-// leaf_mono <tag>` or purge, rather than the holder's Release (a delete
-// marker with the header Leaf-Released) or the server's TTL expiry (a
-// marker with Nats-Marker-Reason) — may still be served by its holder
-// until its fence passes: the next Acquire then returns a Grant with Wait
-// = TTL, and the new leader serves (and reserves) nothing before it. A key
-// with no message at all is treated the same way: it may be new, or its
-// history may have been erased under a live holder (its markers purged,
-// the bucket made again), and the bucket cannot tell which. So a new
-// monotonic tag serves its first id one TTL after its first acquire.
+// A key freed by anything but its holder's Release (a delete marker with
+// the headers Leaf-Released and Leaf-Released-Rev naming the holder and
+// the revision right before it) may still be served by its holder until
+// its fence passes. Markers in the bucket prove nothing: the server's TTL
+// marker, a delete or a purge look the same whether the server or an
+// operator wrote them. So every Lease follows the bucket's stream from the
+// moment it opens (an ordered consumer; a gap in the stream's sequence
+// starts the run again) and notes on its monotonic clock when the last
+// record of each key arrived. Acquire of a key not released returns a
+// Grant whose Wait ends one TTL after that arrival — after the start of
+// the run if the key had no record in it, a whole TTL if the watch has not
+// seen the key's last message, or the bucket was made again — and the new
+// leader serves (and reserves) nothing before it. A key that expired is
+// taken at once: its marker comes a TTL after its last record.
 //
 // It stands beside segment/kvstore and snowflake/kvlease, on internal/jskv.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,9 +40,15 @@ type Lease struct {
 	js      jetstream.JetStream
 	kv      jetstream.KeyValue
 	opts    Options
-	prefix  string // the bucket's subject prefix, $KV.<bucket>.
-	getSubj string // the stream leader's message get
+	prefix  string     // the bucket's subject prefix, $KV.<bucket>.
+	getSubj string     // the stream leader's message get
+	mu      sync.Mutex // guards w
+	w       *watch     // when this process saw each key's last record
 }
+
+// catchUp is how long Acquire waits for the watch to have seen a key's
+// last message before it waits a whole TTL instead.
+const catchUp = 500 * time.Millisecond
 
 // releasedHeader marks the delete marker of a Release with the holder;
 // releasedRevHeader with the revision it released.
@@ -97,10 +104,21 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
 	}
 	l := &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}
-	if _, _, err := l.checkBucket(cctx); err != nil {
+	if err := l.checkBucket(cctx); err != nil {
 		return nil, err
 	}
+	if l.w, err = startWatch(cctx, js, opts.Bucket, l.prefix); err != nil {
+		return nil, fail(cctx, "watch bucket "+opts.Bucket, err)
+	}
 	return l, nil
+}
+
+// Close stops following the bucket.
+func (l *Lease) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.stop()
+	return nil
 }
 
 // TTL implements mono.Lease.
@@ -122,27 +140,6 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	if err != nil {
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}
-	var wait time.Duration
-	switch ok, byTTL := freed(kept); {
-	case !ok:
-		wait = l.opts.TTL // freed by hand, or no trace: a holder may serve until its fence passes
-	case byTTL:
-		// A TTL marker is the holder's expiry only if the bucket expires
-		// nothing sooner (one made again with a max age below the TTL
-		// expires live leases), and keeps the record before a marker (with
-		// one message per key, a value put by hand with a short TTL over a
-		// live lease leaves nothing but its own marker).
-		kept, markerTTL, err := l.checkBucket(cctx)
-		if err != nil {
-			return mono.Grant{}, err
-		}
-		// A marker TTL below the lease's lets the server keep a value put
-		// by hand with a short TTL that short, so two such puts can push
-		// the holder's record out and expire before its lease does.
-		if kept < history || markerTTL < l.opts.TTL {
-			wait = l.opts.TTL
-		}
-	}
 	// Create, conditional on the message the wait was decided on still
 	// being the key's last: a holder that took the key meanwhile and was
 	// deleted by hand must not pass for the marker read above.
@@ -151,6 +148,17 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 		last = kept[len(kept)-1].Sequence
 		if headers(kept[len(kept)-1]) == nil {
 			return mono.Grant{}, l.held(ctx, tag)
+		}
+	}
+	// Freed by its holder's release: no wait. Anything else — the
+	// server's TTL marker, a delete, purge or removal by hand, no message
+	// at all — proves nothing of its own: a holder may serve until a TTL
+	// after its last renewal, which arrived here no later than the last
+	// record of the key this process saw.
+	var wait time.Duration
+	if !released(kept) {
+		if wait, err = l.wait(cctx, tag, kept); err != nil {
+			return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 		}
 	}
 	ack, err := l.js.Publish(cctx, l.prefix+tag, l.value(holder),
@@ -162,6 +170,58 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}
 	return mono.Grant{Tag: tag, Holder: holder, Rev: ack.Sequence, Wait: wait}, nil
+}
+
+// wait is the Grant.Wait of a key not released by its holder, judged by
+// the watch (see watch). A key with no message at all is judged only while
+// the bucket is the one the watch follows. A bucket made again (found so,
+// or when the watch has not delivered a key's last message in time) gets
+// a whole TTL and a new watch.
+func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg) (time.Duration, error) {
+	l.mu.Lock()
+	w := l.w
+	l.mu.Unlock()
+	var last *msgID
+	if len(kept) > 0 && kept[len(kept)-1].Sequence >= w.first {
+		m := kept[len(kept)-1]
+		last = &msgID{m.Sequence, m.Time.UnixNano()}
+	} else if same, err := l.follow(ctx, w); err != nil || !same {
+		// No message, or one from before the watch began: sent before
+		// it began, if the bucket is the one the watch follows.
+		return l.opts.TTL, err
+	}
+	if d, ok := w.wait(ctx, tag, last, l.opts.TTL, catchUp); ok {
+		return d, nil
+	}
+	_, err := l.follow(ctx, w)
+	return l.opts.TTL, err
+}
+
+// follow reports whether the watch w follows the bucket's stream as it is
+// now; if not, a new watch takes its place.
+func (l *Lease) follow(ctx context.Context, w *watch) (bool, error) {
+	s, err := l.js.Stream(ctx, "KV_"+l.opts.Bucket)
+	if err != nil {
+		return false, err
+	}
+	if s.CachedInfo().Created.Equal(w.created) {
+		return true, nil
+	}
+	if err := l.checkBucket(ctx); err != nil { // made again, by hand
+		return false, err
+	}
+	nw, err := startWatch(ctx, l.js, l.opts.Bucket, l.prefix)
+	if err != nil {
+		return false, err
+	}
+	l.mu.Lock()
+	if l.w == w {
+		l.w = nw
+		nw = w
+	}
+	l.mu.Unlock()
+	nw.stop() // the old one, or the new one when another call replaced w first
+	return false, nil
 }
 
 // held is the ErrHeld of tag, naming its holder.
@@ -190,63 +250,42 @@ func (l *Lease) kept(ctx context.Context, tag string) ([]*jskv.StoredMsg, error)
 	return out, nil
 }
 
-// freed reports whether the messages kept for a key (oldest first) show
-// that its last holder let go, so that no holder can be serving: the last
-// is a Release's marker that names the holder and revision of the record
-// right before it, or the marker the server wrote when the key's TTL ran
-// out with no record kept before it (a record still kept, or a delete by
-// hand, means the message that expired may have been put by hand over a
-// holder that still serves: an adversary broke order with `nats kv put`
-// of a short-TTL value over a live lease, 1,998 calls out of order, and
-// with a hand-written release marker, 6,842). Anything else — no message,
-// a delete, purge or removal by hand — is not.
-func freed(kept []*jskv.StoredMsg) (ok, byTTL bool) {
-	if len(kept) == 0 {
-		return false, false
+// released reports whether the messages kept for a key (oldest first)
+// show that its holder let go: the last is a Release's marker that names
+// the holder and revision of the record right before it (a marker written
+// by hand without them, 6,842 calls out of order, does not pass).
+func released(kept []*jskv.StoredMsg) bool {
+	if len(kept) < 2 {
+		return false
 	}
 	h := headers(kept[len(kept)-1])
-	if h == nil {
-		return false, false // a record: held
+	if h == nil || h.Get(releasedHeader) == "" {
+		return false
 	}
-	if who := h.Get(releasedHeader); who != "" {
-		if len(kept) < 2 || headers(kept[len(kept)-2]) != nil {
-			return false, false
-		}
-		prev := kept[len(kept)-2]
-		var r record
-		return json.Unmarshal(prev.Data, &r) == nil && r.Holder == who &&
-			h.Get(releasedRevHeader) == strconv.FormatUint(prev.Sequence, 10), false
+	prev := kept[len(kept)-2]
+	if headers(prev) != nil {
+		return false
 	}
-	if h.Get(jetstream.MarkerReasonHeader) != "MaxAge" || h.Get("KV-Operation") != "" {
-		return false, false
-	}
-	for _, m := range kept[:len(kept)-1] {
-		if p := headers(m); p == nil || p.Get(jetstream.MarkerReasonHeader) != "MaxAge" || p.Get("KV-Operation") != "" {
-			return false, false
-		}
-	}
-	return true, true
+	var r record
+	return json.Unmarshal(prev.Data, &r) == nil && r.Holder == h.Get(releasedHeader) &&
+		h.Get(releasedRevHeader) == strconv.FormatUint(prev.Sequence, 10)
 }
 
 // checkBucket refuses a bucket that expires values on its own (a max age,
-// as `nats kv add --ttl` sets): a lease there can expire while its holder
-// still serves, and its marker would pass for the holder's expiry. An
-// adversary made the bucket again with a 1s max age and broke order
-// (32,785 calls). It returns how many messages per key the bucket keeps
-// and its marker TTL.
-func (l *Lease) checkBucket(ctx context.Context) (history int64, markerTTL time.Duration, err error) {
+// as `nats kv add --ttl` sets): a lease there expires while its holder
+// still serves, and the holder loses it at every renewal. An adversary
+// made the bucket again with a 1s max age (32,785 calls out of order
+// before leases were judged by the watch).
+func (l *Lease) checkBucket(ctx context.Context) error {
 	st, err := l.kv.Status(ctx)
 	if err != nil {
-		return 0, 0, fail(ctx, "status of bucket "+l.opts.Bucket, err)
+		return fail(ctx, "status of bucket "+l.opts.Bucket, err)
 	}
 	if age := st.TTL(); age != 0 {
-		return 0, 0, fmt.Errorf("%w: mono kvlease: bucket %q expires values after %v (a max age): a lease can expire under its holder; "+
+		return fmt.Errorf("%w: mono kvlease: bucket %q expires values after %v (a max age): a lease can expire under its holder; "+
 			"delete the bucket (nats kv del %s) and let leafd make it again", segment.ErrInvalid, l.opts.Bucket, age, l.opts.Bucket)
 	}
-	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
-		markerTTL = bs.LimitMarkerTTL()
-	}
-	return st.History(), markerTTL, nil
+	return nil
 }
 
 // headers are m's headers if it is a marker (a delete, purge or

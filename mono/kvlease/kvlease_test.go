@@ -39,10 +39,12 @@ func TestConformance(t *testing.T) {
 }
 
 // TestAcquireAfterHandDeleteWaits: a lease freed by its holder's Release
-// or by its TTL is taken at once; one deleted or purged by hand (`nats kv
-// del leaf_mono TAG`), or with no trace at all (its markers erased too, a
-// key never written), is taken with Wait = TTL, because a holder may still
-// be serving until its fence passes.
+// is taken at once; one deleted or purged by hand (`nats kv del leaf_mono
+// TAG`), or with no trace at all (its markers erased too, a key never
+// written), is taken with a Wait that ends a TTL after the last record of
+// the key the Lease saw (or after it began to watch the bucket), because a
+// holder may still be serving until its fence passes. One the server
+// expired is taken once the watch has seen the marker, at once.
 func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
@@ -50,7 +52,9 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "waits", TTL: time.Second})
+	const ttl = time.Second
+	sent := time.Now() // before the watch began: no holder can serve past sent+TTL
+	l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "waits", TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,38 +62,48 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acquire := func(want time.Duration, why string) mono.Grant {
+	// acquire takes t for n: at once (Wait 0), or serving no sooner than a
+	// TTL after the last acquire was sent.
+	acquire := func(atOnce bool, why string) mono.Grant {
 		t.Helper()
+		before := time.Now()
 		g, err := l.Acquire(ctx, "t", "n")
-		if err != nil || g.Wait != want {
-			t.Fatalf("%s: Acquire = %+v, %v; want Wait %v", why, g, err, want)
+		if err != nil {
+			t.Fatalf("%s: %v", why, err)
 		}
+		switch serves := time.Now().Add(g.Wait); {
+		case atOnce && g.Wait != 0:
+			t.Fatalf("%s: Acquire = %+v; want Wait 0", why, g)
+		case !atOnce && serves.Before(sent.Add(ttl)):
+			t.Fatalf("%s: Acquire = %+v: serves %v before the last holder's lease ran out", why, g, sent.Add(ttl).Sub(serves))
+		}
+		sent = before
 		return g
 	}
-	g := acquire(time.Second, "a key with no message")
+	g := acquire(false, "a key with no message")
 	if err := l.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	acquire(0, "after a Release")
+	acquire(true, "after a Release")
 	if err := kv.Delete(ctx, "t"); err != nil { // the operator
 		t.Fatal(err)
 	}
-	acquire(time.Second, "after nats kv del")
+	acquire(false, "after nats kv del")
 	if err := kv.Purge(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
-	g = acquire(time.Second, "after nats kv purge")
+	g = acquire(false, "after nats kv purge")
 	if err := l.Release(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	acquire(0, "after a Release")
+	acquire(true, "after a Release")
 	if err := kv.Purge(ctx, "t"); err != nil { // the operator, then every marker erased
 		t.Fatal(err)
 	}
 	if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(-1)); err != nil {
 		t.Fatal(err)
 	}
-	acquire(time.Second, "after a purge and its marker erased")
+	acquire(false, "after a purge and its marker erased")
 	// Not renewed: the server expires the key after its TTL.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -102,8 +116,8 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if g.Wait != 0 {
-		t.Fatalf("Acquire after the TTL ran out = %+v, want Wait 0", g)
+	if g.Wait > ttl/2 {
+		t.Fatalf("Acquire after the TTL ran out = %+v, want (almost) no wait", g)
 	}
 }
 
@@ -182,6 +196,23 @@ func TestAcquireAfterForgedFreeWaits(t *testing.T) {
 		next(tag, fmt.Sprintf("a release marker by hand %v", msg.Header))
 	}
 
+	// The server's TTL marker forged (helper-22: two of them push the
+	// holder's record out of the key's history, 52,346 calls out of order;
+	// one with a rollup clears it, 53,182).
+	for i, forged := range []nats.Header{
+		{"Nats-Marker-Reason": {"MaxAge"}},
+		{"Nats-Marker-Reason": {"MaxAge"}, "Nats-Rollup": {"sub"}},
+	} {
+		tag := fmt.Sprintf("mark%d", i)
+		live(tag)
+		for range 2 - i {
+			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: "$KV.forged." + tag, Header: forged}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		next(tag, fmt.Sprintf("the server's TTL marker by hand %v", forged))
+	}
+
 	// The holder's own Release is still taken at once.
 	g := live("own")
 	if err := l.Release(ctx, g); err != nil {
@@ -221,9 +252,9 @@ func TestOpenKeepsHistory(t *testing.T) {
 // TestMaxAgeBucketRefused (issue #15): a bucket with a max age (`nats kv
 // add leaf_mono --ttl 1s`, made again under running nodes) expires a lease
 // while its holder serves, and the server's marker looks like the
-// holder's own expiry. Open refuses such a bucket, and Acquire refuses to
-// trust a TTL marker in one. An adversary broke order this way (32,785
-// calls out of order).
+// holder's own expiry. Open refuses such a bucket, and so does Acquire in
+// one made again under a running Lease. An adversary broke order this way
+// (32,785 calls out of order).
 func TestMaxAgeBucketRefused(t *testing.T) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
@@ -251,22 +282,8 @@ func TestMaxAgeBucketRefused(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx, aged); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Acquire(ctx, "t", "n1"); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		g, err := l.Acquire(ctx, "t", "n2")
-		if err == nil {
-			t.Fatalf("Acquire once the bucket's max age expired n1's lease = %+v; want it refused", g)
-		}
-		if errors.Is(err, segment.ErrInvalid) {
-			break
-		}
-		if !errors.Is(err, mono.ErrHeld) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := l.Acquire(ctx, "t", "n1"); !errors.Is(err, segment.ErrInvalid) || !strings.Contains(err.Error(), "max age") {
+		t.Fatalf("Acquire in a bucket made again with a max age = %v, want ErrInvalid naming the max age", err)
 	}
 }
 
@@ -288,11 +305,17 @@ func TestStreamEditWaits(t *testing.T) {
 		{"history 1", func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = 1 }, 1},
 		{"marker ttl 1s", func(c *jetstream.StreamConfig) { c.SubjectDeleteMarkerTTL = time.Second }, 2},
 	} {
-		t.Run(tc.name, func(t *testing.T) { streamEditWaits(t, tc.edit, tc.puts) })
+		for _, restore := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/restored=%v", tc.name, restore), func(t *testing.T) { streamEditWaits(t, tc.edit, tc.puts, restore) })
+		}
 	}
 }
 
-func streamEditWaits(t *testing.T, edit func(*jetstream.StreamConfig), puts int) {
+// streamEditWaits edits the stream, puts over a live lease, and with
+// restore puts the settings back before the next Acquire (helper-22: the
+// settings were read when the next leader acquired, not when the puts were
+// stored; 17,451 and 7,066 calls out of order).
+func streamEditWaits(t *testing.T, edit func(*jetstream.StreamConfig), puts int, restore bool) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
 	if err != nil {
@@ -326,6 +349,11 @@ func streamEditWaits(t *testing.T, edit func(*jetstream.StreamConfig), puts int)
 			t.Fatal(err)
 		}
 	}
+	if restore {
+		if _, err := js.UpdateStream(ctx, str.CachedInfo().Config); err != nil {
+			t.Fatal(err)
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		g, err := l.Acquire(ctx, "t", "n2")
@@ -339,5 +367,67 @@ func streamEditWaits(t *testing.T, edit func(*jetstream.StreamConfig), puts int)
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBucketMadeAgainWaits: the bucket deleted and made again under a
+// running Lease (`nats kv del leaf_mono`, then a node makes it again). Its
+// watch follows the old stream; a holder on the new one, whose key is then
+// deleted by hand, is waited out, and the Lease follows the new bucket.
+func TestBucketMadeAgainWaits(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx := t.Context()
+	open := func() (*kvlease.Lease, jetstream.JetStream) {
+		js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "again", TTL: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l, js
+	}
+	old, js := open()
+	g, err := old.Acquire(ctx, "t", "n0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := open() // makes the bucket again
+	if _, err := fresh.Acquire(ctx, "t", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	g, err = fresh.Acquire(ctx, "u", "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.Renew(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "again")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"t", "u"} {
+		if err := kv.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []string{"t", "u"} {
+		g, err := old.Acquire(ctx, key, "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if serves := time.Now().Add(g.Wait); serves.Before(sent.Add(2 * time.Second)) {
+			t.Fatalf("%s: Acquire = %+v through the old bucket's watch: n2 serves %v before n1's lease runs out", key, g, sent.Add(2*time.Second).Sub(serves))
+		}
 	}
 }
