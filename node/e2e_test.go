@@ -49,6 +49,11 @@ func tryStart(t *testing.T, cfg node.Config, timeout time.Duration) (*node.Node,
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
+	if cfg.LeaseAhead == 0 {
+		// A worker id with no lease on record waits --lease-ahead (and
+		// --peer-clock-max) before its first id: keep that short.
+		cfg.LeaseAhead = 500 * time.Millisecond
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return node.Start(ctx, cfg, nil)
@@ -334,7 +339,7 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 // node keeps serving.
 func TestBadInputEndToEnd(t *testing.T) {
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "bad", NATS: s.ClientURL(), AutoCreate: "false"})
+	waitServing(t, startNode(t, node.Config{Name: "bad", NATS: s.ClientURL(), AutoCreate: "false"}))
 	nc := natstest.Connect(t, s.ClientURL())
 	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "good"})
 	tests := []struct {

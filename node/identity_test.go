@@ -14,6 +14,7 @@ import (
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/snowflake"
+	sfkv "github.com/leafmq/leafmq/snowflake/kvlease"
 )
 
 // startErr starts a node that is expected to refuse, and returns its error.
@@ -122,6 +123,7 @@ func TestErasedWorkerWaitsForPastLease(t *testing.T) {
 func erasedWorkerWaits(t *testing.T, restart bool) {
 	s := natstest.RunServer(t)
 	base := node.Config{NATS: s.ClientURL(), Registry: node.RegistryKV, Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second}
+	leasedBefore(t, s.ClientURL(), "50+1+12", "s")
 	cfgA := base
 	cfgA.Name, cfgA.DataDir = "pa", t.TempDir()
 	a := startNode(t, cfgA)
@@ -284,6 +286,122 @@ func TestSameNameStartedTogether(t *testing.T) {
 			if err := n.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// leasedBefore registers every worker id of the layout in the KV registry
+// for a moment and leases it to now: ids served before, so a node's first
+// registration has a lease on record and need not wait out a stopped
+// holder (a worker id with no lease on record waits --lease-ahead).
+func leasedBefore(t *testing.T, url, spec, unit string) {
+	t.Helper()
+	layout, err := snowflake.ParseLayout(spec, unit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var regs []*sfkv.Registry
+	for range layout.MaxWorker() + 1 {
+		r, err := sfkv.Open(t.Context(), js, layout, sfkv.Options{Node: "before"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Register(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Lease(t.Context(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		regs = append(regs, r)
+	}
+	for _, r := range regs {
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestErasedWorkerOfStoppedHolder (issue #12): a worker id's records
+// erased (`nats stream purge KV_leaf_workers --subject …w0` and t0) and its
+// holder stopped: no live node reports it, and the registry has no lease.
+// The holder made ids up to its time lease, ahead of the clock under load;
+// the next node on that id must start above them. Served at once, it
+// repeated them (helper-20: 29,403 duplicates).
+func TestErasedWorkerOfStoppedHolder(t *testing.T) {
+	s := natstest.RunServer(t)
+	base := node.Config{NATS: s.ClientURL(), Registry: node.RegistryKV, Layout: "50+1+12", TimeUnit: "s",
+		LeaseAhead: 6 * time.Second, PeerClockMax: -1}
+	leasedBefore(t, s.ClientURL(), "50+1+12", "s")
+	cfgA := base
+	cfgA.Name = "sa"
+	a := startNode(t, cfgA)
+	waitServing(t, a)
+	w := a.Snowflake().Worker()
+	ctx := t.Context()
+	// 4096 ids a second: 12,000 at once borrow seconds ahead of the clock.
+	var high time.Time
+	layout := a.Snowflake().Layout()
+	for got, deadline := 0, time.Now().Add(5*time.Second); got < 12_000 && time.Now().Before(deadline); {
+		buf := make([]int64, 64)
+		n, err := a.Snowflake().Fill(ctx, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		got += n
+		for _, id := range buf[:n] {
+			if at := layout.Decompose(id).Time; at.After(high) {
+				high = at
+			}
+		}
+	}
+	t.Logf("the holder's ids reach %v ahead of the clock", time.Until(high))
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	str, err := js.Stream(ctx, "KV_leaf_workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{fmt.Sprintf("w%d", w), fmt.Sprintf("t%d", w)} {
+		if err := str.Purge(ctx, jetstream.WithPurgeSubject("$KV.leaf_workers."+key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv, err := js.KeyValue(ctx, "leaf_workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, fmt.Sprintf("w%d", 1-w), []byte("{}"), jetstream.KeyTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	cfgB := base
+	cfgB.Name = "sb"
+	b := startNode(t, cfgB)
+	if got := b.Snowflake().Worker(); got != w {
+		t.Fatalf("the second node has worker %d, want the erased %d", got, w)
+	}
+	var ids []int64
+	testenv.Eventually(t, "ids from the second node", 30*time.Second, func() bool {
+		buf := make([]int64, 64)
+		n, err := b.Snowflake().Fill(ctx, buf)
+		ids = buf[:n]
+		return err == nil && n > 0
+	})
+	t.Logf("the second node's first id is of %v, the holder's last of %v", layout.Decompose(ids[0]).Time, high)
+	for _, id := range ids {
+		if at := layout.Decompose(id).Time; !at.After(high) {
+			t.Fatalf("the second node's id %d of worker %d is of %v, not above %v, the time of the stopped holder's ids", id, w, at, high)
 		}
 	}
 }

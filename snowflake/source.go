@@ -116,12 +116,13 @@ type SourceConfig struct {
 	MaxStartWait time.Duration
 	// NewWorker is asked about a worker id whose registry (a ClaimTTLer)
 	// holds no time lease for it: true if no other process can be serving
-	// it (a node asks the live nodes). Otherwise the worker is unknown, not
-	// new: an operator may have deleted its record, or the whole registry,
-	// under a live process that still serves it until its claim lapses
-	// (ClaimTTL), with ids up to BorrowAhead past a clock that may run
-	// ClockSkew ahead of this one; it waits out ClaimTTL + LeaseAhead +
-	// ClockSkew before its first id. Nil: every such worker is unknown.
+	// it (a node asks the live nodes). A worker id with no lease on record
+	// may be new, or its records were erased: a process that held it and
+	// stopped made ids up to BorrowAhead past a clock that may run
+	// ClockSkew ahead of this one, so the first id waits BorrowAhead +
+	// ClockSkew. If NewWorker is false (or nil), a live process may still
+	// serve it until its claim lapses: it waits ClaimTTL + LeaseAhead +
+	// ClockSkew.
 	NewWorker func(ctx context.Context, worker int64) bool
 	// Holder is asked after every registration, whatever the registry,
 	// about the worker id it gave: it names a live process other than this
@@ -379,10 +380,23 @@ func (src *Source) register(ctx context.Context, first bool) error {
 	if t, ok := reg.(ClaimTTLer); ok && t.ClaimTTL() > 0 {
 		ttl = t.ClaimTTL()
 	}
-	if r.LastLease.IsZero() && ttl > 0 && (src.cfg.NewWorker == nil || !src.cfg.NewWorker(ctx, r.Worker)) {
-		wait := ttl + src.cfg.LeaseAhead + max(src.cfg.ClockSkew, 0)
-		src.log.Warn("snowflake: the registry has no time lease for this worker id: waiting out any process that may still serve it",
-			"worker", r.Worker, "wait", wait)
+	if r.LastLease.IsZero() && ttl > 0 {
+		// No lease on record: a new worker id, or one whose records were
+		// erased. A process that served it and has stopped made ids at
+		// most BorrowAhead past its clock, which ran at most ClockSkew
+		// ahead of this one (helper-20 erased a worker's
+		// records, stopped its holder and started another node: 29,403
+		// duplicates). One that still serves it stops when its claim
+		// lapses, a ClaimTTL from now at most.
+		wait := src.cfg.BorrowAhead + max(src.cfg.ClockSkew, 0)
+		if src.cfg.NewWorker == nil || !src.cfg.NewWorker(ctx, r.Worker) {
+			wait = ttl + src.cfg.LeaseAhead + max(src.cfg.ClockSkew, 0)
+			src.log.Warn("snowflake: the registry has no time lease for this worker id: waiting out any process that may still serve it",
+				"worker", r.Worker, "wait", wait)
+		} else {
+			src.log.Info("snowflake: the registry has no time lease for this worker id: waiting out the lease a stopped process may have had",
+				"worker", r.Worker, "wait", wait)
+		}
 		r.LastLease = now.Add(wait)
 	}
 	gen, err := New(Config{

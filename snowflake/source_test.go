@@ -88,6 +88,15 @@ func (b *memBackend) setLease(worker int64, until time.Time) {
 	b.leases[worker] = until
 }
 
+// leasedBefore puts a lease of a minute before t0 on record for the first
+// workers: ids served before, so a registration need not wait out a
+// stopped holder of a worker id with no lease on record.
+func (b *memBackend) leasedBefore() {
+	for w := range int64(8) {
+		b.setLease(w, t0.Add(-time.Minute))
+	}
+}
+
 // forget deletes worker's lease, as an operator deleting a key or row.
 func (b *memBackend) forget(worker int64) {
 	b.mu.Lock()
