@@ -463,10 +463,28 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 }
 
 // retire stops the tag (no load, no take) and reports its unserved top.
-func (t *tagBuf) retire() (Unserved, bool) {
+func (t *tagBuf) retire(deadline time.Time) (Unserved, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.removed = true
+	t.removed = true // no load starts from now on
+	// A load in flight (the next segment, asked for as the current one
+	// ran low) is waited for until deadline: its range is then known and
+	// handed back with the rest (a stop in the middle of one handed back
+	// nothing: CI saw the next restart start 663 ids on).
+	for t.loading && !t.sleeping {
+		ch := t.changed
+		t.mu.Unlock()
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-ch:
+		case <-timer.C:
+		}
+		timer.Stop()
+		t.mu.Lock()
+		if !time.Now().Before(deadline) {
+			break
+		}
+	}
 	// Push each cursor to its span's end: a take from now on gets nothing,
 	// and the swap returns the first id no take reserved.
 	free := func(s *span) int64 {

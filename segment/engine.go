@@ -1003,6 +1003,9 @@ func (e *Engine) Warm(tag string) bool {
 	return t.loads > 0 || t.loading
 }
 
+// retireWait bounds how long Retire waits for the loads in flight.
+const retireWait = 2 * time.Second
+
 // Unserved is the top of the last range a node reserved for a tag that no
 // caller took: ids [To, From), From being the range's end (the store's
 // max_id unless another node reserved since).
@@ -1014,13 +1017,15 @@ type Unserved struct {
 
 // Retire stops the engine from handing out any more ids or loading any
 // more segments, and reports for each tag the ids at the top of its last
-// range that no caller took, for a hand-back (HandBacker). A tag whose
-// load is under way is left out: the range it will get is unknown. Call it
-// once nothing asks the engine any more; Close afterwards.
+// range that no caller took, for a hand-back (HandBacker). A load under
+// way is waited for (retireWait in all); a tag whose load has not ended by
+// then, or is retrying a failure, is left out: the range it will get is
+// unknown. Call it once nothing asks the engine any more; Close afterwards.
 func (e *Engine) Retire() []Unserved {
 	var out []Unserved
+	deadline := time.Now().Add(retireWait)
 	for _, t := range *e.tags.Load() {
-		if u, ok := t.retire(); ok {
+		if u, ok := t.retire(deadline); ok {
 			out = append(out, u)
 		}
 	}

@@ -317,3 +317,37 @@ func TestRetireAfterAnotherNode(t *testing.T) {
 		t.Fatalf("Retire = %+v, want From %d To 21 (the last range only)", got, row.MaxID)
 	}
 }
+
+// TestRetireWaitsForLoad: a stop while the next range is being reserved
+// (the store answers late) waits for it and hands back both ranges; it
+// handed back nothing (CI saw a graceful restart go on 663 ids up).
+func TestRetireWaitsForLoad(t *testing.T) {
+	s := newTestStore()
+	if err := s.Create(context.Background(), segment.Tag{Name: "t", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	e := modeEngine(t, s, nil) // preloads [1,11)
+	s.setBlocked(true)
+	if id, err := e.Next(context.Background(), "t"); err != nil || id != 1 {
+		t.Fatalf("Next = %d, %v", id, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st, _ := e.State("t"); !st.Loading; st, _ = e.State("t") {
+		if time.Now().After(deadline) {
+			t.Fatal("the next range is not loading")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := make(chan []segment.Unserved, 1)
+	go func() { got <- e.Retire() }()
+	time.Sleep(200 * time.Millisecond) // Retire is waiting for the load
+	s.setBlocked(false)
+	u := <-got
+	row, err := s.Get(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u) != 1 || u[0].From != row.MaxID || u[0].To != 2 {
+		t.Fatalf("Retire during a load = %+v, want From %d (max_id) To 2", u, row.MaxID)
+	}
+}
