@@ -647,9 +647,12 @@ func TestSnowflakeRingFencedAfterFreeze(t *testing.T) {
 		},
 		Layout:     layout,
 		LeaseAhead: time.Minute, // the wall-clock lease outlasts the test
-		Monotonic:  mono.Now,
-		Logger:     quiet(),
-		NewWorker:  func(context.Context, int64) bool { return true }, // no other process
+		// No borrowing ahead: a worker with no lease on record then has
+		// no stopped holder's ids to wait out.
+		BorrowAhead: -1,
+		Monotonic:   mono.Now,
+		Logger:      quiet(),
+		NewWorker:   func(context.Context, int64) bool { return true }, // no other process
 	})
 	if err != nil {
 		t.Fatal(err)
