@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/snowflake"
 )
 
 // Backoff of the start's retries while a backend does not answer.
@@ -90,7 +91,7 @@ func transient(err error) bool {
 		return true
 	}
 	var ne net.Error
-	return errors.Is(err, segment.ErrUnavailable) || errors.Is(err, nats.ErrTimeout) ||
+	return errors.Is(err, segment.ErrUnavailable) || errors.Is(err, snowflake.ErrRegistryUnavailable) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrNoServers) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
 }

@@ -206,6 +206,15 @@ func TestSourceWaitsOutUnknownWorker(t *testing.T) {
 	clock.Set(t0.Add(testLeaseAhead + skew + time.Millisecond))
 	waitState(t, src, snowflake.StateServing)
 
+	// A registry that had recorded nothing when opened (a bucket never
+	// written) had no holder: it serves at once.
+	b = newBackend(-1)
+	b.ttl, b.fresh = time.Second, true
+	src, _, _ = startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.ClockSkew = skew })
+	if st := src.State(); st != snowflake.StateServing {
+		t.Errorf("a fresh registry: state = %v, want serving", st)
+	}
+
 	// A registry with no claims to lapse and no leases (static) serves at
 	// once: its worker ids are the operator's.
 	src, _, _ = startSource(t, newBackend(-1), nil, func(c *snowflake.SourceConfig) { c.NewWorker = nil })

@@ -33,6 +33,11 @@ type Registration struct {
 	// by this node or any earlier holder; zero if none. The generator must
 	// not issue ids until its clock is past it (Config.LastIssued).
 	LastLease time.Time
+	// Fresh: the registry had recorded nothing at all when it was opened
+	// (a bucket never written), so no process has served any of its worker
+	// ids before. A worker id with no lease on record then need not wait
+	// out a holder that stopped.
+	Fresh bool
 }
 
 // Registry hands out worker ids and keeps their time leases: the seam

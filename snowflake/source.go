@@ -388,16 +388,21 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		// records, stopped its holder and started another node: 29,403
 		// duplicates). One that still serves it stops when its claim
 		// lapses, a ClaimTTL from now at most.
-		wait := src.cfg.BorrowAhead + max(src.cfg.ClockSkew, 0)
-		if src.cfg.NewWorker == nil || !src.cfg.NewWorker(ctx, r.Worker) {
+		// A registry that had recorded nothing (Fresh) had no holder.
+		var wait time.Duration
+		switch {
+		case src.cfg.NewWorker == nil || !src.cfg.NewWorker(ctx, r.Worker):
 			wait = ttl + src.cfg.LeaseAhead + max(src.cfg.ClockSkew, 0)
 			src.log.Warn("snowflake: the registry has no time lease for this worker id: waiting out any process that may still serve it",
 				"worker", r.Worker, "wait", wait)
-		} else {
+		case !r.Fresh:
+			wait = src.cfg.BorrowAhead + max(src.cfg.ClockSkew, 0)
 			src.log.Info("snowflake: the registry has no time lease for this worker id: waiting out the lease a stopped process may have had",
 				"worker", r.Worker, "wait", wait)
 		}
-		r.LastLease = now.Add(wait)
+		if wait > 0 {
+			r.LastLease = now.Add(wait)
+		}
 	}
 	gen, err := New(Config{
 		Layout:      src.s.l,

@@ -42,6 +42,7 @@ type memBackend struct {
 	openErr   error // Open fails with it while set
 	regs      []*memRegistry
 	ttl       time.Duration // ClaimTTL of its registries (0: no fence)
+	fresh     bool          // Registration.Fresh
 	leaseOK   int           // Lease calls that succeeded
 	// onRegister, if set, runs (without b.mu) at the end of every
 	// Register: a test advances a clock there, as a slow registry would.
@@ -149,7 +150,7 @@ func (r *memRegistry) Register(ctx context.Context) (snowflake.Registration, err
 	}
 	b.held[w] = true
 	r.worker = w
-	reg := snowflake.Registration{Worker: w, LastLease: b.leases[w]}
+	reg := snowflake.Registration{Worker: w, LastLease: b.leases[w], Fresh: b.fresh}
 	if f := b.onRegister; f != nil {
 		b.mu.Unlock()
 		f()

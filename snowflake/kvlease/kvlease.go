@@ -81,6 +81,7 @@ type Registry struct {
 	rev        uint64    // revision of the claim key w<worker>
 	lease      time.Time // highest lease recorded for worker (durably)
 	token      string    // this registration's owner token in t<worker>
+	fresh      bool      // the bucket had no message at all when opened
 
 	now  func() time.Time // for testing
 	rand func(n int64) int64
@@ -154,6 +155,13 @@ func Open(ctx context.Context, js jetstream.JetStream, layout snowflake.Layout, 
 		})
 		if err != nil {
 			return transient(err), err
+		}
+		st, err := kv.Status(cctx)
+		if err != nil {
+			return transient(err), err
+		}
+		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			r.fresh = bs.StreamInfo().State.LastSeq == 0
 		}
 		r.kv = kv
 		return false, nil
@@ -280,7 +288,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	r.stop = stop
 	r.wg.Add(1)
 	go r.refresh(rctx, worker, rev, now)
-	return snowflake.Registration{Worker: worker, LastLease: last}, nil
+	return snowflake.Registration{Worker: worker, LastLease: last, Fresh: r.fresh}, nil
 }
 
 // errLeaseDeleted: the lease key of a worker id is a delete or purge
