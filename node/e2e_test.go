@@ -49,11 +49,6 @@ func tryStart(t *testing.T, cfg node.Config, timeout time.Duration) (*node.Node,
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	if cfg.LeaseAhead == 0 {
-		// A worker id with no lease on record waits --lease-ahead (and
-		// --peer-clock-max) before its first id: keep that short.
-		cfg.LeaseAhead = 500 * time.Millisecond
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return node.Start(ctx, cfg, nil)

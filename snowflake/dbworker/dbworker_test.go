@@ -358,6 +358,8 @@ func TestTakeoverStopsSource(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = src.Close() })
 	w := src.Worker()
+	// A worker id with no lease on record waits out a holder that stopped.
+	testenv.Eventually(t, "the source to serve", 10*time.Second, func() bool { return src.State() == snowflake.StateServing })
 	if _, err := src.Fill(ctx, make([]int64, 16)); err != nil {
 		t.Fatalf("Fill: %v", err)
 	}
