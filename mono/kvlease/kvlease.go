@@ -173,46 +173,52 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 }
 
 // wait is the Grant.Wait of a key not released by its holder, judged by
-// the watch (see watch). A key with no message at all is judged only while
-// the bucket is the one the watch follows. A bucket made again (found so,
-// or when the watch has not delivered a key's last message in time) gets
-// a whole TTL and a new watch.
+// the watch (see watch). The watch must have delivered every message the
+// stream holds up to its last sequence now, the key's last among them: a
+// follower cut off from NATS while the holder renewed, whose missed
+// renewals were then purged with the key, has not (helper-23: 20,271
+// calls out of order when it trusted what it had seen before the cut). A
+// bucket made again (found so, or when the watch does not catch up in
+// time) gets a whole TTL and a new watch.
 func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg) (time.Duration, error) {
 	l.mu.Lock()
 	w := l.w
 	l.mu.Unlock()
+	same, upTo, err := l.follow(ctx, w)
+	if err != nil || !same {
+		return l.opts.TTL, err
+	}
 	var last *msgID
 	if len(kept) > 0 && kept[len(kept)-1].Sequence >= w.first {
 		m := kept[len(kept)-1]
 		last = &msgID{m.Sequence, m.Time.UnixNano()}
-	} else if same, err := l.follow(ctx, w); err != nil || !same {
-		// No message, or one from before the watch began: sent before
-		// it began, if the bucket is the one the watch follows.
-		return l.opts.TTL, err
 	}
-	if d, ok := w.wait(ctx, tag, last, l.opts.TTL, catchUp); ok {
+	// No message, or one from before the watch began: sent before it
+	// began (the bucket is the one the watch follows).
+	if d, ok := w.wait(ctx, tag, last, upTo, l.opts.TTL, catchUp); ok {
 		return d, nil
 	}
-	_, err := l.follow(ctx, w)
-	return l.opts.TTL, err
+	return l.opts.TTL, nil
 }
 
 // follow reports whether the watch w follows the bucket's stream as it is
-// now; if not, a new watch takes its place.
-func (l *Lease) follow(ctx context.Context, w *watch) (bool, error) {
+// now, and the stream's last sequence; if not, a new watch takes its
+// place.
+func (l *Lease) follow(ctx context.Context, w *watch) (bool, uint64, error) {
 	s, err := l.js.Stream(ctx, "KV_"+l.opts.Bucket)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
-	if s.CachedInfo().Created.Equal(w.created) {
-		return true, nil
+	info := s.CachedInfo()
+	if info.Created.Equal(w.created) {
+		return true, info.State.LastSeq, nil
 	}
 	if err := l.checkBucket(ctx); err != nil { // made again, by hand
-		return false, err
+		return false, 0, err
 	}
 	nw, err := startWatch(ctx, l.js, l.opts.Bucket, l.prefix)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	l.mu.Lock()
 	if l.w == w {
@@ -221,7 +227,7 @@ func (l *Lease) follow(ctx context.Context, w *watch) (bool, error) {
 	}
 	l.mu.Unlock()
 	nw.stop() // the old one, or the new one when another call replaced w first
-	return false, nil
+	return false, 0, nil
 }
 
 // held is the ErrHeld of tag, naming its holder.

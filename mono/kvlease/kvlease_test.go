@@ -431,3 +431,58 @@ func TestBucketMadeAgainWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerAwayWaits (helper-23's M1): a follower stops hearing the
+// bucket (cut off from NATS) while the holder renews; the key is then
+// purged with its renewals (`nats stream purge KV_leaf_mono --subject
+// '$KV.leaf_mono.TAG'`, no marker). What the follower saw last is older
+// than the holder's last renewal: it must wait out the renewals it missed
+// (20,271 calls out of order when it trusted what it had seen).
+func TestFollowerAwayWaits(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx := t.Context()
+	const ttl = 2 * time.Second
+	open := func() (*kvlease.Lease, jetstream.JetStream) {
+		js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "away", TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l, js
+	}
+	holder, js := open()
+	follower, _ := open()
+	time.Sleep(ttl) // the follower's watch has run for a TTL
+	g, err := holder.Acquire(ctx, "t", "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the follower sees the acquire
+	kvlease.StopWatch(follower)
+	var sent time.Time
+	for range 3 {
+		time.Sleep(ttl / 3)
+		sent = time.Now()
+		if g, err = holder.Renew(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	str, err := js.Stream(ctx, "KV_away")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := str.Purge(ctx, jetstream.WithPurgeSubject("$KV.away.t")); err != nil {
+		t.Fatal(err)
+	}
+	ng, err := follower.Acquire(ctx, "t", "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serves := time.Now().Add(ng.Wait); serves.Before(sent.Add(ttl)) {
+		t.Fatalf("Acquire = %+v: the follower serves %v before the holder's last renewal runs out", ng, sent.Add(ttl).Sub(serves))
+	}
+}

@@ -107,15 +107,16 @@ func (w *watch) deliver(m jetstream.Msg, prefix string) {
 // wait is how long a new holder of key must not serve: a TTL from when
 // this process last saw a record of the key arrive, or from the start of
 // the unbroken run if it saw none. last is the key's last message in the
-// bucket: nil if there is none or it was stored before the watch began, and
-// then the caller has checked that the bucket is still the one followed.
-// Otherwise the watch must have delivered that very message; it is waited
-// for up to catchUp; ok is false if it did not come.
-func (w *watch) wait(ctx context.Context, key string, last *msgID, ttl, catchUp time.Duration) (d time.Duration, ok bool) {
+// bucket: nil if there is none or it was stored before the watch began.
+// The watch must have delivered every message up to the stream sequence
+// upTo (the stream's last, in the bucket the watch follows), and last; it
+// is waited for up to catchUp; ok is false if it did not come (a message
+// removed before it was delivered never comes).
+func (w *watch) wait(ctx context.Context, key string, last *msgID, upTo uint64, ttl, catchUp time.Duration) (d time.Duration, ok bool) {
 	deadline := time.Now().Add(catchUp)
 	for {
 		w.mu.Lock()
-		if w.since >= 0 && (last == nil || w.last[key] == *last) {
+		if w.since >= 0 && w.next > upTo && (last == nil || w.last[key] == *last) {
 			from := max(w.since, w.seen[key])
 			left := from + ttl - w.now()
 			w.mu.Unlock()
