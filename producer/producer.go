@@ -334,14 +334,13 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 	tr.order.Lock()
 	defer tr.order.Unlock()
 	// Move what is left before the new ring fills itself, so its ids come
-	// out before the fresh ones; takers that still hold old race for the
-	// same ids through the ring's own CAS, so each id goes one way only.
-	buf := make([]int64, 256)
-	for {
-		n, err := old.TakeN(buf)
-		if err != nil || n == 0 {
-			break
-		}
+	// out before the fresh ones. One take, one CAS: a request that still
+	// holds old gets either ids below all of them or none (and then waits
+	// for the order lock). Moved a chunk at a time, a request took ids
+	// above a chunk in flight, and its next request got the chunk's lower
+	// ones from the new ring (helper-23: 59 drops in 20 growing tags).
+	buf := make([]int64, old.Cap())
+	if n, err := old.TakeN(buf); err == nil {
 		r.PutN(buf[:n])
 	}
 	tr.cycle.Store(0) // the new ring's first fill is not a refill

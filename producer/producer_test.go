@@ -375,3 +375,44 @@ func TestSequentialRequestsIncrease(t *testing.T) {
 		}
 	}
 }
+
+// Clients asking one request after another, all at once, while the tag's
+// ring grows: each client's ids increase. Grow moved the old ring's ids a
+// chunk at a time while requests still took from it, and a request could
+// take ids above a chunk in flight, whose lower ids its next request then
+// got from the new ring (helper-23: 59 drops in 20 growing tags).
+func TestConcurrentRequestsIncreaseWhileGrowing(t *testing.T) {
+	store := memstore.New()
+	p := newProducer(t, producer.Config{Segments: newEngine(t, store, true), MinRing: 16, MaxRing: 1 << 14, GrowAfter: time.Second})
+	for tag := range 16 {
+		name := fmt.Sprintf("g%d", tag)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var last int64
+				for i := range 3000 {
+					dst := make([]int64, 1+i%64)
+					if err := p.Segment(context.Background(), name, dst); err != nil {
+						errs <- err
+						return
+					}
+					for _, id := range dst {
+						if id <= last {
+							errs <- fmt.Errorf("tag %s: id %d after %d", name, id, last)
+							return
+						}
+						last = id
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+}
