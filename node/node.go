@@ -214,6 +214,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.await(ctx, "registering a snowflake worker", n.startSnowflake); err != nil {
 		return nil, err
 	}
+	// The name once more, seconds after the first check: in a NATS
+	// cluster a starting node's subscription reaches the other servers a
+	// route's latency later, and two nodes started together on two servers
+	// both missed it (helper-23: 4 of 4 with 10 ms routes). Now both see
+	// each other.
+	if err := n.checkName(ctx); err != nil {
+		return nil, err
+	}
 	rc := responder.Config{
 		Conn:     n.nc,
 		IDs:      n.prod,
