@@ -134,6 +134,10 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	if err := segment.CheckTag(tag); err != nil {
 		return mono.Grant{}, err
 	}
+	// The caller counts Wait from when it sent the acquire, just before
+	// this call: every wait is measured from here, not from when it was
+	// worked out (the reads and the watch's catch-up come in between).
+	entry := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	kept, err := l.kept(cctx, tag)
@@ -157,7 +161,7 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	// record of the key this process saw.
 	var wait time.Duration
 	if !released(kept) {
-		if wait, err = l.wait(cctx, tag, kept); err != nil {
+		if wait, err = l.wait(cctx, tag, kept, entry); err != nil {
 			return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 		}
 	}
@@ -180,13 +184,14 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 // calls out of order when it trusted what it had seen before the cut). A
 // bucket made again (found so, or when the watch does not catch up in
 // time) gets a whole TTL and a new watch.
-func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg) (time.Duration, error) {
+func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg, entry time.Time) (time.Duration, error) {
 	l.mu.Lock()
 	w := l.w
 	l.mu.Unlock()
+	whole := func() time.Duration { return l.opts.TTL + time.Since(entry) } // a TTL from now
 	same, upTo, err := l.follow(ctx, w)
 	if err != nil || !same {
-		return l.opts.TTL, err
+		return whole(), err
 	}
 	var last *msgID
 	if len(kept) > 0 && kept[len(kept)-1].Sequence >= w.first {
@@ -195,10 +200,10 @@ func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg) (t
 	}
 	// No message, or one from before the watch began: sent before it
 	// began (the bucket is the one the watch follows).
-	if d, ok := w.wait(ctx, tag, last, upTo, l.opts.TTL, catchUp); ok {
+	if d, ok := w.wait(ctx, tag, last, upTo, l.opts.TTL, catchUp, entry); ok {
 		return d, nil
 	}
-	return l.opts.TTL, nil
+	return whole(), nil
 }
 
 // follow reports whether the watch w follows the bucket's stream as it is

@@ -71,7 +71,7 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", why, err)
 		}
-		switch serves := time.Now().Add(g.Wait); {
+		switch serves := before.Add(g.Wait); {
 		case atOnce && g.Wait != 0:
 			t.Fatalf("%s: Acquire = %+v; want Wait 0", why, g)
 		case !atOnce && serves.Before(sent.Add(ttl)):
@@ -161,9 +161,10 @@ func TestAcquireAfterForgedFreeWaits(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
+			asked := time.Now() // the caller counts Wait from its send
 			g, err := l.Acquire(ctx, tag, "n2")
 			if err == nil {
-				if serves := time.Now().Add(g.Wait); serves.Before(renewed.Add(ttl)) {
+				if serves := asked.Add(g.Wait); serves.Before(renewed.Add(ttl)) {
 					t.Fatalf("%s: Acquire = %+v: n2 serves %v before n1's lease runs out", why, g, renewed.Add(ttl).Sub(serves))
 				}
 				return
@@ -356,9 +357,10 @@ func streamEditWaits(t *testing.T, edit func(*jetstream.StreamConfig), puts int,
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		asked := time.Now()
 		g, err := l.Acquire(ctx, "t", "n2")
 		if err == nil {
-			if serves := time.Now().Add(g.Wait); serves.Before(renewed.Add(ttl)) {
+			if serves := asked.Add(g.Wait); serves.Before(renewed.Add(ttl)) {
 				t.Fatalf("Acquire = %+v: n2 serves %v before n1's lease runs out", g, renewed.Add(ttl).Sub(serves))
 			}
 			return
@@ -422,11 +424,12 @@ func TestBucketMadeAgainWaits(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"t", "u"} {
+		asked := time.Now()
 		g, err := old.Acquire(ctx, key, "n2")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if serves := time.Now().Add(g.Wait); serves.Before(sent.Add(2 * time.Second)) {
+		if serves := asked.Add(g.Wait); serves.Before(sent.Add(2 * time.Second)) {
 			t.Fatalf("%s: Acquire = %+v through the old bucket's watch: n2 serves %v before n1's lease runs out", key, g, sent.Add(2*time.Second).Sub(serves))
 		}
 	}
@@ -478,11 +481,12 @@ func TestFollowerAwayWaits(t *testing.T) {
 	if err := str.Purge(ctx, jetstream.WithPurgeSubject("$KV.away.t")); err != nil {
 		t.Fatal(err)
 	}
+	asked := time.Now() // the caller counts Wait from its send
 	ng, err := follower.Acquire(ctx, "t", "f")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if serves := time.Now().Add(ng.Wait); serves.Before(sent.Add(ttl)) {
+	if serves := asked.Add(ng.Wait); serves.Before(sent.Add(ttl)) {
 		t.Fatalf("Acquire = %+v: the follower serves %v before the holder's last renewal runs out", ng, sent.Add(ttl).Sub(serves))
 	}
 }

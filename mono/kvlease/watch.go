@@ -104,7 +104,7 @@ func (w *watch) deliver(m jetstream.Msg, prefix string) {
 	}
 }
 
-// wait is how long a new holder of key must not serve: a TTL from when
+// wait is how long after at a new holder of key must not serve: a TTL from when
 // this process last saw a record of the key arrive, or from the start of
 // the unbroken run if it saw none. last is the key's last message in the
 // bucket: nil if there is none or it was stored before the watch began.
@@ -112,15 +112,15 @@ func (w *watch) deliver(m jetstream.Msg, prefix string) {
 // upTo (the stream's last, in the bucket the watch follows), and last; it
 // is waited for up to catchUp; ok is false if it did not come (a message
 // removed before it was delivered never comes).
-func (w *watch) wait(ctx context.Context, key string, last *msgID, upTo uint64, ttl, catchUp time.Duration) (d time.Duration, ok bool) {
+func (w *watch) wait(ctx context.Context, key string, last *msgID, upTo uint64, ttl, catchUp time.Duration, at time.Time) (d time.Duration, ok bool) {
 	deadline := time.Now().Add(catchUp)
 	for {
 		w.mu.Lock()
 		if w.since >= 0 && w.next > upTo && (last == nil || w.last[key] == *last) {
 			from := max(w.since, w.seen[key])
-			left := from + ttl - w.now()
+			left := from + ttl - at.Sub(w.mono0)
 			w.mu.Unlock()
-			return min(max(left, 0), ttl), true
+			return max(left, 0), true
 		}
 		w.mu.Unlock()
 		if time.Now().After(deadline) || ctx.Err() != nil {
