@@ -184,11 +184,10 @@ func (n *Node) answerStarting(ctx context.Context) error {
 	return nil
 }
 
-// startingStatus is what a starting node answers: who it is, and the
-// worker id it registers. It reads only what is set before the node
-// subscribes, and atomics.
-func (n *Node) startingStatus() wire.NodeStatus {
-	st := wire.NodeStatus{
+// who is the part of the node's status that says which process answers:
+// set before the node subscribes, so safe from any goroutine.
+func (n *Node) who() wire.NodeStatus {
+	return wire.NodeStatus{
 		Node:     n.cfg.Name,
 		Instance: n.instance,
 		Host:     hostName,
@@ -197,9 +196,15 @@ func (n *Node) startingStatus() wire.NodeStatus {
 		UnixNano: time.Now().UnixNano(),
 		Started:  n.started.UnixNano(),
 		Tags:     []wire.TagStatus{},
-		Problems: []string{"starting"},
-		Starting: true,
 	}
+}
+
+// startingStatus is what a starting node answers: who it is, and the
+// worker id it registers. It reads only what is set before the node
+// subscribes, and atomics.
+func (n *Node) startingStatus() wire.NodeStatus {
+	st := n.who()
+	st.Problems, st.Starting = []string{"starting"}, true
 	if n.cfg.Registry != RegistryOff {
 		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry, Layout: n.earlyLayout}
 		if c := n.claim.Load(); c >= 0 {

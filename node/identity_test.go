@@ -174,19 +174,7 @@ func erasedWorkerWaits(t *testing.T, restart bool) {
 	if err := kv.Purge(ctx, hold); err != nil {
 		t.Fatal(err)
 	}
-	cfgB := base
-	cfgB.Name = "pb"
-	b := startNode(t, cfgB)
-	if got := b.Snowflake().Worker(); got != w {
-		t.Fatalf("the second node has worker %d, want the erased %d", got, w)
-	}
-	var ids []int64
-	testenv.Eventually(t, "ids from the second node", 30*time.Second, func() bool {
-		buf := make([]int64, 64)
-		n, err := b.Snowflake().Fill(ctx, buf)
-		ids = buf[:n]
-		return err == nil && n > 0
-	})
+	b, ids := firstIDsOn(t, base, "pb", w)
 	layout := b.Snowflake().Layout()
 	t.Logf("past %v, first id %v", past, layout.Decompose(ids[0]).Time)
 	for _, id := range ids {
@@ -385,23 +373,30 @@ func TestErasedWorkerOfStoppedHolder(t *testing.T) {
 	if _, err := kv.Create(ctx, fmt.Sprintf("w%d", 1-w), []byte("{}"), jetstream.KeyTTL(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	cfgB := base
-	cfgB.Name = "sb"
-	b := startNode(t, cfgB)
-	if got := b.Snowflake().Worker(); got != w {
-		t.Fatalf("the second node has worker %d, want the erased %d", got, w)
-	}
-	var ids []int64
-	testenv.Eventually(t, "ids from the second node", 30*time.Second, func() bool {
-		buf := make([]int64, 64)
-		n, err := b.Snowflake().Fill(ctx, buf)
-		ids = buf[:n]
-		return err == nil && n > 0
-	})
+	_, ids := firstIDsOn(t, base, "sb", w)
 	t.Logf("the second node's first id is of %v, the holder's last of %v", layout.Decompose(ids[0]).Time, high)
 	for _, id := range ids {
 		if at := layout.Decompose(id).Time; !at.After(high) {
 			t.Fatalf("the second node's id %d of worker %d is of %v, not above %v, the time of the stopped holder's ids", id, w, at, high)
 		}
 	}
+}
+
+// firstIDsOn starts a node named name on cfg, which must get the erased
+// worker id w, and returns it with its first snowflake ids.
+func firstIDsOn(t *testing.T, cfg node.Config, name string, w int64) (*node.Node, []int64) {
+	t.Helper()
+	cfg.Name = name
+	b := startNode(t, cfg)
+	if got := b.Snowflake().Worker(); got != w {
+		t.Fatalf("the second node has worker %d, want the erased %d", got, w)
+	}
+	var ids []int64
+	testenv.Eventually(t, "ids from the second node", 30*time.Second, func() bool {
+		buf := make([]int64, 64)
+		n, err := b.Snowflake().Fill(t.Context(), buf)
+		ids = buf[:n]
+		return err == nil && n > 0
+	})
+	return b, ids
 }

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/httpapi"
-	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -22,18 +20,9 @@ const maxStatusTags = 300
 
 // status is this node's wire.NodeStatus (leaf.admin.status, the status page).
 func (n *Node) status() wire.NodeStatus {
-	st := wire.NodeStatus{
-		Node:     n.cfg.Name,
-		Instance: n.instance,
-		Host:     hostName,
-		PID:      os.Getpid(),
-		Version:  buildinfo.Version,
-		UnixNano: time.Now().UnixNano(),
-		Started:  n.started.UnixNano(),
-		Store:    n.storeKind(),
-		Tags:     []wire.TagStatus{},
-		Mono:     n.MonoLeading(),
-	}
+	st := n.who()
+	st.Store = n.storeKind()
+	st.Mono = n.MonoLeading()
 	if n.resp != nil {
 		eps := n.resp.Service().Stats().Endpoints
 		if sf := n.resp.SnowflakeService(); sf != nil {

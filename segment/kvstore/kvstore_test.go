@@ -611,7 +611,14 @@ func TestIncarnation(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, kvstore.DefaultBucket); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, js, kvstore.Options{})
+	// The server removes a deleted stream's files after it answers the
+	// delete: making it again at once can fail with "error creating store
+	// for stream" (10049) until they are gone.
+	testenv.Eventually(t, "the bucket made again", 10*time.Second, func() bool {
+		s, err = kvstore.Open(ctx, js, kvstore.Options{})
+		return err == nil
+	})
+	t.Cleanup(func() { _ = s.Close() })
 	if inc, err := s.Incarnation(ctx); err != nil || inc == inc1 {
 		t.Fatalf("after the bucket was made again: %q, %v; want other than %q", inc, err, inc1)
 	}
