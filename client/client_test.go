@@ -103,7 +103,7 @@ func TestUniqueAcrossClients(t *testing.T) {
 // before any request.
 func TestErrors(t *testing.T) {
 	url := natsURL(t)
-	startLeafd(t, url, node.Config{AutoCreate: "false"})
+	startLeafd(t, url, node.Config{Store: node.StoreConfig{AutoCreate: "false"}})
 	ctx := ctxFor(t)
 	for _, prefetch := range []bool{true, false} {
 		var opts []Option

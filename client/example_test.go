@@ -25,8 +25,12 @@ func leafd(autoCreate string) (url string, stop func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, node.Config{
-		Name: "example", NATSListen: "127.0.0.1:-1", HTTP: "off", DataDir: dir,
-		Registry: node.RegistryStatic, WorkerID: 7, AutoCreate: autoCreate,
+		Name:     "example",
+		NATS:     node.NATSConfig{Listen: "127.0.0.1:-1"},
+		HTTP:     node.HTTPConfig{Addr: "off"},
+		DataDir:  dir,
+		Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 7},
+		Store:    node.StoreConfig{AutoCreate: autoCreate},
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		log.Fatal(err)

@@ -31,9 +31,9 @@ func startLeafd(t testing.TB, url string, cfg node.Config) *node.Node {
 	if cfg.Name == "" {
 		cfg.Name = "c1"
 	}
-	cfg.NATS, cfg.HTTP, cfg.DataDir = url, "off", t.TempDir()
-	if cfg.Registry == "" {
-		cfg.Registry, cfg.WorkerID = node.RegistryStatic, 1
+	cfg.NATS.URL, cfg.HTTP.Addr, cfg.DataDir = url, "off", t.TempDir()
+	if cfg.Registry.Kind == "" {
+		cfg.Registry.Kind, cfg.Registry.WorkerID = node.RegistryStatic, 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -21,7 +21,7 @@ import (
 // keeps getting ids from it while every leafd is down, until it drains.
 func TestPoolRefillsAndOutlivesLeafd(t *testing.T) {
 	url := natsURL(t)
-	n := startLeafd(t, url, node.Config{Pool: "pooled,snowflake", PoolDepth: 5, PoolBatch: 200})
+	n := startLeafd(t, url, node.Config{Pool: node.PoolConfig{Tags: "pooled,snowflake", Depth: 5, Batch: 200}})
 	js, err := jetstream.New(natstest.Connect(t, url))
 	if err != nil {
 		t.Fatal(err)

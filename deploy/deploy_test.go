@@ -317,14 +317,12 @@ func TestNATSClusterPermissions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, node.Config{
-		Name:       nodeName,
-		NATS:       urlsFor(servers, "leafd"),
-		KVReplicas: 3,
-		HTTP:       "off",
-		DataDir:    t.TempDir(),
-		Pool:       "demo,snowflake",
-		PoolDepth:  4,
-		PoolBatch:  10,
+		Name:    nodeName,
+		NATS:    node.NATSConfig{URL: urlsFor(servers, "leafd")},
+		Store:   node.StoreConfig{KVReplicas: 3},
+		HTTP:    node.HTTPConfig{Addr: "off"},
+		DataDir: t.TempDir(),
+		Pool:    node.PoolConfig{Tags: "demo,snowflake", Depth: 4, Batch: 10},
 	}, nil)
 	if err != nil {
 		t.Fatalf("leafd as user leafd: %v", err)

@@ -60,10 +60,10 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, node.Config{
-		Name:       name,
-		NATSListen: "127.0.0.1:-1",
-		HTTP:       "127.0.0.1:0",
-		DataDir:    t.TempDir(),
+		Name:    name,
+		NATS:    node.NATSConfig{Listen: "127.0.0.1:-1"},
+		HTTP:    node.HTTPConfig{Addr: "127.0.0.1:0"},
+		DataDir: t.TempDir(),
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,9 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATS != "" || c.NATSListen != "127.0.0.1:4222" || c.HTTP != "127.0.0.1:8080" || c.DataDir != "data" ||
-		c.MySQL != "" || c.DefaultStep != 2000 || c.MaxBatch != 10000 || c.KVReplicas != 1 ||
-		c.MaxStep != segment.DefaultMaxStep {
+	if c.NATS.URL != "" || c.NATS.Listen != "127.0.0.1:4222" || c.HTTP.Addr != "127.0.0.1:8080" || c.DataDir != "./data" ||
+		c.Store.MySQL != "" || c.Store.DefaultStep != 2000 || c.MaxBatch != 10000 || c.Store.KVReplicas != 1 ||
+		c.Store.MaxStep != segment.DefaultMaxStep {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if !strings.HasPrefix(c.Name, "leafd-") {
@@ -39,8 +39,8 @@ func TestParseEnvAndFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NATS != "nats://10.0.0.1:4222" || c.HTTP != "127.0.0.1:9999" || c.Name != "flag-name" ||
-		c.MySQL != "u:p@tcp(db:3306)/leaf" || c.DefaultStep != 5000 || c.AutoCreate != "true" {
+	if c.NATS.URL != "nats://10.0.0.1:4222" || c.HTTP.Addr != "127.0.0.1:9999" || c.Name != "flag-name" ||
+		c.Store.MySQL != "u:p@tcp(db:3306)/leaf" || c.Store.DefaultStep != 5000 || c.Store.AutoCreate != "true" {
 		t.Fatalf("config = %+v (flags must win over env)", c)
 	}
 }
@@ -118,21 +118,21 @@ func TestParseSnowflake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Registry != node.RegistryStatic || c.WorkerID != 4000000 {
+	if c.Registry.Kind != node.RegistryStatic || c.Registry.WorkerID != 4000000 {
 		t.Fatalf("config = %+v", c)
 	}
 	c, err = node.Parse(nil, env(map[string]string{"LEAF_MYSQL": "u:p@tcp(db:3306)/leaf"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Registry != node.RegistryMySQL || c.WorkerMySQL != c.MySQL {
-		t.Fatalf("with --mysql the default registry is %q on %q, want mysql on the same DSN", c.Registry, c.WorkerMySQL)
+	if c.Registry.Kind != node.RegistryMySQL || c.Registry.WorkerMySQL != c.Store.MySQL {
+		t.Fatalf("with --mysql the default registry is %q on %q, want mysql on the same DSN", c.Registry.Kind, c.Registry.WorkerMySQL)
 	}
 	c, err = node.Parse(nil, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Registry != node.RegistryKV || c.ZKAddr != "127.0.0.1:8080" {
-		t.Fatalf("defaults: registry %q, zk-addr %q", c.Registry, c.ZKAddr)
+	if c.Registry.Kind != node.RegistryKV || c.Registry.ZKAddr != "127.0.0.1:8080" {
+		t.Fatalf("defaults: registry %q, zk-addr %q", c.Registry.Kind, c.Registry.ZKAddr)
 	}
 }

@@ -23,10 +23,10 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 		return
 	}
 	var streams []string
-	if n.cfg.MySQL == "" {
+	if n.cfg.Store.MySQL == "" {
 		streams = append(streams, "KV_"+kvstore.DefaultBucket)
 	}
-	if n.cfg.Registry == RegistryKV {
+	if n.cfg.Registry.Kind == RegistryKV {
 		streams = append(streams, "KV_"+kvlease.DefaultBucket)
 	}
 	if n.pool != nil {

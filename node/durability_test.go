@@ -274,13 +274,13 @@ func TestWarnsOnUnreplicatedStreams(t *testing.T) {
 		cfg  node.Config
 		want []string
 	}{
-		{"external", node.Config{Name: "r1", NATS: srv.ClientURL(), Pool: "demo"},
+		{"external", node.Config{Name: "r1", NATS: node.NATSConfig{URL: srv.ClientURL()}, Pool: node.PoolConfig{Tags: "demo"}},
 			[]string{"KV_leaf_alloc", "KV_leaf_workers", "LEAF_POOL"}},
-		{"embedded", node.Config{Name: "emb", NATSListen: "127.0.0.1:-1"}, nil},
+		{"embedded", node.Config{Name: "emb", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs testenv.Buffer
-			tc.cfg.HTTP, tc.cfg.DataDir = "off", t.TempDir()
+			tc.cfg.HTTP.Addr, tc.cfg.DataDir = "off", t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			n, err := node.Start(ctx, tc.cfg, slog.New(slog.NewTextHandler(&logs, nil)))
@@ -315,8 +315,14 @@ func TestLayoutChangeRefused(t *testing.T) {
 	start := func(epoch string) (*node.Node, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return node.Start(ctx, node.Config{Name: "layout", NATSListen: "127.0.0.1:-1", HTTP: "off", DataDir: dir,
-			Registry: node.RegistryStatic, WorkerID: 5, Epoch: epoch}, nil)
+		return node.Start(ctx, node.Config{
+			Name:      "layout",
+			NATS:      node.NATSConfig{Listen: "127.0.0.1:-1"},
+			HTTP:      node.HTTPConfig{Addr: "off"},
+			DataDir:   dir,
+			Registry:  node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 5},
+			Snowflake: node.SnowflakeConfig{Epoch: epoch},
+		}, nil)
 	}
 	n, err := start("")
 	if err != nil {
@@ -342,9 +348,9 @@ func TestLayoutChangeRefused(t *testing.T) {
 // live node.
 func TestPeerLayoutMismatchRefused(t *testing.T) {
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "first", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 1})
+	startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 1}})
 	try := func(cfg node.Config) error {
-		cfg.NATS, cfg.HTTP, cfg.DataDir = s.ClientURL(), "off", t.TempDir()
+		cfg.NATS.URL, cfg.HTTP.Addr, cfg.DataDir = s.ClientURL(), "off", t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		n, err := node.Start(ctx, cfg, nil)
@@ -357,14 +363,14 @@ func TestPeerLayoutMismatchRefused(t *testing.T) {
 		cfg  node.Config
 		want string
 	}{
-		{node.Config{Name: "epoch", Registry: node.RegistryStatic, WorkerID: 2, Epoch: "1288834984657"}, "serves layout"},
+		{node.Config{Name: "epoch", Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 2}, Snowflake: node.SnowflakeConfig{Epoch: "1288834984657"}}, "serves layout"},
 	} {
 		err := try(c.cfg)
 		if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "live node first") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want ErrConfig naming node first and %q", c.cfg.Name, err, c.want)
 		}
 	}
-	if err := try(node.Config{Name: "same", Registry: node.RegistryStatic, WorkerID: 3}); err != nil {
+	if err := try(node.Config{Name: "same", Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3}}); err != nil {
 		t.Fatalf("a node with the same layout and registry: %v", err)
 	}
 }

@@ -43,8 +43,8 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 // loopback port, a temporary data directory), within timeout.
 func tryStart(t *testing.T, cfg node.Config, timeout time.Duration) (*node.Node, error) {
 	t.Helper()
-	if cfg.HTTP == "" {
-		cfg.HTTP = "127.0.0.1:0"
+	if cfg.HTTP.Addr == "" {
+		cfg.HTTP.Addr = "127.0.0.1:0"
 	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
@@ -179,7 +179,7 @@ func threeNodes(t *testing.T, base node.Config) {
 	for i := 0; i < 3; i++ {
 		cfg := base
 		cfg.Name = fmt.Sprintf("e2e-%d", i)
-		cfg.NATS = s.ClientURL()
+		cfg.NATS.URL = s.ClientURL()
 		nodes = append(nodes, startNode(t, cfg))
 	}
 	nc := natstest.Connect(t, s.ClientURL())
@@ -194,7 +194,7 @@ func threeNodes(t *testing.T, base node.Config) {
 }
 
 func TestThreeNodesMySQL(t *testing.T) {
-	threeNodes(t, node.Config{MySQL: testenv.MySQL(t)})
+	threeNodes(t, node.Config{Store: node.StoreConfig{MySQL: testenv.MySQL(t)}})
 }
 
 func TestThreeNodesJetStreamKV(t *testing.T) {
@@ -250,7 +250,7 @@ func portOf(dsn string) string {
 func TestStoreStoppedBuffersServe(t *testing.T) {
 	dsn, pid := privateMariaDB(t)
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "frozen", NATS: s.ClientURL(), MySQL: dsn})
+	startNode(t, node.Config{Name: "frozen", NATS: node.NATSConfig{URL: s.ClientURL()}, Store: node.StoreConfig{MySQL: dsn}})
 	nc := natstest.Connect(t, s.ClientURL())
 	storeEvents, err := nc.SubscribeSync(events.Prefix + "store.>")
 	if err != nil {
@@ -334,7 +334,7 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 // node keeps serving.
 func TestBadInputEndToEnd(t *testing.T) {
 	s := natstest.RunServer(t)
-	waitServing(t, startNode(t, node.Config{Name: "bad", NATS: s.ClientURL(), AutoCreate: "false"}))
+	waitServing(t, startNode(t, node.Config{Name: "bad", NATS: node.NATSConfig{URL: s.ClientURL()}, Store: node.StoreConfig{AutoCreate: "false"}}))
 	nc := natstest.Connect(t, s.ClientURL())
 	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "good"})
 	tests := []struct {
@@ -421,11 +421,11 @@ func TestBadInputEndToEnd(t *testing.T) {
 // first node's embedded server, shares its JetStream KV store and its queue
 // group, and the two hand out disjoint ids of the same tag.
 func TestSecondNodeJoinsEmbedded(t *testing.T) {
-	first := startNode(t, node.Config{Name: "first", NATSListen: "127.0.0.1:-1", DataDir: t.TempDir()})
+	first := startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: t.TempDir()})
 	if first.Server() == nil {
 		t.Fatal("first node did not embed a server")
 	}
-	second := startNode(t, node.Config{Name: "second", NATS: first.ClientURL()})
+	second := startNode(t, node.Config{Name: "second", NATS: node.NATSConfig{URL: first.ClientURL()}})
 	if second.Server() != nil {
 		t.Fatal("second node embedded a server instead of joining")
 	}
@@ -500,7 +500,7 @@ func TestSecondNodeJoinsEmbedded(t *testing.T) {
 // buffers bridge a store outage right after the restart.
 func TestRestartKeepsDynamicStep(t *testing.T) {
 	dir := t.TempDir()
-	cfg := node.Config{Name: "steps", NATSListen: "127.0.0.1:-1", DataDir: dir, HTTP: "off", Registry: node.RegistryOff}
+	cfg := node.Config{Name: "steps", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, HTTP: node.HTTPConfig{Addr: "off"}, Registry: node.RegistryConfig{Kind: node.RegistryOff}}
 	ctx := context.Background()
 	a, err := node.Start(ctx, cfg, nil)
 	if err != nil {
@@ -548,7 +548,7 @@ func TestRestartKeepsDynamicStep(t *testing.T) {
 		t.Fatalf("step file: %v %s", err, data)
 	}
 
-	cfg.NATSListen = "127.0.0.1:-1"
+	cfg.NATS.Listen = "127.0.0.1:-1"
 	b := startNode(t, cfg)
 	nc = natstest.Connect(t, b.ClientURL())
 	ids, err := take(nc, "busy", 1, true)
@@ -574,8 +574,13 @@ func TestStartsWithoutWritableDataDir(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, node.Config{Name: "nodir", NATS: s.ClientURL(), DataDir: filepath.Join(file, "data"),
-		Registry: node.RegistryOff, HTTP: "off"})
+	startNode(t, node.Config{
+		Name:     "nodir",
+		NATS:     node.NATSConfig{URL: s.ClientURL()},
+		DataDir:  filepath.Join(file, "data"),
+		Registry: node.RegistryConfig{Kind: node.RegistryOff},
+		HTTP:     node.HTTPConfig{Addr: "off"},
+	})
 	nc := natstest.Connect(t, s.ClientURL())
 	if _, err := take(nc, "nodir", 3, true); err != nil {
 		t.Fatal(err)

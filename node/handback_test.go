@@ -21,9 +21,9 @@ func TestGracefulRestartNoGap(t *testing.T) {
 	for _, store := range []string{"kv", "mysql"} {
 		t.Run(store, func(t *testing.T) {
 			srv := natstest.RunServer(t)
-			cfg := node.Config{Name: "alone", NATS: srv.ClientURL(), DataDir: t.TempDir()}
+			cfg := node.Config{Name: "alone", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir()}
 			if store == "mysql" {
-				cfg.MySQL = testenv.MySQL(t)
+				cfg.Store.MySQL = testenv.MySQL(t)
 			}
 			n := startNode(t, cfg)
 			nc := natstest.Connect(t, n.ClientURL())
@@ -61,7 +61,7 @@ func TestGracefulRestartNoGap(t *testing.T) {
 				t.Fatal(err)
 			}
 			n = startNode(t, cfg)
-			peer := startNode(t, node.Config{Name: "peer", NATS: srv.ClientURL(), DataDir: t.TempDir(), MySQL: cfg.MySQL})
+			peer := startNode(t, node.Config{Name: "peer", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Store: node.StoreConfig{MySQL: cfg.Store.MySQL}})
 			nc = natstest.Connect(t, srv.ClientURL())
 			seen := map[int64]bool{}
 			for range 20 {
@@ -97,7 +97,7 @@ func TestGracefulRestartNoGap(t *testing.T) {
 // valid after it.
 func TestGracefulRestartsWithPoolNoRepeat(t *testing.T) {
 	srv := natstest.RunServer(t)
-	cfg := node.Config{Name: "alone", NATS: srv.ClientURL(), DataDir: t.TempDir(), Pool: "orders", PoolDepth: 4, PoolBatch: 50}
+	cfg := node.Config{Name: "alone", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Pool: node.PoolConfig{Tags: "orders", Depth: 4, Batch: 50}}
 	nc := natstest.Connect(t, srv.ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {

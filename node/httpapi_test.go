@@ -18,7 +18,7 @@ import (
 // the same id spaces as NATS: no id twice across the two.
 func TestLeafHTTPAPI(t *testing.T) {
 	s := natstest.RunServer(t)
-	n := startNode(t, node.Config{Name: "http", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 5})
+	n := startNode(t, node.Config{Name: "http", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 5}})
 	waitServing(t, n)
 	nc := natstest.Connect(t, s.ClientURL())
 	base := "http://" + n.HTTPAddr()

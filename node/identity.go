@@ -162,7 +162,7 @@ func holds(p wire.NodeStatus, worker int64) bool {
 // flushed before the node asks anyone, so a question sent after this node
 // asked its own reaches it.
 func (n *Node) answerStarting(ctx context.Context) error {
-	if n.cfg.Registry != RegistryOff {
+	if n.cfg.Registry.Kind != RegistryOff {
 		if l, err := n.cfg.layout(); err == nil {
 			n.earlyLayout = l.String()
 		}
@@ -205,8 +205,8 @@ func (n *Node) who() wire.NodeStatus {
 func (n *Node) startingStatus() wire.NodeStatus {
 	st := n.who()
 	st.Problems, st.Starting = []string{"starting"}, true
-	if n.cfg.Registry != RegistryOff {
-		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry, Layout: n.earlyLayout}
+	if n.cfg.Registry.Kind != RegistryOff {
+		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry.Kind, Layout: n.earlyLayout}
 		if c := n.claim.Load(); c >= 0 {
 			st.Snow.Claim = &c
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/snowflake"
 	sfkv "github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // startErr starts a node that is expected to refuse, and returns its error.
@@ -34,7 +35,7 @@ func startErr(t *testing.T, cfg node.Config) error {
 // them all unseen, so it refuses to start, naming the live one.
 func TestSameNameRefused(t *testing.T) {
 	s := natstest.RunServer(t)
-	base := node.Config{Name: "twin", NATS: s.ClientURL(), Registry: node.RegistryKV}
+	base := node.Config{Name: "twin", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}}
 	a := startNode(t, base)
 	waitServing(t, a)
 	err := startErr(t, base)
@@ -57,8 +58,10 @@ func TestSameNameRefused(t *testing.T) {
 // counted 59,214 duplicates when both served.
 func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 	s := natstest.RunServer(t)
-	base := node.Config{NATS: s.ClientURL(), Registry: node.RegistryZK, ZK: testenv.ZooKeeper(t),
-		ZKName: testenv.RandomName("cache", 6), ZKAddr: "127.0.0.1:7301"}
+	base := node.Config{
+		NATS:     node.NATSConfig{URL: s.ClientURL()},
+		Registry: node.RegistryConfig{Kind: node.RegistryZK, ZK: testenv.ZooKeeper(t), ZKName: testenv.RandomName("cache", 6), ZKAddr: "127.0.0.1:7301"},
+	}
 	const unreachable = "127.0.0.1:1"
 	dirA := t.TempDir()
 	cfgA := base
@@ -79,7 +82,7 @@ func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 		t.Fatalf("B has worker %d, A had %d: the test needs one identity", w, worker)
 	}
 	// A again, ZooKeeper unreachable: its cache file has the worker B serves.
-	cfgA.ZK = unreachable
+	cfgA.Registry.ZK = unreachable
 	err := startErr(t, cfgA)
 	if !errors.Is(err, snowflake.ErrWorkerInUse) || !strings.Contains(err.Error(), "node cb") {
 		t.Fatalf("A from its cache file beside B serving worker %d: %v, want ErrWorkerInUse naming node cb", worker, err)
@@ -122,7 +125,7 @@ func TestErasedWorkerWaitsForPastLease(t *testing.T) {
 
 func erasedWorkerWaits(t *testing.T, restart bool) {
 	s := natstest.RunServer(t)
-	base := node.Config{NATS: s.ClientURL(), Registry: node.RegistryKV, Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second}
+	base := node.Config{NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}, Snowflake: node.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second}}
 	leasedBefore(t, s.ClientURL(), "50+1+12", "s")
 	cfgA := base
 	cfgA.Name, cfgA.DataDir = "pa", t.TempDir()
@@ -156,6 +159,19 @@ func erasedWorkerWaits(t *testing.T, restart bool) {
 	testenv.Eventually(t, "the first node on the other worker id", 30*time.Second, func() bool {
 		return a.Snowflake().Worker() == 1-w && a.Snowflake().State() == snowflake.StateServing
 	})
+	// The lost worker's ids, borrowed ahead into the ring, are gone.
+	nc := natstest.Connect(t, s.ClientURL())
+	for range 20 {
+		ids, err := takeFrom(nc, wire.SnowflakeSubject, 64, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if got := a.Snowflake().Layout().Decompose(id).Worker; got != 1-w {
+				t.Fatalf("the first node serves id %d of worker %d after it lost that worker id for %d", id, got, 1-w)
+			}
+		}
+	}
 	past := a.Snowflake().Past()[w]
 	if past.IsZero() {
 		t.Fatalf("the first node reports no past lease of worker %d", w)
@@ -232,8 +248,12 @@ func TestWorkerRegisteredTogether(t *testing.T) {
 	for i := range 3 {
 		var cfgs []node.Config
 		for _, name := range []string{"left", "right"} {
-			cfgs = append(cfgs, node.Config{Name: fmt.Sprintf("%s%d", name, i), NATS: s.ClientURL(),
-				Registry: node.RegistryStatic, WorkerID: 9, PeerClockMax: -1})
+			cfgs = append(cfgs, node.Config{
+				Name:      fmt.Sprintf("%s%d", name, i),
+				NATS:      node.NATSConfig{URL: s.ClientURL()},
+				Registry:  node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 9},
+				Snowflake: node.SnowflakeConfig{PeerClockMax: -1},
+			})
 		}
 		nodes, errs := startTogether(t, cfgs...)
 		if len(nodes) > 1 {
@@ -260,7 +280,7 @@ func TestWorkerRegisteredTogether(t *testing.T) {
 func TestSameNameStartedTogether(t *testing.T) {
 	s := natstest.RunServer(t)
 	for i := range 3 {
-		cfg := node.Config{Name: fmt.Sprintf("twin%d", i), NATS: s.ClientURL(), Registry: node.RegistryOff}
+		cfg := node.Config{Name: fmt.Sprintf("twin%d", i), NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}}
 		nodes, errs := startTogether(t, cfg, cfg)
 		if len(nodes) > 1 {
 			t.Fatalf("round %d: two live nodes named %s", i, cfg.Name)
@@ -321,8 +341,11 @@ func leasedBefore(t *testing.T, url, spec, unit string) {
 // repeated them (helper-20: 29,403 duplicates).
 func TestErasedWorkerOfStoppedHolder(t *testing.T) {
 	s := natstest.RunServer(t)
-	base := node.Config{NATS: s.ClientURL(), Registry: node.RegistryKV, Layout: "50+1+12", TimeUnit: "s",
-		LeaseAhead: 6 * time.Second, PeerClockMax: -1}
+	base := node.Config{
+		NATS:      node.NATSConfig{URL: s.ClientURL()},
+		Registry:  node.RegistryConfig{Kind: node.RegistryKV},
+		Snowflake: node.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 6 * time.Second, PeerClockMax: -1},
+	}
 	leasedBefore(t, s.ClientURL(), "50+1+12", "s")
 	cfgA := base
 	cfgA.Name = "sa"
@@ -330,26 +353,7 @@ func TestErasedWorkerOfStoppedHolder(t *testing.T) {
 	waitServing(t, a)
 	w := a.Snowflake().Worker()
 	ctx := t.Context()
-	// 4096 ids a second: 12,000 at once borrow seconds ahead of the clock.
-	var high time.Time
-	layout := a.Snowflake().Layout()
-	for got, deadline := 0, time.Now().Add(5*time.Second); got < 12_000 && time.Now().Before(deadline); {
-		buf := make([]int64, 64)
-		n, err := a.Snowflake().Fill(ctx, buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		got += n
-		for _, id := range buf[:n] {
-			if at := layout.Decompose(id).Time; at.After(high) {
-				high = at
-			}
-		}
-	}
-	t.Logf("the holder's ids reach %v ahead of the clock", time.Until(high))
+	layout, high := borrowAhead(t, a, 12_000)
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +387,8 @@ func TestErasedWorkerOfStoppedHolder(t *testing.T) {
 }
 
 // firstIDsOn starts a node named name on cfg, which must get the erased
-// worker id w, and returns it with its first snowflake ids.
+// worker id w, and returns it with its first snowflake ids: the first of
+// the ring its responder serves from.
 func firstIDsOn(t *testing.T, cfg node.Config, name string, w int64) (*node.Node, []int64) {
 	t.Helper()
 	cfg.Name = name
@@ -394,9 +399,91 @@ func firstIDsOn(t *testing.T, cfg node.Config, name string, w int64) (*node.Node
 	var ids []int64
 	testenv.Eventually(t, "ids from the second node", 30*time.Second, func() bool {
 		buf := make([]int64, 64)
-		n, err := b.Snowflake().Fill(t.Context(), buf)
-		ids = buf[:n]
-		return err == nil && n > 0
+		ids = buf[:b.TakeSnowflake(buf)]
+		return len(ids) > 0
 	})
 	return b, ids
+}
+
+// borrowAhead takes ids of n's worker as fast as it makes them: with a
+// layout of 12 sequence bits in seconds (4096 ids a second), count ids at
+// once borrow count/4096 seconds ahead of the clock, up to half the lease
+// ahead. It returns the layout and the time of the highest id.
+func borrowAhead(t *testing.T, n *node.Node, count int) (snowflake.Layout, time.Time) {
+	t.Helper()
+	var high time.Time
+	layout := n.Snowflake().Layout()
+	for got, deadline := 0, time.Now().Add(5*time.Second); got < count && time.Now().Before(deadline); {
+		buf := make([]int64, 64)
+		k, err := n.Snowflake().Fill(t.Context(), buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		got += k
+		for _, id := range buf[:k] {
+			if at := layout.Decompose(id).Time; at.After(high) {
+				high = at
+			}
+		}
+	}
+	t.Logf("the holder's ids reach %v ahead of the clock", time.Until(high))
+	return layout, high
+}
+
+// TestZKStoppedHolderWaitedOut (issue #12): on ZooKeeper, a worker id
+// whose last holder stopped a moment ago, after borrowing ids ahead of the
+// clock, and whose lease the next node cannot read, is waited out:
+//   - cache: the next node has the same --zk-addr and starts from its
+//     cache file while ZooKeeper is down; the file has its own older
+//     lease, not the one the stopped holder wrote in ZooKeeper
+//     (helper-25: 24,261 duplicates when it served at once);
+//   - wiped: an operator removed /snowflake/<name>, the worker id comes
+//     back with a new znode, whose creation time was taken for a lease
+//     (helper-25: 32,551 duplicates).
+func TestZKStoppedHolderWaitedOut(t *testing.T) {
+	for _, fault := range []string{"cache", "wiped"} {
+		t.Run(fault, func(t *testing.T) {
+			s := natstest.RunServer(t)
+			base := node.Config{
+				NATS: node.NATSConfig{URL: s.ClientURL()},
+				Registry: node.RegistryConfig{Kind: node.RegistryZK, ZK: testenv.ZooKeeper(t),
+					ZKName: testenv.RandomName("stopped", 6), ZKAddr: "127.0.0.1:7401"},
+				Snowflake: node.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second, PeerClockMax: -1},
+			}
+			cfgA := base
+			cfgA.Name, cfgA.DataDir = "za", t.TempDir()
+			if fault == "cache" { // A's cache file holds worker w, with A's lease
+				a := startNode(t, cfgA)
+				waitServing(t, a)
+				if err := a.Close(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfgB := base
+			cfgB.Name = "zb"
+			b := startNode(t, cfgB)
+			waitServing(t, b)
+			w := b.Snowflake().Worker()
+			layout, high := borrowAhead(t, b, 40_000)
+			if err := b.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if fault == "cache" {
+				cfgA.Registry.ZK = "127.0.0.1:1" // down
+			} else {
+				wipeRegistry(t, base)
+				cfgA.Registry.ZKAddr = "127.0.0.1:7402" // another host
+			}
+			_, ids := firstIDsOn(t, cfgA, "za", w)
+			t.Logf("%s: the next node's first id is of %v, the stopped holder's last of %v", fault, layout.Decompose(ids[0]).Time, high)
+			for _, id := range ids {
+				if at := layout.Decompose(id).Time; !at.After(high) {
+					t.Fatalf("%s: id %d of worker %d is of %v, not above %v, the time of the stopped holder's ids", fault, id, w, at, high)
+				}
+			}
+		})
+	}
 }

@@ -21,9 +21,9 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 		before := len(ours())
-		cfg := node.Config{Name: "leak", NATS: url, HTTP: "127.0.0.1:0", DataDir: t.TempDir()}
+		cfg := node.Config{Name: "leak", NATS: node.NATSConfig{URL: url}, HTTP: node.HTTPConfig{Addr: "127.0.0.1:0"}, DataDir: t.TempDir()}
 		if embedded {
-			cfg.NATSListen = "127.0.0.1:-1"
+			cfg.NATS.Listen = "127.0.0.1:-1"
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		n, err := node.Start(ctx, cfg, nil)

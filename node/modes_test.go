@@ -26,8 +26,8 @@ const (
 // another key or none refuses the tag (never serving ids of another
 // permutation), and the mode cannot be changed by creating the tag again.
 func TestOpaqueTagEndToEnd(t *testing.T) {
-	first := startNode(t, node.Config{Name: "first", NATSListen: "127.0.0.1:-1", OpaqueKey: testOpaqueKey})
-	second := startNode(t, node.Config{Name: "second", NATS: first.ClientURL(), OpaqueKey: testOpaqueKey})
+	first := startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	second := startNode(t, node.Config{Name: "second", NATS: node.NATSConfig{URL: first.ClientURL()}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, first.ClientURL())
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque", Width: 40})
 
@@ -98,7 +98,7 @@ func TestOpaqueTagEndToEnd(t *testing.T) {
 // says why, and takes no new range for each request.
 func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
 	dir := t.TempDir()
-	n := startNode(t, node.Config{Name: "keyed", NATSListen: "127.0.0.1:-1", DataDir: dir, OpaqueKey: testOpaqueKey})
+	n := startNode(t, node.Config{Name: "keyed", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, n.ClientURL())
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque"})
 	if _, err := takeReady(nc, "orders", 3, false); err != nil {
@@ -110,7 +110,7 @@ func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
 	}
 	for name, key := range map[string]string{"other key": otherOpaqueKey, "no key": ""} {
 		t.Run(name, func(t *testing.T) {
-			n := startNode(t, node.Config{Name: "unkeyed", NATSListen: "127.0.0.1:-1", DataDir: dir, OpaqueKey: key})
+			n := startNode(t, node.Config{Name: "unkeyed", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: node.StoreConfig{OpaqueKey: key}})
 			nc := natstest.Connect(t, n.ClientURL())
 			for range 3 { // a 503: a client asks again, and another node may hold the key
 				ids, err := take(nc, "orders", 1, false)
@@ -146,7 +146,7 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	dirA := t.TempDir()
-	a := startNode(t, node.Config{Name: "served", NATS: url, DataDir: dirA, OpaqueKey: testOpaqueKey})
+	a := startNode(t, node.Config{Name: "served", NATS: node.NATSConfig{URL: url}, DataDir: dirA, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, url)
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque"})
 	for range 5 {
@@ -154,7 +154,7 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := startNode(t, node.Config{Name: "never-served", NATS: url, OpaqueKey: testOpaqueKey})
+	b := startNode(t, node.Config{Name: "never-served", NATS: node.NATSConfig{URL: url}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 
 	// The operator's hand: nats kv purge leaf_alloc mode.orders, and the
 	// row put again without "mode".
@@ -202,6 +202,6 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, node.Config{Name: "served-again", NATS: url, DataDir: dirA, OpaqueKey: testOpaqueKey})
+	startNode(t, node.Config{Name: "served-again", NATS: node.NATSConfig{URL: url}, DataDir: dirA, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	refused("the node that served it, restarted on its data directory")
 }

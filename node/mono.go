@@ -68,7 +68,7 @@ func (n *Node) startMono(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lease, err := kvlease.Open(ctx, js, kvlease.Options{Replicas: n.cfg.KVReplicas})
+	lease, err := kvlease.Open(ctx, js, kvlease.Options{Replicas: n.cfg.Store.KVReplicas})
 	if err != nil {
 		n.log.Error("mono: no lease bucket: this node serves no monotonic tag", "err", err)
 		return nil

@@ -19,8 +19,13 @@ func TestNoPeerServes(t *testing.T) {
 	start := func(name string, worker int64) *Node {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := Start(ctx, Config{Name: name, NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
-			Registry: RegistryStatic, WorkerID: worker}, nil)
+		n, err := Start(ctx, Config{
+			Name:     name,
+			NATS:     NATSConfig{URL: s.ClientURL()},
+			HTTP:     HTTPConfig{Addr: "off"},
+			DataDir:  t.TempDir(),
+			Registry: RegistryConfig{Kind: RegistryStatic, WorkerID: worker},
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +59,14 @@ func TestPeerClockWatched(t *testing.T) {
 	start := func(name string, worker int64, step string) *Node {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := Start(ctx, Config{Name: name, NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
-			Registry: RegistryStatic, WorkerID: worker, FaultClockStep: step}, nil)
+		n, err := Start(ctx, Config{
+			Name:     name,
+			NATS:     NATSConfig{URL: s.ClientURL()},
+			HTTP:     HTTPConfig{Addr: "off"},
+			DataDir:  t.TempDir(),
+			Registry: RegistryConfig{Kind: RegistryStatic, WorkerID: worker},
+			Fault:    FaultConfig{ClockStep: step},
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,8 +28,6 @@ import (
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
-	"github.com/leafmq/leafmq/segment/kvstore"
-	"github.com/leafmq/leafmq/segment/mysql"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -48,6 +45,8 @@ type Node struct {
 	http    *http.Server
 	httpLn  net.Listener
 	httpWG  sync.WaitGroup
+	httpOff sync.Once
+	stops   stops // what Close runs: pushed by Start, one subsystem at a time
 	closeMu sync.Mutex
 	closed  bool
 
@@ -114,11 +113,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// cannot be written at all only costs a node on an external NATS its
 	// hints (the embedded server cannot start without it anyway).
 	store := "" // the embedded nats-server's JetStream directory
-	if cfg.NATS == "" {
+	if cfg.NATS.URL == "" {
 		store = filepath.Join(cfg.DataDir, "jetstream")
 	}
+	n.stops.push("data directory lock", func(context.Context) error { return n.lock.Close() }) // last: everything that wrote to DataDir has stopped
 	if n.lock, err = lockDataDir(cfg.DataDir, store, cfg.Name); err != nil {
-		if errors.Is(err, ErrDataDirInUse) || cfg.NATS == "" {
+		if errors.Is(err, ErrDataDirInUse) || cfg.NATS.URL == "" {
 			return nil, err
 		}
 		n.log.Warn("running without a data directory lock", "err", err)
@@ -126,9 +126,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// Live at once, ready once started: a backend that does not answer yet
 	// (NATS itself, a NATS cluster electing its JetStream leader, a
 	// database starting beside leafd) is waited for, not fatal.
+	n.stops.push("http", n.stopHTTP)
 	if err := n.startHTTP(); err != nil {
 		return nil, err
 	}
+	n.stops.push("embedded nats-server", n.stopServer)
+	n.stops.push("nats", n.drainNATS)
 	if err := n.await(ctx, "connecting to NATS", func(context.Context) error { return n.startNATS() }); err != nil {
 		return nil, err
 	}
@@ -139,7 +142,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.checkName(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.await(ctx, "opening the segment store", n.openStore); err != nil {
+	n.stops.push("segment store", func(context.Context) error {
+		if n.store == nil {
+			return nil
+		}
+		return n.store.Close()
+	})
+	if err := n.await(ctx, "opening the segment store", func(ctx context.Context) error { return stores[n.storeKind()](n, ctx) }); err != nil {
 		return nil, err
 	}
 	// The steps are hints: a data directory that cannot be written costs
@@ -154,6 +163,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	if sf != nil {
 		n.steps, steps = sf, sf
+		n.stops.push("segment steps", closer(sf))
 	}
 	// The floors are a guard against a store that goes back (issue #12):
 	// a floor file that cannot be read stops the node, unless the node
@@ -176,10 +186,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		floors = segment.NewMemFloors()
 	}
 	n.floors = floors
+	n.stops.push("peer floors", func(context.Context) error { n.peers.close(); return nil })
 	if n.peers, err = n.startPeerFloors(ctx, own, ownModes); err != nil {
 		return nil, err
 	}
-	if n.opaque, err = cfg.opaqueKey(); err != nil {
+	if n.opaque, err = cfg.Store.opaqueKey(); err != nil {
 		return nil, err
 	}
 	if n.opaque != nil {
@@ -193,16 +204,17 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Floors:      floors,
 		Steps:       steps,
 		Store:       n.store,
-		AutoCreate:  cfg.autoCreate(),
-		DefaultStep: cfg.DefaultStep,
+		AutoCreate:  cfg.Store.autoCreate(),
+		DefaultStep: cfg.Store.DefaultStep,
 		Logger:      n.log,
 		OnLoad:      n.onLoad,
-		MaxTags:     cfg.MaxTags,
-		MaxStep:     cfg.MaxStep,
+		MaxTags:     cfg.Store.MaxTags,
+		MaxStep:     cfg.Store.MaxStep,
 	})
 	if err != nil {
 		return nil, err
 	}
+	n.stops.push("segment engine", closer(n.engine))
 	if err := n.await(ctx, "loading the tags", n.engine.Start); err != nil {
 		return nil, fmt.Errorf("segment engine: %w", err)
 	}
@@ -210,7 +222,24 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err != nil {
 		return nil, err
 	}
+	n.stops.push("producer", func(ctx context.Context) error {
+		n.peers.close() // before the hand-back: no node may learn this node's floors now
+		n.handBack(ctx)
+		return n.prod.Close()
+	})
 	n.prod.Preload()
+	n.stops.push("snowflake source", func(context.Context) error {
+		if n.src == nil {
+			return nil
+		}
+		return n.src.Close()
+	})
+	n.stops.push("snowflake ring", func(context.Context) error {
+		if n.sfRing == nil {
+			return nil
+		}
+		return n.sfRing.Close()
+	})
 	if err := n.await(ctx, "registering a snowflake worker", n.startSnowflake); err != nil {
 		return nil, err
 	}
@@ -244,6 +273,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err != nil {
 		return nil, err
 	}
+	n.stops.push("responder", func(context.Context) error { return n.resp.Stop() })
 	if err := n.stopStarting(ctx); err != nil {
 		return nil, err
 	}
@@ -254,41 +284,59 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 			}
 		}
 		n.sfStop = make(chan struct{})
+		n.stops.push("snowflake state", func(context.Context) error {
+			close(n.sfStop)
+			n.sfWG.Wait()
+			return nil
+		})
 		n.sfWG.Add(2)
 		go n.applySnowflake()
 		go n.watchPeerClocks()
 		n.sfEvents <- n.src.State()
 	}
+	n.stops.push("batch pool", func(context.Context) error {
+		if n.pool == nil {
+			return nil
+		}
+		return n.pool.Close()
+	})
 	if err := n.await(ctx, "starting the batch pool", n.startPool); err != nil {
 		return nil, err
 	}
+	// Leases released while NATS is up: others take over at once.
+	n.stops.push("monotonic tags", func(context.Context) error { n.mono.Load().close(); return nil })
 	if err := n.await(ctx, "starting the monotonic tags", n.startMono); err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, startTimeout)
 	n.warnUnreplicated(wctx)
 	cancel()
+	n.stops.push("http", n.stopHTTP) // first: a stopping node answers no status
 	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}
+	n.stops.push("goodbye", func(context.Context) error { // say goodbye while NATS is still up
+		n.events.Emit(events.Event{Kind: events.NodeDown, Message: "leafd stopping"})
+		return nil
+	})
 	n.events.Emit(events.Event{Kind: events.NodeUp, Message: "leafd " + buildinfo.Version + " started",
-		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry,
+		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry.Kind,
 			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
 	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
-		"auto_create", cfg.autoCreate(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry,
+		"auto_create", cfg.Store.autoCreate(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry.Kind,
 		"worker", n.snowflakeWorker())
 	return n, nil
 }
 
 func (n *Node) storeKind() string {
-	if n.cfg.MySQL != "" {
-		return "mysql"
+	if n.cfg.Store.MySQL != "" {
+		return storeMySQL
 	}
-	return "jetstream-kv"
+	return storeKV
 }
 
 func (n *Node) startNATS() error {
-	url := n.cfg.NATS
+	url := n.cfg.NATS.URL
 	opts := []nats.Option{
 		nats.Name(n.cfg.Name),
 		nats.MaxReconnects(-1),
@@ -304,7 +352,7 @@ func (n *Node) startNATS() error {
 		url = n.ns.ClientURL()
 		opts = append(opts, nats.InProcessServer(n.ns))
 	} else if url == "" {
-		host, portStr, _ := net.SplitHostPort(n.cfg.NATSListen)
+		host, portStr, _ := net.SplitHostPort(n.cfg.NATS.Listen)
 		port, err := strconv.Atoi(portStr)
 		if err != nil {
 			return fmt.Errorf("%w: nats-listen port %q", ErrConfig, portStr)
@@ -332,14 +380,14 @@ func (n *Node) startNATS() error {
 		go ns.Start()
 		if !ns.ReadyForConnections(10 * time.Second) {
 			ns.Shutdown()
-			return fmt.Errorf("embedded nats-server did not start on %s (is the port taken?)", n.cfg.NATSListen)
+			return fmt.Errorf("embedded nats-server did not start on %s (is the port taken?)", n.cfg.NATS.Listen)
 		}
 		n.ns = ns
 		url = ns.ClientURL()
 		opts = append(opts, nats.InProcessServer(ns))
 	}
-	if !n.cfg.Auth.IsZero() {
-		auth, err := n.cfg.Auth.Options()
+	if !n.cfg.NATS.Auth.IsZero() {
+		auth, err := n.cfg.NATS.Auth.Options()
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrConfig, err)
 		}
@@ -353,44 +401,14 @@ func (n *Node) startNATS() error {
 	return nil
 }
 
-func (n *Node) openStore(ctx context.Context) error {
-	var err error
-	if n.cfg.MySQL != "" {
-		ms, err := mysql.Open(ctx, n.cfg.MySQL, mysql.Options{CreateTable: true})
-		if err != nil {
-			return fmt.Errorf("mysql store: %w", err)
-		}
-		n.store = ms
-		warn, err := ms.Durability(ctx)
-		if err != nil {
-			n.log.Warn("mysql: could not check durability settings", "err", err)
-		}
-		for _, w := range warn {
-			n.log.Warn("mysql is not durable: ids can repeat after a power cut", "setting", w)
-		}
-		return nil
-	}
-	js, err := jetstream.New(n.nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	// A fresh cluster may need a moment to elect a JetStream meta leader:
-	// Start retries (await).
-	n.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.KVReplicas})
-	if err != nil {
-		return fmt.Errorf("jetstream kv store: %w", err)
-	}
-	return nil
-}
-
 // startHTTP listens and serves /healthz (alive), /metrics and pprof at
 // once; every other path, /readyz among them, answers 503 with what the
 // node waits for until serveAPI.
 func (n *Node) startHTTP() error {
-	if n.cfg.HTTP == "off" {
+	if n.cfg.HTTP.Addr == "off" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", n.cfg.HTTP)
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
@@ -468,9 +486,11 @@ func (n *Node) Name() string { return n.cfg.Name }
 // it answers on leaf.admin.floor.<tag>), 0 if none.
 func (n *Node) SegmentFloor(tag string) int64 { return n.engine.Floor(tag) }
 
-// Close stops the node gracefully: leave the queue group, finish in-flight
-// requests, stop refills, engine and store, drain NATS, stop the embedded
-// server. Idempotent.
+// Close stops the node gracefully, in the reverse order of its start (the
+// stop stack, stops): say goodbye, stop HTTP and the monotonic leaders,
+// leave the queue groups and finish in-flight requests, hand back what was
+// reserved and not served, stop engine and store, drain NATS, stop the
+// embedded server, unlock the data directory. Idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeMu.Lock()
 	defer n.closeMu.Unlock()
@@ -480,68 +500,50 @@ func (n *Node) Close(ctx context.Context) error {
 	n.closed = true
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
-	var errs []error
-	if n.resp != nil { // started: say goodbye while NATS is still up
-		n.events.Emit(events.Event{Kind: events.NodeDown, Message: "leafd stopping"})
-	}
-	if n.sfStop != nil {
-		close(n.sfStop)
-		n.sfWG.Wait()
-	}
-	n.mono.Load().close() // releases the leases while NATS is up: others take over at once
-	if n.resp != nil {
-		errs = append(errs, n.resp.Stop())
-	}
-	if n.pool != nil {
-		errs = append(errs, n.pool.Close())
-	}
-	if n.sfRing != nil {
-		errs = append(errs, n.sfRing.Close())
-	}
-	if n.src != nil {
-		errs = append(errs, n.src.Close())
-	}
-	if n.http != nil {
-		errs = append(errs, n.http.Shutdown(ctx))
-		n.httpWG.Wait()
-	}
-	n.peers.close() // before the hand-back: no node may learn this node's floors now
-	if n.prod != nil && n.engine != nil {
-		n.handBack(ctx)
-	}
-	if n.prod != nil {
-		errs = append(errs, n.prod.Close())
-	}
-	if n.engine != nil {
-		errs = append(errs, n.engine.Close())
-	}
-	n.peers.close()
-	if n.steps != nil {
-		errs = append(errs, n.steps.Close())
-	}
-	if n.store != nil {
-		errs = append(errs, n.store.Close())
-	}
-	if n.nc != nil {
-		closed := make(chan struct{})
-		n.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-		if err := n.nc.Drain(); err != nil {
-			n.nc.Close()
-		} else {
-			select {
-			case <-closed:
-			case <-ctx.Done():
-				n.nc.Close()
-			}
+	err := n.stops.run(ctx)
+	n.log.Info("leafd stopped")
+	return err
+}
+
+// stopHTTP shuts the HTTP server down, once.
+func (n *Node) stopHTTP(ctx context.Context) error {
+	var err error
+	n.httpOff.Do(func() {
+		if n.http != nil {
+			err = n.http.Shutdown(ctx)
+			n.httpWG.Wait()
 		}
+	})
+	return err
+}
+
+// drainNATS drains the node's connection (its subscriptions finish what
+// they hold), closing it when that takes longer than ctx allows.
+func (n *Node) drainNATS(ctx context.Context) error {
+	if n.nc == nil {
+		return nil
 	}
+	closed := make(chan struct{})
+	n.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := n.nc.Drain(); err != nil {
+		n.nc.Close()
+		return nil
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		n.nc.Close()
+	}
+	return nil
+}
+
+// stopServer stops the embedded nats-server, if there is one.
+func (n *Node) stopServer(context.Context) error {
 	if n.ns != nil {
 		n.ns.Shutdown()
 		n.ns.WaitForShutdown()
 	}
-	errs = append(errs, n.lock.Close()) // last: everything that wrote to DataDir has stopped
-	n.log.Info("leafd stopped")
-	return errors.Join(errs...)
+	return nil
 }
 
 func (n *Node) snowflakeWorker() int64 {

@@ -75,8 +75,8 @@ func allocBucket(t *testing.T, nc *nats.Conn) (jetstream.KeyValue, context.Conte
 // naming that node; at it, it works.
 func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "fa", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
-	b := startNode(t, node.Config{Name: "fb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	a := startNode(t, node.Config{Name: "fa", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	b := startNode(t, node.Config{Name: "fb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	for i, fails := 0, 0; i < 40 || a.SegmentFloor("forgot") == 0 || b.SegmentFloor("forgot") == 0; i++ {
 		if _, err := take(nc, "forgot", 100, true); err != nil { // a 503 while a busy machine loads
@@ -130,8 +130,8 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 // (leaf.floor.<tag>) and refuses ranges below it.
 func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "pa", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
-	b := startNode(t, node.Config{Name: "pb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	a := startNode(t, node.Config{Name: "pa", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	b := startNode(t, node.Config{Name: "pb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	seen := map[int64]bool{}
 	takeAll := func(what string, n int, mayFail bool) {
@@ -175,7 +175,7 @@ func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 // floor refuses it (issue #12).
 func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "ra", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	a := startNode(t, node.Config{Name: "ra", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	var high int64
 	for range 30 {
@@ -195,7 +195,7 @@ func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, kvstore.DefaultBucket); err != nil {
 		t.Fatal(err)
 	}
-	b := startNode(t, node.Config{Name: "rb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	b := startNode(t, node.Config{Name: "rb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	bc := natstest.Connect(t, s.ClientURL())
 	refused := 0
 	for i := range 40 {
@@ -221,7 +221,7 @@ func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 // joins: before, B took the lowered range and served A's ids again.
 func TestLateNodeLearnsPeerFloors(t *testing.T) {
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "la", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	a := startNode(t, node.Config{Name: "la", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	seen := map[int64]bool{}
 	takeAll := func(what string, n int, mayFail bool) {
@@ -250,6 +250,6 @@ func TestLateNodeLearnsPeerFloors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startNode(t, node.Config{Name: "lb", NATS: s.ClientURL(), Registry: node.RegistryOff, DefaultStep: 1000, MaxStep: 1000})
+	startNode(t, node.Config{Name: "lb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	takeAll("after the row was lowered twice and a node joined", 60, true)
 }

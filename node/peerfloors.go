@@ -53,7 +53,7 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 		n.log.Warn("segment: no store incarnation: peer floors off", "err", err)
 		return nil, nil
 	}
-	p := &peerFloors{node: n.cfg.Name, instance: n.instance, store: inc, max: max(n.cfg.MaxTags, 10_000), m: map[string]int64{}, modes: map[string]string{}}
+	p := &peerFloors{node: n.cfg.Name, instance: n.instance, store: inc, max: max(n.cfg.Store.MaxTags, 10_000), m: map[string]int64{}, modes: map[string]string{}}
 	p.sub, err = n.nc.Subscribe(wire.FloorAnnouncePrefix+"*", p.heard)
 	if err != nil {
 		return nil, err

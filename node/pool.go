@@ -14,17 +14,17 @@ import (
 
 // poolSubjects parses --pool into pool subjects.
 func (c *Config) poolSubjects() ([]string, error) {
-	if strings.TrimSpace(c.Pool) == "" {
+	if strings.TrimSpace(c.Pool.Tags) == "" {
 		return nil, nil
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, p := range strings.Split(c.Pool, ",") {
+	for _, p := range strings.Split(c.Pool.Tags, ",") {
 		p = strings.TrimSpace(p)
 		var subject string
 		switch {
 		case p == "snowflake":
-			if c.Registry == RegistryOff {
+			if c.Registry.Kind == RegistryOff {
 				return nil, fmt.Errorf("%w: pool snowflake needs snowflake (--worker-registry is off)", ErrConfig)
 			}
 			subject = pool.SnowflakeSubject
@@ -42,17 +42,11 @@ func (c *Config) poolSubjects() ([]string, error) {
 }
 
 func (c *Config) validatePool() error {
-	if c.PoolDepth == 0 {
-		c.PoolDepth = pool.DefaultDepth
+	if c.Pool.Depth < 1 || c.Pool.Depth > 100_000 {
+		return fmt.Errorf("%w: pool-depth %d must be 1-100000", ErrConfig, c.Pool.Depth)
 	}
-	if c.PoolBatch == 0 {
-		c.PoolBatch = pool.DefaultBatch
-	}
-	if c.PoolDepth < 1 || c.PoolDepth > 100_000 {
-		return fmt.Errorf("%w: pool-depth %d must be 1-100000", ErrConfig, c.PoolDepth)
-	}
-	if c.PoolBatch < 1 || c.PoolBatch > c.MaxBatch {
-		return fmt.Errorf("%w: pool-batch %d must be 1-%d (max-batch)", ErrConfig, c.PoolBatch, c.MaxBatch)
+	if c.Pool.Batch < 1 || c.Pool.Batch > c.MaxBatch {
+		return fmt.Errorf("%w: pool-batch %d must be 1-%d (max-batch)", ErrConfig, c.Pool.Batch, c.MaxBatch)
 	}
 	_, err := c.poolSubjects()
 	return err
@@ -79,14 +73,14 @@ func (n *Node) fillPool(ctx context.Context) error {
 	}
 	n.pool, err = pool.NewFiller(ctx, pool.FillerConfig{
 		JS:       js,
-		Depth:    n.cfg.PoolDepth,
-		Batch:    n.cfg.PoolBatch,
-		Replicas: n.cfg.KVReplicas,
+		Depth:    n.cfg.Pool.Depth,
+		Batch:    n.cfg.Pool.Batch,
+		Replicas: n.cfg.Store.KVReplicas,
 		Logger:   n.log,
 		OnLow: func(subject string, level int) {
 			n.events.Emit(events.Event{Kind: events.PoolLow, Level: events.Warn, Tag: subject,
-				Message: fmt.Sprintf("pool %s holds %d of %d batches", subject, level, n.cfg.PoolDepth),
-				Fields:  map[string]any{"level": level, "depth": n.cfg.PoolDepth}})
+				Message: fmt.Sprintf("pool %s holds %d of %d batches", subject, level, n.cfg.Pool.Depth),
+				Fields:  map[string]any{"level": level, "depth": n.cfg.Pool.Depth}})
 		},
 	})
 	if err != nil {

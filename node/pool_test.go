@@ -20,8 +20,12 @@ func TestPoolOutlivesNodes(t *testing.T) {
 	s := natstest.RunServer(t)
 	var nodes []*node.Node
 	for i, w := range []int64{1, 2} {
-		nodes = append(nodes, startNode(t, node.Config{Name: []string{"pa", "pb"}[i], NATS: s.ClientURL(),
-			Registry: node.RegistryStatic, WorkerID: w, Pool: "orders,snowflake", PoolDepth: 6, PoolBatch: 100}))
+		nodes = append(nodes, startNode(t, node.Config{
+			Name:     []string{"pa", "pb"}[i],
+			NATS:     node.NATSConfig{URL: s.ClientURL()},
+			Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: w},
+			Pool:     node.PoolConfig{Tags: "orders,snowflake", Depth: 6, Batch: 100},
+		}))
 	}
 	nc := natstest.Connect(t, s.ClientURL())
 	js, err := jetstream.New(nc)

@@ -29,8 +29,13 @@ func TestSecretsNotLogged(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "secret", NATS: url, HTTP: "127.0.0.1:0", DataDir: t.TempDir(),
-		LogLevel: "debug"}, log)
+	n, err := node.Start(ctx, node.Config{
+		Name:    "secret",
+		NATS:    node.NATSConfig{URL: url},
+		HTTP:    node.HTTPConfig{Addr: "127.0.0.1:0"},
+		DataDir: t.TempDir(),
+		Log:     node.LogConfig{Level: "debug"},
+	}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +46,7 @@ func TestSecretsNotLogged(t *testing.T) {
 		t.Fatalf("no start log:\n%s", logs.String())
 	}
 	bad := strings.Replace(url, secret, secret+"-wrong", 1)
-	_, err = node.Start(ctx, node.Config{Name: "secret2", NATS: bad, HTTP: "off", DataDir: t.TempDir()}, log)
+	_, err = node.Start(ctx, node.Config{Name: "secret2", NATS: node.NATSConfig{URL: bad}, HTTP: node.HTTPConfig{Addr: "off"}, DataDir: t.TempDir()}, log)
 	if err == nil {
 		t.Fatal("started with a wrong password")
 	}
@@ -105,8 +110,14 @@ func TestOpaqueKeyNotLogged(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "keyed", NATSListen: "127.0.0.1:-1", HTTP: "127.0.0.1:0", DataDir: t.TempDir(),
-		LogLevel: "debug", OpaqueKey: key}, log)
+	n, err := node.Start(ctx, node.Config{
+		Name:    "keyed",
+		NATS:    node.NATSConfig{Listen: "127.0.0.1:-1"},
+		HTTP:    node.HTTPConfig{Addr: "127.0.0.1:0"},
+		DataDir: t.TempDir(),
+		Log:     node.LogConfig{Level: "debug"},
+		Store:   node.StoreConfig{OpaqueKey: key},
+	}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +128,7 @@ func TestOpaqueKeyNotLogged(t *testing.T) {
 	if !strings.Contains(logs.String(), "key_id=") {
 		t.Fatalf("no key id in the logs:\n%s", logs.String())
 	}
-	cfg := node.Config{OpaqueKey: key[:30] + "zz"}
+	cfg := node.Config{Store: node.StoreConfig{OpaqueKey: key[:30] + "zz"}}
 	err = cfg.Validate()
 	for what, text := range map[string]string{"logs": logs.String(), "status": status, "error": fmt.Sprint(err)} {
 		if strings.Contains(text, key) || strings.Contains(text, key[:30]) {

@@ -53,24 +53,23 @@ func TestREADMEConfigurationTable(t *testing.T) {
 			t.Errorf("README's Configuration table lists --%s, which leafd does not have", name)
 		}
 	}
-	for _, s := range settings {
-		if s.group == "" || s.help == "" || strings.Contains(s.help, "(LEAF_") {
-			t.Errorf("setting %s: group %q, help %q (the environment variable is added, not written)", s.name, s.group, s.help)
+	for _, b := range c.subsystems() {
+		for _, s := range b.rows {
+			if s.help == "" || strings.Contains(s.help, "(LEAF_") {
+				t.Errorf("setting %s: help %q (the environment variable is added, not written)", s.name, s.help)
+			}
+			// The README shows each default the table applies.
+			if row, ok := rows[s.name]; ok && s.def != "" {
+				if cols := strings.Split(row, "|"); len(cols) < 4 || !strings.Contains(cols[3], "`"+s.def+"`") {
+					t.Errorf("README row of --%s does not give its default `%s`: %s", s.name, s.def, row)
+				}
+			}
 		}
 	}
 }
 
 // TestUsageByGroup: leafd -h shows every flag once, under its subsystem.
 func TestUsageByGroup(t *testing.T) {
-	known := map[string]bool{}
-	for _, g := range groups {
-		known[g.name] = true
-	}
-	for _, s := range settings {
-		if !known[s.group] {
-			t.Errorf("setting %s: group %q is not shown by leafd -h", s.name, s.group)
-		}
-	}
 	var c Config
 	var out strings.Builder
 	fs := c.FlagSet(&out)

@@ -10,15 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/snowflake"
-	"github.com/leafmq/leafmq/snowflake/dbworker"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
-	"github.com/leafmq/leafmq/snowflake/zk"
 )
 
 // Registries of --worker-registry.
@@ -30,79 +25,48 @@ const (
 	RegistryOff    = "off"
 )
 
-func (c *Config) validateSnowflake(d Config) error {
-	if c.Registry == "" {
-		c.Registry = RegistryKV
-		if c.MySQL != "" {
-			c.Registry = RegistryMySQL
-		}
-	}
-	if c.ZKName == "" {
-		c.ZKName = d.ZKName
-	}
-	if c.MaxBackward == 0 {
-		c.MaxBackward = d.MaxBackward
-	}
-	if c.MaxStartWait == 0 {
-		c.MaxStartWait = d.MaxStartWait
-	}
-	if c.PeerClockMax == 0 {
-		c.PeerClockMax = d.PeerClockMax
-	}
-	if c.LayoutWarn == 0 {
-		c.LayoutWarn = d.LayoutWarn
-	}
-	if c.SnowflakeRing == 0 {
-		c.SnowflakeRing = d.SnowflakeRing
-	}
-	if c.WorkerMySQL == "" {
-		c.WorkerMySQL = c.MySQL
-	}
-	if c.Registry != RegistryZK {
-		_ = c.defaultZKAddr() // shown, not used
-	}
-	if err := c.validatePool(); err != nil {
-		return err
-	}
-	switch c.Registry {
+// validateSnowflake checks the worker registry and the snowflake layout,
+// after Validate resolved the registry's defaults.
+func (c *Config) validateSnowflake() error {
+	switch c.Registry.Kind {
 	case RegistryOff:
 		return nil
 	case RegistryKV, RegistryStatic:
 	case RegistryZK:
-		if c.ZK == "" {
+		if c.Registry.ZK == "" {
 			return fmt.Errorf("%w: --worker-registry zk needs --zk host:port", ErrConfig)
 		}
 		if err := c.zkIdentity(); err != nil {
 			return err
 		}
-		if strings.Contains(c.ZKName, "/") {
-			return fmt.Errorf("%w: --zk-name %q must not contain /", ErrConfig, c.ZKName)
+		if strings.Contains(c.Registry.ZKName, "/") {
+			return fmt.Errorf("%w: --zk-name %q must not contain /", ErrConfig, c.Registry.ZKName)
 		}
 	case RegistryMySQL:
-		if c.WorkerMySQL == "" {
+		if c.Registry.WorkerMySQL == "" {
 			return fmt.Errorf("%w: --worker-registry mysql needs --worker-mysql or --mysql", ErrConfig)
 		}
 	default:
-		return fmt.Errorf("%w: worker-registry %q must be kv, zk, mysql, static or off", ErrConfig, c.Registry)
+		return fmt.Errorf("%w: worker-registry %q must be kv, zk, mysql, static or off", ErrConfig, c.Registry.Kind)
 	}
 	l, err := c.layout()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if c.LeaseAhead == 0 { // 3s, or 10 ticks of a coarser layout
-		c.LeaseAhead = max(snowflake.DefaultLeaseAhead, 10*l.TimeUnit)
+	if c.Snowflake.LeaseAhead == 0 { // 3s, or 10 ticks of a coarser layout
+		c.Snowflake.LeaseAhead = max(snowflake.DefaultLeaseAhead, 10*l.TimeUnit)
 	}
-	if c.Registry == RegistryStatic && (c.WorkerID < 0 || c.WorkerID > l.MaxWorker()) {
-		return fmt.Errorf("%w: worker-id %d must be 0-%d for layout %s", ErrConfig, c.WorkerID, l.MaxWorker(), l)
+	if c.Registry.Kind == RegistryStatic && (c.Registry.WorkerID < 0 || c.Registry.WorkerID > l.MaxWorker()) {
+		return fmt.Errorf("%w: worker-id %d must be 0-%d for layout %s", ErrConfig, c.Registry.WorkerID, l.MaxWorker(), l)
 	}
-	if c.LeaseAhead < 4*l.TimeUnit || c.MaxBackward < 0 || c.MaxStartWait < 0 || c.LayoutWarn < 0 {
+	if c.Snowflake.LeaseAhead < 4*l.TimeUnit || c.Snowflake.MaxBackward < 0 || c.Snowflake.MaxStartWait < 0 || c.Snowflake.LayoutWarn < 0 {
 		return fmt.Errorf("%w: lease-ahead %v (at least 4 ticks), max-backward %v, max-start-wait %v, layout-warn %v",
-			ErrConfig, c.LeaseAhead, c.MaxBackward, c.MaxStartWait, c.LayoutWarn)
+			ErrConfig, c.Snowflake.LeaseAhead, c.Snowflake.MaxBackward, c.Snowflake.MaxStartWait, c.Snowflake.LayoutWarn)
 	}
-	if c.SnowflakeRing < 2 || c.SnowflakeRing > 1<<22 {
-		return fmt.Errorf("%w: snowflake-ring %d must be 2-4194304", ErrConfig, c.SnowflakeRing)
+	if c.Snowflake.Ring < 2 || c.Snowflake.Ring > 1<<22 {
+		return fmt.Errorf("%w: snowflake-ring %d must be 2-4194304", ErrConfig, c.Snowflake.Ring)
 	}
-	if _, _, err := parseStep(c.FaultClockStep); err != nil {
+	if _, _, err := parseStep(c.Fault.ClockStep); err != nil {
 		return fmt.Errorf("%w: fault-clock-step: %v", ErrConfig, err)
 	}
 	return nil
@@ -119,43 +83,43 @@ var interfaceAddrs = net.InterfaceAddrs
 // loopback identity is refused when a ZooKeeper server is not on loopback:
 // every host would have it.
 func (c *Config) zkIdentity() error {
-	if c.ZKAddr == "" {
-		if c.HTTP == "off" {
+	if c.Registry.ZKAddr == "" {
+		if c.HTTP.Addr == "off" {
 			return fmt.Errorf("%w: --worker-registry zk with --http off needs --zk-addr <this host's ip>:<port>", ErrConfig)
 		}
 		if err := c.defaultZKAddr(); err != nil {
 			return err
 		}
 	}
-	host, port, err := net.SplitHostPort(c.ZKAddr)
+	host, port, err := net.SplitHostPort(c.Registry.ZKAddr)
 	if err != nil || host == "" || port == "" {
-		return fmt.Errorf("%w: --zk-addr %q must be ip:port (it names this node's worker znode)", ErrConfig, c.ZKAddr)
+		return fmt.Errorf("%w: --zk-addr %q must be ip:port (it names this node's worker znode)", ErrConfig, c.Registry.ZKAddr)
 	}
-	if isLoopback(host) && !zkOnLoopback(c.ZK) {
+	if isLoopback(host) && !zkOnLoopback(c.Registry.ZK) {
 		return fmt.Errorf("%w: the ZooKeeper identity %s is a loopback address but ZooKeeper (%s) is not on loopback: "+
 			"every host would claim the same worker id; set --zk-addr <this host's ip>:<port> (or --http to this host's address)",
-			ErrConfig, c.ZKAddr, c.ZK)
+			ErrConfig, c.Registry.ZKAddr, c.Registry.ZK)
 	}
 	return nil
 }
 
 // defaultZKAddr sets ZKAddr to its default (see zkIdentity), if HTTP is on.
 func (c *Config) defaultZKAddr() error {
-	if c.ZKAddr != "" || c.HTTP == "off" {
+	if c.Registry.ZKAddr != "" || c.HTTP.Addr == "off" {
 		return nil
 	}
-	host, port, _ := net.SplitHostPort(c.HTTP)
+	host, port, _ := net.SplitHostPort(c.HTTP.Addr)
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		h, err := hostIP()
 		if err != nil {
-			if c.Registry == RegistryZK && !zkOnLoopback(c.ZK) {
+			if c.Registry.Kind == RegistryZK && !zkOnLoopback(c.Registry.ZK) {
 				return fmt.Errorf("%w: --worker-registry zk: %v; set --zk-addr <this host's ip>:<port>", ErrConfig, err)
 			}
 			h = "127.0.0.1" // ZooKeeper on this host too: one host, one identity
 		}
 		host = h
 	}
-	c.ZKAddr = net.JoinHostPort(host, port)
+	c.Registry.ZKAddr = net.JoinHostPort(host, port)
 	return nil
 }
 
@@ -223,7 +187,7 @@ func zkOnLoopback(servers string) bool {
 }
 
 func (c *Config) layout() (snowflake.Layout, error) {
-	return snowflake.ParseLayout(c.Layout, c.TimeUnit, c.Epoch)
+	return snowflake.ParseLayout(c.Snowflake.Layout, c.Snowflake.TimeUnit, c.Snowflake.Epoch)
 }
 
 // parseStep parses BY@AFTER.
@@ -247,8 +211,8 @@ func parseStep(s string) (by, after time.Duration, err error) {
 // clock is the node's snowflake clock: the real one, unless a fault drill
 // offsets or steps it.
 func (c *Config) clock() func() time.Time {
-	by, after, _ := parseStep(c.FaultClockStep)
-	off := c.FaultClockOffset
+	by, after, _ := parseStep(c.Fault.ClockStep)
+	off := c.Fault.ClockOffset
 	if off == 0 && by == 0 {
 		return time.Now
 	}
@@ -267,7 +231,7 @@ func (c *Config) clock() func() time.Time {
 // group later, once the source serves (applySnowflake).
 func (n *Node) startSnowflake(ctx context.Context) error {
 	cfg := n.cfg
-	if cfg.Registry == RegistryOff {
+	if cfg.Registry.Kind == RegistryOff {
 		return nil
 	}
 	layout, err := cfg.layout()
@@ -283,8 +247,8 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	n.layout = layout
 	now := cfg.clock()
 	n.now = now
-	if cfg.FaultClockOffset != 0 || cfg.FaultClockStep != "" {
-		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.FaultClockOffset, "step", cfg.FaultClockStep)
+	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
+		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
 	}
 	left := layout.Remaining(now())
 	n.log.Info("snowflake layout", "layout", layout.String(), "expires", layout.Expires(), "left", left.Round(time.Hour))
@@ -292,14 +256,14 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		return fmt.Errorf("%w: the layout %s ran out of time bits at %v: choose a later epoch (--snowflake-epoch) or more time bits",
 			snowflake.ErrExpired, layout, layout.Expires().UTC())
 	}
-	if left < cfg.LayoutWarn {
+	if left < cfg.Snowflake.LayoutWarn {
 		msg := fmt.Sprintf("the snowflake layout %s runs out of time bits at %v (%v from now): choose a later epoch or more time bits before then",
 			layout, layout.Expires().UTC(), left.Round(time.Hour))
 		n.log.Error(msg)
 		n.events.Emit(events.Event{Kind: events.LayoutExpiring, Level: events.Error, Message: msg,
 			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
 	}
-	if cfg.PeerClockMax > 0 {
+	if cfg.Snowflake.PeerClockMax > 0 {
 		pc, err := ask.PeerClocks(ctx, n.nc, 500*time.Millisecond, now)
 		if err != nil {
 			return err
@@ -308,41 +272,41 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 			n.log.Info("peer clocks", "peers", len(pc.Peers), "offset", pc.Offset, "max", pc.Max)
 			n.peerOffset.Store(int64(pc.Offset))
 			lvl := events.Info
-			if pc.Offset.Abs() > cfg.PeerClockMax {
+			if pc.Offset.Abs() > cfg.Snowflake.PeerClockMax {
 				lvl = events.Error
 			}
 			n.events.Emit(events.Event{Kind: events.ClockOffset, Level: lvl,
 				Message: fmt.Sprintf("clock %v off the average of %d live nodes", (-pc.Offset).Round(time.Millisecond), len(pc.Peers)),
 				Fields:  map[string]any{"offset_ms": float64(-pc.Offset) / 1e6, "peers": pc.Peers}})
-			if pc.Offset.Abs() > cfg.PeerClockMax {
+			if pc.Offset.Abs() > cfg.Snowflake.PeerClockMax {
 				return fmt.Errorf("snowflake: this clock is %v off the average of %d live nodes (%s), more than --peer-clock-max %v: fix the clock",
-					(-pc.Offset).Round(time.Millisecond), len(pc.Peers), strings.Join(pc.Peers, ", "), cfg.PeerClockMax)
+					(-pc.Offset).Round(time.Millisecond), len(pc.Peers), strings.Join(pc.Peers, ", "), cfg.Snowflake.PeerClockMax)
 			}
 		}
 	}
-	open, err := n.registryOpener(layout)
+	open, err := registries[cfg.Registry.Kind](n, layout)
 	if err != nil {
 		return err
 	}
 	// The worker ids this data directory held before a restart, with their
 	// last leases: reported among the past ones (status), so that a node
 	// that gets one of them (its records erased) starts above them.
-	switch cfg.Registry {
+	switch cfg.Registry.Kind {
 	case RegistryKV, RegistryMySQL:
-		n.diskPast = snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.Registry)
+		n.diskPast = snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.Registry.Kind)
 	}
 	n.sfEvents = make(chan snowflake.State, 16)
 	n.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
 		Open:         open,
 		Layout:       layout,
 		Now:          now,
-		LeaseAhead:   cfg.LeaseAhead,
-		MaxBackward:  cfg.MaxBackward,
-		MaxStartWait: cfg.MaxStartWait,
+		LeaseAhead:   cfg.Snowflake.LeaseAhead,
+		MaxBackward:  cfg.Snowflake.MaxBackward,
+		MaxStartWait: cfg.Snowflake.MaxStartWait,
 		NewWorker:    n.noPeerServes,
 		Holder:       n.peerHolder,
 		PeerLease:    n.peerLease,
-		ClockSkew:    max(cfg.PeerClockMax, 0),
+		ClockSkew:    max(cfg.Snowflake.PeerClockMax, 0),
 		Logger:       n.log,
 		OnEvent:      n.onSnowflake,
 	})
@@ -351,77 +315,13 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	}
 	n.sfRing, err = producer.NewSnowflake(producer.SnowflakeConfig{
 		IDs:    n.src,
-		Size:   cfg.SnowflakeRing,
+		Size:   cfg.Snowflake.Ring,
 		MaxAge: max(time.Second, 2*layout.TimeUnit),
 		TimeOf: func(id int64) time.Time { return layout.Decompose(id).Time },
 		Now:    now,
 		Logger: n.log,
 	})
 	return err
-}
-
-// registryOpener returns the Open function of the configured registry.
-func (n *Node) registryOpener(layout snowflake.Layout) (func(context.Context) (snowflake.Registry, error), error) {
-	cfg := n.cfg
-	switch cfg.Registry {
-	case RegistryKV:
-		js, err := jetstream.New(n.nc)
-		if err != nil {
-			return nil, fmt.Errorf("jetstream: %w", err)
-		}
-		dir := filepath.Join(cfg.DataDir, "snowflake")
-		return func(ctx context.Context) (snowflake.Registry, error) {
-			r, err := kvlease.Open(ctx, js, layout, kvlease.Options{Replicas: cfg.KVReplicas, Node: cfg.Name})
-			if err != nil {
-				return nil, err
-			}
-			return n.leaseFiles(r, dir, RegistryKV), nil
-		}, nil
-	case RegistryZK:
-		servers := strings.Split(cfg.ZK, ",")
-		cache := filepath.Join(cfg.DataDir, "snowflake", "zk-"+strings.ReplaceAll(cfg.ZKAddr, ":", "-")+".json")
-		return func(ctx context.Context) (snowflake.Registry, error) {
-			// The cache file stands in for an unreachable ZooKeeper only at
-			// start (Leaf's workerID.properties): once a claim was held, a
-			// claim lost later (a partition past the session timeout) is
-			// claimed again in ZooKeeper only, where another process with
-			// this identity may hold it by now. The Source calls Open at
-			// start (again if the worker id was refused) and after each
-			// lost claim.
-			o := zk.Options{Name: cfg.ZKName, Addr: cfg.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.sfHeld.Load()}
-			r, err := zk.Open(ctx, servers, layout, o)
-			if err != nil {
-				return nil, err
-			}
-			// Wait here, not in Register, for a process that held this
-			// identity and died to lose its session: the Source times the
-			// claim from the start of Register.
-			if err := r.WaitFree(ctx); err != nil {
-				_ = r.Close()
-				return nil, err
-			}
-			return r, nil
-		}, nil
-	case RegistryMySQL:
-		dir := filepath.Join(cfg.DataDir, "snowflake")
-		return func(ctx context.Context) (snowflake.Registry, error) {
-			r, err := dbworker.Open(ctx, cfg.WorkerMySQL, layout, dbworker.Options{CreateTable: true, Host: cfg.Name})
-			if err != nil {
-				return nil, err
-			}
-			return n.leaseFiles(r, dir, RegistryMySQL), nil
-		}, nil
-	case RegistryStatic:
-		path := filepath.Join(cfg.DataDir, "snowflake", fmt.Sprintf("static-%d.json", cfg.WorkerID))
-		return func(context.Context) (snowflake.Registry, error) {
-			st, err := snowflake.NewStatic(layout, cfg.WorkerID)
-			if err != nil {
-				return nil, err
-			}
-			return snowflake.NewLeaseFile(st, path), nil
-		}, nil
-	}
-	return nil, fmt.Errorf("%w: worker-registry %q", ErrConfig, cfg.Registry)
 }
 
 // onSnowflake is the source's OnEvent: publish the event and hand the state
@@ -543,9 +443,9 @@ func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) 
 		case p.Snow.Layout != layout.String():
 			return fmt.Errorf("%w: snowflake: live node %s serves layout %s, this node %s: their ids can be equal; give every node the same --snowflake-layout, --snowflake-epoch and --snowflake-unit",
 				ErrConfig, p.Node, p.Snow.Layout, layout)
-		case p.Snow.Registry != n.cfg.Registry:
+		case p.Snow.Registry != n.cfg.Registry.Kind:
 			msg := fmt.Sprintf("live node %s takes snowflake worker ids from %s, this node from %s: two registries can give the same worker id, and then the same ids; give every node the same --worker-registry",
-				p.Node, p.Snow.Registry, n.cfg.Registry)
+				p.Node, p.Snow.Registry, n.cfg.Registry.Kind)
 			n.log.Error(msg)
 		}
 	}
@@ -577,7 +477,7 @@ func (n *Node) watchPeerClocks() {
 			continue
 		}
 		n.peerOffset.Store(int64(pc.Offset))
-		if max := n.cfg.PeerClockMax; max > 0 && pc.Offset.Abs() > max {
+		if max := n.cfg.Snowflake.PeerClockMax; max > 0 && pc.Offset.Abs() > max {
 			msg := fmt.Sprintf("clock %v off the average of %d live nodes, more than --peer-clock-max %v: fix the clock (NTP)",
 				(-pc.Offset).Round(time.Millisecond), len(pc.Peers), max)
 			n.log.Error(msg)

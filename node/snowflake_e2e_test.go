@@ -34,9 +34,9 @@ func threeSnowflakeNodes(t *testing.T, base node.Config) {
 	for i := range cfgs {
 		cfg := base
 		cfg.Name = fmt.Sprintf("sf-%d", i)
-		cfg.NATS = s.ClientURL()
+		cfg.NATS.URL = s.ClientURL()
 		cfg.DataDir = t.TempDir()
-		cfg.ZKAddr = fmt.Sprintf("127.0.0.1:%d", 7000+i)
+		cfg.Registry.ZKAddr = fmt.Sprintf("127.0.0.1:%d", 7000+i)
 		cfgs[i] = cfg
 		nodes[i] = startNode(t, cfg)
 	}
@@ -79,16 +79,16 @@ func waitServing(t *testing.T, n *node.Node) {
 }
 
 func TestThreeSnowflakeNodesKV(t *testing.T) {
-	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryKV})
+	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryConfig{Kind: node.RegistryKV}})
 }
 
 func TestThreeSnowflakeNodesZooKeeper(t *testing.T) {
 	zkAddr := testenv.ZooKeeper(t)
-	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryZK, ZK: zkAddr, ZKName: testenv.RandomName("e2e", 6)})
+	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryConfig{Kind: node.RegistryZK, ZK: zkAddr, ZKName: testenv.RandomName("e2e", 6)}})
 }
 
 func TestThreeSnowflakeNodesMySQL(t *testing.T) {
-	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryMySQL, MySQL: testenv.MySQL(t)})
+	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryConfig{Kind: node.RegistryMySQL}, Store: node.StoreConfig{MySQL: testenv.MySQL(t)}})
 }
 
 // takeAll takes n snowflake ids in batches of 1000.
@@ -113,11 +113,16 @@ func TestRestartClockBehind(t *testing.T) {
 		t.Run(reg, func(t *testing.T) {
 			s := natstest.RunServer(t)
 			nc := natstest.Connect(t, s.ClientURL())
-			cfg := node.Config{Name: "drill", NATS: s.ClientURL(), DataDir: t.TempDir(), Registry: reg, WorkerID: 7,
-				ZKAddr: "127.0.0.1:7100", PeerClockMax: -1}
+			cfg := node.Config{
+				Name:      "drill",
+				NATS:      node.NATSConfig{URL: s.ClientURL()},
+				DataDir:   t.TempDir(),
+				Registry:  node.RegistryConfig{Kind: reg, WorkerID: 7, ZKAddr: "127.0.0.1:7100"},
+				Snowflake: node.SnowflakeConfig{PeerClockMax: -1},
+			}
 			if reg == node.RegistryZK {
-				cfg.ZK = testenv.ZooKeeper(t)
-				cfg.ZKName = testenv.RandomName("drill", 6)
+				cfg.Registry.ZK = testenv.ZooKeeper(t)
+				cfg.Registry.ZKName = testenv.RandomName("drill", 6)
 			}
 			n := startNode(t, cfg)
 			waitServing(t, n)
@@ -129,8 +134,8 @@ func TestRestartClockBehind(t *testing.T) {
 
 			// Far behind: the start fails, with a clear error.
 			far := cfg
-			far.FaultClockOffset = -10 * time.Second
-			far.MaxStartWait = 2 * time.Second
+			far.Fault.ClockOffset = -10 * time.Second
+			far.Snowflake.MaxStartWait = 2 * time.Second
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if n, err := node.Start(ctx, far, nil); err == nil {
@@ -143,7 +148,7 @@ func TestRestartClockBehind(t *testing.T) {
 			// Within MaxStartWait: the node starts, stays out of the queue
 			// group while its clock is behind, then serves.
 			behind := cfg
-			behind.FaultClockOffset = -10 * time.Second
+			behind.Fault.ClockOffset = -10 * time.Second
 			n = startNode(t, behind)
 			if w := n.Snowflake().Worker(); w != worker {
 				t.Fatalf("restarted on worker %d, want %d", w, worker)
@@ -190,8 +195,13 @@ func TestClockStepPausesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	n := startNode(t, node.Config{Name: "step", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 3,
-		PeerClockMax: -1, LeaseAhead: time.Second, FaultClockStep: "-4s@2s"})
+	n := startNode(t, node.Config{
+		Name:      "step",
+		NATS:      node.NATSConfig{URL: s.ClientURL()},
+		Registry:  node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3},
+		Snowflake: node.SnowflakeConfig{PeerClockMax: -1, LeaseAhead: time.Second},
+		Fault:     node.FaultConfig{ClockStep: "-4s@2s"},
+	})
 	waitServing(t, n)
 	seen := map[int64]bool{}
 	record := func(ids []int64) {
@@ -239,11 +249,17 @@ func TestClockStepPausesAndResumes(t *testing.T) {
 // A node whose clock is far off the live nodes' refuses to start.
 func TestPeerClockCheck(t *testing.T) {
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "peer-a", NATS: s.ClientURL(), Registry: node.RegistryKV})
+	startNode(t, node.Config{Name: "peer-a", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "peer-b", NATS: s.ClientURL(), Registry: node.RegistryKV,
-		DataDir: t.TempDir(), HTTP: "127.0.0.1:0", FaultClockOffset: -10 * time.Second}, nil)
+	n, err := node.Start(ctx, node.Config{
+		Name:     "peer-b",
+		NATS:     node.NATSConfig{URL: s.ClientURL()},
+		Registry: node.RegistryConfig{Kind: node.RegistryKV},
+		DataDir:  t.TempDir(),
+		HTTP:     node.HTTPConfig{Addr: "127.0.0.1:0"},
+		Fault:    node.FaultConfig{ClockOffset: -10 * time.Second},
+	}, nil)
 	if err == nil {
 		_ = n.Close(context.Background())
 		t.Fatal("a node 10s off its peer started")
@@ -252,12 +268,12 @@ func TestPeerClockCheck(t *testing.T) {
 		t.Fatalf("error %v, want the peer clock check's", err)
 	}
 	// Within the threshold it starts.
-	startNode(t, node.Config{Name: "peer-c", NATS: s.ClientURL(), Registry: node.RegistryKV, FaultClockOffset: 300 * time.Millisecond})
+	startNode(t, node.Config{Name: "peer-c", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}, Fault: node.FaultConfig{ClockOffset: 300 * time.Millisecond}})
 }
 
 func TestSnowflakeMetrics(t *testing.T) {
 	s := natstest.RunServer(t)
-	n := startNode(t, node.Config{Name: "metrics", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 9})
+	n := startNode(t, node.Config{Name: "metrics", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 9}})
 	waitServing(t, n)
 	nc := natstest.Connect(t, s.ClientURL())
 	takeAll(t, nc, 10)
@@ -298,8 +314,14 @@ func TestLayoutExpiry(t *testing.T) {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "expired", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
-		Registry: node.RegistryStatic, Layout: "uidgen"}, nil)
+	n, err := node.Start(ctx, node.Config{
+		Name:      "expired",
+		NATS:      node.NATSConfig{URL: s.ClientURL()},
+		HTTP:      node.HTTPConfig{Addr: "off"},
+		DataDir:   t.TempDir(),
+		Registry:  node.RegistryConfig{Kind: node.RegistryStatic},
+		Snowflake: node.SnowflakeConfig{Layout: "uidgen"},
+	}, nil)
 	if err == nil {
 		_ = n.Close(context.Background())
 		t.Fatal("a node started on an expired layout")
@@ -315,8 +337,12 @@ func TestLayoutExpiry(t *testing.T) {
 	}
 	// 28 bits of seconds last 8.5 years: an epoch 8.4 years ago leaves ~5 weeks.
 	epoch := time.Now().Add(-8*365*24*time.Hour - 146*24*time.Hour).UTC().Format(time.DateOnly)
-	n = startNode(t, node.Config{Name: "expiring", NATS: s.ClientURL(), Registry: node.RegistryStatic,
-		Layout: "uidgen", Epoch: epoch})
+	n = startNode(t, node.Config{
+		Name:      "expiring",
+		NATS:      node.NATSConfig{URL: s.ClientURL()},
+		Registry:  node.RegistryConfig{Kind: node.RegistryStatic},
+		Snowflake: node.SnowflakeConfig{Layout: "uidgen", Epoch: epoch},
+	})
 	msg, err := layoutEvents.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatalf("no layout event: %v", err)
@@ -356,13 +382,13 @@ func TestWipedWorkerRegistry(t *testing.T) {
 
 func wipedWorkerRegistry(t *testing.T, reg string) {
 	s := natstest.RunServer(t)
-	base := node.Config{NATS: s.ClientURL(), Registry: reg}
+	base := node.Config{NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: reg}}
 	if reg == node.RegistryZK {
-		base.ZK, base.ZKName = testenv.ZooKeeper(t), testenv.RandomName("wipe", 6)
+		base.Registry.ZK, base.Registry.ZKName = testenv.ZooKeeper(t), testenv.RandomName("wipe", 6)
 	}
 	cfgA, cfgB := base, base
-	cfgA.Name, cfgA.ZKAddr = "wa", "127.0.0.1:7101"
-	cfgB.Name, cfgB.ZKAddr = "wb", "127.0.0.1:7102"
+	cfgA.Name, cfgA.Registry.ZKAddr = "wa", "127.0.0.1:7101"
+	cfgB.Name, cfgB.Registry.ZKAddr = "wb", "127.0.0.1:7102"
 	a := startNode(t, cfgA)
 	waitServing(t, a)
 
@@ -417,9 +443,9 @@ func wipedWorkerRegistry(t *testing.T, reg string) {
 // wipeRegistry deletes cfg's worker registry as an operator would.
 func wipeRegistry(t *testing.T, cfg node.Config) {
 	t.Helper()
-	switch cfg.Registry {
+	switch cfg.Registry.Kind {
 	case node.RegistryKV:
-		js, err := jetstream.New(natstest.Connect(t, cfg.NATS))
+		js, err := jetstream.New(natstest.Connect(t, cfg.NATS.URL))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +455,7 @@ func wipeRegistry(t *testing.T, cfg node.Config) {
 			t.Fatal(err)
 		}
 	case node.RegistryZK:
-		conn, _, err := zkclient.Connect([]string{cfg.ZK}, 10*time.Second, zkclient.WithLogInfo(false))
+		conn, _, err := zkclient.Connect([]string{cfg.Registry.ZK}, 10*time.Second, zkclient.WithLogInfo(false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,6 +473,6 @@ func wipeRegistry(t *testing.T, cfg node.Config) {
 				t.Fatalf("zk delete %s: %v", path, err)
 			}
 		}
-		rm("/snowflake/" + cfg.ZKName)
+		rm("/snowflake/" + cfg.Registry.ZKName)
 	}
 }

@@ -69,7 +69,7 @@ func (n *Node) status() wire.NodeStatus {
 		sf := &wire.SnowflakeStatus{
 			State:      n.src.State().String(),
 			Worker:     n.src.Worker(),
-			Registry:   n.cfg.Registry,
+			Registry:   n.cfg.Registry.Kind,
 			Layout:     l.String(),
 			Expires:    l.Expires().UnixNano(),
 			Joined:     n.SnowflakeJoined(),

@@ -15,8 +15,8 @@ import (
 // snowflake state.
 func TestStatus(t *testing.T) {
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "st-a", NATS: s.ClientURL(), Registry: node.RegistryStatic, WorkerID: 1})
-	startNode(t, node.Config{Name: "st-b", NATS: s.ClientURL(), Registry: node.RegistryOff})
+	a := startNode(t, node.Config{Name: "st-a", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 1}})
+	startNode(t, node.Config{Name: "st-b", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}})
 	waitServing(t, a)
 	nc := natstest.Connect(t, s.ClientURL())
 	for range 20 {

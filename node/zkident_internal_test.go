@@ -57,12 +57,12 @@ func TestZKIdentity(t *testing.T) {
 			c, err := Parse(append([]string{"--worker-registry", "zk"}, tc.args...), func(string) string { return "" }, io.Discard)
 			if tc.fails {
 				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("got %v (zk-addr %q), want ErrConfig naming %s", err, c.ZKAddr, tc.want)
+					t.Fatalf("got %v (zk-addr %q), want ErrConfig naming %s", err, c.Registry.ZKAddr, tc.want)
 				}
 				return
 			}
-			if err != nil || c.ZKAddr != tc.want {
-				t.Fatalf("zk-addr %q, %v; want %q", c.ZKAddr, err, tc.want)
+			if err != nil || c.Registry.ZKAddr != tc.want {
+				t.Fatalf("zk-addr %q, %v; want %q", c.Registry.ZKAddr, err, tc.want)
 			}
 		})
 	}

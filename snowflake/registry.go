@@ -38,6 +38,12 @@ type Registration struct {
 	// ids before. A worker id with no lease on record then need not wait
 	// out a holder that stopped.
 	Fresh bool
+	// Partial: LastLease is only what this process recorded itself (a
+	// cache file standing in for an unreachable registry), not the
+	// registry's: another process with the same identity may have leased
+	// the worker id beyond it since. The Source then waits out a holder
+	// that stopped, as for a worker id with no lease on record.
+	Partial bool
 }
 
 // Registry hands out worker ids and keeps their time leases: the seam

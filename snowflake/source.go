@@ -380,15 +380,18 @@ func (src *Source) register(ctx context.Context, first bool) error {
 	if t, ok := reg.(ClaimTTLer); ok && t.ClaimTTL() > 0 {
 		ttl = t.ClaimTTL()
 	}
-	if r.LastLease.IsZero() && ttl > 0 {
+	if (r.LastLease.IsZero() || r.Partial) && ttl > 0 {
 		// No lease on record: a new worker id, or one whose records were
-		// erased. A process that served it and has stopped made ids at
-		// most BorrowAhead past its clock, which ran at most ClockSkew
-		// ahead of this one (helper-20 erased a worker's
-		// records, stopped its holder and started another node: 29,403
-		// duplicates). One that still serves it stops when its claim
-		// lapses, a ClaimTTL from now at most.
-		// A registry that had recorded nothing (Fresh) had no holder.
+		// erased; or only this process's own record of it (Partial). A
+		// process that served it and has stopped made ids at most
+		// BorrowAhead past its clock, which ran at most ClockSkew ahead
+		// of this one (helper-20 erased a worker's records, stopped its
+		// holder and started another node: 29,403 duplicates; helper-25
+		// started a node from its ZooKeeper cache file just after another
+		// host with the same identity stopped: 24,261). One that still
+		// serves it stops when its claim lapses, a ClaimTTL from now at
+		// most. A registry that had recorded nothing (Fresh) had no
+		// holder.
 		var wait time.Duration
 		switch {
 		case src.cfg.NewWorker == nil || !src.cfg.NewWorker(ctx, r.Worker):
@@ -400,7 +403,7 @@ func (src *Source) register(ctx context.Context, first bool) error {
 			src.log.Info("snowflake: the registry has no time lease for this worker id: waiting out the lease a stopped process may have had",
 				"worker", r.Worker, "wait", wait)
 		}
-		if wait > 0 {
+		if wait > 0 && now.Add(wait).After(r.LastLease) {
 			r.LastLease = now.Add(wait)
 		}
 	}

@@ -20,7 +20,7 @@ func startLeafd(t *testing.T) string {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "ctl", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir()}, nil)
+	n, err := node.Start(ctx, node.Config{Name: "ctl", NATS: node.NATSConfig{URL: s.ClientURL()}, HTTP: node.HTTPConfig{Addr: "off"}, DataDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +124,12 @@ func TestCredentials(t *testing.T) {
 	s := natstest.RunServer(t, func(o *server.Options) { o.Username, o.Password = "ctl", secret })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "ctl-auth", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
-		Auth: natsauth.Config{User: "ctl", Password: secret}}, nil)
+	n, err := node.Start(ctx, node.Config{
+		Name:    "ctl-auth",
+		NATS:    node.NATSConfig{URL: s.ClientURL(), Auth: natsauth.Config{User: "ctl", Password: secret}},
+		HTTP:    node.HTTPConfig{Addr: "off"},
+		DataDir: t.TempDir(),
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,14 @@ func TestNodesPoolBatch(t *testing.T) {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "ctl-pool", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
-		Registry: node.RegistryStatic, WorkerID: 2, Pool: "demo,snowflake", PoolDepth: 4, PoolBatch: 50}, nil)
+	n, err := node.Start(ctx, node.Config{
+		Name:     "ctl-pool",
+		NATS:     node.NATSConfig{URL: s.ClientURL()},
+		HTTP:     node.HTTPConfig{Addr: "off"},
+		DataDir:  t.TempDir(),
+		Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 2},
+		Pool:     node.PoolConfig{Tags: "demo,snowflake", Depth: 4, Batch: 50},
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +87,14 @@ func TestBenchPool(t *testing.T) {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "bench-pool", NATS: s.ClientURL(), HTTP: "off", DataDir: t.TempDir(),
-		Registry: node.RegistryStatic, WorkerID: 3, Pool: "bp,snowflake", PoolDepth: 8, PoolBatch: 100}, nil)
+	n, err := node.Start(ctx, node.Config{
+		Name:     "bench-pool",
+		NATS:     node.NATSConfig{URL: s.ClientURL()},
+		HTTP:     node.HTTPConfig{Addr: "off"},
+		DataDir:  t.TempDir(),
+		Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3},
+		Pool:     node.PoolConfig{Tags: "bp,snowflake", Depth: 8, Batch: 100},
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,9 +40,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 2
 	}
 	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated by Parse
+	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // validated by Parse
 	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
-	if cfg.LogFormat == "json" {
+	if cfg.Log.Format == "json" {
 		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
 	log := slog.New(handler)

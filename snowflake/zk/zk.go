@@ -274,7 +274,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		}
 		return snowflake.Registration{}, r.fail(ctx, "register", err)
 	}
-	path, _, err := r.findOrCreate(cctx)
+	path, _, created, err := r.findOrCreate(cctx)
 	if err != nil {
 		return snowflake.Registration{}, r.fail(ctx, "register", err)
 	}
@@ -293,7 +293,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	}
 	fctx, fcancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer fcancel()
-	ep, version, err := r.fence(fctx, path, worker)
+	ep, lease, version, err := r.fence(fctx, path, worker, created)
 	if err != nil {
 		return snowflake.Registration{}, r.fail(ctx, "register", err)
 	}
@@ -311,8 +311,8 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: the session changed while registering worker %d", snowflake.ErrRegistryUnavailable, worker)
 	}
 	var last time.Time
-	if ep.Timestamp > 0 {
-		last = time.UnixMilli(ep.Timestamp)
+	if lease > 0 {
+		last = time.UnixMilli(lease)
 	}
 	r.registered, r.worker, r.path, r.lease = true, worker, path, last
 	r.held.Store(true)
@@ -454,8 +454,13 @@ func (r *Registry) WaitFree(ctx context.Context) error {
 // read: its timestamp becomes the higher of its own and the cache file's
 // lease of worker. The write bumps the version, so every earlier
 // registration's conditional Lease fails from then on. It returns the data
-// written and the new version.
-func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoint, int32, error) {
+// written, the worker's last lease (unix ms, 0 if none) and the new
+// version. A znode this registration created (created) and nobody wrote
+// since holds its creation time, which is no one's lease: after
+// /snowflake/<name> was removed, the new znode of a worker id that a
+// stopped process served must not hide that there is no lease on record
+// (helper-25: 32,551 duplicates).
+func (r *Registry) fence(ctx context.Context, path string, worker int64, created bool) (endpoint, int64, int32, error) {
 	cached := r.cachedLease(worker)
 	lp := r.leasePath(worker)
 	for _, p := range []string{r.leases, lp} {
@@ -464,29 +469,34 @@ func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoi
 			return err
 		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return endpoint{}, 0, fmt.Errorf("create %s: %w", p, err)
+			return endpoint{}, 0, 0, fmt.Errorf("create %s: %w", p, err)
 		}
 	}
 	for {
 		ep, version, err := r.read(ctx, path)
 		if err != nil {
-			return endpoint{}, 0, err
+			return endpoint{}, 0, 0, err
 		}
 		wl, err := r.readLease(ctx, lp)
 		if err != nil {
-			return endpoint{}, 0, err
+			return endpoint{}, 0, 0, err
 		}
-		ep.Timestamp = max(ep.Timestamp, cached, wl)
+		own := ep.Timestamp
+		if created && version == 0 {
+			own = 0
+		}
+		lease := max(own, cached, wl)
+		ep.Timestamp = max(ep.Timestamp, lease)
 		if ep.IP == "" {
 			ep.IP, ep.Port = r.ip, r.port
 		}
 		data, err := json.Marshal(ep)
 		if err != nil {
-			return endpoint{}, 0, err
+			return endpoint{}, 0, 0, err
 		}
-		ldata, err := json.Marshal(workerLease{Timestamp: ep.Timestamp, Addr: r.opts.Addr})
+		ldata, err := json.Marshal(workerLease{Timestamp: lease, Addr: r.opts.Addr})
 		if err != nil {
-			return endpoint{}, 0, err
+			return endpoint{}, 0, 0, err
 		}
 		var res []zk.MultiResponse
 		err = r.call(ctx, func() (err error) {
@@ -497,12 +507,12 @@ func (r *Registry) fence(ctx context.Context, path string, worker int64) (endpoi
 		})
 		if err == nil {
 			if len(res) > 0 && res[0].Stat != nil {
-				return ep, res[0].Stat.Version, nil
+				return ep, lease, res[0].Stat.Version, nil
 			}
-			return ep, version + 1, nil
+			return ep, lease, version + 1, nil
 		}
 		if !errors.Is(err, zk.ErrBadVersion) {
-			return endpoint{}, 0, fmt.Errorf("set %s: %w", path, err)
+			return endpoint{}, 0, 0, fmt.Errorf("set %s: %w", path, err)
 		}
 		// An earlier holder's last Lease got in first: catch up with the
 		// leader and read its lease.
@@ -580,12 +590,14 @@ func (r *Registry) registerCachedLocked(cause error) (snowflake.Registration, er
 		last = time.UnixMilli(c.Lease)
 	}
 	r.registered, r.cached, r.worker, r.lease = true, true, c.Worker, last
-	return snowflake.Registration{Worker: c.Worker, LastLease: last}, nil
+	// The cache holds this host's leases only: another process with this
+	// identity may have used the worker id in ZooKeeper since (Partial).
+	return snowflake.Registration{Worker: c.Worker, LastLease: last, Partial: true}, nil
 }
 
 // findOrCreate returns the forever znode of this Addr, creating the parents
-// and the node when missing, and its data.
-func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, error) {
+// and the node when missing, its data, and whether it created the node.
+func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, bool, error) {
 	parts := strings.Split(strings.TrimPrefix(r.root, "/"), "/")
 	for i := range parts {
 		p := "/" + strings.Join(parts[:i+1], "/")
@@ -594,7 +606,7 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, error) {
 			return err
 		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return "", endpoint{}, fmt.Errorf("create %s: %w", p, err)
+			return "", endpoint{}, false, fmt.Errorf("create %s: %w", p, err)
 		}
 	}
 	var children []string
@@ -603,20 +615,20 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, error) {
 		return err
 	})
 	if err != nil {
-		return "", endpoint{}, fmt.Errorf("children of %s: %w", r.root, err)
+		return "", endpoint{}, false, fmt.Errorf("children of %s: %w", r.root, err)
 	}
 	prefix := r.opts.Addr + "-"
 	if path := r.mine(children); path != "" {
 		ep, _, err := r.read(ctx, path)
 		if err != nil {
-			return "", endpoint{}, err
+			return "", endpoint{}, false, err
 		}
-		return path, ep, nil
+		return path, ep, false, nil
 	}
 	ep := endpoint{IP: r.ip, Port: r.port, Timestamp: r.now().UnixMilli()}
 	data, err := json.Marshal(ep)
 	if err != nil {
-		return "", endpoint{}, err
+		return "", endpoint{}, false, err
 	}
 	var path string
 	err = r.call(ctx, func() (err error) {
@@ -624,9 +636,9 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, error) {
 		return err
 	})
 	if err != nil {
-		return "", endpoint{}, fmt.Errorf("create %s: %w", r.root+"/"+prefix, err)
+		return "", endpoint{}, false, fmt.Errorf("create %s: %w", r.root+"/"+prefix, err)
 	}
-	return path, ep, nil
+	return path, ep, true, nil
 }
 
 // mine returns the forever znode of this Addr among children of the
@@ -818,7 +830,7 @@ func (r *Registry) upgrade(ctx context.Context, worker int64, cur time.Time) err
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	path, _, err := r.findOrCreate(cctx)
+	path, _, _, err := r.findOrCreate(cctx)
 	if err != nil {
 		return r.fail(ctx, "lease", err)
 	}
@@ -843,7 +855,7 @@ func (r *Registry) upgrade(ctx context.Context, worker int64, cur time.Time) err
 	if last := max(ep.Timestamp, wl); !cur.IsZero() && last > cur.UnixMilli() {
 		return lost("ZooKeeper has a lease of it (%d ms) beyond this registration's (%d ms): another process used the worker id", last, cur.UnixMilli())
 	}
-	ep, version, err := r.fence(cctx, path, worker)
+	ep, _, version, err := r.fence(cctx, path, worker, false)
 	if err != nil {
 		return r.fail(ctx, "lease", err)
 	}

@@ -822,3 +822,80 @@ func TestSequenceRestart(t *testing.T) {
 		t.Fatalf("after the sequence started over: %+v, want worker %d and LastLease >= %v", reg3, reg1.Worker, t1)
 	}
 }
+
+// TestNewZnodeHasNoLease: a forever znode that Register creates holds its
+// creation time, which is no one's lease: LastLease is zero, so that the
+// Source waits out a stopped holder of the worker id. After an operator
+// removed /snowflake/<name> whole, the worker id a stopped node served
+// comes back with a new znode; reported as a lease of now, it let the next
+// node serve at once, below the stopped node's last ids (helper-25: 32,551
+// duplicates).
+func TestNewZnodeHasNoLease(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	name := testenv.RandomName("nolease_", 6)
+	r1 := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.1.8:80"})
+	reg1 := register(t, r1)
+	if !reg1.LastLease.IsZero() {
+		t.Fatalf("first registration of a new znode: LastLease %v, want zero", reg1.LastLease)
+	}
+	t1 := time.Now().Add(time.Minute)
+	if err := r1.Lease(ctxT(t), t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Registered again, the znode's lease comes back.
+	r2 := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.1.8:80"})
+	if reg := register(t, r2); reg.Worker != reg1.Worker || reg.LastLease.Before(t1) {
+		t.Fatalf("registered again: %+v, want worker %d and LastLease >= %v", reg, reg1.Worker, t1)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The whole tree removed: the worker id comes back with no lease.
+	conn := zkConn(t, servers)
+	var rm func(string)
+	rm = func(path string) {
+		kids, _, err := conn.Children(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kids {
+			rm(path + "/" + k)
+		}
+		if err := conn.Delete(path, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm("/snowflake/" + name)
+	r3 := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.1.9:80"})
+	if reg := register(t, r3); reg.Worker != reg1.Worker || !reg.LastLease.IsZero() {
+		t.Fatalf("after /snowflake/%s was removed: %+v, want worker %d with no lease (zero)", name, reg, reg1.Worker)
+	}
+}
+
+// TestCacheRegistrationIsPartial: a registration from the cache file
+// carries this host's own lease only, and says so (Partial): another
+// process with the same identity may have used the worker id since.
+func TestCacheRegistrationIsPartial(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	name := testenv.RandomName("partial_", 6)
+	cache := filepath.Join(t.TempDir(), "zk-cache.json")
+	r1 := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.2.8:80", CacheFile: cache})
+	reg1 := register(t, r1)
+	if reg1.Partial {
+		t.Fatalf("registration through ZooKeeper: %+v, want not Partial", reg1)
+	}
+	if err := r1.Lease(ctxT(t), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r2 := open(t, []string{"127.0.0.1:1"}, snowflake.LeafLayout(), zk.Options{Name: name, Addr: "10.4.2.8:80", CacheFile: cache, Timeout: time.Second})
+	reg2 := register(t, r2)
+	if reg2.Worker != reg1.Worker || !reg2.Partial || reg2.LastLease.IsZero() {
+		t.Fatalf("registration from the cache file: %+v, want worker %d, Partial, with the cached lease", reg2, reg1.Worker)
+	}
+}
