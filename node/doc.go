@@ -32,13 +32,22 @@
 // at start about every stream it depends on that has one replica, and on
 // MySQL about settings under which a commit is not durable.
 //
-// Start builds everything in dependency order and Close tears it down in
-// reverse: leave the queue group first (so NATS sends requests to the other
-// nodes), then stop refills, the engine and the store, drain the connection
-// and shut the embedded server down. No goroutine outlives Close.
+// Start builds everything in dependency order, pushing each subsystem's
+// stop on a stack (stops.go) before it starts it, and Close runs the stack
+// last-first: say goodbye and stop HTTP, hand the monotonic tags over,
+// leave the queue groups (so NATS sends requests to the other nodes), hand
+// back unserved ids, stop the engine and the store, drain the connection
+// and shut the embedded server down, from wherever a start got to. No
+// goroutine outlives Close.
 //
-// Config is filled from flags and LEAF_* environment variables by Parse; its
-// zero value is the zero-setup default.
+// Config holds one struct per subsystem (NATSConfig, HTTPConfig,
+// StoreConfig, RegistryConfig, SnowflakeConfig, PoolConfig, LogConfig,
+// FaultConfig), each with one settings table in config.go: flag, LEAF_*
+// variable, default and help, from which Parse, leafd -h, Validate's
+// defaults and the README's Configuration table follow. Its zero value is
+// the zero-setup default. A segment store or worker registry is opened by
+// name through the tables of openers.go, the one place a name meets its
+// package.
 //
 // The room: floor 5 of the README's Layout; it imports client/ask, events,
 // httpapi, internal/buildinfo, internal/fsutil, internal/natsauth, mono,
