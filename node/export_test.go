@@ -13,4 +13,4 @@ func SetMonoBalanceEvery(d time.Duration) func() {
 // TakeSnowflake takes len(dst) ids from the node's snowflake ring, the
 // ring its responder answers leaf.snowflake from, without asking NATS
 // (where another node may answer).
-func (n *Node) TakeSnowflake(dst []int64) int { return n.sfRing.Try(dst) }
+func (n *Node) TakeSnowflake(dst []int64) int { return n.sf.ring.Try(dst) }

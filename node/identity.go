@@ -88,13 +88,13 @@ func (n *Node) checkName(ctx context.Context) error {
 // registration (peerHolder, peerLease, noPeerServes), asking at most once
 // a second.
 func (n *Node) peerStatus(ctx context.Context) ([]wire.NodeStatus, error) {
-	n.peersMu.Lock()
-	defer n.peersMu.Unlock()
-	if n.peersAt.IsZero() || time.Since(n.peersAt) > time.Second {
-		n.peersSeen, n.peersErr = ask.Status(ctx, n.nc, n.window())
-		n.peersAt = time.Now()
+	n.view.mu.Lock()
+	defer n.view.mu.Unlock()
+	if n.view.at.IsZero() || time.Since(n.view.at) > time.Second {
+		n.view.seen, n.view.err = ask.Status(ctx, n.nc, n.window())
+		n.view.at = time.Now()
 	}
-	return n.peersSeen, n.peersErr
+	return n.view.seen, n.view.err
 }
 
 // peerLease is the snowflake.SourceConfig.PeerLease: the highest time
@@ -132,10 +132,10 @@ func (n *Node) peerLease(ctx context.Context, worker int64) time.Time {
 // claim, B asked after that, so after A's claim, and sees it. At least
 // one of the two refuses (both may; never neither).
 func (n *Node) peerHolder(ctx context.Context, worker int64) string {
-	n.claim.Store(worker)
-	n.peersMu.Lock()
-	n.peersAt = time.Time{}
-	n.peersMu.Unlock()
+	n.sf.claim.Store(worker)
+	n.view.mu.Lock()
+	n.view.at = time.Time{}
+	n.view.mu.Unlock()
 	peers, err := n.peerStatus(ctx)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids", "worker", worker, "err", err)
@@ -164,7 +164,7 @@ func holds(p wire.NodeStatus, worker int64) bool {
 func (n *Node) answerStarting(ctx context.Context) error {
 	if n.cfg.Registry.Kind != RegistryOff {
 		if l, err := n.cfg.layout(); err == nil {
-			n.earlyLayout = l.String()
+			n.sf.earlyLayout = l.String()
 		}
 	}
 	sub, err := n.nc.Subscribe(wire.StatusSubject, func(m *nats.Msg) {
@@ -206,8 +206,8 @@ func (n *Node) startingStatus() wire.NodeStatus {
 	st := n.who()
 	st.Problems, st.Starting = []string{"starting"}, true
 	if n.cfg.Registry.Kind != RegistryOff {
-		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry.Kind, Layout: n.earlyLayout}
-		if c := n.claim.Load(); c >= 0 {
+		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry.Kind, Layout: n.sf.earlyLayout}
+		if c := n.sf.claim.Load(); c >= 0 {
 			st.Snow.Claim = &c
 		}
 	}

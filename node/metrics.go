@@ -116,7 +116,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.procSecs, prometheus.CounterValue, e.ProcessingTime.Seconds(), e.Name)
 		}
 	}
-	if src := n.src; src != nil {
+	if src := n.sf.src; src != nil {
 		cur := src.State()
 		for st := snowflake.StateWaiting; st <= snowflake.StateClosed; st++ {
 			v := 0.0
@@ -127,9 +127,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.sfWorker, prometheus.GaugeValue, float64(src.Worker()))
 		ch <- prometheus.MustNewConstMetric(c.sfLease, prometheus.GaugeValue, float64(src.Leased().UnixNano())/1e9)
-		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sfTransitions.Load()))
-		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.layout.Remaining(n.now()).Seconds())
-		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, float64(n.peerOffset.Load())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sf.transitions.Load()))
+		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.sf.layout.Remaining(n.sf.now()).Seconds())
+		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, float64(n.view.offset.Load())/1e9)
 	}
 	if p := n.pool; p != nil {
 		for subject, level := range p.Levels() {
@@ -141,7 +141,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.evSent, prometheus.CounterValue, float64(ec.Published), ec.Kind)
 		ch <- prometheus.MustNewConstMetric(c.evDropped, prometheus.CounterValue, float64(ec.Suppressed), ec.Kind)
 	}
-	if r := n.sfRing; r != nil {
+	if r := n.sf.ring; r != nil {
 		st := r.Stats()
 		ch <- prometheus.MustNewConstMetric(c.sfRingLen, prometheus.GaugeValue, float64(st.Len))
 		ch <- prometheus.MustNewConstMetric(c.sfRingCap, prometheus.GaugeValue, float64(st.Cap))

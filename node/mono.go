@@ -62,14 +62,26 @@ type monoTag struct {
 
 // startMono opens the lease bucket and starts a leader for every
 // monotonic tag. A node whose NATS has no JetStream for the lease logs it
-// and serves no monotonic tag; the other modes are not affected.
+// and serves no monotonic tag; the other modes are not affected. A bucket
+// that does not answer in time is a transient error: Start tries again.
 func (n *Node) startMono(ctx context.Context) error {
 	js, err := jetstream.New(n.nc)
 	if err != nil {
 		return err
 	}
 	lease, err := kvlease.Open(ctx, js, kvlease.Options{Replicas: n.cfg.Store.KVReplicas})
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		n.log.Error("mono: no lease bucket: this node serves no monotonic tag", "err", err)
+		return nil
+	case transient(err):
+		// JetStream is there but slow (a loaded server, a leader
+		// election): Start tries again, as for the store. Given up at
+		// once, the node served no monotonic tag until restarted (CI,
+		// a loaded machine: TestNATSClusterPermissions).
+		return err
+	default:
 		n.log.Error("mono: no lease bucket: this node serves no monotonic tag", "err", err)
 		return nil
 	}

@@ -35,7 +35,7 @@ func TestNoPeerServes(t *testing.T) {
 	a := start("holder", 5)
 	b := start("newcomer", 6)
 	testenv.Eventually(t, "both serving", 10*time.Second, func() bool {
-		return a.src.State() == snowflake.StateServing && b.src.State() == snowflake.StateServing
+		return a.sf.src.State() == snowflake.StateServing && b.sf.src.State() == snowflake.StateServing
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -76,6 +76,6 @@ func TestPeerClockWatched(t *testing.T) {
 	start("steady", 1, "")
 	drifter := start("drifter", 2, "3s@500ms") // its clock jumps 3 s ahead half a second after the start
 	testenv.Eventually(t, "the drift measured", 10*time.Second, func() bool {
-		return time.Duration(drifter.peerOffset.Load()) < -2*time.Second
+		return time.Duration(drifter.view.offset.Load()) < -2*time.Second
 	})
 }

@@ -34,58 +34,74 @@ import (
 
 // Node is one running leafd.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	ns      *server.Server // nil when joining an existing NATS
-	nc      *nats.Conn
-	store   segment.Store
-	engine  *segment.Engine
-	prod    *producer.Producer
-	resp    *responder.Responder
-	http    *http.Server
-	httpLn  net.Listener
-	httpWG  sync.WaitGroup
-	httpOff sync.Once
-	stops   stops // what Close runs: pushed by Start, one subsystem at a time
-	closeMu sync.Mutex
-	closed  bool
-
-	layout        snowflake.Layout
-	now           func() time.Time // snowflake clock
-	src           *snowflake.Source
-	sfRing        *producer.Snowflake
-	sfEvents      chan snowflake.State
-	sfStop        chan struct{}
-	sfWG          sync.WaitGroup
-	sfTransitions atomic.Uint64
-	sfHeld        atomic.Bool         // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
-	diskPast      map[int64]time.Time // worker ids of this data directory's lease files, set before snowflake starts
-	peersMu       sync.Mutex          // guards the peer status below (peerStatus)
-	peersAt       time.Time
-	peersSeen     []wire.NodeStatus
-	peersErr      error
-	peerOffset    atomic.Int64       // nanos: the peers' average clock minus ours, at start and every peerClockEvery
-	claim         atomic.Int64       // worker id of the last registration (-1: none); in the status from before the peers are asked
-	early         *nats.Subscription // answers leaf.admin.status while the node starts (answerStarting)
-	earlyLayout   string             // the snowflake layout the starting node reports
-
-	started time.Time
-	// instance tells this process from another one under the same name
-	// (wire.NodeStatus.Instance).
-	instance string
-	pool     *pool.Filler
-	steps    *segment.StepFile
-	met      *liveMetrics
+	cfg      Config
+	log      *slog.Logger
+	started  time.Time
+	instance string       // tells this process from another one under the same name (wire.NodeStatus.Instance)
+	start    starting     // what Start waits for, on /readyz
+	met      *liveMetrics // request metrics (metrics.go has the collector of the rest)
 	events   *events.Publisher
-	health   storeHealth
 	lock     *dirLock // DataDir/leafd.lock, held while the node runs
-	peers    *peerFloors
-	opaque   *opaque.Key                  // of opaque tags; nil: refused
-	floors   segment.Floors               // the engine's, shared with the monotonic leaders
-	mono     atomic.Pointer[monoServer]   // leaders of the monotonic tags; nil until started
-	start    starting                     // what Start waits for, on /readyz
-	api      atomic.Pointer[http.Handler] // the HTTP API, once started
-	reg      *prometheus.Registry         // /metrics
+	stops    stops    // what Close runs: pushed by Start, one subsystem at a time
+	closeMu  sync.Mutex
+	closed   bool
+
+	ns    *server.Server // nil when joining an existing NATS
+	nc    *nats.Conn
+	early *nats.Subscription // answers leaf.admin.status while the node starts (answerStarting)
+	web   web                // HTTP: /healthz, /metrics, the API once started
+
+	// Segment ids.
+	store  segment.Store
+	health storeHealth
+	steps  *segment.StepFile
+	floors segment.Floors // the engine's, shared with the monotonic leaders
+	peers  *peerFloors
+	opaque *opaque.Key // of opaque tags; nil: refused
+	engine *segment.Engine
+	prod   *producer.Producer
+	pool   *pool.Filler
+	mono   atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
+
+	sf   snowNode // snowflake ids
+	view peerView // the live peers' statuses, as last asked
+	resp *responder.Responder
+}
+
+// web is the node's HTTP server.
+type web struct {
+	srv *http.Server
+	ln  net.Listener
+	wg  sync.WaitGroup
+	off sync.Once
+	api atomic.Pointer[http.Handler] // the HTTP API, once started
+	reg *prometheus.Registry         // /metrics
+}
+
+// snowNode is the node's snowflake: the source and its ring, the states
+// they went through, and what the node knows of its worker ids.
+type snowNode struct {
+	layout      snowflake.Layout
+	now         func() time.Time // the snowflake clock
+	src         *snowflake.Source
+	ring        *producer.Snowflake
+	states      chan snowflake.State // the source's states, for applySnowflake
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	transitions atomic.Uint64
+	held        atomic.Bool         // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
+	diskPast    map[int64]time.Time // worker ids of this data directory's lease files, set before snowflake starts
+	claim       atomic.Int64        // worker id of the last registration (-1: none); in the status from before the peers are asked
+	earlyLayout string              // the snowflake layout the starting node reports
+}
+
+// peerView is what the node last heard of its live peers (peerStatus).
+type peerView struct {
+	mu     sync.Mutex // guards at, seen and err
+	at     time.Time
+	seen   []wire.NodeStatus
+	err    error
+	offset atomic.Int64 // nanos: the peers' average clock minus ours, at start and every peerClockEvery
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -100,9 +116,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if log == nil {
 		log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), started: time.Now(), instance: newInstance(), met: newLiveMetrics(),
-		health: storeHealth{fails: map[string]storeFail{}}}
-	n.claim.Store(-1)
+	n := &Node{
+		cfg:      cfg,
+		log:      log.With("node", cfg.Name),
+		started:  time.Now(),
+		instance: newInstance(),
+		met:      newLiveMetrics(),
+		health:   storeHealth{fails: map[string]storeFail{}},
+	}
+	n.sf.claim.Store(-1)
 	defer func() {
 		if err != nil {
 			_ = n.Close(context.Background())
@@ -229,16 +251,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	})
 	n.prod.Preload()
 	n.stops.push("snowflake source", func(context.Context) error {
-		if n.src == nil {
+		if n.sf.src == nil {
 			return nil
 		}
-		return n.src.Close()
+		return n.sf.src.Close()
 	})
 	n.stops.push("snowflake ring", func(context.Context) error {
-		if n.sfRing == nil {
+		if n.sf.ring == nil {
 			return nil
 		}
-		return n.sfRing.Close()
+		return n.sf.ring.Close()
 	})
 	if err := n.await(ctx, "registering a snowflake worker", n.startSnowflake); err != nil {
 		return nil, err
@@ -259,15 +281,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Version:  buildinfo.Version,
 		MaxBatch: cfg.MaxBatch,
 		Logger:   n.log,
-		Layout:   n.layout,
-		Now:      n.now,
+		Layout:   n.sf.layout,
+		Now:      n.sf.now,
 		Observe:  n.met.observe,
 		Status:   n.status,
 		Floor:    n.engine.Floor,
 		Opaque:   n.opaque,
 	}
-	if n.sfRing != nil {
-		rc.Snowflake = n.sfRing
+	if n.sf.ring != nil {
+		rc.Snowflake = n.sf.ring
 	}
 	n.resp, err = responder.Start(rc)
 	if err != nil {
@@ -277,22 +299,22 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.stopStarting(ctx); err != nil {
 		return nil, err
 	}
-	if n.src != nil {
-		if n.src.State() == snowflake.StateServing {
+	if n.sf.src != nil {
+		if n.sf.src.State() == snowflake.StateServing {
 			if err := n.resp.SetSnowflake(true); err != nil {
 				return nil, err
 			}
 		}
-		n.sfStop = make(chan struct{})
+		n.sf.stop = make(chan struct{})
 		n.stops.push("snowflake state", func(context.Context) error {
-			close(n.sfStop)
-			n.sfWG.Wait()
+			close(n.sf.stop)
+			n.sf.wg.Wait()
 			return nil
 		})
-		n.sfWG.Add(2)
+		n.sf.wg.Add(2)
 		go n.applySnowflake()
 		go n.watchPeerClocks()
-		n.sfEvents <- n.src.State()
+		n.sf.states <- n.sf.src.State()
 	}
 	n.stops.push("batch pool", func(context.Context) error {
 		if n.pool == nil {
@@ -412,28 +434,28 @@ func (n *Node) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
-	n.reg = prometheus.NewRegistry()
-	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	n.web.reg = prometheus.NewRegistry()
+	n.web.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfoCollector(n.cfg.Name))
 	mux := http.NewServeMux()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if api := n.api.Load(); api != nil {
+		if api := n.web.api.Load(); api != nil {
 			(*api).ServeHTTP(w, r)
 			return
 		}
 		http.Error(w, "not ready: "+n.start.why(), http.StatusServiceUnavailable)
 	})) // Leaf's HTTP API, /readyz, the status page
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(n.web.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	n.httpLn = ln
-	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	n.httpWG.Add(1)
+	n.web.ln = ln
+	n.web.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.web.wg.Add(1)
 	go func() {
-		defer n.httpWG.Done()
-		if err := n.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		defer n.web.wg.Done()
+		if err := n.web.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "err", err)
 		}
 	}()
@@ -444,16 +466,16 @@ func (n *Node) startHTTP() error {
 // listener: from now on /readyz tells the node's health.
 func (n *Node) serveAPI() error {
 	n.start.set("", nil)
-	if n.http == nil {
+	if n.web.srv == nil {
 		return nil
 	}
-	n.reg.MustRegister(newCollector(n))
-	n.met.register(n.reg)
+	n.web.reg.MustRegister(newCollector(n))
+	n.met.register(n.web.reg)
 	api, err := n.httpAPI()
 	if err != nil {
 		return err
 	}
-	n.api.Store(&api)
+	n.web.api.Store(&api)
 	return nil
 }
 
@@ -470,10 +492,10 @@ func (n *Node) ClientURL() string {
 
 // HTTPAddr is the address the HTTP port listens on, or "".
 func (n *Node) HTTPAddr() string {
-	if n.httpLn == nil {
+	if n.web.ln == nil {
 		return ""
 	}
-	return n.httpLn.Addr().String()
+	return n.web.ln.Addr().String()
 }
 
 // Server is the embedded nats-server, or nil.
@@ -508,10 +530,10 @@ func (n *Node) Close(ctx context.Context) error {
 // stopHTTP shuts the HTTP server down, once.
 func (n *Node) stopHTTP(ctx context.Context) error {
 	var err error
-	n.httpOff.Do(func() {
-		if n.http != nil {
-			err = n.http.Shutdown(ctx)
-			n.httpWG.Wait()
+	n.web.off.Do(func() {
+		if n.web.srv != nil {
+			err = n.web.srv.Shutdown(ctx)
+			n.web.wg.Wait()
 		}
 	})
 	return err
@@ -547,10 +569,10 @@ func (n *Node) stopServer(context.Context) error {
 }
 
 func (n *Node) snowflakeWorker() int64 {
-	if n.src == nil {
+	if n.sf.src == nil {
 		return -1
 	}
-	return n.src.Worker()
+	return n.sf.src.Worker()
 }
 
 // opaquePerm is the engine's Config.Opaque: an opaque tag's permutation

@@ -97,7 +97,7 @@ func (n *Node) zkRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 		// claim lost later (a partition past the session timeout) is
 		// claimed again in ZooKeeper only, where another process with
 		// this identity may hold it by now.
-		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.sfHeld.Load()}
+		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.sf.held.Load()}
 		r, err := zk.Open(ctx, servers, layout, o)
 		if err != nil {
 			return nil, err

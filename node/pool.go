@@ -89,10 +89,10 @@ func (n *Node) fillPool(ctx context.Context) error {
 	for _, subject := range subjects {
 		var src pool.Source
 		if subject == pool.SnowflakeSubject {
-			if n.sfRing == nil {
+			if n.sf.ring == nil {
 				return fmt.Errorf("%w: pool snowflake needs snowflake", ErrConfig)
 			}
-			src = n.sfRing.Next
+			src = n.sf.ring.Next
 		} else {
 			tag := strings.TrimPrefix(subject, pool.Prefix+"segment.")
 			src = func(ctx context.Context, dst []int64) error { return n.prod.Segment(ctx, tag, dst) }

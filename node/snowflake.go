@@ -244,9 +244,9 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err := n.checkPeerSnowflake(ctx, layout); err != nil {
 		return err
 	}
-	n.layout = layout
+	n.sf.layout = layout
 	now := cfg.clock()
-	n.now = now
+	n.sf.now = now
 	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
 		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
 	}
@@ -270,7 +270,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		}
 		if len(pc.Peers) > 0 {
 			n.log.Info("peer clocks", "peers", len(pc.Peers), "offset", pc.Offset, "max", pc.Max)
-			n.peerOffset.Store(int64(pc.Offset))
+			n.view.offset.Store(int64(pc.Offset))
 			lvl := events.Info
 			if pc.Offset.Abs() > cfg.Snowflake.PeerClockMax {
 				lvl = events.Error
@@ -293,10 +293,10 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	// that gets one of them (its records erased) starts above them.
 	switch cfg.Registry.Kind {
 	case RegistryKV, RegistryMySQL:
-		n.diskPast = snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.Registry.Kind)
+		n.sf.diskPast = snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.Registry.Kind)
 	}
-	n.sfEvents = make(chan snowflake.State, 16)
-	n.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
+	n.sf.states = make(chan snowflake.State, 16)
+	n.sf.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
 		Open:         open,
 		Layout:       layout,
 		Now:          now,
@@ -313,8 +313,8 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.sfRing, err = producer.NewSnowflake(producer.SnowflakeConfig{
-		IDs:    n.src,
+	n.sf.ring, err = producer.NewSnowflake(producer.SnowflakeConfig{
+		IDs:    n.sf.src,
 		Size:   cfg.Snowflake.Ring,
 		MaxAge: max(time.Second, 2*layout.TimeUnit),
 		TimeOf: func(id int64) time.Time { return layout.Decompose(id).Time },
@@ -329,9 +329,9 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 // handler's goroutine).
 func (n *Node) onSnowflake(ev snowflake.Event) {
 	if ev.Registered {
-		n.sfHeld.Store(true)
+		n.sf.held.Store(true)
 	}
-	n.sfTransitions.Add(1)
+	n.sf.transitions.Add(1)
 	e := events.Event{Kind: "snowflake." + ev.State.String(), Level: events.Info, Message: ev.Reason,
 		Fields: map[string]any{"worker": ev.Worker}}
 	if !ev.Until.IsZero() {
@@ -345,7 +345,7 @@ func (n *Node) onSnowflake(ev snowflake.Event) {
 	}
 	n.events.Emit(e)
 	select {
-	case n.sfEvents <- ev.State:
+	case n.sf.states <- ev.State:
 	default: // applySnowflake reads the source's state anyway
 	}
 }
@@ -353,17 +353,17 @@ func (n *Node) onSnowflake(ev snowflake.Event) {
 // applySnowflake keeps the responder in the snowflake queue group exactly
 // while the source serves.
 func (n *Node) applySnowflake() {
-	defer n.sfWG.Done()
+	defer n.sf.wg.Done()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.sfStop:
+		case <-n.sf.stop:
 			return
-		case <-n.sfEvents:
+		case <-n.sf.states:
 		case <-t.C:
 		}
-		on := n.src.State() == snowflake.StateServing
+		on := n.sf.src.State() == snowflake.StateServing
 		was := n.SnowflakeJoined()
 		if err := n.resp.SetSnowflake(on); err != nil {
 			n.log.Warn("snowflake queue group change failed", "join", on, "err", err)
@@ -372,11 +372,11 @@ func (n *Node) applySnowflake() {
 		switch {
 		case on && !was:
 			n.events.Emit(events.Event{Kind: events.QueueJoined, Message: "joined the snowflake queue group",
-				Fields: map[string]any{"worker": n.src.Worker()}})
+				Fields: map[string]any{"worker": n.sf.src.Worker()}})
 		case !on && was:
 			n.events.Emit(events.Event{Kind: events.QueueLeft, Level: events.Warn,
-				Message: "left the snowflake queue group: snowflake is " + n.src.State().String(),
-				Fields:  map[string]any{"worker": n.src.Worker()}})
+				Message: "left the snowflake queue group: snowflake is " + n.sf.src.State().String(),
+				Fields:  map[string]any{"worker": n.sf.src.Worker()}})
 		}
 	}
 }
@@ -386,7 +386,7 @@ func (n *Node) applySnowflake() {
 func (n *Node) SnowflakeJoined() bool { return n.resp != nil && n.resp.SnowflakeService() != nil }
 
 // Snowflake is the node's snowflake source, or nil when it has none.
-func (n *Node) Snowflake() *snowflake.Source { return n.src }
+func (n *Node) Snowflake() *snowflake.Source { return n.sf.src }
 
 // leaseFiles keeps this host's own copy of each worker id's time leases in
 // dir (snowflake.NewLeaseFiles), so that a restart on this data directory
@@ -461,22 +461,22 @@ var peerClockEvery = 30 * time.Second
 // drifts after the start shows up in the metric and its alert, and in an
 // error event past --peer-clock-max. Ends with sfStop.
 func (n *Node) watchPeerClocks() {
-	defer n.sfWG.Done()
+	defer n.sf.wg.Done()
 	t := time.NewTicker(peerClockEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.sfStop:
+		case <-n.sf.stop:
 			return
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		pc, err := ask.PeerClocksBut(ctx, n.nc, 500*time.Millisecond, n.now, n.cfg.Name)
+		pc, err := ask.PeerClocksBut(ctx, n.nc, 500*time.Millisecond, n.sf.now, n.cfg.Name)
 		cancel()
 		if err != nil || len(pc.Peers) == 0 {
 			continue
 		}
-		n.peerOffset.Store(int64(pc.Offset))
+		n.view.offset.Store(int64(pc.Offset))
 		if max := n.cfg.Snowflake.PeerClockMax; max > 0 && pc.Offset.Abs() > max {
 			msg := fmt.Sprintf("clock %v off the average of %d live nodes, more than --peer-clock-max %v: fix the clock (NTP)",
 				(-pc.Offset).Round(time.Millisecond), len(pc.Peers), max)

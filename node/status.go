@@ -64,26 +64,26 @@ func (n *Node) status() wire.NodeStatus {
 			st.Tags = append(st.Tags, t)
 		}
 	}
-	if n.src != nil {
-		l := n.layout
+	if n.sf.src != nil {
+		l := n.sf.layout
 		sf := &wire.SnowflakeStatus{
-			State:      n.src.State().String(),
-			Worker:     n.src.Worker(),
+			State:      n.sf.src.State().String(),
+			Worker:     n.sf.src.Worker(),
 			Registry:   n.cfg.Registry.Kind,
 			Layout:     l.String(),
 			Expires:    l.Expires().UnixNano(),
 			Joined:     n.SnowflakeJoined(),
-			PeerOffset: n.peerOffset.Load(),
+			PeerOffset: n.view.offset.Load(),
 		}
-		if c := n.claim.Load(); c >= 0 {
+		if c := n.sf.claim.Load(); c >= 0 {
 			sf.Claim = &c
 		}
-		if lease := n.src.Leased(); !lease.IsZero() {
+		if lease := n.sf.src.Leased(); !lease.IsZero() {
 			sf.LeaseUntil = lease.UnixNano()
 		}
-		past := n.src.Past()
+		past := n.sf.src.Past()
 		now := time.Now()
-		for w, until := range n.diskPast { // held before a restart
+		for w, until := range n.sf.diskPast { // held before a restart
 			if w != sf.Worker && until.After(now) && until.After(past[w]) {
 				past[w] = until
 			}
@@ -92,8 +92,8 @@ func (n *Node) status() wire.NodeStatus {
 			sf.Past = append(sf.Past, wire.WorkerLease{Worker: w, Until: until.UnixNano()})
 		}
 		sort.Slice(sf.Past, func(i, j int) bool { return sf.Past[i].Worker < sf.Past[j].Worker })
-		if n.sfRing != nil {
-			rs := n.sfRing.Stats()
+		if n.sf.ring != nil {
+			rs := n.sf.ring.Stats()
 			sf.RingLen, sf.RingCap, sf.Taken = rs.Len, rs.Cap, rs.Served
 		}
 		st.Snow = sf
@@ -140,10 +140,10 @@ func (n *Node) readiness() ([]string, error) {
 			problems = append(problems, msg+", still serving from buffers")
 		}
 	}
-	if n.src != nil {
-		switch st := n.src.State(); st {
+	if n.sf.src != nil {
+		switch st := n.sf.src.State(); st {
 		case snowflake.StateServing:
-			if lease := n.src.Leased(); n.now().After(lease) {
+			if lease := n.sf.src.Leased(); n.sf.now().After(lease) {
 				fatal = append(fatal, fmt.Sprintf("snowflake: time lease expired at %s (worker registry unreachable?)", lease.UTC().Format(time.RFC3339)))
 			}
 		case snowflake.StateLost, snowflake.StateClosed:
@@ -164,7 +164,7 @@ func (n *Node) readiness() ([]string, error) {
 func (n *Node) httpAPI() (http.Handler, error) {
 	cfg := httpapi.Config{
 		Segment: n.prod.Segment,
-		Layout:  n.layout,
+		Layout:  n.sf.layout,
 		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
 			return ask.Status(ctx, n.nc, 300*time.Millisecond)
 		},
@@ -172,8 +172,8 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		Ready:  n.Ready,
 		Logger: n.log,
 	}
-	if n.sfRing != nil {
-		cfg.Snowflake = n.sfRing.Next
+	if n.sf.ring != nil {
+		cfg.Snowflake = n.sf.ring.Next
 	}
 	cfg.Mono = n.askMono
 	return httpapi.New(cfg)

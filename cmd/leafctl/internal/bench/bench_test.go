@@ -283,8 +283,11 @@ func TestRunRate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Requests < 700 || res.Requests > 1300 {
-				t.Errorf("%d requests at 2000/s for 500ms, want about 1000", res.Requests)
+			// The pacer must not run ahead of Rate; a busy machine may fall
+			// behind it (CI with other loads: 634), which the schedule's
+			// own tests (TestSchedule*, on an injected clock) cover.
+			if res.Requests == 0 || res.Requests > 1300 {
+				t.Errorf("%d requests at 2000/s for 500ms, want some and at most about 1000", res.Requests)
 			}
 			if res.ReqPerSec > 2400 { // slower is the machine, faster is the pacer
 				t.Errorf("%.0f req/s with Rate 2000", res.ReqPerSec)
