@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
-	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/wire"
 	"github.com/nats-io/nats.go"
@@ -70,7 +70,10 @@ func describe(st wire.NodeStatus) string {
 // second process under it would be taken for this one, and the checks that
 // keep ids from repeating would pass unseen.
 func (n *Node) checkName(ctx context.Context) error {
-	peers, err := ask.Status(ctx, n.nc, n.window())
+	peers, err := n.askStatus(ctx)
+	if errors.Is(err, ErrPeersSilent) {
+		return err // Start asks again
+	}
 	if err != nil {
 		n.log.Warn("cannot ask the live nodes whether one is named like this node", "err", err)
 		return nil
@@ -91,7 +94,7 @@ func (n *Node) peerStatus(ctx context.Context) ([]wire.NodeStatus, error) {
 	n.view.mu.Lock()
 	defer n.view.mu.Unlock()
 	if n.view.at.IsZero() || time.Since(n.view.at) > time.Second {
-		n.view.seen, n.view.err = ask.Status(ctx, n.nc, n.window())
+		n.view.seen, n.view.err = n.askStatus(ctx)
 		n.view.at = time.Now()
 	}
 	return n.view.seen, n.view.err
@@ -131,22 +134,25 @@ func (n *Node) peerLease(ctx context.Context, worker int64) time.Time {
 // worker id at the same moment: if A's question reached B before B's
 // claim, B asked after that, so after A's claim, and sees it. At least
 // one of the two refuses (both may; never neither).
-func (n *Node) peerHolder(ctx context.Context, worker int64) string {
+func (n *Node) peerHolder(ctx context.Context, worker int64) (string, error) {
 	n.sf.claim.Store(worker)
 	n.view.mu.Lock()
 	n.view.at = time.Time{}
 	n.view.mu.Unlock()
 	peers, err := n.peerStatus(ctx)
+	if errors.Is(err, ErrPeersSilent) {
+		return "", err // one of them may hold it: ask again later
+	}
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids", "worker", worker, "err", err)
-		return ""
+		return "", nil
 	}
 	for _, p := range peers {
 		if !n.isSelf(p) && holds(p, worker) {
-			return fmt.Sprintf("live %s (worker registry %s, %s)", describe(p), p.Snow.Registry, p.Snow.State)
+			return fmt.Sprintf("live %s (worker registry %s, %s)", describe(p), p.Snow.Registry, p.Snow.State), nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // holds reports whether the live node p serves worker, or registers it.

@@ -49,7 +49,10 @@ type Node struct {
 	ns    *server.Server // nil when joining an existing NATS
 	nc    *nats.Conn
 	early *nats.Subscription // answers leaf.admin.status while the node starts (answerStarting)
-	web   web                // HTTP: /healthz, /metrics, the API once started
+	// members is this node's key in wire.MembersBucket and its view of
+	// the others' (nil without JetStream): whom the checks wait for.
+	members *members
+	web     web // HTTP: /healthz, /metrics, the API once started
 
 	// Segment ids.
 	store  segment.Store
@@ -161,7 +164,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.answerStarting(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.checkName(ctx); err != nil {
+	// A member from here: it answers leaf.admin.status (answerStarting).
+	n.stops.push("members", func(ctx context.Context) error { return n.members.close(ctx) })
+	if n.members, err = joinMembers(ctx, n.nc, cfg.Store.KVReplicas, wire.Member{Node: cfg.Name, Instance: n.instance}, n.log); err != nil {
+		n.log.Warn("members: not registered; the checks against live nodes gather for their window only", "err", err)
+		n.members = nil
+	}
+	if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
 		return nil, err
 	}
 	n.stops.push("segment store", func(context.Context) error {
@@ -209,7 +218,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	n.floors = floors
 	n.stops.push("peer floors", func(context.Context) error { n.peers.close(); return nil })
-	if n.peers, err = n.startPeerFloors(ctx, own, ownModes); err != nil {
+	err = n.await(ctx, "asking the live nodes for their floors", func(ctx context.Context) (err error) {
+		n.peers, err = n.startPeerFloors(ctx, own, ownModes)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if n.opaque, err = cfg.Store.opaqueKey(); err != nil {
@@ -270,7 +283,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// route's latency later, and two nodes started together on two servers
 	// both missed it (helper-23: 4 of 4 with 10 ms routes). Now both see
 	// each other.
-	if err := n.checkName(ctx); err != nil {
+	if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
 		return nil, err
 	}
 	rc := responder.Config{
@@ -278,6 +291,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		IDs:      n.prod,
 		Store:    n.store,
 		Node:     cfg.Name,
+		Instance: n.instance,
 		Version:  buildinfo.Version,
 		MaxBatch: cfg.MaxBatch,
 		Logger:   n.log,
@@ -296,6 +310,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	n.stops.push("responder", func(context.Context) error { return n.resp.Stop() })
+	n.members.set(ctx, func(m *wire.Member) { m.Serving = true })
+	// Stopping, the node leaves the members first: the others stop
+	// waiting for its answers before it stops giving them.
+	n.stops.push("members", func(ctx context.Context) error { return n.members.close(ctx) })
 	if err := n.stopStarting(ctx); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -69,8 +69,13 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 			p.close()
 			return nil, err
 		}
+		if err := n.nc.Flush(); err != nil {
+			p.close()
+			return nil, err
+		}
+		n.members.set(ctx, func(m *wire.Member) { m.Floors = true })
 	}
-	err = ask.Gather(ctx, n.nc, wire.FloorsSubject, startWindow, func(m *nats.Msg) {
+	err = n.gatherPeers(ctx, wire.FloorsSubject, startWindow, func(m wire.Member) bool { return m.Floors }, floorsInstance, func(m *nats.Msg) {
 		var nf wire.NodeFloors
 		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != p.store || p.self(nf.Node, nf.Instance) {
 			return
@@ -79,6 +84,10 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 			p.raise(tag, f, nf.Modes[tag])
 		}
 	})
+	if errors.Is(err, ErrPeersSilent) {
+		p.close()
+		return nil, err // Start asks again
+	}
 	if err != nil {
 		n.log.Warn("segment: could not ask the live nodes for their floors", "err", err)
 	}
@@ -170,10 +179,17 @@ const createWindow = 150 * time.Millisecond
 // createCheck refuses to auto-create a tag that a live node has received
 // ids of: the store lost it (a replaced bucket, a purged stream, a deleted
 // row), and this node, new or on a new data directory, has no floor of its
-// own to notice. A node that does not answer is not asked: its own loads
-// still refuse ranges below its floor.
+// own to notice. It waits for every live member that serves (gatherPeers);
+// a node that is no member (no JetStream) is heard within the window only.
 func (n *Node) createCheck(ctx context.Context, tag string) error {
-	high, who, err := ask.Floors(ctx, n.nc, tag, createWindow)
+	var high int64
+	var who string
+	err := n.gatherPeers(ctx, wire.FloorPrefix+tag, createWindow, func(m wire.Member) bool { return m.Serving }, floorsInstance, func(m *nats.Msg) {
+		var f wire.NodeFloor
+		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag && f.Floor > high {
+			high, who = f.Floor, f.Node
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the live nodes before creating it: %w", segment.ErrUnavailable, tag, err)
 	}
@@ -182,4 +198,14 @@ func (n *Node) createCheck(ctx context.Context, tag string) error {
 			segment.ErrTagDeleted, tag, who, high, tag, high)
 	}
 	return nil
+}
+
+// floorsInstance names the instance of a floors answer (NodeFloors,
+// NodeFloor).
+func floorsInstance(m *nats.Msg) string {
+	var f struct {
+		Instance string `json:"instance"`
+	}
+	_ = json.Unmarshal(m.Data, &f)
+	return f.Instance
 }

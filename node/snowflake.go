@@ -430,7 +430,10 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 // registries can give the same worker id) get a loud warning: the chaos
 // harness mixes ZooKeeper and KV nodes on purpose.
 func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) error {
-	peers, err := ask.Status(ctx, n.nc, n.window())
+	peers, err := n.askStatus(ctx)
+	if errors.Is(err, ErrPeersSilent) {
+		return err // Start asks again
+	}
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their layout and registry", "err", err)
 		return nil

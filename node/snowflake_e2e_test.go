@@ -134,6 +134,7 @@ func TestRestartClockBehind(t *testing.T) {
 
 			// Far behind: the start fails, with a clear error.
 			far := cfg
+			far.HTTP.Addr = "127.0.0.1:0" // node.Start, not startNode: not the default 8080, which another process may hold
 			far.Fault.ClockOffset = -10 * time.Second
 			far.Snowflake.MaxStartWait = 2 * time.Second
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -25,7 +25,7 @@ func (r *Responder) handleFloor(req micro.Request) {
 		r.fail(req, segment.CheckTag(tag))
 		return
 	}
-	r.respondJSON(req, wire.NodeFloor{Node: r.cfg.Node, Tag: tag, Floor: r.cfg.Floor(tag)})
+	r.respondJSON(req, wire.NodeFloor{Node: r.cfg.Node, Instance: r.cfg.Instance, Tag: tag, Floor: r.cfg.Floor(tag)})
 }
 
 // checkPeerFloors refuses (ErrBelowFloor) to start tag at floor when a live

@@ -40,6 +40,7 @@ type Config struct {
 	IDs      IDSource      // required
 	Store    segment.Store // answers leaf.admin.*; nil leaves admin out
 	Node     string        // node name, in the service metadata
+	Instance string        // this process among nodes of one name (wire.NodeStatus.Instance), in floor answers
 	Version  string        // SemVer; default "0.1.0"
 	MaxBatch int           // largest N; default wire.DefaultMaxBatch
 	Workers  int           // workers for larger requests; default GOMAXPROCS

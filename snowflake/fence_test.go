@@ -238,14 +238,14 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	var mu sync.Mutex
 	holder, asked := "node b (pid 7 on host h2)", 0
 	cfg := sourceConfig(b, &fakeClock{t: t0}, &eventLog{})
-	cfg.Holder = func(_ context.Context, w int64) string {
+	cfg.Holder = func(_ context.Context, w int64) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		asked++
 		if w == 3 {
-			return holder
+			return holder, nil
 		}
-		return ""
+		return "", nil
 	}
 	_, err := snowflake.StartSource(context.Background(), cfg)
 	if !errors.Is(err, snowflake.ErrWorkerInUse) || !strings.Contains(err.Error(), "node b (pid 7 on host h2)") {
@@ -267,14 +267,14 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	// asked again.
 	kv := newBackend(0)
 	src1, _, _ := startSource(t, kv, nil, func(c *snowflake.SourceConfig) {
-		c.Holder = func(ctx context.Context, w int64) string {
+		c.Holder = func(ctx context.Context, w int64) (string, error) {
 			if w != 0 {
-				return ""
+				return "", nil
 			}
 			kv.mu.Lock()
 			kv.fixed = 1
 			kv.mu.Unlock()
-			return "node k"
+			return "node k", nil
 		}
 	})
 	if st := src1.State(); st != snowflake.StateServing || src1.Worker() != 1 {

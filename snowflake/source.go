@@ -132,8 +132,10 @@ type SourceConfig struct {
 	// workerID.properties), two hosts with one identity, or two registries
 	// behind one queue group can give a worker id that a live process
 	// serves; a named holder fails the registration with ErrWorkerInUse.
+	// An error (the live processes could not all be asked) fails the
+	// registration with it: the Source, or the node's start, tries again.
 	// Nil: not asked.
-	Holder func(ctx context.Context, worker int64) string
+	Holder func(ctx context.Context, worker int64) (string, error)
 	// PeerLease is asked after every registration about the worker id
 	// given: the highest time lease a live process other than this one
 	// reports for it among the worker ids it held before and lost (Past);
@@ -350,7 +352,12 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		return fmt.Errorf("%w: registry gave worker %d, outside 0-%d of layout %s", ErrNoWorker, r.Worker, src.s.maxWorker, src.s.l)
 	}
 	if src.cfg.Holder != nil {
-		if h := src.cfg.Holder(ctx, r.Worker); h != "" {
+		h, err := src.cfg.Holder(ctx, r.Worker)
+		if err != nil {
+			_ = reg.Close()
+			return fmt.Errorf("snowflake: asking the live processes about worker %d: %w", r.Worker, err)
+		}
+		if h != "" {
 			_ = reg.Close()
 			return &workerInUse{worker: r.Worker, holder: h}
 		}

@@ -253,9 +253,10 @@ type Decoded struct {
 
 // NodeFloor is the reply of FloorPrefix + tag.
 type NodeFloor struct {
-	Node  string `json:"node"`
-	Tag   string `json:"tag"`
-	Floor int64  `json:"floor"` // 0: this node never received a range of the tag
+	Node     string `json:"node"`
+	Instance string `json:"instance,omitempty"` // as in NodeStatus
+	Tag      string `json:"tag"`
+	Floor    int64  `json:"floor"` // 0: this node never received a range of the tag
 }
 
 // FloorAnnounce is published on FloorAnnouncePrefix + tag.

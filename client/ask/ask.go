@@ -78,25 +78,61 @@ func PeerClocksBut(ctx context.Context, nc *nats.Conn, window time.Duration, now
 // leaf.admin.status, $SRV.*). No reply is not an error; a broken
 // connection is.
 func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Duration, each func(*nats.Msg)) error {
+	_, err := GatherExpect(ctx, nc, subject, window, nil, nil, each)
+	return err
+}
+
+// GatherExpect is Gather that, past window, goes on until every instance
+// in expect has answered (instanceOf names a reply's instance) or ctx ends,
+// and returns the instances that did not answer. expect is the live nodes
+// the asker knows of (wire.MembersBucket): a slow answer is waited for,
+// not taken for no node.
+func GatherExpect(ctx context.Context, nc *nats.Conn, subject string, window time.Duration, expect map[string]bool,
+	instanceOf func(*nats.Msg) string, each func(*nats.Msg)) ([]string, error) {
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return fmt.Errorf("subscribe: %w", err)
+		return nil, fmt.Errorf("subscribe: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
-		return fmt.Errorf("publish %s: %w", subject, err)
+		return nil, fmt.Errorf("publish %s: %w", subject, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, window)
-	defer cancel()
+	waiting := map[string]bool{}
+	for inst := range expect {
+		waiting[inst] = true
+	}
+	missing := func() []string {
+		out := make([]string, 0, len(waiting))
+		for inst := range waiting {
+			out = append(out, inst)
+		}
+		sort.Strings(out)
+		return out
+	}
+	windowEnd := time.Now().Add(window)
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if len(waiting) == 0 || time.Now().Before(windowEnd) {
+			wctx, cancel = context.WithDeadline(ctx, windowEnd)
+		}
+		msg, err := sub.NextMsgWithContext(wctx)
+		cancel()
 		switch {
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-			errors.Is(err, nats.ErrNoResponders):
-			return nil // the window or ctx is over, or nobody answers
+		case (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) && ctx.Err() == nil:
+			if len(waiting) == 0 {
+				return nil, nil // the window is over and nobody is missing
+			}
+			continue // past the window: wait for the expected ones until ctx ends
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			return missing(), nil // ctx is over
+		case errors.Is(err, nats.ErrNoResponders):
+			return missing(), nil // nobody answers
 		case err != nil:
-			return fmt.Errorf("gather %s: %w", subject, err) // the connection closed…
+			return nil, fmt.Errorf("gather %s: %w", subject, err) // the connection closed…
+		}
+		if instanceOf != nil {
+			delete(waiting, instanceOf(msg))
 		}
 		each(msg)
 	}

@@ -1,0 +1,247 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/internal/jskv"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// A node keeps a key in wire.MembersBucket while it runs: memberTTL is the
+// bucket's TTL (a node gone without a goodbye leaves it within that), and
+// memberRenew how often a node writes its key again.
+var (
+	memberTTL   = 10 * time.Second
+	memberRenew = 2 * time.Second
+)
+
+// ErrPeersSilent: a live node registered in wire.MembersBucket did not
+// answer a check in time. It wraps segment.ErrUnavailable: Start tries
+// again, a request gets 503.
+var ErrPeersSilent = fmt.Errorf("%w: live nodes did not answer", segment.ErrUnavailable)
+
+// members is this node's key in wire.MembersBucket and its view of the
+// others'. A nil *members (a NATS without JetStream) knows of no one: the
+// checks then gather for their window only.
+type members struct {
+	js     jetstream.JetStream
+	cfg    jetstream.KeyValueConfig
+	kv     jetstream.KeyValue
+	log    *slog.Logger
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed sync.Once
+
+	mu  sync.Mutex
+	rec wire.Member
+}
+
+// joinMembers writes this node's key and keeps it fresh until close.
+func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Member, log *slog.Logger) (*members, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m := &members{js: js, cfg: jetstream.KeyValueConfig{
+		Bucket:      wire.MembersBucket,
+		Description: "leafmq: one key per live node, renewed every few seconds",
+		History:     1,
+		TTL:         memberTTL,
+		Storage:     jetstream.MemoryStorage,
+		Replicas:    replicas,
+	}, log: log, stop: make(chan struct{}), rec: rec}
+	if m.kv, err = jskv.OpenOrCreate(cctx, js, m.cfg); err != nil {
+		return nil, fmt.Errorf("members bucket %s: %w", wire.MembersBucket, err)
+	}
+	if err := m.put(cctx); err != nil {
+		return nil, err
+	}
+	m.wg.Add(1)
+	go m.renew()
+	return m, nil
+}
+
+func (m *members) put(ctx context.Context) error {
+	m.mu.Lock()
+	b, err := json.Marshal(m.rec)
+	key, kv := m.rec.Instance, m.kv
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("members: put %s: %w", key, err)
+	}
+	return nil
+}
+
+// set changes this node's record (what it answers by now) and writes it.
+func (m *members) set(ctx context.Context, f func(*wire.Member)) {
+	if m == nil {
+		return
+	}
+	select {
+	case <-m.stop:
+		return // closed: its key is gone and stays gone
+	default:
+	}
+	m.mu.Lock()
+	f(&m.rec)
+	m.mu.Unlock()
+	if err := m.put(ctx); err != nil {
+		m.log.Warn("members: could not write this node's record", "err", err)
+	}
+}
+
+func (m *members) renew() {
+	defer m.wg.Done()
+	t := time.NewTicker(memberRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), memberRenew)
+		if err := m.put(ctx); err != nil {
+			// The bucket may be gone (an in-memory stream whose server
+			// restarted, or deleted by hand): make it again.
+			if kv, oerr := jskv.OpenOrCreate(ctx, m.js, m.cfg); oerr == nil {
+				m.mu.Lock()
+				m.kv = kv
+				m.mu.Unlock()
+				err = m.put(ctx)
+			}
+			if err != nil {
+				m.log.Warn("members: renewal failed", "err", err)
+			}
+		}
+		cancel()
+	}
+}
+
+// close stops renewing and removes this node's key: the others stop
+// waiting for it at once.
+func (m *members) close(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
+	var err error
+	m.closed.Do(func() {
+		close(m.stop)
+		m.wg.Wait()
+		m.mu.Lock()
+		key, kv := m.rec.Instance, m.kv
+		m.mu.Unlock()
+		if e := kv.Delete(ctx, key); e != nil && !errors.Is(e, jetstream.ErrKeyNotFound) {
+			err = fmt.Errorf("members: delete %s: %w", key, e)
+		}
+	})
+	return err
+}
+
+// others returns the live nodes other than this one whose record matches
+// want, by instance (with their names, for errors).
+func (m *members) others(ctx context.Context, want func(wire.Member) bool) (map[string]string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	m.mu.Lock()
+	self, kv := m.rec.Instance, m.kv
+	m.mu.Unlock()
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("members: list: %w", err)
+	}
+	out := map[string]string{}
+	for key := range keys.Keys() {
+		if key == self {
+			continue
+		}
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // gone meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("members: get %s: %w", key, err)
+		}
+		var rec wire.Member
+		if json.Unmarshal(e.Value(), &rec) != nil || rec.Instance != key {
+			continue
+		}
+		if want == nil || want(rec) {
+			out[key] = rec.Node
+		}
+	}
+	return out, nil
+}
+
+// gatherPeers asks every live node on subject, as ask.Gather, and waits
+// past window for every member that want selects (up to memberTTL: a node
+// that stopped answering and renewing is gone by then). A member that
+// still did not answer makes the check fail with ErrPeersSilent: taking a
+// slow answer for no node was how a node 200 ms from NATS took a worker id
+// a live node served (helper-23: 16,672,580 duplicates) and how a newcomer
+// created a tag afresh beside loaded peers (chaos op-kv-bucket-join).
+func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Duration, want func(wire.Member) bool,
+	instanceOf func(*nats.Msg) string, each func(*nats.Msg)) error {
+	expect, err := n.members.others(ctx, want)
+	if err != nil {
+		n.log.Warn("members: cannot list the live nodes; gathering for the window only", "err", err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, window+memberTTL)
+	defer cancel()
+	exp := make(map[string]bool, len(expect))
+	for inst := range expect {
+		exp[inst] = true
+	}
+	missing, err := ask.GatherExpect(ectx, n.nc, subject, window, exp, instanceOf, each)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		names := make([]string, 0, len(missing))
+		for _, inst := range missing {
+			names = append(names, fmt.Sprintf("%s (instance %s)", expect[inst], inst))
+		}
+		return fmt.Errorf("%w: %s on %s within %v", ErrPeersSilent, strings.Join(names, ", "), subject, window+memberTTL)
+	}
+	return nil
+}
+
+// statusInstance names the instance of a status answer.
+func statusInstance(m *nats.Msg) string {
+	var st struct {
+		Instance string `json:"instance"`
+	}
+	_ = json.Unmarshal(m.Data, &st)
+	return st.Instance
+}
+
+// askStatus gathers the live nodes' status (leaf.admin.status), waiting
+// for every member (gatherPeers).
+func (n *Node) askStatus(ctx context.Context) ([]wire.NodeStatus, error) {
+	var out []wire.NodeStatus
+	err := n.gatherPeers(ctx, wire.StatusSubject, n.window(), nil, statusInstance, func(m *nats.Msg) {
+		var st wire.NodeStatus
+		if json.Unmarshal(m.Data, &st) == nil && st.Node != "" {
+			out = append(out, st)
+		}
+	})
+	return out, err
+}
