@@ -1,0 +1,66 @@
+package clock
+
+import "time"
+
+// Clock reads the time and makes timers and tickers. Real is the
+// machine's clock; Fake is a clock that tests move by hand.
+type Clock interface {
+	// Now is the current time. Real's carries the monotonic reading.
+	Now() time.Time
+	// Since is Now().Sub(t).
+	Since(t time.Time) time.Duration
+	// Until is t.Sub(Now()).
+	Until(t time.Time) time.Duration
+	// NewTimer is time.NewTimer on this clock.
+	NewTimer(d time.Duration) Timer
+	// NewTicker is time.NewTicker on this clock; d must be positive.
+	NewTicker(d time.Duration) Ticker
+	// After is time.After on this clock.
+	After(d time.Duration) <-chan time.Time
+}
+
+// Timer is a time.Timer of a Clock.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// Ticker is a time.Ticker of a Clock.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+	Reset(d time.Duration)
+}
+
+// Real is the machine's clock: time.Now and the time package's timers.
+var Real Clock = realClock{}
+
+// Or returns c, or Real when c is nil: the default of a Clock field.
+func Or(c Clock) Clock {
+	if c == nil {
+		return Real
+	}
+	return c
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) Since(t time.Time) time.Duration        { return time.Since(t) }
+func (realClock) Until(t time.Time) time.Duration        { return time.Until(t) }
+func (realClock) NewTimer(d time.Duration) Timer         { return realTimer{time.NewTimer(d)} }
+func (realClock) NewTicker(d time.Duration) Ticker       { return realTicker{time.NewTicker(d)} }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+type realTicker struct{ t *time.Ticker }
+
+func (r realTicker) C() <-chan time.Time   { return r.t.C }
+func (r realTicker) Stop()                 { r.t.Stop() }
+func (r realTicker) Reset(d time.Duration) { r.t.Reset(d) }

@@ -1,0 +1,233 @@
+package clock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Fake is a Clock that moves only when told to (Advance, Set). Its timers
+// and tickers fire inside Advance and Set, in the order they come due,
+// with the clock at each one's time. It is safe for concurrent use.
+type Fake struct {
+	mu      sync.Mutex
+	now     time.Time
+	seq     int64         // creation order: ties fire in the order armed
+	pending []*fakeTimer  // armed timers and tickers
+	changed chan struct{} // closed and replaced when pending changes
+}
+
+// NewFake returns a Fake reading start.
+func NewFake(start time.Time) *Fake {
+	return &Fake{now: start, changed: make(chan struct{})}
+}
+
+// Now is the Fake's time.
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// Since is Now().Sub(t).
+func (f *Fake) Since(t time.Time) time.Duration { return f.Now().Sub(t) }
+
+// Until is t.Sub(Now()).
+func (f *Fake) Until(t time.Time) time.Duration { return t.Sub(f.Now()) }
+
+// NewTimer arms a timer that fires once the Fake reaches Now()+d; d <= 0
+// fires it at once.
+func (f *Fake) NewTimer(d time.Duration) Timer {
+	t := &fakeTimer{f: f, c: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
+}
+
+// NewTicker arms a ticker that fires every d of the Fake's time. Like
+// time.Ticker it keeps one tick: ticks that come while the last one is
+// still unread are dropped.
+func (f *Fake) NewTicker(d time.Duration) Ticker {
+	if d <= 0 {
+		panic("clock: non-positive interval for NewTicker")
+	}
+	t := &fakeTimer{f: f, c: make(chan time.Time, 1), period: d}
+	t.Reset(d)
+	return (*fakeTicker)(t)
+}
+
+// After is NewTimer(d).C().
+func (f *Fake) After(d time.Duration) <-chan time.Time { return f.NewTimer(d).C() }
+
+// Advance moves the clock forward by d, firing what comes due on the way.
+// A negative d moves it back (a step of the wall clock) and fires nothing.
+func (f *Fake) Advance(d time.Duration) {
+	f.Set(f.Now().Add(d))
+}
+
+// Set moves the clock to t, forward (firing what comes due up to t) or
+// back (firing nothing; the timers keep their deadlines).
+func (f *Fake) Set(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		next := f.nextDue(t)
+		if next == nil {
+			break
+		}
+		f.now = next.when
+		f.fire(next)
+	}
+	f.now = t
+}
+
+// nextDue is the earliest pending timer due at or before t.
+func (f *Fake) nextDue(t time.Time) *fakeTimer {
+	var next *fakeTimer
+	for _, p := range f.pending {
+		if p.when.After(t) {
+			continue
+		}
+		if next == nil || p.when.Before(next.when) || p.when.Equal(next.when) && p.seq < next.seq {
+			next = p
+		}
+	}
+	return next
+}
+
+// fire delivers p's tick and re-arms a ticker. f.mu is held.
+func (f *Fake) fire(p *fakeTimer) {
+	select {
+	case p.c <- p.when:
+	default: // a tick is still unread: dropped, as time.Ticker does
+	}
+	if p.period > 0 {
+		p.when = p.when.Add(p.period)
+		return
+	}
+	f.remove(p)
+}
+
+func (f *Fake) add(p *fakeTimer) {
+	f.seq++
+	p.seq = f.seq
+	f.pending = append(f.pending, p)
+	f.notify()
+}
+
+func (f *Fake) remove(p *fakeTimer) bool {
+	for i, q := range f.pending {
+		if q == p {
+			f.pending = append(f.pending[:i], f.pending[i+1:]...)
+			f.notify()
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Fake) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// Timers is the number of armed timers and tickers.
+func (f *Fake) Timers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pending)
+}
+
+// Next is the time the earliest armed timer or ticker fires; false when
+// none is armed.
+func (f *Fake) Next() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.pending) == 0 {
+		return time.Time{}, false
+	}
+	next := f.pending[0].when
+	for _, p := range f.pending[1:] {
+		if p.when.Before(next) {
+			next = p.when
+		}
+	}
+	return next, true
+}
+
+// BlockUntil waits until at least n timers and tickers are armed: the
+// code under test is waiting on the clock. It returns ctx.Err() if ctx
+// ends first.
+func (f *Fake) BlockUntil(ctx context.Context, n int) error {
+	for {
+		f.mu.Lock()
+		armed, changed := len(f.pending), f.changed
+		f.mu.Unlock()
+		if armed >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+type fakeTimer struct {
+	f      *Fake
+	c      chan time.Time
+	when   time.Time
+	period time.Duration // a ticker's; 0 for a timer
+	seq    int64
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+// Stop disarms the timer; it reports whether it was armed. No value is
+// received from C after Stop returns.
+func (t *fakeTimer) Stop() bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	t.drain()
+	return t.f.remove(t)
+}
+
+// Reset re-arms the timer to fire d from now; it reports whether it was
+// armed. No value from before Reset is received from C after it returns.
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	t.drain()
+	was := t.f.remove(t)
+	t.when = t.f.now.Add(d)
+	if t.period > 0 {
+		t.period = d
+	}
+	t.f.add(t)
+	if d <= 0 && t.period == 0 {
+		t.f.fire(t)
+	}
+	return was
+}
+
+func (t *fakeTimer) drain() {
+	select {
+	case <-t.c:
+	default:
+	}
+}
+
+type fakeTicker fakeTimer
+
+func (t *fakeTicker) C() <-chan time.Time { return t.c }
+
+// Stop stops the ticker; no tick is received from C after it returns.
+func (t *fakeTicker) Stop() { (*fakeTimer)(t).Stop() }
+
+// Reset stops the ticker and restarts it with period d from now.
+func (t *fakeTicker) Reset(d time.Duration) {
+	if d <= 0 {
+		panic("clock: non-positive interval for Ticker.Reset")
+	}
+	(*fakeTimer)(t).Reset(d)
+}
