@@ -64,3 +64,19 @@ type realTicker struct{ t *time.Ticker }
 func (r realTicker) C() <-chan time.Time   { return r.t.C }
 func (r realTicker) Stop()                 { r.t.Stop() }
 func (r realTicker) Reset(d time.Duration) { r.t.Reset(d) }
+
+// WithNow is base with its readings (Now, Since, Until) taken from now;
+// its timers and tickers stay base's. A fault drill offsets or steps a
+// clock this way, and a test that only sets the time uses it.
+func WithNow(base Clock, now func() time.Time) Clock {
+	return withNow{Clock: Or(base), now: now}
+}
+
+type withNow struct {
+	Clock
+	now func() time.Time
+}
+
+func (w withNow) Now() time.Time                  { return w.now() }
+func (w withNow) Since(t time.Time) time.Duration { return w.now().Sub(t) }
+func (w withNow) Until(t time.Time) time.Duration { return t.Sub(w.now()) }

@@ -224,3 +224,22 @@ func TestFakeBlockUntil(t *testing.T) {
 		t.Fatal("Next with no timer armed")
 	}
 }
+
+func TestWithNow(t *testing.T) {
+	f := clock.NewFake(t0)
+	off := t0.Add(time.Hour)
+	c := clock.WithNow(f, func() time.Time { return off })
+	if !c.Now().Equal(off) || c.Since(t0) != time.Hour || c.Until(t0) != -time.Hour {
+		t.Fatalf("readings %v %v %v", c.Now(), c.Since(t0), c.Until(t0))
+	}
+	tm := c.NewTimer(time.Second) // the base's timer
+	f.Advance(time.Second)
+	if _, ok := recv(tm.C()); !ok {
+		t.Fatal("the base's timer did not fire")
+	}
+	// On Real, the readings keep the monotonic clock when now does.
+	r := clock.WithNow(nil, func() time.Time { return time.Now().Add(time.Minute) })
+	if s := r.Now().String(); !containsM(s) {
+		t.Fatalf("an offset Real reading %s lost its monotonic reading", s)
+	}
+}
