@@ -80,3 +80,13 @@ type withNow struct {
 func (w withNow) Now() time.Time                  { return w.now() }
 func (w withNow) Since(t time.Time) time.Duration { return w.now().Sub(t) }
 func (w withNow) Until(t time.Time) time.Duration { return t.Sub(w.now()) }
+
+// RealTimers reports whether c's timers are the time package's (Real, or
+// WithNow over Real): code may then wait on the machine's clock in ways a
+// Clock does not offer, such as spinning for a few microseconds.
+func RealTimers(c Clock) bool {
+	if w, ok := c.(withNow); ok {
+		c = w.Clock
+	}
+	return c == Real
+}

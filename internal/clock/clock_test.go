@@ -243,3 +243,21 @@ func TestWithNow(t *testing.T) {
 		t.Fatalf("an offset Real reading %s lost its monotonic reading", s)
 	}
 }
+
+func TestRealTimers(t *testing.T) {
+	f := clock.NewFake(t0)
+	for _, c := range []struct {
+		c    clock.Clock
+		want bool
+	}{
+		{clock.Real, true},
+		{clock.WithNow(clock.Real, time.Now), true},
+		{clock.WithNow(nil, time.Now), true},
+		{f, false},
+		{clock.WithNow(f, f.Now), false},
+	} {
+		if got := clock.RealTimers(c.c); got != c.want {
+			t.Errorf("RealTimers(%T) = %v, want %v", c.c, got, c.want)
+		}
+	}
+}
