@@ -14,6 +14,7 @@ import (
 
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/snowflake/dbworker"
@@ -335,7 +336,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	n.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
 		Open:         open,
 		Layout:       layout,
-		Now:          now,
+		Clock:        clock.WithNow(nil, now),
 		LeaseAhead:   cfg.LeaseAhead,
 		MaxBackward:  cfg.MaxBackward,
 		MaxStartWait: cfg.MaxStartWait,

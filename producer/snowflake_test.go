@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/ringbuf"
@@ -650,7 +651,7 @@ func TestSnowflakeRingFencedAfterFreeze(t *testing.T) {
 		// No borrowing ahead: a worker with no lease on record then has
 		// no stopped holder's ids to wait out.
 		BorrowAhead: -1,
-		Monotonic:   mono.Now,
+		Monotonic:   clock.WithNow(nil, mono.Now),
 		Logger:      quiet(),
 		NewWorker:   func(context.Context, int64) bool { return true }, // no other process
 	})

@@ -18,7 +18,7 @@ import (
 func TestSourceFillOneSnapshot(t *testing.T) {
 	b := newBackend(3) // every registration gets worker 3
 	clock := &gatedClock{fakeClock: &fakeClock{t: t0}, late: true}
-	src, _, _ := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Now = clock.Now })
+	src, _, _ := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Clock = clockOf(clock.Now) })
 	seen := newIssued(t)
 	seen.add("first registration", fill(t, src, 8)...)
 
@@ -61,7 +61,7 @@ func TestSourceClaimLapses(t *testing.T) {
 	b.ttl = time.Second
 	b.leasedBefore()
 	mono := &fakeClock{t: t0}
-	src, clock, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	src, clock, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Clock() })
 	if w, ok := src.Holds(); !ok || w != 0 {
 		t.Fatalf("Holds = %d, %v; want 0, true", w, ok)
 	}
@@ -97,7 +97,7 @@ func TestSourceConfirmsClaim(t *testing.T) {
 	b.ttl = time.Second
 	b.leasedBefore()
 	mono := &fakeClock{t: t0}
-	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Clock() })
 	for i := 1; i <= 5; i++ {
 		calls := b.leaseCalls()
 		mono.Set(t0.Add(time.Duration(i) * 600 * time.Millisecond))
@@ -152,7 +152,7 @@ func TestSourceRegisterLapsesBeforeFirstLease(t *testing.T) {
 			mono.Set(mono.Now().Add(time.Second))
 		}
 	}
-	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Clock() })
 	waitFor(t, "a second registration", func() bool { return len(b.registries()) >= 2 })
 	waitState(t, src, snowflake.StateServing)
 	if _, ok := src.Holds(); !ok {

@@ -269,7 +269,7 @@ func sourceConfig(b *memBackend, clock *fakeClock, log *eventLog) snowflake.Sour
 		Open:        b.Open,
 		Layout:      smallLayout,
 		RandomStart: -1,
-		Now:         clock.Now,
+		Clock:       clock.Clock(),
 		LeaseAhead:  testLeaseAhead,
 		BorrowAhead: testBorrowAhead,
 		MaxBackward: testMaxBackward,
@@ -1121,7 +1121,7 @@ func TestSourceCloseIsFinal(t *testing.T) {
 	log := &eventLog{}
 	fillDone := make(chan error, 1)
 	cfg := sourceConfig(b, clock.fakeClock, log)
-	cfg.Now = clock.Now
+	cfg.Clock = clockOf(clock.Now)
 	var src *snowflake.Source
 	var gate chan struct{} // of the Fill racing Close
 	cfg.OnEvent = func(ev snowflake.Event) {
@@ -1171,7 +1171,7 @@ func TestSourceCloseIsFinal(t *testing.T) {
 func TestSourceConcurrentFillNoFalsePause(t *testing.T) {
 	b := newBackend(-1)
 	clock := &gatedClock{fakeClock: &fakeClock{t: t0}}
-	src, _, log := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Now = clock.Now })
+	src, _, log := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Clock = clockOf(clock.Now) })
 	fill(t, src, 1000) // borrowed up to t0+20ms
 
 	gate, entered := clock.arm()
@@ -1269,7 +1269,7 @@ func TestSourceLeaveBeforeLeaseRunsOut(t *testing.T) {
 func TestSourceLeaveBeforeLeaseRunsOutHanging(t *testing.T) {
 	b := newBackend(-1)
 	src, _, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) {
-		c.Now = time.Now
+		c.Clock = clockOf(time.Now)
 		c.LeaseAhead = 2 * time.Second // steps down with 500ms to spare: room for a busy machine
 		c.BorrowAhead = 100 * time.Millisecond
 	})
