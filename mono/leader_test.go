@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/mono/memlease"
@@ -29,7 +30,7 @@ func newStore(t *testing.T) segment.Store {
 	return s
 }
 
-// monoClock is a Monotonic clock a test can freeze: a frozen process reads
+// monoClock is a Leader clock a test can freeze: a frozen process reads
 // no time, then reads it all at once.
 type monoClock struct {
 	mu     sync.Mutex
@@ -41,6 +42,9 @@ func (c *monoClock) Now() time.Time {
 	defer c.mu.Unlock()
 	return time.Now().Add(c.offset)
 }
+
+// Clock is c as a clock.Clock: its readings are c's, its timers real.
+func (c *monoClock) Clock() clock.Clock { return clock.WithNow(nil, c.Now) }
 
 func (c *monoClock) jump(d time.Duration) {
 	c.mu.Lock()
@@ -119,8 +123,8 @@ func TestFailoverKeepsOrder(t *testing.T) {
 func TestFrozenLeaderStopsAtFence(t *testing.T) {
 	// The lease store's clock runs on while a is frozen: the holding expires.
 	clock, storeClock := &monoClock{}, &monoClock{}
-	store, lease := newStore(t), memlease.New(time.Second, storeClock.Now)
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Monotonic: clock.Now})
+	store, lease := newStore(t), memlease.New(time.Second, storeClock.Clock())
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Clock: clock.Clock()})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
 	id, _, err := a.Next(context.Background(), 1)
 	if err != nil {

@@ -108,7 +108,7 @@
 // cut still use the real clock.
 //
 // The room: floor 2 of the README's Layout; it imports internal/clock,
-// internal/fsutil,
-// wire, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
+// internal/fsutil, wire, the standard library and outside modules. No package
+// it imports stands on its floor or above (farm-studio look: no arrow runs
+// up).
 package segment

@@ -104,6 +104,7 @@
 // test moves a clock.Fake instead of sleeping.
 //
 // The room: floor 2 of the README's Layout; it imports internal/clock,
-// internal/fsutil, wire, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
+// internal/fsutil, wire, the standard library and outside modules. No package
+// it imports stands on its floor or above (farm-studio look: no arrow runs
+// up).
 package snowflake

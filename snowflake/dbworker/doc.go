@@ -80,7 +80,6 @@
 // goroutines.
 //
 // The room: floor 3 of the README's Layout; it imports internal/clock,
-// snowflake, the
-// standard library and outside modules. No package it imports stands on its
-// floor or above (farm-studio look: no arrow runs up).
+// snowflake, the standard library and outside modules. No package it imports
+// stands on its floor or above (farm-studio look: no arrow runs up).
 package dbworker

@@ -81,7 +81,7 @@
 // (at most Options.Timeout).
 //
 // The room: floor 3 of the README's Layout; it imports internal/clock,
-// internal/jskv,
-// snowflake, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
+// internal/jskv, snowflake, the standard library and outside modules. No
+// package it imports stands on its floor or above (farm-studio look: no arrow
+// runs up).
 package kvlease
