@@ -355,7 +355,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		Size:   cfg.SnowflakeRing,
 		MaxAge: max(time.Second, 2*layout.TimeUnit),
 		TimeOf: func(id int64) time.Time { return layout.Decompose(id).Time },
-		Now:    now,
+		Clock:  clock.WithNow(nil, now),
 		Logger: n.log,
 	})
 	return err

@@ -413,7 +413,7 @@ func TestSnowflakeDropsStaleIDs(t *testing.T) {
 			return now.Add(time.Hour)
 		}
 		s := newSnowflake(t, producer.SnowflakeConfig{IDs: ids, Size: 1024, MaxAge: 50 * time.Millisecond,
-			TimeOf: timeOf, Now: func() time.Time { return now }})
+			TimeOf: timeOf, Clock: clock.WithNow(nil, func() time.Time { return now })})
 		waitFull(t, s)
 		waitUntil(t, "old ids to be dropped", func() bool { return s.Stats().Dropped >= 100 })
 		time.Sleep(200 * time.Millisecond) // more freshen passes: nothing else goes
