@@ -246,21 +246,21 @@ func parseStep(s string) (by, after time.Duration, err error) {
 }
 
 // clock is the node's snowflake clock: the real one, unless a fault drill
-// offsets or steps it.
-func (c *Config) clock() func() time.Time {
+// offsets or steps its readings (its timers stay the real clock's).
+func (c *Config) clock() clock.Clock {
 	by, after, _ := parseStep(c.FaultClockStep)
 	off := c.FaultClockOffset
 	if off == 0 && by == 0 {
-		return time.Now
+		return clock.Real
 	}
 	stepAt := time.Now().Add(after)
-	return func() time.Time {
+	return clock.WithNow(clock.Real, func() time.Time {
 		now := time.Now()
 		if by != 0 && !now.Before(stepAt) {
 			return now.Add(off + by)
 		}
 		return now.Add(off)
-	}
+	})
 }
 
 // startSnowflake checks the clock against the peers, claims a worker id and
@@ -283,11 +283,11 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	}
 	n.layout = layout
 	now := cfg.clock()
-	n.now = now
+	n.now = now.Now
 	if cfg.FaultClockOffset != 0 || cfg.FaultClockStep != "" {
 		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.FaultClockOffset, "step", cfg.FaultClockStep)
 	}
-	left := layout.Remaining(now())
+	left := layout.Remaining(now.Now())
 	n.log.Info("snowflake layout", "layout", layout.String(), "expires", layout.Expires(), "left", left.Round(time.Hour))
 	if left == 0 {
 		return fmt.Errorf("%w: the layout %s ran out of time bits at %v: choose a later epoch (--snowflake-epoch) or more time bits",
@@ -301,7 +301,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
 	}
 	if cfg.PeerClockMax > 0 {
-		pc, err := ask.PeerClocks(ctx, n.nc, 500*time.Millisecond, now)
+		pc, err := ask.PeerClocks(ctx, n.nc, 500*time.Millisecond, now.Now)
 		if err != nil {
 			return err
 		}
@@ -336,7 +336,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	n.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
 		Open:         open,
 		Layout:       layout,
-		Clock:        clock.WithNow(nil, now),
+		Clock:        now,
 		LeaseAhead:   cfg.LeaseAhead,
 		MaxBackward:  cfg.MaxBackward,
 		MaxStartWait: cfg.MaxStartWait,
@@ -355,7 +355,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		Size:   cfg.SnowflakeRing,
 		MaxAge: max(time.Second, 2*layout.TimeUnit),
 		TimeOf: func(id int64) time.Time { return layout.Decompose(id).Time },
-		Clock:  clock.WithNow(nil, now),
+		Clock:  now,
 		Logger: n.log,
 	})
 	return err
