@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -281,8 +282,13 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 		t.Fatalf("after worker 0 was refused: state %v, worker %d, want serving worker 1", st, src1.Worker())
 	}
 
-	// The holder is gone: the worker serves.
-	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Holder = cfg.Holder })
+	// The holder is gone: the worker serves. (The Source's loop runs on
+	// clk's ticker and timers, its readings stay put.)
+	wall, clk := &fakeClock{t: t0}, clock.NewFake(t0)
+	src, _, _ := startSource(t, b, wall, func(c *snowflake.SourceConfig) {
+		c.Holder = cfg.Holder
+		c.Clock = clock.WithNow(clk, wall.Now)
+	})
 	if st := src.State(); st != snowflake.StateServing || src.Worker() != 3 {
 		t.Fatalf("state %v, worker %d, want serving worker 3", st, src.Worker())
 	}
@@ -293,13 +299,25 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	mu.Unlock()
 	b.registries()[len(b.registries())-1].lose()
 	waitState(t, src, snowflake.StateLost)
-	time.Sleep(50 * time.Millisecond) // a few re-registrations are refused
-	if st := src.State(); st != snowflake.StateLost {
-		t.Fatalf("state %v while a live node holds the worker, want lost", st)
+	mu.Lock()
+	before := asked
+	mu.Unlock()
+	// Two re-registrations are refused: the loop ticks, asks the Holder,
+	// and waits out its retry pause (1s) beside its ticker, twice.
+	clk.Advance(50 * time.Millisecond)
+	armed(t, clk, 2)
+	clk.Advance(time.Second)
+	armed(t, clk, 2)
+	mu.Lock()
+	refused := asked - before
+	mu.Unlock()
+	if st := src.State(); st != snowflake.StateLost || refused < 2 {
+		t.Fatalf("state %v after the Holder was asked %d times while a live node holds the worker, want lost after at least 2", st, refused)
 	}
 	mu.Lock()
 	holder = ""
 	mu.Unlock()
+	clk.Advance(time.Second)
 	waitFor(t, "serving again", func() bool { return src.State() != snowflake.StateLost })
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -931,23 +932,44 @@ func TestSourceLostThenWait(t *testing.T) {
 // Source stays lost, and registers once it can.
 func TestSourceReregisterRetries(t *testing.T) {
 	b := newBackend(-1)
-	src, clock, _ := startSource(t, b, nil, nil)
+	// The Source reads wall, which stays put, and its loop runs on clk's
+	// ticker and timers: each try is a step.
+	wall, clk := &fakeClock{t: t0}, clock.NewFake(t0)
+	src, _, _ := startSource(t, b, wall, func(c *snowflake.SourceConfig) { c.Clock = clock.WithNow(clk, wall.Now) })
 	b.setOpenErr(errors.New("down"))
 	b.registries()[0].lose()
 	waitState(t, src, snowflake.StateLost)
-	time.Sleep(100 * time.Millisecond) // a try or two fail
+	// Two tries fail: the loop ticks (50ms), fails to register and waits
+	// out its retry pause (1s) beside its ticker, twice.
+	clk.Advance(50 * time.Millisecond)
+	armed(t, clk, 2)
+	clk.Advance(time.Second)
+	armed(t, clk, 2)
 	if st := src.State(); st != snowflake.StateLost {
 		t.Fatalf("State = %v with the registry down, want lost", st)
 	}
 	b.setOpenErr(nil)
+	clk.Advance(time.Second)
 	// Worker 0 again, freed by the lost registry: it waits for its own
 	// last lease.
 	waitState(t, src, snowflake.StateWaiting)
 	if src.Worker() != 0 {
 		t.Errorf("Worker = %d, want 0", src.Worker())
 	}
-	clock.Set(t0.Add(testLeaseAhead + time.Millisecond))
+	wall.Set(t0.Add(testLeaseAhead + time.Millisecond))
+	clk.Advance(50 * time.Millisecond)
 	waitState(t, src, snowflake.StateServing)
+}
+
+// armed waits until n timers of c are armed: the code under test waits on
+// the clock.
+func armed(t testing.TB, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("%d of %d timers armed within 10s", c.Timers(), n)
+	}
 }
 
 func TestSourceClose(t *testing.T) {
