@@ -193,7 +193,7 @@ func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg, en
 	l.mu.Lock()
 	w := l.w
 	l.mu.Unlock()
-	whole := func() time.Duration { return l.opts.TTL + time.Since(entry) } // a TTL from now
+	whole := func() time.Duration { return l.opts.TTL + l.opts.Clock.Since(entry) } // a TTL from now
 	same, upTo, err := l.follow(ctx, w)
 	if err != nil || !same {
 		return whole(), err
