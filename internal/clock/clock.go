@@ -23,14 +23,12 @@ type Clock interface {
 type Timer interface {
 	C() <-chan time.Time
 	Stop() bool
-	Reset(d time.Duration) bool
 }
 
 // Ticker is a time.Ticker of a Clock.
 type Ticker interface {
 	C() <-chan time.Time
 	Stop()
-	Reset(d time.Duration)
 }
 
 // Real is the machine's clock: time.Now and the time package's timers.
@@ -55,15 +53,13 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 
 type realTimer struct{ t *time.Timer }
 
-func (r realTimer) C() <-chan time.Time        { return r.t.C }
-func (r realTimer) Stop() bool                 { return r.t.Stop() }
-func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }
 
 type realTicker struct{ t *time.Ticker }
 
-func (r realTicker) C() <-chan time.Time   { return r.t.C }
-func (r realTicker) Stop()                 { r.t.Stop() }
-func (r realTicker) Reset(d time.Duration) { r.t.Reset(d) }
+func (r realTicker) C() <-chan time.Time { return r.t.C }
+func (r realTicker) Stop()               { r.t.Stop() }
 
 // WithNow is base with its readings (Now, Since, Until) taken from now;
 // its timers and tickers stay base's. A fault drill offsets or steps a

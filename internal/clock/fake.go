@@ -39,7 +39,7 @@ func (f *Fake) Until(t time.Time) time.Duration { return t.Sub(f.Now()) }
 // fires it at once.
 func (f *Fake) NewTimer(d time.Duration) Timer {
 	t := &fakeTimer{f: f, c: make(chan time.Time, 1)}
-	t.Reset(d)
+	t.arm(d)
 	return t
 }
 
@@ -51,7 +51,7 @@ func (f *Fake) NewTicker(d time.Duration) Ticker {
 		panic("clock: non-positive interval for NewTicker")
 	}
 	t := &fakeTimer{f: f, c: make(chan time.Time, 1), period: d}
-	t.Reset(d)
+	t.arm(d)
 	return (*fakeTicker)(t)
 }
 
@@ -137,23 +137,6 @@ func (f *Fake) Timers() int {
 	return len(f.pending)
 }
 
-// Next is the time the earliest armed timer or ticker fires; false when
-// none is armed.
-func (f *Fake) Next() (time.Time, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.pending) == 0 {
-		return time.Time{}, false
-	}
-	next := f.pending[0].when
-	for _, p := range f.pending[1:] {
-		if p.when.Before(next) {
-			next = p.when
-		}
-	}
-	return next, true
-}
-
 // BlockUntil waits until at least n timers and tickers are armed: the
 // code under test is waiting on the clock. It returns ctx.Err() if ctx
 // ends first.
@@ -192,22 +175,15 @@ func (t *fakeTimer) Stop() bool {
 	return t.f.remove(t)
 }
 
-// Reset re-arms the timer to fire d from now; it reports whether it was
-// armed. No value from before Reset is received from C after it returns.
-func (t *fakeTimer) Reset(d time.Duration) bool {
+// arm arms the new timer to fire d from now: at once if d <= 0.
+func (t *fakeTimer) arm(d time.Duration) {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	t.drain()
-	was := t.f.remove(t)
 	t.when = t.f.now.Add(d)
-	if t.period > 0 {
-		t.period = d
-	}
 	t.f.add(t)
 	if d <= 0 && t.period == 0 {
 		t.f.fire(t)
 	}
-	return was
 }
 
 func (t *fakeTimer) drain() {
@@ -223,11 +199,3 @@ func (t *fakeTicker) C() <-chan time.Time { return t.c }
 
 // Stop stops the ticker; no tick is received from C after it returns.
 func (t *fakeTicker) Stop() { (*fakeTimer)(t).Stop() }
-
-// Reset stops the ticker and restarts it with period d from now.
-func (t *fakeTicker) Reset(d time.Duration) {
-	if d <= 0 {
-		panic("clock: non-positive interval for Ticker.Reset")
-	}
-	(*fakeTimer)(t).Reset(d)
-}
