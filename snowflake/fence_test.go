@@ -97,8 +97,13 @@ func TestSourceConfirmsClaim(t *testing.T) {
 	b := newBackend(-1)
 	b.ttl = time.Second
 	b.leasedBefore()
-	mono := &fakeClock{t: t0}
-	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Clock() })
+	// The loop ticks on mono, which moves while the wall clock stands.
+	mono, wall := clock.NewFake(t0), &fakeClock{t: t0}
+	src, _, _ := startSource(t, b, wall, func(c *snowflake.SourceConfig) {
+		c.Monotonic = mono
+		c.Clock = clock.WithNow(mono, wall.Now)
+	})
+	armed(t, mono, 1) // the loop's ticker
 	for i := 1; i <= 5; i++ {
 		calls := b.leaseCalls()
 		mono.Set(t0.Add(time.Duration(i) * 600 * time.Millisecond))

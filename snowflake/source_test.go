@@ -539,11 +539,15 @@ func TestSourceNext(t *testing.T) {
 // TestSourceRenewsLease: the lease is kept LeaseAhead ahead of the clock.
 func TestSourceRenewsLease(t *testing.T) {
 	b := newBackend(-1)
-	src, clock, _ := startSource(t, b, nil, nil)
+	// The Source reads clk and its loop ticks on it: each step of the
+	// clock is a tick that finds the lease due.
+	clk := clock.NewFake(t0)
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Clock = clk })
+	armed(t, clk, 1) // the loop's ticker
 	now := t0
 	for range 5 {
 		now = now.Add(testLeaseAhead / 2)
-		clock.Set(now)
+		clk.Set(now)
 		want := now.Add(testLeaseAhead)
 		waitFor(t, "lease renewed to "+want.String(), func() bool {
 			return b.lease(0).Equal(want) && src.Leased().Equal(want)
