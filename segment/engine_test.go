@@ -688,9 +688,15 @@ func TestBackoff(t *testing.T) {
 func TestRefresher(t *testing.T) {
 	s := newTestStore()
 	s.create(t, "a", 10)
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: 5 * time.Millisecond})
+	clk := newClock() // the refresher ticks when the test moves it
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: 5 * time.Millisecond, Clock: clk})
 	start(t, e)
+	armed(t, clk, 1) // the refresher's ticker
 	s.create(t, "b", 10)
+	if e.Known("b") {
+		t.Fatal("b added before a refresh")
+	}
+	clk.Advance(5 * time.Millisecond)
 	waitFor(t, "b added and preloaded", func() bool {
 		st, ok := e.State("b")
 		return ok && st.Loads == 1
@@ -698,6 +704,10 @@ func TestRefresher(t *testing.T) {
 	if err := s.Delete(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
+	if !e.Known("a") {
+		t.Fatal("a dropped before a refresh")
+	}
+	clk.Advance(5 * time.Millisecond)
 	waitFor(t, "a dropped", func() bool { return !e.Known("a") })
 	if _, err := e.Next(context.Background(), "a"); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next(deleted tag) = %v, want ErrUnknownTag", err)
