@@ -165,8 +165,7 @@ func TestFakeTicker(t *testing.T) {
 	}
 }
 
-// Advance fires each timer with the clock at its own time, in order: a
-// timer armed by a receiver while the clock moves fires at its own time too.
+// Advance fires each timer in order, each sending its own time.
 func TestFakeAdvanceFiresInOrder(t *testing.T) {
 	f := clock.NewFake(t0)
 	a := f.NewTimer(3 * time.Second)
@@ -254,4 +253,38 @@ func TestRealTimers(t *testing.T) {
 			t.Errorf("RealTimers(%T) = %v, want %v", c.c, got, c.want)
 		}
 	}
+}
+
+// Timers made, stopped and read while the clock moves: run with -race.
+func TestFakeConcurrent(t *testing.T) {
+	f := clock.NewFake(t0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			f.Advance(time.Millisecond)
+		}
+	}()
+	fired := 0
+	for i := range 200 {
+		tm := f.NewTimer(time.Duration(i%5) * time.Millisecond)
+		select {
+		case <-tm.C():
+			fired++
+		default:
+			tm.Stop()
+		}
+		_ = f.Now()
+	}
+	<-done
+	tk := f.NewTicker(time.Millisecond)
+	defer tk.Stop()
+	f.Advance(time.Millisecond)
+	if _, ok := recv(tk.C()); !ok {
+		t.Fatal("no tick after the clock moved")
+	}
+	if f.Since(t0) != time.Second+time.Millisecond {
+		t.Fatalf("clock at %v, want 1.001s", f.Since(t0))
+	}
+	t.Logf("%d of 200 timers had fired when read", fired)
 }

@@ -8,7 +8,7 @@
 // leases and TTLs measured with Since on its readings are immune to steps
 // of the wall clock, exactly as with time.Since. A Fake is a clock that
 // moves only when a test moves it: Advance fires the timers and tickers
-// that come due, in order, each at its own time, so a test of a loop
+// that come due, in order, each sending its own time, so a test of a loop
 // steps through it without sleeping. BlockUntil waits until the code
 // under test has armed its timers, so a test never advances a clock
 // nobody is waiting on yet.

@@ -7,8 +7,12 @@ import (
 )
 
 // Fake is a Clock that moves only when told to (Advance, Set). Its timers
-// and tickers fire inside Advance and Set, in the order they come due,
-// with the clock at each one's time. It is safe for concurrent use.
+// and tickers fire inside Advance and Set, in the order they come due, each
+// sending its own time. Code woken by one reads the clock only once Advance
+// has returned, at the new time: a test that needs a loop to see each step
+// advances by at most the loop's period and waits for the loop to arm its
+// timer again (BlockUntil) before the next step. It is safe for concurrent
+// use.
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
