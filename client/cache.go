@@ -69,7 +69,7 @@ type cache struct {
 }
 
 func (c *Client) newCache(key, subject string, snow bool) *cache {
-	t := &cache{c: c, key: key, subject: subject, snow: snow, lastUse: c.o.now()}
+	t := &cache{c: c, key: key, subject: subject, snow: snow, lastUse: c.o.clock.Now()}
 	t.ctx, t.cancel = context.WithCancel(c.ctx)
 	return t
 }
@@ -128,7 +128,7 @@ func (t *cache) kick() {
 	t.mu.Unlock()
 }
 
-func (c *Client) since() time.Duration { return c.o.now().Sub(c.start) }
+func (c *Client) since() time.Duration { return c.o.clock.Now().Sub(c.start) }
 
 func (t *cache) expiredLocked(b *batch) bool {
 	return b.expires != 0 && t.c.since() >= b.expires
@@ -298,7 +298,7 @@ func (t *cache) refillLocked() {
 		return
 	}
 	avail := t.availLocked()
-	t.observeLocked(t.c.o.now(), avail)
+	t.observeLocked(t.c.o.clock.Now(), avail)
 	size, target := t.sizeLocked()
 	pipeline := t.c.o.pipeline
 	if t.installed == 0 {
@@ -342,7 +342,7 @@ func (t *cache) fetch(n int) {
 			return
 		}
 		select {
-		case <-c.o.after(jitter(backoff)):
+		case <-c.o.clock.After(jitter(backoff)):
 		case <-t.ctx.Done():
 			t.retry(n, t.ctx.Err(), attempt)
 			return

@@ -45,7 +45,7 @@ var (
 type Client struct {
 	nc    *nats.Conn
 	o     options
-	start time.Time // o.now() at New; snowflake batches expire relative to it
+	start time.Time // o.clock.Now() at New; snowflake batches expire relative to it
 
 	ctx    context.Context // ends every refill; canceled by Close
 	cancel context.CancelFunc
@@ -115,7 +115,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	c := &Client{nc: nc, o: o, start: o.now()}
+	c := &Client{nc: nc, o: o, start: o.clock.Now()}
 	if o.pool {
 		js, err := jetstream.New(nc)
 		if err != nil {
@@ -362,7 +362,7 @@ func (c *Client) cacheFor(tag string) (t *cache, created bool, err error) {
 // with the oldest last use, else the oldest. The others get a second
 // chance: their use flag is cleared and their last use set to now.
 func (c *Client) lruLocked(m map[string]*cache) *cache {
-	now := c.o.now()
+	now := c.o.clock.Now()
 	var victim *cache
 	victimUsed := false
 	for _, t := range m {
@@ -386,14 +386,14 @@ func (c *Client) janitor() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-c.o.after(every):
+		case <-c.o.clock.After(every):
 		}
 		c.sweep()
 	}
 }
 
 func (c *Client) sweep() {
-	now := c.o.now()
+	now := c.o.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
@@ -470,7 +470,7 @@ func (c *Client) requestRetry(ctx context.Context, subject string, n int) ([]int
 		}
 		last = err
 		select {
-		case <-c.o.after(jitter(backoff)):
+		case <-c.o.clock.After(jitter(backoff)):
 		case <-ctx.Done():
 			return nil, unavailable(ctx.Err(), last)
 		case <-c.ctx.Done():

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -56,9 +57,9 @@ func newClient(t testing.TB, url string, opts ...Option) *Client {
 	return c
 }
 
-// withClock makes the client run off clk.
+// withClock makes the client read clk (its waits stay on real timers).
 func withClock(clk *fakeClock) Option {
-	return func(o *options) error { o.now = clk.Now; return nil }
+	return func(o *options) error { o.clock = clock.WithNow(nil, clk.Now); return nil }
 }
 
 // fakeClock is a settable clock, safe for concurrent use.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -50,9 +51,8 @@ type options struct {
 	pool       bool          // draw refills from the JetStream batch pool first
 	poolWait   time.Duration // how long a refill waits for a pool batch once NATS requests fail
 
-	// For tests: the clock and the wait used between retries and sweeps.
-	now   func() time.Time
-	after func(time.Duration) <-chan time.Time
+	// For tests: the clock, also of the waits between retries and sweeps.
+	clock clock.Clock
 }
 
 func defaultOptions() options {
@@ -70,8 +70,7 @@ func defaultOptions() options {
 		idle:       DefaultIdleTimeout,
 		backoffMin: DefaultBackoffMin,
 		backoffMax: DefaultBackoffMax,
-		now:        time.Now,
-		after:      time.After,
+		clock:      clock.Real,
 	}
 }
 

@@ -11,7 +11,9 @@
 //     in mono/kvlease); a Leader serves only while its last confirmed
 //     acquire or renewal, measured on its own monotonic clock from when the
 //     request was sent, plus TTL minus a margin lies ahead, so an old leader
-//     stops before the lease can expire and a new one be granted;
+//     stops before the lease can expire and a new one be granted (the clock
+//     is Config.Clock, an internal/clock.Clock: the real one, whose readings
+//     carry Go's monotonic clock, unless a test gives a clock.Fake);
 //   - a new leader reserves a fresh range from the segment store after it
 //     holds the lease, so every id it serves is above every range the old
 //     leader could have served from (the store's ranges only go up);
@@ -22,7 +24,7 @@
 // are not negotiable. While no node leads a tag, requests find no
 // responder and the client retries within its deadline.
 //
-// The room: above segment (it reserves ranges through segment.Store),
-// beside producer; the node wires a Leader per monotonic tag to the
-// leaf.mono.<tag> subject. It imports segment and the standard library.
+// The room: above segment (it reserves ranges through segment.Store), beside
+// producer; the node wires a Leader per monotonic tag to the leaf.mono.<tag>
+// subject. It imports internal/clock, segment and the standard library.
 package mono

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -35,10 +36,11 @@ type Config struct {
 	// Retry is how often a follower tries to acquire a held lease. Default
 	// min(TTL/3, 500ms): a new leader within TTL+Retry of a crash.
 	Retry time.Duration
-	// Monotonic is the clock of the fence: only differences of its
-	// readings are used. Default time.Now (whose readings carry Go's
-	// monotonic clock). It must not be stepped.
-	Monotonic func() time.Time
+	// Clock is the clock of the fence, of which only differences of
+	// readings are used, and of the waits between renewals and attempts.
+	// Default clock.Real (whose readings carry Go's monotonic clock). It
+	// must not be stepped.
+	Clock clock.Clock
 	// Hold, if set, is an extra wait before each attempt to acquire the
 	// lease: a node that leads many tags holds back, so that nodes leading
 	// fewer win the free leases and leadership spreads.
@@ -112,17 +114,15 @@ func NewLeader(cfg Config) (*Leader, error) {
 		return nil, fmt.Errorf("%w: mono: need 0 < Renew (%v) < TTL (%v) - Margin (%v), Retry %v > 0",
 			segment.ErrInvalid, cfg.Renew, ttl, cfg.Margin, cfg.Retry)
 	}
-	if cfg.Monotonic == nil {
-		cfg.Monotonic = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Leader{cfg: cfg, mono0: cfg.Monotonic(), log: cfg.Logger.With("tag", cfg.Tag),
+	return &Leader{cfg: cfg, mono0: cfg.Clock.Now(), log: cfg.Logger.With("tag", cfg.Tag),
 		loaded: make(chan struct{}), yield: make(chan time.Duration, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
-func (l *Leader) since() time.Duration { return l.cfg.Monotonic().Sub(l.mono0) }
+func (l *Leader) since() time.Duration { return l.cfg.Clock.Since(l.mono0) }
 
 // Leading reports whether the Leader may serve now.
 func (l *Leader) Leading() bool {
@@ -365,10 +365,10 @@ func (l *Leader) sleep(ctx context.Context, d time.Duration) (yield time.Duratio
 	if d <= 0 {
 		return 0, false
 	}
-	t := time.NewTimer(d)
+	t := l.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 	case <-ctx.Done():
 	case y := <-l.yield:
 		return y, true

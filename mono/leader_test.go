@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/mono/memlease"
@@ -29,7 +30,7 @@ func newStore(t *testing.T) segment.Store {
 	return s
 }
 
-// monoClock is a Monotonic clock a test can freeze: a frozen process reads
+// monoClock is a Leader clock a test can freeze: a frozen process reads
 // no time, then reads it all at once.
 type monoClock struct {
 	mu     sync.Mutex
@@ -41,6 +42,9 @@ func (c *monoClock) Now() time.Time {
 	defer c.mu.Unlock()
 	return time.Now().Add(c.offset)
 }
+
+// Clock is c as a clock.Clock: its readings are c's, its timers real.
+func (c *monoClock) Clock() clock.Clock { return clock.WithNow(nil, c.Now) }
 
 func (c *monoClock) jump(d time.Duration) {
 	c.mu.Lock()
@@ -119,8 +123,8 @@ func TestFailoverKeepsOrder(t *testing.T) {
 func TestFrozenLeaderStopsAtFence(t *testing.T) {
 	// The lease store's clock runs on while a is frozen: the holding expires.
 	clock, storeClock := &monoClock{}, &monoClock{}
-	store, lease := newStore(t), memlease.New(time.Second, storeClock.Now)
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Monotonic: clock.Now})
+	store, lease := newStore(t), memlease.New(time.Second, storeClock.Clock())
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Clock: clock.Clock()})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
 	id, _, err := a.Next(context.Background(), 1)
 	if err != nil {
@@ -203,10 +207,14 @@ func TestConcurrentNext(t *testing.T) {
 // takes over, every id stays above those served before, and the yielder
 // does not take the tag back while its Yield lasts.
 func TestYieldHandsOver(t *testing.T) {
-	store, lease := newStore(t), memlease.New(time.Second, nil)
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50})
+	// Both Leaders and the lease run on one fake clock, moved in steps
+	// while each Leader's loop waits on it (a renewal, a retry, its Yield).
+	clk := clock.NewFake(time.Now())
+	store, lease := newStore(t), memlease.New(time.Second, clk)
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Clock: clk})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
-	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50})
+	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50, Clock: clk})
+	armed(t, clk, 2) // a waits to renew, b to try again
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	before, _, err := a.Next(ctx, 1)
@@ -214,7 +222,12 @@ func TestYieldHandsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Yield(3 * time.Second)
-	testenv.Eventually(t, "b leading after a yields", 5*time.Second, b.Leading)
+	testenv.Eventually(t, "a stepping down", 5*time.Second, func() bool { return !a.Leading() })
+	armed(t, clk, 2)             // a has released the lease and sits out its Yield
+	step(t, clk, 2, time.Second) // b's next try (Retry, at most 5/4 of 333ms) acquires it
+	if !b.Leading() {
+		t.Fatal("b not leading a second after a yielded")
+	}
 	if a.Leading() {
 		t.Fatal("two leaders")
 	}
@@ -225,12 +238,35 @@ func TestYieldHandsOver(t *testing.T) {
 	if err != nil || after <= before {
 		t.Fatalf("first id after the hand-over = %d, %v; want above %d", after, err, before)
 	}
-	b.Close() // free the lease: a stays out until its Yield ends
-	time.Sleep(time.Second)
+	b.Close()                    // free the lease: a stays out until its Yield ends
+	step(t, clk, 1, time.Second) // 2s of the 3s Yield gone
 	if a.Leading() {
 		t.Fatal("the yielder took the tag back before its Yield ended")
 	}
-	testenv.Eventually(t, "a leading again after its Yield", 10*time.Second, a.Leading)
+	step(t, clk, 1, 1500*time.Millisecond)
+	testenv.Eventually(t, "a leading again after its Yield", 5*time.Second, a.Leading)
+}
+
+// armed waits until n timers of c are armed: the loops under test wait on
+// the clock.
+func armed(t testing.TB, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("%d of %d timers armed within 10s", c.Timers(), n)
+	}
+}
+
+// step moves c forward by d in steps of 50ms, each once the n loops running
+// on c wait on it again: each loop sees every step.
+func step(t testing.TB, c *clock.Fake, n int, d time.Duration) {
+	t.Helper()
+	for moved := time.Duration(0); moved < d; moved += 50 * time.Millisecond {
+		armed(t, c, n)
+		c.Advance(50 * time.Millisecond)
+	}
+	armed(t, c, n)
 }
 
 // TestHandDeletedLeaseKeepsOrder: an operator deletes the lease of a tag

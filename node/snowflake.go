@@ -12,6 +12,7 @@ import (
 
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -209,21 +210,21 @@ func parseStep(s string) (by, after time.Duration, err error) {
 }
 
 // clock is the node's snowflake clock: the real one, unless a fault drill
-// offsets or steps it.
-func (c *Config) clock() func() time.Time {
+// offsets or steps its readings (its timers stay the real clock's).
+func (c *Config) clock() clock.Clock {
 	by, after, _ := parseStep(c.Fault.ClockStep)
 	off := c.Fault.ClockOffset
 	if off == 0 && by == 0 {
-		return time.Now
+		return clock.Real
 	}
 	stepAt := time.Now().Add(after)
-	return func() time.Time {
+	return clock.WithNow(clock.Real, func() time.Time {
 		now := time.Now()
 		if by != 0 && !now.Before(stepAt) {
 			return now.Add(off + by)
 		}
 		return now.Add(off)
-	}
+	})
 }
 
 // startSnowflake checks the clock against the peers, claims a worker id and
@@ -246,11 +247,11 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	}
 	n.sf.layout = layout
 	now := cfg.clock()
-	n.sf.now = now
+	n.sf.now = now.Now
 	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
 		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
 	}
-	left := layout.Remaining(now())
+	left := layout.Remaining(now.Now())
 	n.log.Info("snowflake layout", "layout", layout.String(), "expires", layout.Expires(), "left", left.Round(time.Hour))
 	if left == 0 {
 		return fmt.Errorf("%w: the layout %s ran out of time bits at %v: choose a later epoch (--snowflake-epoch) or more time bits",
@@ -264,7 +265,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
 	}
 	if cfg.Snowflake.PeerClockMax > 0 {
-		pc, err := ask.PeerClocks(ctx, n.nc, 500*time.Millisecond, now)
+		pc, err := ask.PeerClocks(ctx, n.nc, 500*time.Millisecond, now.Now)
 		if err != nil {
 			return err
 		}
@@ -299,7 +300,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	n.sf.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
 		Open:         open,
 		Layout:       layout,
-		Now:          now,
+		Clock:        now,
 		LeaseAhead:   cfg.Snowflake.LeaseAhead,
 		MaxBackward:  cfg.Snowflake.MaxBackward,
 		MaxStartWait: cfg.Snowflake.MaxStartWait,
@@ -318,7 +319,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		Size:   cfg.Snowflake.Ring,
 		MaxAge: max(time.Second, 2*layout.TimeUnit),
 		TimeOf: func(id int64) time.Time { return layout.Decompose(id).Time },
-		Now:    now,
+		Clock:  now,
 		Logger: n.log,
 	})
 	return err

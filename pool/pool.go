@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -233,6 +234,9 @@ type FillerConfig struct {
 	// below a quarter of Depth at a check.
 	OnLow  func(subject string, level int)
 	Logger *slog.Logger
+	// Clock times the checks (Interval) and the pauses between API
+	// retries. Default clock.Real.
+	Clock clock.Clock
 }
 
 // Filler keeps pools topped up on a leafd: for each subject it publishes
@@ -280,11 +284,12 @@ func NewFiller(ctx context.Context, cfg FillerConfig) (*Filler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Depth < 1 || cfg.Batch < 1 || cfg.Batch > 1_000_000 || cfg.AckWait < time.Second || cfg.Interval < 0 {
 		return nil, fmt.Errorf("%w: depth %d, batch %d (1-1000000), ack wait %v (at least 1s)", ErrInvalid, cfg.Depth, cfg.Batch, cfg.AckWait)
 	}
 	var st jetstream.Stream
-	err := retryAPI(ctx, apiAttempt, func(ctx context.Context) (err error) {
+	err := retryAPI(ctx, cfg.Clock, apiAttempt, func(ctx context.Context) (err error) {
 		st, err = cfg.JS.CreateOrUpdateStream(ctx, StreamConfig(cfg.Depth, cfg.Replicas))
 		return err
 	})
@@ -311,7 +316,7 @@ const apiAttempt = 5 * time.Second
 
 // retryAPI runs call with a timeout of attempt, again after an unanswered
 // attempt or a transient error, until ctx ends.
-func retryAPI(ctx context.Context, attempt time.Duration, call func(context.Context) error) error {
+func retryAPI(ctx context.Context, c clock.Clock, attempt time.Duration, call func(context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		err := call(actx)
@@ -323,7 +328,7 @@ func retryAPI(ctx context.Context, attempt time.Duration, call func(context.Cont
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(250 * time.Millisecond):
+		case <-c.After(250 * time.Millisecond):
 		}
 	}
 }
@@ -333,7 +338,7 @@ func (f *Filler) Add(ctx context.Context, subject string, src Source) error {
 	if err := checkSubject(subject); err != nil {
 		return err
 	}
-	err := retryAPI(ctx, apiAttempt, func(ctx context.Context) error {
+	err := retryAPI(ctx, f.cfg.Clock, apiAttempt, func(ctx context.Context) error {
 		_, err := f.stream.CreateOrUpdateConsumer(ctx, consumerConfig(subject, f.cfg.AckWait))
 		return err
 	})
@@ -365,7 +370,7 @@ func (f *Filler) onMaxDeliveries(m *nats.Msg) {
 
 func (f *Filler) run() {
 	defer f.wg.Done()
-	t := time.NewTicker(f.cfg.Interval)
+	t := f.cfg.Clock.NewTicker(f.cfg.Interval)
 	defer t.Stop()
 	for {
 		f.mu.Lock()
@@ -383,7 +388,7 @@ func (f *Filler) run() {
 		select {
 		case <-f.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/pool"
 )
 
@@ -270,8 +273,21 @@ func TestDeadClientBatchIsDeleted(t *testing.T) {
 // JetStream does not answer (a meta leader election) or answers with a
 // transient error, until their ctx ends; other errors return at once.
 func TestRetryAPI(t *testing.T) {
+	// The pauses between attempts pass on a fake clock, moved as soon as
+	// the retry waits on it.
+	clk := clock.NewFake(time.Now())
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-stop; cancel() }()
+		for clk.BlockUntil(ctx, 1) == nil {
+			clk.Advance(250 * time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
 	calls := 0
-	err := pool.RetryAPI(context.Background(), 20*time.Millisecond, func(ctx context.Context) error {
+	err := pool.RetryAPI(context.Background(), clk, 20*time.Millisecond, func(ctx context.Context) error {
 		calls++
 		switch calls {
 		case 1: // unanswered
@@ -288,14 +304,14 @@ func TestRetryAPI(t *testing.T) {
 
 	calls = 0
 	bad := errors.New("stream name already in use with a different configuration")
-	if err := pool.RetryAPI(context.Background(), 20*time.Millisecond, func(context.Context) error { calls++; return bad }); err != bad || calls != 1 {
+	if err := pool.RetryAPI(context.Background(), clk, 20*time.Millisecond, func(context.Context) error { calls++; return bad }); err != bad || calls != 1 {
 		t.Fatalf("a permanent error: %v after %d calls", err, calls)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	calls = 0
-	err = pool.RetryAPI(ctx, 20*time.Millisecond, func(ctx context.Context) error {
+	err = pool.RetryAPI(ctx, clk, 20*time.Millisecond, func(ctx context.Context) error {
 		calls++
 		<-ctx.Done()
 		return ctx.Err()
@@ -378,18 +394,29 @@ func TestLostDeliveryStateNeverSharesABatch(t *testing.T) {
 func TestBatchPublishedTwiceIsStoredOnce(t *testing.T) {
 	srv := natstest.RunServer(t)
 	js := newJS(t, srv.ClientURL())
-	f := newFiller(t, js, pool.FillerConfig{Depth: 4, Batch: 10})
+	clk := clock.NewFake(time.Now())
+	f := newFiller(t, js, pool.FillerConfig{Depth: 4, Batch: 10, Clock: clk})
 	subject := pool.SegmentSubject("twice")
+	var calls atomic.Int64
 	same := func(_ context.Context, dst []int64) error {
 		for i := range dst {
 			dst[i] = int64(i) + 1
 		}
+		calls.Add(1)
 		return nil
 	}
 	if err := f.Add(context.Background(), subject, same); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // many top-up rounds
+	// Many top-up rounds, one per tick: each asks the source for the 3
+	// batches missing (every publish after the first is a duplicate). The
+	// last round starts after the one before it has published all three.
+	const rounds = 10
+	for i := range rounds + 1 {
+		clk.Advance(20 * time.Millisecond)
+		testenv.Eventually(t, fmt.Sprintf("top-up round %d", i+1), 10*time.Second,
+			func() bool { return calls.Load() > int64(3*i) })
+	}
 	if l, err := f.Level(context.Background(), subject); err != nil || l != 1 {
 		t.Fatalf("level %d (%v): the same batch was stored more than once", l, err)
 	}

@@ -34,7 +34,8 @@
 //
 // A Producer and a Snowflake are safe for concurrent use.
 //
-// The room: floor 3 of the README's Layout; it imports ringbuf, segment,
-// snowflake, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
+// The room: floor 3 of the README's Layout; it imports internal/clock,
+// ringbuf, segment, snowflake, the standard library and outside modules. No
+// package it imports stands on its floor or above (farm-studio look: no arrow
+// runs up).
 package producer

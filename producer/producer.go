@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/ringbuf"
 	"github.com/leafmq/leafmq/segment"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	// rejected-take hook, for events and alerts.
 	OnEmpty func(tag string)
 	Logger  *slog.Logger // default slog.Default()
+	// Clock times the refills (GrowAfter) and the pruning (PruneInterval);
+	// default clock.Real.
+	Clock clock.Clock
 }
 
 // Producer owns the rings and their refill goroutines.
@@ -97,6 +101,7 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.PruneInterval == 0 {
 		cfg.PruneInterval = 60 * time.Second
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	switch {
 	case cfg.MinRing < 2 || cfg.MaxRing < cfg.MinRing:
 		return nil, fmt.Errorf("producer: ring sizes must satisfy 2 <= MinRing (%d) <= MaxRing (%d)", cfg.MinRing, cfg.MaxRing)
@@ -124,7 +129,7 @@ func New(cfg Config) (*Producer, error) {
 // single thing to wait for.
 func (p *Producer) grower() {
 	defer close(p.done)
-	prune := time.NewTicker(p.cfg.PruneInterval)
+	prune := p.cfg.Clock.NewTicker(p.cfg.PruneInterval)
 	defer prune.Stop()
 	for {
 		select {
@@ -132,7 +137,7 @@ func (p *Producer) grower() {
 			return
 		case g := <-p.growCh:
 			p.grow(g.tr, g.old)
-		case <-prune.C:
+		case <-prune.C():
 			p.Prune()
 		}
 	}
@@ -299,7 +304,7 @@ func (p *Producer) fill(ctx context.Context, tr *tagRing, dst []int64) (int, err
 	r := tr.ring.Load()
 	if done := r.Refills(); done != tr.cycle.Load() { // the first chunk of a refill
 		tr.cycle.Store(done)
-		now := time.Now().UnixNano()
+		now := p.cfg.Clock.Now().UnixNano()
 		prev := tr.lastFill.Swap(now)
 		if prev != 0 && time.Duration(now-prev) < p.cfg.GrowAfter &&
 			r.Cap() < p.cfg.MaxRing && tr.growing.CompareAndSwap(false, true) {

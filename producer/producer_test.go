@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
@@ -141,6 +143,46 @@ func TestRingGrowsWithTraffic(t *testing.T) {
 	if c := ringCap(p, "cold"); c != 64 {
 		t.Fatalf("cold ring capacity %d, want 64", c)
 	}
+}
+
+// A ring refilled no sooner than GrowAfter after its last refill keeps its
+// size; refilled sooner, it grows. The producer's clock, a fake here, says
+// how long it was between refills.
+func TestRingGrowsOnlyWhenRefilledSooner(t *testing.T) {
+	store := memstore.New()
+	if err := store.Create(context.Background(), segment.Tag{Name: "t", Step: 100000}); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	p := newProducer(t, producer.Config{Segments: newEngine(t, store, false), MinRing: 64, MaxRing: 4096,
+		GrowAfter: time.Second, Clock: clk})
+	p.Preload()
+	dst := make([]int64, 60) // below half of the ring: a refill
+	take := func() {
+		t.Helper()
+		if err := p.Segment(context.Background(), "t", dst); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, "the ring refilled", 10*time.Second, func() bool {
+			for _, r := range p.Rings() {
+				if r.Tag == "t" {
+					return r.Len == r.Cap || r.Cap != 64 // grown: the test says so below
+				}
+			}
+			return false
+		})
+	}
+	for i := 0; i < 20 && ringCap(p, "t") == 64; i++ {
+		take()
+		clk.Advance(2 * time.Second)
+	}
+	if c := ringCap(p, "t"); c != 64 {
+		t.Fatalf("ring capacity %d after refills 2s apart, want 64 (GrowAfter 1s)", c)
+	}
+	for i := 0; i < 20 && ringCap(p, "t") == 64; i++ {
+		take() // refills at one instant of the clock
+	}
+	testenv.Eventually(t, "the ring grown", 10*time.Second, func() bool { return ringCap(p, "t") > 64 })
 }
 
 func ringCap(p *producer.Producer, tag string) int {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/ringbuf"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -54,8 +55,13 @@ type SnowflakeConfig struct {
 	// than MaxAge ago are thrown away, so borrowed future ticks are kept.
 	// Nil: the whole ring is thrown away then.
 	TimeOf func(id int64) time.Time
-	// Now is the clock TimeOf's times are compared with; default time.Now.
-	Now    func() time.Time
+	// Clock is the clock TimeOf's times are compared with (the ids'
+	// clock, which a fault drill may offset or step); default clock.Real.
+	Clock clock.Clock
+	// Timer is the clock of the ring's own timing: the freshen ticker and
+	// the age of the last refill (MaxAge). Unlike Clock it is never offset;
+	// default clock.Real.
+	Timer  clock.Clock
 	Logger *slog.Logger // default slog.Default()
 }
 
@@ -109,9 +115,8 @@ func NewSnowflake(cfg SnowflakeConfig) (*Snowflake, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	cfg.Timer = clock.Or(cfg.Timer)
 	if cfg.MaxAge < 0 || cfg.DirectOver < 0 {
 		return nil, fmt.Errorf("producer: invalid snowflake config: max age %v, direct over %d", cfg.MaxAge, cfg.DirectOver)
 	}
@@ -152,7 +157,7 @@ func NewSnowflake(cfg SnowflakeConfig) (*Snowflake, error) {
 func (s *Snowflake) fill(ctx context.Context, dst []int64) (int, error) {
 	n, err := s.cfg.IDs.Fill(ctx, dst)
 	if n > 0 {
-		s.filled.Store(time.Now().UnixNano())
+		s.filled.Store(s.cfg.Timer.Now().UnixNano())
 	}
 	return n, err
 }
@@ -162,14 +167,14 @@ func (s *Snowflake) fill(ctx context.Context, dst []int64) (int, error) {
 // move on.
 func (s *Snowflake) freshen() {
 	defer s.wg.Done()
-	t := time.NewTicker(max(min(s.cfg.MaxAge/2, 100*time.Millisecond), time.Millisecond))
+	t := s.cfg.Timer.NewTicker(max(min(s.cfg.MaxAge/2, 100*time.Millisecond), time.Millisecond))
 	defer t.Stop()
 	var scratch []int64
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		if scratch == nil {
 			scratch = make([]int64, 64)
@@ -177,7 +182,7 @@ func (s *Snowflake) freshen() {
 		if s.holder != nil {
 			s.dropLost(scratch)
 		}
-		if time.Since(time.Unix(0, s.filled.Load())) > s.cfg.MaxAge && s.ring.Len() > 0 {
+		if s.cfg.Timer.Since(time.Unix(0, s.filled.Load())) > s.cfg.MaxAge && s.ring.Len() > 0 {
 			s.dropStale(scratch)
 		}
 		if s.ring.Len() < s.ring.Cap()/2 {
@@ -191,7 +196,7 @@ func (s *Snowflake) freshen() {
 // stops at the first fresh one, which goes back in (at the tail) with the
 // few after it in its chunk.
 func (s *Snowflake) dropStale(scratch []int64) {
-	cut := s.cfg.Now().Add(-s.cfg.MaxAge)
+	cut := s.cfg.Clock.Now().Add(-s.cfg.MaxAge)
 	for {
 		n, _ := s.ring.TakeN(scratch)
 		k := n

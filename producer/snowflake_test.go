@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/ringbuf"
@@ -403,19 +404,33 @@ func TestSnowflakeDropsStaleIDs(t *testing.T) {
 	t.Run("time of", func(t *testing.T) {
 		// Ids up to 100 are an hour old, the rest an hour ahead (borrowed):
 		// only the old ones go, and the ring keeps its order.
+		// The ring's clock is a fake: each 25ms step is a freshen pass
+		// (MaxAge/2), and each pass asks TimeOf about the ring's head.
 		ids := &fakeIDs{}
 		now := time.Now()
+		clk := clock.NewFake(now)
+		var asked atomic.Int64
 		timeOf := func(id int64) time.Time {
+			asked.Add(1)
 			if id <= 100 {
 				return now.Add(-time.Hour)
 			}
 			return now.Add(time.Hour)
 		}
 		s := newSnowflake(t, producer.SnowflakeConfig{IDs: ids, Size: 1024, MaxAge: 50 * time.Millisecond,
-			TimeOf: timeOf, Now: func() time.Time { return now }})
+			TimeOf: timeOf, Clock: clk, Timer: clk})
 		waitFull(t, s)
-		waitUntil(t, "old ids to be dropped", func() bool { return s.Stats().Dropped >= 100 })
-		time.Sleep(200 * time.Millisecond) // more freshen passes: nothing else goes
+		waitUntil(t, "old ids to be dropped", func() bool {
+			clk.Advance(25 * time.Millisecond)
+			return s.Stats().Dropped >= 100
+		})
+		for range 8 { // more freshen passes: nothing else goes
+			before := asked.Load()
+			clk.Advance(25 * time.Millisecond)
+			waitUntil(t, "a freshen pass", func() bool { return asked.Load() > before })
+		}
+		// The last pass put the fresh head back.
+		waitUntil(t, "the ring to hold the fresh ids", func() bool { return s.Stats().Len == 1024-100 })
 		if st := s.Stats(); st.Dropped != 100 || st.Len != 1024-100 {
 			t.Fatalf("stats %+v, want exactly the 100 old ids dropped", st)
 		}
@@ -650,7 +665,7 @@ func TestSnowflakeRingFencedAfterFreeze(t *testing.T) {
 		// No borrowing ahead: a worker with no lease on record then has
 		// no stopped holder's ids to wait out.
 		BorrowAhead: -1,
-		Monotonic:   mono.Now,
+		Monotonic:   clock.WithNow(nil, mono.Now),
 		Logger:      quiet(),
 		NewWorker:   func(context.Context, int64) bool { return true }, // no other process
 	})

@@ -173,7 +173,7 @@ type tagBuf struct {
 	minStep   int           // step column of the row, as of the last load
 	loads     int           // successful store allocations
 	failures  int           // failed load attempts since the last success
-	lastLoad  time.Time     // Config.Now at the last successful load
+	lastLoad  time.Time     // Config.Clock at the last successful load
 	lastErr   error         // error of the last attempt; nil after a success
 	changed   chan struct{} // closed and replaced whenever an attempt finishes
 	firstSeen bool          // firstDone is closed
@@ -362,17 +362,17 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	prev := t.step
 	step := prev
 	if !first {
-		step = nextStep(prev, t.minStep, e.cfg.MaxStep, e.now().Sub(t.lastLoad), e.cfg.StepWindow)
+		step = nextStep(prev, t.minStep, e.cfg.MaxStep, e.clock.Now().Sub(t.lastLoad), e.cfg.StepWindow)
 	}
 	t.mu.Unlock()
 	recalled, recalledAt := 0, time.Time{}
 	if first {
-		recalled, recalledAt = recallStep(e.cfg.Steps, t.name, e.now(), e.cfg.StepWindow, e.cfg.MaxStep)
+		recalled, recalledAt = recallStep(e.cfg.Steps, t.name, e.clock.Now(), e.cfg.StepWindow, e.cfg.MaxStep)
 		step = recalled
 	}
 
 	ev := LoadEvent{Tag: t.name, Step: step, PrevStep: prev}
-	began := time.Now()
+	began := e.clock.Now()
 	var a Alloc
 	var err error
 	floor := e.cfg.Floors.Floor(t.name)
@@ -396,7 +396,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		err = fmt.Errorf("%w (this node received ids of %q up to %d, the nodes up to %d; restart the tag at or above the highest such floor of every node: leafctl tag restart %s --floor N)",
 			err, t.name, own, floor, t.name)
 	}
-	ev.Took = time.Since(began)
+	ev.Took = e.clock.Since(began)
 	if err == nil && a.Step < 1 {
 		err = fmt.Errorf("%w: store returned step %d", ErrInvalid, a.Step)
 	}
@@ -441,7 +441,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 			t.minStep = 1
 		}
 	}
-	t.lastLoad = e.now()
+	t.lastLoad = e.clock.Now()
 	t.loads++
 	at := t.lastLoad
 	t.mu.Unlock()
@@ -474,14 +474,14 @@ func (t *tagBuf) retire(deadline time.Time) (Unserved, bool) {
 	for t.loading && !t.sleeping {
 		ch := t.changed
 		t.mu.Unlock()
-		timer := time.NewTimer(time.Until(deadline))
+		timer := t.e.clock.NewTimer(t.e.clock.Until(deadline))
 		select {
 		case <-ch:
-		case <-timer.C:
+		case <-timer.C():
 		}
 		timer.Stop()
 		t.mu.Lock()
-		if !time.Now().Before(deadline) {
+		if !t.e.clock.Now().Before(deadline) {
 			break
 		}
 	}

@@ -101,7 +101,14 @@
 //
 // The Engine and every Store implementation are safe for concurrent use.
 //
-// The room: floor 2 of the README's Layout; it imports internal/fsutil,
-// wire, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
+// Time comes from Config.Clock (an internal/clock.Clock, the real clock by
+// default): the dynamic step, the negative cache, the waits for a segment,
+// the refresher and Retire's wait all read it or run on its timers, so tests
+// move a clock.Fake. The StepFile's write-behind (FlushEvery) and its age
+// cut still use the real clock.
+//
+// The room: floor 2 of the README's Layout; it imports internal/clock,
+// internal/fsutil, wire, the standard library and outside modules. No package
+// it imports stands on its floor or above (farm-studio look: no arrow runs
+// up).
 package segment

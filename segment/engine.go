@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/clock"
 )
 
 // Defaults of Config.
@@ -99,11 +101,12 @@ type Config struct {
 	// store's incarnation differs from the recorded one AutoCreate is
 	// refused (ErrStoreChanged).
 	Floors Floors
-	// Now is the clock of the dynamic step and the negative cache.
-	// Default time.Now.
-	Now func() time.Time
+	// Clock is the clock of the dynamic step and the negative cache, and
+	// times the waits for a segment (ReadyWait, ColdWait), the refresher,
+	// Retire's wait and the default Sleep. Default clock.Real.
+	Clock clock.Clock
 	// Sleep waits out a retry backoff; it returns early with ctx.Err() when
-	// ctx ends. Default: a real timer.
+	// ctx ends. Default: a timer of Clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger receives load failures, recoveries and tag changes. Default
 	// slog.Default(); pass slog.New(slog.DiscardHandler) for silence.
@@ -182,7 +185,7 @@ type TagState struct {
 	Step     int // step of the last load
 	MinStep  int // step column of the row, as of the last load
 	Loading  bool
-	LastLoad time.Time // Config.Now of the last successful load; zero before
+	LastLoad time.Time // Config.Clock of the last successful load; zero before
 	Loads    int       // successful loads
 	// LastError is the error of the last load attempt, "" after a success.
 	LastError string
@@ -192,7 +195,7 @@ type TagState struct {
 type Engine struct {
 	cfg   Config
 	store Store
-	now   func() time.Time
+	clock clock.Clock
 	sleep func(context.Context, time.Duration) error
 	log   *slog.Logger
 
@@ -239,7 +242,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:      cfg,
 		store:    cfg.Store,
-		now:      cfg.Now,
+		clock:    cfg.Clock,
 		sleep:    cfg.Sleep,
 		log:      cfg.Logger,
 		negative: make(map[string]negEntry),
@@ -312,11 +315,9 @@ func (c *Config) fill() error {
 	if err := CheckStep(c.DefaultStep); err != nil {
 		return fmt.Errorf("segment config: DefaultStep: %w", err)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = sleeper(c.Clock)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -327,14 +328,17 @@ func (c *Config) fill() error {
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// sleeper is the default Sleep: a timer of c.
+func sleeper(c clock.Clock) func(context.Context, time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error {
+		t := c.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -571,14 +575,15 @@ func (e *Engine) TryReserve(tag string, max int) (first int64, n int, ok bool) {
 // budget is the ReadyWait of one call, its timer started on first use.
 type budget struct {
 	d time.Duration
-	t *time.Timer
+	c clock.Clock
+	t clock.Timer
 }
 
 func (b *budget) C() <-chan time.Time {
 	if b.t == nil {
-		b.t = time.NewTimer(b.d)
+		b.t = b.c.NewTimer(b.d)
 	}
-	return b.t.C
+	return b.t.C()
 }
 
 func (b *budget) stop() {
@@ -593,7 +598,7 @@ func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int
 }
 
 func (e *Engine) reserveWait(ctx context.Context, tp **tagBuf, tag string, max int) (int64, int, error) {
-	b := &budget{d: e.cfg.ReadyWait}
+	b := &budget{d: e.cfg.ReadyWait, c: e.clock}
 	defer b.stop()
 	t := *tp
 	if t == nil {
@@ -674,7 +679,7 @@ func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, erro
 		return t, nil
 	}
 	if neg, ok := e.negative[tag]; ok {
-		if e.now().Before(neg.exp) {
+		if e.clock.Now().Before(neg.exp) {
 			e.missMu.Unlock()
 			return nil, neg.err
 		}
@@ -815,7 +820,7 @@ type negEntry struct {
 }
 
 func (e *Engine) addNegativeLocked(tag string, err error) {
-	now := e.now()
+	now := e.clock.Now()
 	if len(e.negative) >= e.negCap {
 		for name, neg := range e.negative {
 			if !now.Before(neg.exp) {
@@ -962,17 +967,17 @@ func (e *Engine) recent(tag string) bool {
 		return true
 	}
 	_, at, ok := e.cfg.Steps.Recall(tag)
-	return ok && e.now().Sub(at) < e.cfg.PreloadWindow
+	return ok && e.clock.Now().Sub(at) < e.cfg.PreloadWindow
 }
 
 func (e *Engine) refresher() {
-	tick := time.NewTicker(e.cfg.RefreshInterval)
+	tick := e.clock.NewTicker(e.cfg.RefreshInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			if err := e.Refresh(e.ctx); err != nil && e.ctx.Err() == nil {
 				e.log.Warn("segment: refreshing tags failed", "err", err)
 			}
@@ -1023,7 +1028,7 @@ type Unserved struct {
 // unknown. Call it once nothing asks the engine any more; Close afterwards.
 func (e *Engine) Retire() []Unserved {
 	var out []Unserved
-	deadline := time.Now().Add(retireWait)
+	deadline := e.clock.Now().Add(retireWait)
 	for _, t := range *e.tags.Load() {
 		if u, ok := t.retire(deadline); ok {
 			out = append(out, u)

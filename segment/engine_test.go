@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
 )
@@ -217,7 +218,7 @@ func TestLoadAtMarkReserveCrossing(t *testing.T) {
 func TestSwitchOnExhaustion(t *testing.T) {
 	s := newTestStore()
 	s.create(t, "t", 10)
-	e := newEngine(t, segment.Config{Store: s, LoadFactor: 0.5, RefreshInterval: -1, Now: newClock().Now})
+	e := newEngine(t, segment.Config{Store: s, LoadFactor: 0.5, RefreshInterval: -1, Clock: newClock()})
 	start(t, e)
 	// One engine on the store: ids run on without a gap across segments
 	// (steps 10, 20, 40, ... as loads come quickly).
@@ -372,7 +373,7 @@ type stepDriver struct {
 	t     *testing.T
 	e     *segment.Engine
 	s     *testStore
-	clock *fakeClock
+	clock *clock.Fake
 	rec   *recorder
 	want  int64 // next id expected
 }
@@ -407,7 +408,7 @@ func TestDynamicStep(t *testing.T) {
 	clock := newClock()
 	rec := newRecorder()
 	e := newEngine(t, segment.Config{Store: s, LoadFactor: 0.5, MaxStep: 80, StepWindow: 15 * time.Minute,
-		RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad})
+		RefreshInterval: -1, Clock: clock, OnLoad: rec.OnLoad})
 	start(t, e)
 	if ev := rec.next(t); ev.Step != 10 || ev.PrevStep != 0 || ev.Start != 1 || ev.End != 11 {
 		t.Fatalf("first load = %+v, want table step 10, [1,11)", ev)
@@ -456,7 +457,7 @@ func TestTableStepChange(t *testing.T) {
 	s.create(t, "t", 10)
 	clock := newClock()
 	rec := newRecorder()
-	e := newEngine(t, segment.Config{Store: s, LoadFactor: 0.5, RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad})
+	e := newEngine(t, segment.Config{Store: s, LoadFactor: 0.5, RefreshInterval: -1, Clock: clock, OnLoad: rec.OnLoad})
 	start(t, e)
 	rec.next(t)
 	d := &stepDriver{t: t, e: e, s: s, clock: clock, rec: rec, want: 1}
@@ -621,7 +622,7 @@ func TestConcurrentUnique(t *testing.T) {
 func TestOutageInvisibleWhileBuffersLast(t *testing.T) {
 	s := newTestStore()
 	s.create(t, "t", 100)
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: newClock().Now})
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: newClock()})
 	start(t, e)
 	for i := int64(1); i <= 10; i++ {
 		next(t, e, "t")
@@ -687,9 +688,15 @@ func TestBackoff(t *testing.T) {
 func TestRefresher(t *testing.T) {
 	s := newTestStore()
 	s.create(t, "a", 10)
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: 5 * time.Millisecond})
+	clk := newClock() // the refresher ticks when the test moves it
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: 5 * time.Millisecond, Clock: clk})
 	start(t, e)
+	armed(t, clk, 1) // the refresher's ticker
 	s.create(t, "b", 10)
+	if e.Known("b") {
+		t.Fatal("b added before a refresh")
+	}
+	clk.Advance(5 * time.Millisecond)
 	waitFor(t, "b added and preloaded", func() bool {
 		st, ok := e.State("b")
 		return ok && st.Loads == 1
@@ -697,6 +704,10 @@ func TestRefresher(t *testing.T) {
 	if err := s.Delete(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
+	if !e.Known("a") {
+		t.Fatal("a dropped before a refresh")
+	}
+	clk.Advance(5 * time.Millisecond)
 	waitFor(t, "a dropped", func() bool { return !e.Known("a") })
 	if _, err := e.Next(context.Background(), "a"); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next(deleted tag) = %v, want ErrUnknownTag", err)
@@ -753,7 +764,7 @@ func TestDeletedTagDroppedOnLoad(t *testing.T) {
 func TestNegativeCache(t *testing.T) {
 	s := newTestStore()
 	clock := newClock()
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, NegativeTTL: 5 * time.Second, Now: clock.Now})
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, NegativeTTL: 5 * time.Second, Clock: clock})
 	start(t, e)
 	ctx := context.Background()
 	for range 5 {
@@ -783,7 +794,8 @@ func TestNegativeCache(t *testing.T) {
 
 func TestNegativeCacheConcurrentMisses(t *testing.T) {
 	s := newTestStore()
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: newClock().Now})
+	clk := newClock()
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: clk})
 	s.setBlocked(true)
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
@@ -794,7 +806,7 @@ func TestNegativeCacheConcurrentMisses(t *testing.T) {
 		})
 	}
 	waitFor(t, "a lookup", func() bool { return s.Gets() > 0 })
-	time.Sleep(10 * time.Millisecond)
+	armed(t, clk, 20) // every caller waits for the lookup (its ColdWait timer)
 	s.setBlocked(false)
 	wg.Wait()
 	close(errs)
@@ -810,7 +822,7 @@ func TestNegativeCacheConcurrentMisses(t *testing.T) {
 
 func TestNegativeCacheBounded(t *testing.T) {
 	s := newTestStore()
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: newClock().Now})
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: newClock()})
 	segment.SetNegativeCap(e, 3)
 	for i := range 20 {
 		if _, err := e.Next(context.Background(), fmt.Sprintf("ghost%d", i)); !errors.Is(err, segment.ErrUnknownTag) {
@@ -824,7 +836,7 @@ func TestNegativeCacheBounded(t *testing.T) {
 
 func TestLookupStoreDown(t *testing.T) {
 	s := newTestStore()
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: newClock().Now})
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: newClock()})
 	s.SetDown(true)
 	_, err := e.Next(context.Background(), "x")
 	if !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrUnavailable) || errors.Is(err, segment.ErrUnknownTag) {
@@ -926,7 +938,7 @@ func TestSkipIDsBelowOne(t *testing.T) {
 	s.shift = 15 // grants [1,11) as [-14,-4), then [11,31) as [-4,16)
 	s.create(t, "t", 10)
 	rec := newRecorder()
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: newClock().Now, OnLoad: rec.OnLoad})
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: newClock(), OnLoad: rec.OnLoad})
 	start(t, e)
 	for i := int64(1); i <= 15; i++ {
 		if id := next(t, e, "t"); id != i {
@@ -957,7 +969,7 @@ func TestState(t *testing.T) {
 	s := newTestStore()
 	s.create(t, "t", 100)
 	clock := newClock()
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: clock.Now})
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: clock})
 	start(t, e)
 	next(t, e, "t")
 	next(t, e, "t")
@@ -1018,8 +1030,9 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	for i := range 5 {
 		s.create(t, fmt.Sprintf("t%d", i), 10)
 	}
+	clk := newClock()
 	e, err := segment.New(segment.Config{Store: s, LoadFactor: 0.5, RefreshInterval: time.Millisecond,
-		ReadyWait: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+		ReadyWait: time.Minute, Logger: slog.New(slog.DiscardHandler), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1033,7 +1046,10 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { _, err := e.Next(context.Background(), "t0"); errs <- err }()
 	go func() { _, err := e.Next(context.Background(), "unknown"); errs <- err }()
-	time.Sleep(10 * time.Millisecond)
+	// The refresher's ticker and both callers' waits are armed; the
+	// refresher then runs once and hangs in the store too.
+	armed(t, clk, 3)
+	clk.Advance(time.Millisecond)
 
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -8,31 +8,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
 )
 
-// fakeClock is Config.Now for tests; it moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+// newClock is Config.Clock for tests: a clock.Fake, moving only when told.
+func newClock() *clock.Fake {
+	return clock.NewFake(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
-func newClock() *fakeClock {
-	return &fakeClock{t: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+// armed waits until n timers of c are armed: the code under test waits on
+// the clock.
+func armed(t testing.TB, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("%d of %d timers armed within 10s", c.Timers(), n)
+	}
 }
 
 // sleepCall is one call of a stepSleeper: the test releases it.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
@@ -15,7 +16,13 @@ import (
 
 func modeEngine(t *testing.T, s segment.Store, opq func(string, segment.Mode) (segment.Permuter, error)) *segment.Engine {
 	t.Helper()
-	e, err := segment.New(segment.Config{Store: s, RefreshInterval: -1, Opaque: opq, Sleep: quickSleep, Logger: slog.New(slog.DiscardHandler)})
+	return modeEngineOn(t, s, opq, nil)
+}
+
+// modeEngineOn is modeEngine on clock c (nil: the real clock).
+func modeEngineOn(t *testing.T, s segment.Store, opq func(string, segment.Mode) (segment.Permuter, error), c clock.Clock) *segment.Engine {
+	t.Helper()
+	e, err := segment.New(segment.Config{Store: s, RefreshInterval: -1, Opaque: opq, Sleep: quickSleep, Logger: slog.New(slog.DiscardHandler), Clock: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +333,8 @@ func TestRetireWaitsForLoad(t *testing.T) {
 	if err := s.Create(context.Background(), segment.Tag{Name: "t", Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	e := modeEngine(t, s, nil) // preloads [1,11)
+	clk := newClock()
+	e := modeEngineOn(t, s, nil, clk) // preloads [1,11)
 	s.setBlocked(true)
 	if id, err := e.Next(context.Background(), "t"); err != nil || id != 1 {
 		t.Fatalf("Next = %d, %v", id, err)
@@ -340,7 +348,7 @@ func TestRetireWaitsForLoad(t *testing.T) {
 	}
 	got := make(chan []segment.Unserved, 1)
 	go func() { got <- e.Retire() }()
-	time.Sleep(200 * time.Millisecond) // Retire is waiting for the load
+	armed(t, clk, 1) // Retire is waiting for the load, its deadline far off
 	s.setBlocked(false)
 	u := <-got
 	row, err := s.Get(context.Background(), "t")

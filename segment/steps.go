@@ -23,7 +23,7 @@ import (
 // concurrent use and must not block.
 type Steps interface {
 	// Recall returns the step of tag's last successful load and when it
-	// happened (Config.Now).
+	// happened (Config.Clock).
 	Recall(tag string) (step int, at time.Time, ok bool)
 	// Remember records a successful load. The first load of a tag that
 	// used a recalled step is remembered with the recalled time, not the

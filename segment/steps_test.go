@@ -65,7 +65,7 @@ func TestRememberedStep(t *testing.T) {
 			steps.Remember("t", c.step, now.Add(-c.age))
 			rec := newRecorder()
 			e := newEngine(t, segment.Config{Store: s, MaxStep: 800, StepWindow: 15 * time.Minute,
-				RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps, PreloadWindow: -1})
+				RefreshInterval: -1, Clock: clock, OnLoad: rec.OnLoad, Steps: steps, PreloadWindow: -1})
 			start(t, e)
 			byTag := map[string]segment.LoadEvent{}
 			for range 2 {
@@ -117,7 +117,7 @@ func TestPreloadsOnlyRecentTags(t *testing.T) {
 	steps.Remember("recent", 10, now.Add(-time.Hour))
 	steps.Remember("stale", 10, now.Add(-25*time.Hour))
 	rec := newRecorder()
-	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps})
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: clock, OnLoad: rec.OnLoad, Steps: steps})
 	start(t, e)
 	if ev := rec.next(t); ev.Tag != "recent" {
 		t.Fatalf("first preload = %+v, want tag recent", ev)
@@ -270,7 +270,7 @@ func TestRememberedStepAgesWithoutTraffic(t *testing.T) {
 		t.Helper()
 		rec := newRecorder()
 		e := newEngine(t, segment.Config{Store: s, StepWindow: 15 * time.Minute, RefreshInterval: -1,
-			Now: clock.Now, OnLoad: rec.OnLoad, Steps: steps})
+			Clock: clock, OnLoad: rec.OnLoad, Steps: steps})
 		start(t, e)
 		ev := rec.next(t)
 		if err := e.Close(); err != nil {

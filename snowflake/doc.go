@@ -77,8 +77,8 @@
 // The Source adds a bound of its own when the registry implements
 // ClaimTTLer: no id is served later than ClaimTTL after the start of the
 // last successful Register or Lease call, measured on SourceConfig.Monotonic
-// (Go's monotonic clock by default), never on Now, which an operator or a
-// fault drill may step. Fill checks the bound itself, so a process that
+// (Go's monotonic clock by default), never on SourceConfig.Clock, which an
+// operator or a fault drill may step. Fill checks the bound itself, so a process that
 // wakes from a freeze (SIGSTOP, a GC pause, a VM migration) serves nothing
 // before its goroutine has run; the Source confirms the claim (a Lease)
 // whenever half the bound is used up. A registration past the bound, or
@@ -98,7 +98,13 @@
 // does. Layout is a value and safe to share; the Generator is safe for
 // concurrent use (calls are serialized).
 //
-// The room: floor 2 of the README's Layout; it imports internal/fsutil,
-// wire, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
+// Time comes from an internal/clock.Clock (Config.Clock, SourceConfig.Clock,
+// the registries' Options.Clock; the real clock by default): its readings
+// make the ticks and its tickers and timers drive the Source's loop, so a
+// test moves a clock.Fake instead of sleeping.
+//
+// The room: floor 2 of the README's Layout; it imports internal/clock,
+// internal/fsutil, wire, the standard library and outside modules. No package
+// it imports stands on its floor or above (farm-studio look: no arrow runs
+// up).
 package snowflake

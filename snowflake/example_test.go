@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -44,7 +45,7 @@ func ExampleStartSource() {
 		},
 		Layout:      layout,
 		RandomStart: -1, // sequences from 0
-		Now:         func() time.Time { return now },
+		Clock:       clock.WithNow(nil, func() time.Time { return now }),
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

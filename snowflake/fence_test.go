@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestSourceFillOneSnapshot(t *testing.T) {
 	b := newBackend(3) // every registration gets worker 3
 	clock := &gatedClock{fakeClock: &fakeClock{t: t0}, late: true}
-	src, _, _ := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Now = clock.Now })
+	src, _, _ := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Clock = clockOf(clock.Now) })
 	seen := newIssued(t)
 	seen.add("first registration", fill(t, src, 8)...)
 
@@ -61,7 +62,7 @@ func TestSourceClaimLapses(t *testing.T) {
 	b.ttl = time.Second
 	b.leasedBefore()
 	mono := &fakeClock{t: t0}
-	src, clock, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	src, clock, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Clock() })
 	if w, ok := src.Holds(); !ok || w != 0 {
 		t.Fatalf("Holds = %d, %v; want 0, true", w, ok)
 	}
@@ -96,8 +97,13 @@ func TestSourceConfirmsClaim(t *testing.T) {
 	b := newBackend(-1)
 	b.ttl = time.Second
 	b.leasedBefore()
-	mono := &fakeClock{t: t0}
-	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	// The loop ticks on mono, which moves while the wall clock stands.
+	mono, wall := clock.NewFake(t0), &fakeClock{t: t0}
+	src, _, _ := startSource(t, b, wall, func(c *snowflake.SourceConfig) {
+		c.Monotonic = mono
+		c.Clock = clock.WithNow(mono, wall.Now)
+	})
+	armed(t, mono, 1) // the loop's ticker
 	for i := 1; i <= 5; i++ {
 		calls := b.leaseCalls()
 		mono.Set(t0.Add(time.Duration(i) * 600 * time.Millisecond))
@@ -152,7 +158,7 @@ func TestSourceRegisterLapsesBeforeFirstLease(t *testing.T) {
 			mono.Set(mono.Now().Add(time.Second))
 		}
 	}
-	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Now })
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Monotonic = mono.Clock() })
 	waitFor(t, "a second registration", func() bool { return len(b.registries()) >= 2 })
 	waitState(t, src, snowflake.StateServing)
 	if _, ok := src.Holds(); !ok {
@@ -281,8 +287,13 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 		t.Fatalf("after worker 0 was refused: state %v, worker %d, want serving worker 1", st, src1.Worker())
 	}
 
-	// The holder is gone: the worker serves.
-	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Holder = cfg.Holder })
+	// The holder is gone: the worker serves. (The Source's loop runs on
+	// clk's ticker and timers, its readings stay put.)
+	wall, clk := &fakeClock{t: t0}, clock.NewFake(t0)
+	src, _, _ := startSource(t, b, wall, func(c *snowflake.SourceConfig) {
+		c.Holder = cfg.Holder
+		c.Clock = clock.WithNow(clk, wall.Now)
+	})
 	if st := src.State(); st != snowflake.StateServing || src.Worker() != 3 {
 		t.Fatalf("state %v, worker %d, want serving worker 3", st, src.Worker())
 	}
@@ -293,13 +304,25 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	mu.Unlock()
 	b.registries()[len(b.registries())-1].lose()
 	waitState(t, src, snowflake.StateLost)
-	time.Sleep(50 * time.Millisecond) // a few re-registrations are refused
-	if st := src.State(); st != snowflake.StateLost {
-		t.Fatalf("state %v while a live node holds the worker, want lost", st)
+	mu.Lock()
+	before := asked
+	mu.Unlock()
+	// Two re-registrations are refused: the loop ticks, asks the Holder,
+	// and waits out its retry pause (1s) beside its ticker, twice.
+	clk.Advance(50 * time.Millisecond)
+	armed(t, clk, 2)
+	clk.Advance(time.Second)
+	armed(t, clk, 2)
+	mu.Lock()
+	refused := asked - before
+	mu.Unlock()
+	if st := src.State(); st != snowflake.StateLost || refused < 2 {
+		t.Fatalf("state %v after the Holder was asked %d times while a live node holds the worker, want lost after at least 2", st, refused)
 	}
 	mu.Lock()
 	holder = ""
 	mu.Unlock()
+	clk.Advance(time.Second)
 	waitFor(t, "serving again", func() bool { return src.State() != snowflake.StateLost })
 }
 

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/clock"
 )
 
 // Defaults of Config.
@@ -29,10 +31,12 @@ type Config struct {
 	// Worker is this generator's worker id, 0..Layout.MaxWorker(). It must be
 	// unique among the generators running on the same layout and epoch.
 	Worker int64
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock is the clock: its readings make the ticks, and the default
+	// Sleep waits on its timers. Default clock.Real.
+	Clock clock.Clock
 	// Sleep waits for d; it returns early with ctx.Err() when ctx ends.
-	// Default: spins (yielding) for waits up to 2ms, a timer beyond.
+	// Default: on the real clock's timers (clock.RealTimers), spins (yielding) for waits up to 2ms and
+	// uses a timer beyond; on another Clock, always a timer of that Clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// RandomStart: the first sequence of a tick is random in
 	// [0, RandomStart), as Leaf does (#169), so that ids of a quiet
@@ -66,7 +70,7 @@ type Config struct {
 type Generator struct {
 	s           spec
 	worker      int64
-	now         func() time.Time
+	clock       clock.Clock
 	sleep       func(context.Context, time.Duration) error
 	randomStart int
 	maxBackward time.Duration
@@ -95,11 +99,9 @@ func New(cfg Config) (*Generator, error) {
 	if cfg.Worker < 0 || cfg.Worker > s.maxWorker {
 		return nil, bad("worker %d is outside 0-%d", cfg.Worker, s.maxWorker)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+		cfg.Sleep = sleeper(cfg.Clock)
 	}
 	switch {
 	case cfg.RandomStart == 0:
@@ -124,7 +126,7 @@ func New(cfg Config) (*Generator, error) {
 	g := &Generator{
 		s:           s,
 		worker:      cfg.Worker,
-		now:         cfg.Now,
+		clock:       cfg.Clock,
 		sleep:       cfg.Sleep,
 		randomStart: cfg.RandomStart,
 		maxBackward: cfg.MaxBackward,
@@ -141,17 +143,35 @@ func New(cfg Config) (*Generator, error) {
 	return g, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d > spinLimit {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// sleeper is the default Sleep on c.
+func sleeper(c clock.Clock) func(context.Context, time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error { return sleep(ctx, c, d) }
+}
+
+// sleep waits d on c: spinning for a short wait on the real clock's
+// timers, on a timer otherwise.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
+	if d > spinLimit || !clock.RealTimers(c) {
+		return sleepOn(ctx, c, d)
 	}
+	return spin(ctx, d)
+}
+
+// sleepOn waits d on a timer of c, or until ctx ends.
+func sleepOn(ctx context.Context, c clock.Clock, d time.Duration) error {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// spin waits d on the real clock, yielding: a timer is too coarse for the
+// few milliseconds of a sequence wrap or a small backwards step.
+func spin(ctx context.Context, d time.Duration) error {
 	done := ctx.Done()
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
 		select {
@@ -219,7 +239,7 @@ func (g *Generator) NextN(ctx context.Context, dst []int64) (int, error) {
 // or how long to wait before trying again (back: because the clock is
 // behind), or an error. retried: a backwards wait was already done.
 func (g *Generator) fillLocked(dst []int64, retried bool) (n int, wait time.Duration, back bool, err error) {
-	now := g.now()
+	now := g.clock.Now()
 	tick := g.s.units(now) - g.s.epoch
 	switch {
 	case tick < g.last:
@@ -286,7 +306,7 @@ func (g *Generator) Borrow(ctx context.Context, dst []int64, limit time.Time) (i
 		return 0, ctx.Err()
 	}
 	defer func() { <-g.sem }()
-	now := g.now()
+	now := g.clock.Now()
 	nowTick := g.s.units(now) - g.s.epoch
 	if nowTick < 0 {
 		return 0, fmt.Errorf("%w: clock %v is before the epoch %v", ErrOutOfRange, now, g.s.l.Epoch)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -27,6 +28,12 @@ func (c *fakeClock) Now() time.Time {
 	defer c.mu.Unlock()
 	return c.t
 }
+
+// Clock is c as a clock.Clock: its readings are c's, its timers real.
+func (c *fakeClock) Clock() clock.Clock { return clockOf(c.Now) }
+
+// clockOf is a clock.Clock reading now, with real timers.
+func clockOf(now func() time.Time) clock.Clock { return clock.WithNow(nil, now) }
 
 func (c *fakeClock) Set(t time.Time) {
 	c.mu.Lock()
@@ -56,7 +63,7 @@ func (c *fakeClock) Sleeps() []time.Duration {
 func newGen(tb testing.TB, edit func(*snowflake.Config)) (*snowflake.Generator, *fakeClock) {
 	tb.Helper()
 	clock := &fakeClock{t: t0}
-	cfg := snowflake.Config{Worker: 5, Now: clock.Now, Sleep: clock.Sleep, RandomStart: -1}
+	cfg := snowflake.Config{Worker: 5, Clock: clock.Clock(), Sleep: clock.Sleep, RandomStart: -1}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -86,15 +87,17 @@ type SourceConfig struct {
 	// Open opens a new Registry. It is called at start and again after a
 	// claim is lost (a lost Registry cannot register again). Required.
 	Open func(ctx context.Context) (Registry, error)
-	// Layout, RandomStart and Now are the Generator's (Config).
+	// Layout, RandomStart and Clock are the Generator's (Config). The
+	// Source's loop (renewals, resuming, re-registering) runs on Clock's
+	// tickers and timers too. Default clock.Real.
 	Layout      Layout
 	RandomStart int
-	Now         func() time.Time
+	Clock       clock.Clock
 	// Monotonic is the clock of the fencing bound (ClaimTTLer): only the
-	// differences of its readings are used, never their value. Unlike Now it
-	// must not be stepped or offset. Default time.Now, whose readings carry
-	// Go's monotonic clock.
-	Monotonic func() time.Time
+	// differences of its readings are used, never their value. Unlike Clock
+	// it must not be stepped or offset. Default clock.Real, whose readings
+	// carry Go's monotonic clock.
+	Monotonic clock.Clock
 	// LeaseAhead is how far ahead of the clock the persisted time lease
 	// reaches; it is renewed every LeaseAhead/4. A restarted worker waits up
 	// to this long for its clock to pass its last lease. Default 3s.
@@ -231,7 +234,7 @@ func raise(a *atomic.Int64, v int64) {
 }
 
 // monoNow is the Monotonic clock's offset from the Source's start.
-func (src *Source) monoNow() int64 { return int64(src.cfg.Monotonic().Sub(src.mono0)) }
+func (src *Source) monoNow() int64 { return int64(src.cfg.Monotonic.Since(src.mono0)) }
 
 // lapsed reports whether c is past its fence (never without a ClaimTTL).
 func (src *Source) lapsed(c *claim) bool {
@@ -259,12 +262,8 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 		return nil, err
 	}
 	cfg.Layout = s.l
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Monotonic == nil {
-		cfg.Monotonic = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	cfg.Monotonic = clock.Or(cfg.Monotonic)
 	if cfg.LeaseAhead == 0 {
 		cfg.LeaseAhead = DefaultLeaseAhead
 	}
@@ -301,7 +300,7 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 		check: defaultCheck,
 		retry: defaultRetry,
 		done:  make(chan struct{}),
-		mono0: cfg.Monotonic(),
+		mono0: cfg.Monotonic.Now(),
 	}
 	src.worker.Store(-1)
 	src.state.Store(int32(StateLost))
@@ -376,7 +375,7 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		r.LastLease = time.Unix(0, f)
 	}
 	src.mu.Unlock()
-	now := src.cfg.Now()
+	now := src.cfg.Clock.Now()
 	behind := r.LastLease.Sub(now)
 	if first && behind > src.cfg.MaxStartWait {
 		_ = reg.Close()
@@ -417,7 +416,7 @@ func (src *Source) register(ctx context.Context, first bool) error {
 	gen, err := New(Config{
 		Layout:      src.s.l,
 		Worker:      r.Worker,
-		Now:         src.cfg.Now,
+		Clock:       src.cfg.Clock,
 		RandomStart: src.cfg.RandomStart,
 		LastIssued:  r.LastLease,
 	})
@@ -558,7 +557,7 @@ func (src *Source) renew(ctx context.Context, now time.Time) error {
 // is past the last time used, and re-registers after a lost claim.
 func (src *Source) run() {
 	defer close(src.done)
-	t := time.NewTicker(src.check)
+	t := src.cfg.Clock.NewTicker(src.check)
 	defer t.Stop()
 	nextRenew := time.Time{}
 	failing := false
@@ -575,7 +574,7 @@ func (src *Source) run() {
 		case <-lost:
 			src.relost(c, "the registry reported the claim lost", nil)
 			continue
-		case <-t.C:
+		case <-t.C():
 		}
 		if c != nil && src.lapsed(c) {
 			src.lapse(c)
@@ -589,12 +588,12 @@ func (src *Source) run() {
 			src.setState(StateLost, time.Time{}, "no registration")
 			continue
 		}
-		now := src.cfg.Now()
+		now := src.cfg.Clock.Now()
 		switch src.State() {
 		case StateLost:
 			if err := src.register(src.ctx, false); err != nil {
 				src.log.Warn("snowflake: re-register failed", "err", err)
-				if !sleepCtx(src.ctx, src.retry) {
+				if !sleepCtx(src.ctx, src.cfg.Clock, src.retry) {
 					return
 				}
 			}
@@ -609,7 +608,7 @@ func (src *Source) run() {
 				// for a while.
 				if err := src.renew(src.ctx, now); err == nil {
 					nextRenew = now.Add(src.cfg.LeaseAhead / 4)
-				} else if !src.leaseHolds(src.cfg.Now()) { // the failed call took time
+				} else if !src.leaseHolds(src.cfg.Clock.Now()) { // the failed call took time
 					if !failing {
 						src.log.Warn("snowflake: time lease renewal failing", "err", err)
 					}
@@ -639,7 +638,7 @@ func (src *Source) run() {
 			// lease runs out, rather than answering 503 once it has; serve
 			// again as soon as a renewal works. The clock is read again:
 			// the failed call took time.
-			now = src.cfg.Now()
+			now = src.cfg.Clock.Now()
 			if src.State() == StateServing && !src.leaseHolds(now) {
 				src.emit(Event{State: StateWaiting, Until: now, cause: fmt.Errorf("%w: %w", ErrLeaseFailed, err),
 					Reason: fmt.Sprintf("the time lease (up to %v) cannot be renewed: %v", src.Leased().UTC(), err)})
@@ -654,15 +653,8 @@ func (src *Source) run() {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) bool {
+	return sleepOn(ctx, c, d) == nil
 }
 
 // relost drops registration c (if it is still the current one) after its
@@ -809,7 +801,7 @@ func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
 		return 0, src.dropped(c)
 	}
 	gen := c.gen
-	now := src.cfg.Now()
+	now := src.cfg.Clock.Now()
 	limit := min(c.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano())
 	n, err := gen.Borrow(ctx, dst, time.Unix(0, limit))
 	if c.dead.Load() {
@@ -823,7 +815,7 @@ func (src *Source) Fill(ctx context.Context, dst []int64) (int, error) {
 	// Short: the clock must move on, unless it went backwards or the lease
 	// is not being renewed. Read the clock again: a concurrent Fill with a
 	// later reading may have borrowed ahead since ours.
-	now = src.cfg.Now()
+	now = src.cfg.Clock.Now()
 	if n == 0 && limit == c.leased.Load() && limit < now.UnixNano() {
 		return 0, fmt.Errorf("%w: %w: the time lease (up to %v) is behind the clock: the worker registry cannot be reached",
 			ErrNotServing, ErrLeaseFailed, time.Unix(0, limit).UTC())
@@ -857,7 +849,7 @@ func (src *Source) Next(ctx context.Context, dst []int64) error {
 			return nil
 		}
 		if k == 0 {
-			if err := sleep(ctx, src.wait()); err != nil {
+			if err := sleep(ctx, src.cfg.Clock, src.wait()); err != nil {
 				return fmt.Errorf("%w: waiting for the clock to reach the next tick: %w", ErrNotServing, err)
 			}
 		}
@@ -868,7 +860,7 @@ func (src *Source) Next(ctx context.Context, dst []int64) error {
 // wait is how long to wait before Fill can make ids again.
 func (src *Source) wait() time.Duration {
 	c := src.cur.Load()
-	now := src.cfg.Now()
+	now := src.cfg.Clock.Now()
 	d := src.s.l.TimeUnit
 	if c != nil {
 		lim := time.Unix(0, min(c.leased.Load(), now.Add(src.cfg.BorrowAhead).UnixNano()))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -269,7 +270,7 @@ func sourceConfig(b *memBackend, clock *fakeClock, log *eventLog) snowflake.Sour
 		Open:        b.Open,
 		Layout:      smallLayout,
 		RandomStart: -1,
-		Now:         clock.Now,
+		Clock:       clock.Clock(),
 		LeaseAhead:  testLeaseAhead,
 		BorrowAhead: testBorrowAhead,
 		MaxBackward: testMaxBackward,
@@ -538,11 +539,15 @@ func TestSourceNext(t *testing.T) {
 // TestSourceRenewsLease: the lease is kept LeaseAhead ahead of the clock.
 func TestSourceRenewsLease(t *testing.T) {
 	b := newBackend(-1)
-	src, clock, _ := startSource(t, b, nil, nil)
+	// The Source reads clk and its loop ticks on it: each step of the
+	// clock is a tick that finds the lease due.
+	clk := clock.NewFake(t0)
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Clock = clk })
+	armed(t, clk, 1) // the loop's ticker
 	now := t0
 	for range 5 {
 		now = now.Add(testLeaseAhead / 2)
-		clock.Set(now)
+		clk.Set(now)
 		want := now.Add(testLeaseAhead)
 		waitFor(t, "lease renewed to "+want.String(), func() bool {
 			return b.lease(0).Equal(want) && src.Leased().Equal(want)
@@ -931,23 +936,44 @@ func TestSourceLostThenWait(t *testing.T) {
 // Source stays lost, and registers once it can.
 func TestSourceReregisterRetries(t *testing.T) {
 	b := newBackend(-1)
-	src, clock, _ := startSource(t, b, nil, nil)
+	// The Source reads wall, which stays put, and its loop runs on clk's
+	// ticker and timers: each try is a step.
+	wall, clk := &fakeClock{t: t0}, clock.NewFake(t0)
+	src, _, _ := startSource(t, b, wall, func(c *snowflake.SourceConfig) { c.Clock = clock.WithNow(clk, wall.Now) })
 	b.setOpenErr(errors.New("down"))
 	b.registries()[0].lose()
 	waitState(t, src, snowflake.StateLost)
-	time.Sleep(100 * time.Millisecond) // a try or two fail
+	// Two tries fail: the loop ticks (50ms), fails to register and waits
+	// out its retry pause (1s) beside its ticker, twice.
+	clk.Advance(50 * time.Millisecond)
+	armed(t, clk, 2)
+	clk.Advance(time.Second)
+	armed(t, clk, 2)
 	if st := src.State(); st != snowflake.StateLost {
 		t.Fatalf("State = %v with the registry down, want lost", st)
 	}
 	b.setOpenErr(nil)
+	clk.Advance(time.Second)
 	// Worker 0 again, freed by the lost registry: it waits for its own
 	// last lease.
 	waitState(t, src, snowflake.StateWaiting)
 	if src.Worker() != 0 {
 		t.Errorf("Worker = %d, want 0", src.Worker())
 	}
-	clock.Set(t0.Add(testLeaseAhead + time.Millisecond))
+	wall.Set(t0.Add(testLeaseAhead + time.Millisecond))
+	clk.Advance(50 * time.Millisecond)
 	waitState(t, src, snowflake.StateServing)
+}
+
+// armed waits until n timers of c are armed: the code under test waits on
+// the clock.
+func armed(t testing.TB, c *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("%d of %d timers armed within 10s", c.Timers(), n)
+	}
 }
 
 func TestSourceClose(t *testing.T) {
@@ -1121,7 +1147,7 @@ func TestSourceCloseIsFinal(t *testing.T) {
 	log := &eventLog{}
 	fillDone := make(chan error, 1)
 	cfg := sourceConfig(b, clock.fakeClock, log)
-	cfg.Now = clock.Now
+	cfg.Clock = clockOf(clock.Now)
 	var src *snowflake.Source
 	var gate chan struct{} // of the Fill racing Close
 	cfg.OnEvent = func(ev snowflake.Event) {
@@ -1171,7 +1197,7 @@ func TestSourceCloseIsFinal(t *testing.T) {
 func TestSourceConcurrentFillNoFalsePause(t *testing.T) {
 	b := newBackend(-1)
 	clock := &gatedClock{fakeClock: &fakeClock{t: t0}}
-	src, _, log := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Now = clock.Now })
+	src, _, log := startSource(t, b, clock.fakeClock, func(c *snowflake.SourceConfig) { c.Clock = clockOf(clock.Now) })
 	fill(t, src, 1000) // borrowed up to t0+20ms
 
 	gate, entered := clock.arm()
@@ -1269,7 +1295,7 @@ func TestSourceLeaveBeforeLeaseRunsOut(t *testing.T) {
 func TestSourceLeaveBeforeLeaseRunsOutHanging(t *testing.T) {
 	b := newBackend(-1)
 	src, _, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) {
-		c.Now = time.Now
+		c.Clock = clockOf(time.Now)
 		c.LeaseAhead = 2 * time.Second // steps down with 500ms to spare: room for a busy machine
 		c.BorrowAhead = 100 * time.Millisecond
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/segment"
@@ -33,6 +34,9 @@ type Options struct {
 	TTL time.Duration
 	// Timeout bounds each call. Default 3s.
 	Timeout time.Duration
+	// Clock stamps the records and measures the waits of a grant (on its
+	// monotonic readings). Default clock.Real.
+	Clock clock.Clock
 }
 
 // Lease is a mono.Lease on a JetStream KV bucket.
@@ -81,6 +85,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.TTL < time.Second || opts.TTL%time.Second != 0 {
 		return nil, fmt.Errorf("%w: mono lease ttl %v must be whole seconds, at least 1s", segment.ErrInvalid, opts.TTL)
 	}
@@ -107,7 +112,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 	if err := l.checkBucket(cctx); err != nil {
 		return nil, err
 	}
-	if l.w, err = startWatch(cctx, js, opts.Bucket, l.prefix); err != nil {
+	if l.w, err = startWatch(cctx, js, opts.Clock, opts.Bucket, l.prefix); err != nil {
 		return nil, fail(cctx, "watch bucket "+opts.Bucket, err)
 	}
 	return l, nil
@@ -125,7 +130,7 @@ func (l *Lease) Close() error {
 func (l *Lease) TTL() time.Duration { return l.opts.TTL }
 
 func (l *Lease) value(holder string) []byte {
-	b, _ := json.Marshal(record{Holder: holder, At: time.Now().UnixMilli()}) // cannot fail
+	b, _ := json.Marshal(record{Holder: holder, At: l.opts.Clock.Now().UnixMilli()}) // cannot fail
 	return b
 }
 
@@ -137,7 +142,7 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	// The caller counts Wait from when it sent the acquire, just before
 	// this call: every wait is measured from here, not from when it was
 	// worked out (the reads and the watch's catch-up come in between).
-	entry := time.Now()
+	entry := l.opts.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	kept, err := l.kept(cctx, tag)
@@ -188,7 +193,7 @@ func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg, en
 	l.mu.Lock()
 	w := l.w
 	l.mu.Unlock()
-	whole := func() time.Duration { return l.opts.TTL + time.Since(entry) } // a TTL from now
+	whole := func() time.Duration { return l.opts.TTL + l.opts.Clock.Since(entry) } // a TTL from now
 	same, upTo, err := l.follow(ctx, w)
 	if err != nil || !same {
 		return whole(), err
@@ -221,7 +226,7 @@ func (l *Lease) follow(ctx context.Context, w *watch) (bool, uint64, error) {
 	if err := l.checkBucket(ctx); err != nil { // made again, by hand
 		return false, 0, err
 	}
-	nw, err := startWatch(ctx, l.js, l.opts.Bucket, l.prefix)
+	nw, err := startWatch(ctx, l.js, l.opts.Clock, l.opts.Bucket, l.prefix)
 	if err != nil {
 		return false, 0, err
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/clock"
 )
 
 // watch follows every message stored in the bucket, as it is stored, and
@@ -25,6 +27,7 @@ import (
 // sequence (a message removed before this process got it, around a
 // consumer reset) starts the run again from the moment it is seen.
 type watch struct {
+	clock   clock.Clock // only its monotonic readings are used
 	mono0   time.Time
 	created time.Time // of the stream followed: a bucket made again is another
 	first   uint64    // the first stream sequence followed
@@ -44,10 +47,10 @@ type msgID struct {
 	at  int64
 }
 
-func (w *watch) now() time.Duration { return time.Since(w.mono0) }
+func (w *watch) now() time.Duration { return w.clock.Since(w.mono0) }
 
 // startWatch starts following the bucket's stream from its next message.
-func startWatch(ctx context.Context, js jetstream.JetStream, bucket, prefix string) (*watch, error) {
+func startWatch(ctx context.Context, js jetstream.JetStream, c clock.Clock, bucket, prefix string) (*watch, error) {
 	stream := "KV_" + bucket
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -64,7 +67,7 @@ func startWatch(ctx context.Context, js jetstream.JetStream, bucket, prefix stri
 	if err != nil {
 		return nil, err
 	}
-	w := &watch{mono0: time.Now(), created: info.Created, first: first, since: -1, next: first,
+	w := &watch{clock: c, mono0: c.Now(), created: info.Created, first: first, since: -1, next: first,
 		seen: map[string]time.Duration{}, last: map[string]msgID{}}
 	// The ordered consumer recreates itself after an error, from the
 	// message after the last one delivered; one removed meanwhile shows as
@@ -113,7 +116,7 @@ func (w *watch) deliver(m jetstream.Msg, prefix string) {
 // is waited for up to catchUp; ok is false if it did not come (a message
 // removed before it was delivered never comes).
 func (w *watch) wait(ctx context.Context, key string, last *msgID, upTo uint64, ttl, catchUp time.Duration, at time.Time) (d time.Duration, ok bool) {
-	deadline := time.Now().Add(catchUp)
+	deadline := w.clock.Now().Add(catchUp)
 	for {
 		w.mu.Lock()
 		if w.since >= 0 && w.next > upTo && (last == nil || w.last[key] == *last) {
@@ -123,10 +126,15 @@ func (w *watch) wait(ctx context.Context, key string, last *msgID, upTo uint64, 
 			return max(left, 0), true
 		}
 		w.mu.Unlock()
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if w.clock.Now().After(deadline) || ctx.Err() != nil {
 			return ttl, false
 		}
-		time.Sleep(5 * time.Millisecond)
+		t := w.clock.NewTimer(5 * time.Millisecond)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
 }
 

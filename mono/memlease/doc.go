@@ -2,7 +2,7 @@
 // use: holdings expire TTL after their last acquire or renewal on its
 // clock. It passes mono/leasetest.
 //
-// The room: floor 3 of the README's Layout; it imports mono, the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
+// The room: floor 3 of the README's Layout; it imports internal/clock, mono,
+// the standard library and outside modules. No package it imports stands on
+// its floor or above (farm-studio look: no arrow runs up).
 package memlease

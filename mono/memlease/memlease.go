@@ -6,13 +6,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/mono"
 )
 
 // Lease is an in-memory mono.Lease.
 type Lease struct {
-	ttl time.Duration
-	now func() time.Time
+	ttl   time.Duration
+	clock clock.Clock
 
 	mu      sync.Mutex
 	rev     uint64
@@ -26,12 +27,9 @@ type holding struct {
 	until  time.Time
 }
 
-// New returns a Lease with ttl on the clock now (time.Now if nil).
-func New(ttl time.Duration, now func() time.Time) *Lease {
-	if now == nil {
-		now = time.Now
-	}
-	return &Lease{ttl: ttl, now: now, held: map[string]holding{}, dropped: map[string]bool{}}
+// New returns a Lease with ttl on clock c (clock.Real if nil).
+func New(ttl time.Duration, c clock.Clock) *Lease {
+	return &Lease{ttl: ttl, clock: clock.Or(c), held: map[string]holding{}, dropped: map[string]bool{}}
 }
 
 // Drop ends tag's holding as an operator's delete of the lease key would:
@@ -51,7 +49,7 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 
 func (l *Lease) live(tag string) (holding, bool) {
 	h, ok := l.held[tag]
-	if ok && !l.now().Before(h.until) {
+	if ok && !l.clock.Now().Before(h.until) {
 		delete(l.held, tag)
 		return holding{}, false
 	}
@@ -66,7 +64,7 @@ func (l *Lease) Acquire(_ context.Context, tag, holder string) (mono.Grant, erro
 		return mono.Grant{}, fmt.Errorf("%w: %q by %s", mono.ErrHeld, tag, h.holder)
 	}
 	l.rev++
-	l.held[tag] = holding{holder: holder, rev: l.rev, until: l.now().Add(l.ttl)}
+	l.held[tag] = holding{holder: holder, rev: l.rev, until: l.clock.Now().Add(l.ttl)}
 	g := mono.Grant{Tag: tag, Holder: holder, Rev: l.rev}
 	if l.dropped[tag] {
 		delete(l.dropped, tag)
@@ -83,7 +81,7 @@ func (l *Lease) Renew(_ context.Context, g mono.Grant) (mono.Grant, error) {
 		return mono.Grant{}, fmt.Errorf("%w: %q", mono.ErrLost, g.Tag)
 	}
 	l.rev++
-	l.held[g.Tag] = holding{holder: g.Holder, rev: l.rev, until: l.now().Add(l.ttl)}
+	l.held[g.Tag] = holding{holder: g.Holder, rev: l.rev, until: l.clock.Now().Add(l.ttl)}
 	g.Rev = l.rev
 	return g, nil
 }

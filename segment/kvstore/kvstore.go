@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/segment"
 )
@@ -46,6 +47,9 @@ type Options struct {
 	// connection of the jetstream.JetStream given to Open. By default the
 	// caller owns it.
 	CloseConn bool
+	// Clock stamps the rows' update_time and times the compare-and-swap
+	// retries' pauses. Default clock.Real.
+	Clock clock.Clock
 }
 
 // Store is a segment.Store on a JetStream KV bucket. It is safe for
@@ -66,8 +70,7 @@ type Store struct {
 	closeOnce sync.Once
 	conflicts atomic.Int64 // CAS conflicts seen, for tests
 
-	now   func() time.Time                                 // for testing
-	sleep func(ctx context.Context, d time.Duration) error // for testing
+	clock clock.Clock
 }
 
 // bucketHistory is the history of a bucket Open creates: 2, so that a
@@ -134,8 +137,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		keyPre:  "$KV." + opts.Bucket + ".",
 		timeout: opts.Timeout,
 		owns:    opts.CloseConn,
-		now:     time.Now,
-		sleep:   sleepCtx,
+		clock:   clock.Or(opts.Clock),
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -331,7 +333,7 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 			ferr = err
 			return false, err
 		}
-		row.UpdateTime = s.now().UTC()
+		row.UpdateTime = s.clock.Now().UTC()
 		val, err := json.Marshal(row)
 		if err != nil {
 			ferr = err
@@ -405,7 +407,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	if s.closed.Load() {
 		return closedErr("create")
 	}
-	row := record{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: s.now().UTC()}
+	row := record{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: s.clock.Now().UTC()}
 	if !t.Mode.IsSegment() {
 		row.Mode = t.Mode // a plain row stays as it was before modes
 	}
@@ -629,7 +631,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 		}
 		row.MaxID = floor
 		row.Back = 0 // a restart is not a hand-back
-		row.UpdateTime = s.now().UTC()
+		row.UpdateTime = s.clock.Now().UTC()
 		val, err := json.Marshal(row)
 		if err != nil {
 			ferr = err
@@ -835,7 +837,7 @@ func (s *Store) retry(ctx context.Context, f func() (again bool, err error)) err
 		}
 		d := time.Millisecond << min(attempt, 6)
 		d = d/2 + rand.N(d) // jitter: 0.5d..1.5d
-		if s.sleep(ctx, d) != nil {
+		if sleepCtx(ctx, s.clock, d) != nil {
 			return err
 		}
 	}
@@ -851,11 +853,11 @@ func (s *Store) again(err error) bool {
 	return transient(err)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -19,12 +19,19 @@ type Store struct {
 	closed bool
 	calls  int // Next/NextStep calls that reached the store
 	inc    int // incarnation: bumped by Replace
-	now    func() time.Time
+	clock  clock.Clock
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{rows: make(map[string]segment.Tag), gone: make(map[string]segment.Tag), now: time.Now}
+	return &Store{rows: make(map[string]segment.Tag), gone: make(map[string]segment.Tag), clock: clock.Real}
+}
+
+// SetClock makes the store stamp update_time with c (default clock.Real).
+func (s *Store) SetClock(c clock.Clock) {
+	s.mu.Lock()
+	s.clock = clock.Or(c)
+	s.mu.Unlock()
 }
 
 // SetDown makes the store unreachable (true) or reachable again (false).
@@ -100,7 +107,7 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 		return segment.Alloc{}, err
 	}
 	row.MaxID += int64(step)
-	row.UpdateTime = s.now()
+	row.UpdateTime = s.clock.Now()
 	s.rows[tag] = row
 	s.calls++
 	return segment.Alloc{Tag: tag, MaxID: row.MaxID, Step: step, TableStep: row.Step, Mode: row.Mode}, nil
@@ -175,7 +182,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 		}
 		return fmt.Errorf("%w: %q", segment.ErrTagDeleted, t.Name)
 	}
-	t.UpdateTime = s.now()
+	t.UpdateTime = s.clock.Now()
 	s.rows[t.Name] = t
 	return nil
 }
@@ -215,7 +222,7 @@ func (s *Store) update(ctx context.Context, tag string, f func(*segment.Tag) err
 	if err := f(&row); err != nil {
 		return err
 	}
-	row.UpdateTime = s.now()
+	row.UpdateTime = s.clock.Now()
 	s.rows[tag] = row
 	return nil
 }
@@ -262,7 +269,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 		return err
 	}
 	row.MaxID = floor
-	row.UpdateTime = s.now()
+	row.UpdateTime = s.clock.Now()
 	s.rows[tag] = row
 	delete(s.gone, tag)
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -71,6 +72,8 @@ type Options struct {
 	// a holder that cannot reach the database, or was frozen, serves
 	// without one. Default DefaultClaimTTL; at least Timeout.
 	ClaimTTL time.Duration
+	// Clock stamps the default Port. Default clock.Real.
+	Clock clock.Clock
 }
 
 func (o Options) withDefaults(now time.Time) (Options, error) {
@@ -184,7 +187,7 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 	if err := layout.Validate(); err != nil {
 		return nil, err
 	}
-	opts, err := opts.withDefaults(time.Now())
+	opts, err := opts.withDefaults(clock.Or(opts.Clock).Now())
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,7 @@
 // waits for them (at most Options.Timeout). The Registry starts no
 // goroutines.
 //
-// The room: floor 3 of the README's Layout; it imports snowflake, the
-// standard library and outside modules. No package it imports stands on its
-// floor or above (farm-studio look: no arrow runs up).
+// The room: floor 3 of the README's Layout; it imports internal/clock,
+// snowflake, the standard library and outside modules. No package it imports
+// stands on its floor or above (farm-studio look: no arrow runs up).
 package dbworker

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
@@ -162,7 +163,7 @@ func TestFreezeFences(t *testing.T) {
 	r1 := &frozenRegistry{Registry: open(t, js, layout2(), opts)}
 	mono := &monoClock{t: time.Now()}
 	src := startOn(t, r1, func(c *snowflake.SourceConfig) {
-		c.Monotonic = mono.Now
+		c.Monotonic = clock.WithNow(nil, mono.Now)
 		c.LeaseAhead = 10 * time.Second // the wall-clock lease outlasts the freeze
 	})
 	if _, err := bystander.Register(ctx(t)); err != nil {

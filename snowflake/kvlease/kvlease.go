@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -52,6 +53,10 @@ type Options struct {
 	// Node names this node in the claim value, for operators. Default the
 	// empty string.
 	Node string
+	// Clock times the claim's refreshes and the retries' pauses, and
+	// stamps the values written. Default clock.Real, whose readings carry
+	// the monotonic clock the refresher measures the TTL on.
+	Clock clock.Clock
 }
 
 // Registry is a snowflake.Registry on a JetStream KV bucket. It is safe for
@@ -83,7 +88,6 @@ type Registry struct {
 	token      string    // this registration's owner token in t<worker>
 	fresh      bool      // the bucket had no message at all when opened
 
-	now  func() time.Time // for testing
 	rand func(n int64) int64
 }
 
@@ -139,12 +143,11 @@ func Open(ctx context.Context, js jetstream.JetStream, layout snowflake.Layout, 
 		getSubj: jskv.GetSubject(js, opts.Bucket),
 		keyPre:  "$KV." + opts.Bucket + ".",
 		lost:    make(chan struct{}),
-		now:     time.Now,
 		rand:    rand.Int64N,
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	err := retry(cctx, func() (bool, error) {
+	err := retry(cctx, opts.Clock, func() (bool, error) {
 		kv, err := jskv.OpenOrCreate(cctx, js, jetstream.KeyValueConfig{
 			Bucket:         opts.Bucket,
 			Description:    "leafmq snowflake worker ids and time leases",
@@ -203,6 +206,7 @@ func defaults(o *Options) error {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Timeout < 0 {
 		return fmt.Errorf("%w: negative timeout %v", ErrInvalid, o.Timeout)
 	}
@@ -238,7 +242,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 
 	n := r.layout.MaxWorker() + 1
 	start := r.rand(n)
-	now := r.now()
+	now := r.opts.Clock.Now()
 	val, err := json.Marshal(claim{Node: r.opts.Node, Updated: now.UnixMilli()})
 	if err != nil {
 		return snowflake.Registration{}, err
@@ -249,7 +253,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	var deleted []string // ids whose lease key an operator deleted
 	for i := int64(0); i < n && worker < 0; i++ {
 		id := (start + i) % n
-		err := retry(cctx, func() (bool, error) {
+		err := retry(cctx, r.opts.Clock, func() (bool, error) {
 			var err error
 			rev, err = r.kv.Create(cctx, claimKey(id), val, jetstream.KeyTTL(r.opts.TTL))
 			return transient(err), err
@@ -303,7 +307,7 @@ var errLeaseDeleted = errors.New("lease key deleted")
 // errLeaseDeleted: the worker's past leases are unknown, so it is not used.
 func (r *Registry) fence(ctx context.Context, worker int64, token string, now time.Time) (time.Time, error) {
 	var last time.Time
-	err := retry(ctx, func() (bool, error) {
+	err := retry(ctx, r.opts.Clock, func() (bool, error) {
 		rec, lrev, err := r.readLease(ctx, worker)
 		if err != nil {
 			return transient(err), err
@@ -361,7 +365,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	defer cancel()
 	key := leaseKey(worker)
 	var holder leaseRec
-	err := retry(cctx, func() (bool, error) {
+	err := retry(cctx, r.opts.Clock, func() (bool, error) {
 		rec, rev, err := r.readLease(cctx, worker)
 		if err != nil {
 			return transient(err), err
@@ -374,7 +378,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 			ms = rec.Lease
 			return false, nil // confirmed: still ours, and high enough
 		}
-		val, err := json.Marshal(leaseRec{Lease: ms, Node: r.opts.Node, Updated: r.now().UnixMilli(), Owner: token})
+		val, err := json.Marshal(leaseRec{Lease: ms, Node: r.opts.Node, Updated: r.opts.Clock.Now().UnixMilli(), Owner: token})
 		if err != nil {
 			return false, err
 		}
@@ -448,7 +452,7 @@ func (r *Registry) Close() error {
 	r.mu.Lock()
 	key, rev := claimKey(r.worker), r.rev
 	r.mu.Unlock()
-	err := retry(ctx, func() (bool, error) {
+	err := retry(ctx, r.opts.Clock, func() (bool, error) {
 		err := r.kv.Purge(ctx, key, jetstream.LastRevision(rev))
 		return transient(err), err
 	})
@@ -467,15 +471,15 @@ func (r *Registry) Close() error {
 func (r *Registry) refresh(ctx context.Context, worker int64, rev uint64, ok time.Time) {
 	defer r.wg.Done()
 	subj := r.keyPre + claimKey(worker)
-	tick := time.NewTicker(r.opts.Refresh)
+	tick := r.opts.Clock.NewTicker(r.opts.Refresh)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
-		sent := r.now()
+		sent := r.opts.Clock.Now()
 		if sent.Add(r.opts.Refresh / 2).After(ok.Add(r.opts.TTL)) {
 			r.markLost() // too late already (a stalled process)
 			return
@@ -505,7 +509,7 @@ func (r *Registry) refresh(ctx context.Context, worker int64, rev uint64, ok tim
 			r.markLost() // expired and claimed again, or purged
 			return
 		}
-		if r.now().Add(r.opts.Refresh).After(ok.Add(r.opts.TTL)) {
+		if r.opts.Clock.Now().Add(r.opts.Refresh).After(ok.Add(r.opts.TTL)) {
 			r.markLost()
 			return
 		}

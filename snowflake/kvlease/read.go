@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -27,7 +28,7 @@ func (r *Registry) msgGet(ctx context.Context, subject string) (*jskv.StoredMsg,
 // retry calls f until it succeeds or says not to retry, pausing a
 // jittered, growing while (1ms doubling to 64ms), until ctx ends. It
 // returns f's last error.
-func retry(ctx context.Context, f func() (again bool, err error)) error {
+func retry(ctx context.Context, c clock.Clock, f func() (again bool, err error)) error {
 	for attempt := 0; ; attempt++ {
 		again, err := f()
 		if err == nil || !again {
@@ -35,9 +36,9 @@ func retry(ctx context.Context, f func() (again bool, err error)) error {
 		}
 		d := time.Millisecond << min(attempt, 6)
 		d = d/2 + rand.N(d)
-		t := time.NewTimer(d)
+		t := c.NewTimer(d)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
 			return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/fsutil"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -67,6 +68,9 @@ type Options struct {
 	// Owner describes this process in its owner znode, next to the pid,
 	// the host name and the start time (e.g. the node name). Default none.
 	Owner string
+	// Clock stamps the forever znode and the owner znode's start time, and
+	// times the wait for a session. Default clock.Real.
+	Clock clock.Clock
 }
 
 // ErrInUse: the worker id of this Addr is held by another live ZooKeeper
@@ -144,8 +148,6 @@ type Registry struct {
 	version      int32     // version of the forever znode this registration last wrote or checked
 	ep           endpoint  // its data then
 	lease        time.Time // highest lease recorded (in ZooKeeper, or the cache file)
-
-	now func() time.Time // for testing
 }
 
 // Open returns a Registry for layout on the ZooKeeper ensemble servers
@@ -181,9 +183,8 @@ func Open(ctx context.Context, servers []string, layout snowflake.Layout, opts O
 		leases:  "/snowflake/" + opts.Name + "/lease",
 		lost:    make(chan struct{}),
 		closing: make(chan struct{}),
-		now:     time.Now,
 	}
-	r.started = r.now()
+	r.started = r.opts.Clock.Now()
 	conn, _, err := zk.Connect(servers, opts.SessionTimeout,
 		zk.WithLogger(timeoutLogger{r}),
 		zk.WithEventCallback(func(ev zk.Event) {
@@ -199,6 +200,7 @@ func Open(ctx context.Context, servers []string, layout snowflake.Layout, opts O
 }
 
 func defaults(o *Options) error {
+	o.Clock = clock.Or(o.Clock)
 	if o.Name == "" {
 		o.Name = DefaultName
 	}
@@ -625,7 +627,7 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, bool, er
 		}
 		return path, ep, false, nil
 	}
-	ep := endpoint{IP: r.ip, Port: r.port, Timestamp: r.now().UnixMilli()}
+	ep := endpoint{IP: r.ip, Port: r.port, Timestamp: r.opts.Clock.Now().UnixMilli()}
 	data, err := json.Marshal(ep)
 	if err != nil {
 		return "", endpoint{}, false, err
@@ -956,7 +958,7 @@ func (r *Registry) Close() error {
 // waitSession waits until the connection has a session.
 func (r *Registry) waitSession(ctx context.Context) error {
 	const poll = 20 * time.Millisecond
-	t := time.NewTicker(poll)
+	t := r.opts.Clock.NewTicker(poll)
 	defer t.Stop()
 	for {
 		switch r.conn.State() {
@@ -968,7 +970,7 @@ func (r *Registry) waitSession(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("no session with %s: %w", r.conn.Server(), ctx.Err())
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
