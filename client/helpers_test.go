@@ -158,7 +158,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 
 // ctxFor is a context that ends with the test, bounded by 30s.
 func ctxFor(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
