@@ -74,7 +74,9 @@ func TestConformanceSingle(t *testing.T) {
 	js := newJS(t, srv.ClientURL())
 	storetest.Run(t, storetest.Factory{
 		New: func(t testing.TB) segment.Store {
-			return open(t, js, kvstore.Options{Bucket: freshBucket()})
+			// 10 s, not 3: ConcurrentNoOverlap's racing writers waited
+			// longer than 3 s for a loaded server under -race (CI).
+			return open(t, js, kvstore.Options{Bucket: freshBucket(), Timeout: 10 * time.Second})
 		},
 		Unreachable: unreachable,
 	})
@@ -95,7 +97,7 @@ func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, storetest.Factory{
 		New: func(t testing.TB) segment.Store {
 			js := jss[int(n.Add(1))%len(jss)]
-			return open(t, js, kvstore.Options{Bucket: freshBucket(), Replicas: 3})
+			return open(t, js, kvstore.Options{Bucket: freshBucket(), Replicas: 3, Timeout: 10 * time.Second})
 		},
 		Unreachable: unreachable,
 	})

@@ -233,7 +233,10 @@ func TestCloseStopsRefresher(t *testing.T) {
 	js := newJS(t, natstest.RunServer(t))
 	var rs []*kvlease.Registry
 	for range 3 {
-		r := open(t, js, snowflake.LeafLayout(), kvlease.Options{TTL: time.Second, Refresh: 50 * time.Millisecond})
+		// A TTL well above a refresh's time on a loaded machine (CI: a
+		// 1 s TTL lapsed under -race with other loads): this test is
+		// about goroutines, not about claims lapsing.
+		r := open(t, js, snowflake.LeafLayout(), kvlease.Options{TTL: 10 * time.Second, Refresh: 50 * time.Millisecond})
 		if _, err := r.Register(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
