@@ -30,8 +30,9 @@ var (
 	// bucket deleted and made again); auto-create is refused until an
 	// operator acts.
 	ErrStoreChanged = wire.NewCodedError(wire.CodeNotFound, "store was replaced")
-	// ErrInvalid: a tag name, step or max_id was rejected before reaching the store.
-	ErrInvalid = wire.NewCodedError(wire.CodeBadRequest, "invalid argument")
+	// ErrInvalid: a tag name, step or max_id was rejected before reaching
+	// the store. It is wire.ErrInvalid, which wire.ParseTag wraps.
+	ErrInvalid = wire.ErrInvalid
 	// ErrTagLimit: the engine holds its maximum number of tags
 	// (Config.MaxTags) and will not take another.
 	ErrTagLimit = wire.NewCodedError(wire.CodeUnavailable, "tag limit reached")
@@ -47,10 +48,12 @@ var (
 
 // Limits of a tag row, as in Leaf's leaf_alloc table.
 const (
-	MaxTagLen  = 128       // biz_tag varchar(128)
 	MaxStep    = 1<<31 - 1 // step int
 	MaxDescLen = 256       // description varchar(256)
 )
+
+// MaxTagLen is the longest tag name, biz_tag varchar(128) (wire.MaxTagLen).
+const MaxTagLen = wire.MaxTagLen
 
 // Tag is one row of Leaf's leaf_alloc table.
 type Tag struct {
@@ -136,30 +139,17 @@ type Store interface {
 // DefaultStep is the step of a tag created without one (Leaf's examples use 2000).
 const DefaultStep = 2000
 
-// ValidTag reports whether s can be a tag: 1..128 characters of
-// [A-Za-z0-9_-]. Such a name is a single NATS subject token and fits Leaf's
-// biz_tag column.
+// ValidTag reports whether s can be a tag (wire.ParseTag).
 func ValidTag(s string) bool {
-	if len(s) == 0 || len(s) > MaxTagLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
+	_, err := wire.ParseTag(s)
+	return err == nil
 }
 
-// CheckTag returns an error wrapping ErrInvalid when s is not a valid tag.
+// CheckTag returns an error wrapping ErrInvalid when s is not a valid tag
+// (wire.ParseTag).
 func CheckTag(s string) error {
-	if !ValidTag(s) {
-		return fmt.Errorf("%w: tag %q must be 1-%d characters of [A-Za-z0-9_-]", ErrInvalid, s, MaxTagLen)
-	}
-	return nil
+	_, err := wire.ParseTag(s)
+	return err
 }
 
 // CheckStep returns an error wrapping ErrInvalid when step is out of 1..MaxStep.
