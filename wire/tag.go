@@ -46,6 +46,19 @@ func (t Tag) String() string { return t.s }
 // IsZero reports whether t is the zero Tag, which names no tag.
 func (t Tag) IsZero() bool { return t.s == "" }
 
+// MarshalText is the name, so that a Tag is a string in JSON and in logs.
+func (t Tag) MarshalText() ([]byte, error) { return []byte(t.s), nil }
+
+// UnmarshalText is ParseTag: a Tag decoded from JSON or a flag is checked.
+func (t *Tag) UnmarshalText(b []byte) error {
+	p, err := ParseTag(string(b))
+	if err != nil {
+		return err
+	}
+	*t = p
+	return nil
+}
+
 func validTag(s string) bool {
 	if len(s) == 0 || len(s) > MaxTagLen {
 		return false

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -62,4 +63,18 @@ func TestMustTagPanics(t *testing.T) {
 		}
 	}()
 	MustTag("a.b")
+}
+
+func TestTagText(t *testing.T) {
+	b, err := json.Marshal(struct{ Tag Tag }{MustTag("demo")})
+	if err != nil || string(b) != `{"Tag":"demo"}` {
+		t.Fatalf("Marshal = %s, %v", b, err)
+	}
+	var v struct{ Tag Tag }
+	if err := json.Unmarshal(b, &v); err != nil || v.Tag != MustTag("demo") {
+		t.Fatalf("Unmarshal = %+v, %v", v, err)
+	}
+	if err := json.Unmarshal([]byte(`{"Tag":"a.b"}`), &v); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Unmarshal of a bad name = %v, want ErrInvalid", err)
+	}
 }
