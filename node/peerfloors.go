@@ -172,7 +172,7 @@ const createWindow = 150 * time.Millisecond
 // row), and this node, new or on a new data directory, has no floor of its
 // own to notice. A node that does not answer is not asked: its own loads
 // still refuse ranges below its floor.
-func (n *Node) createCheck(ctx context.Context, tag string) error {
+func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
 	high, who, err := ask.Floors(ctx, n.nc, tag, createWindow)
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the live nodes before creating it: %w", segment.ErrUnavailable, tag, err)
