@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -123,7 +124,7 @@ func TestPreloadsOnlyRecentTags(t *testing.T) {
 		t.Fatalf("first preload = %+v, want tag recent", ev)
 	}
 	for _, tag := range []string{"stale", "never"} {
-		row, err := s.Get(context.Background(), tag)
+		row, err := s.Get(context.Background(), wire.MustTag(tag))
 		if err != nil || row.MaxID != 1 {
 			t.Fatalf("%s: row %+v, %v; want no range reserved (max_id 1)", tag, row, err)
 		}
