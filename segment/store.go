@@ -139,19 +139,6 @@ type Store interface {
 // DefaultStep is the step of a tag created without one (Leaf's examples use 2000).
 const DefaultStep = 2000
 
-// ValidTag reports whether s can be a tag (wire.ParseTag).
-func ValidTag(s string) bool {
-	_, err := wire.ParseTag(s)
-	return err == nil
-}
-
-// CheckTag returns an error wrapping ErrInvalid when s is not a valid tag
-// (wire.ParseTag).
-func CheckTag(s string) error {
-	_, err := wire.ParseTag(s)
-	return err
-}
-
 // needTag refuses the zero wire.Tag where a row would be written for it
 // (Create, Restart, HandBack): every other name was checked where it came
 // in (wire.ParseTag), and the zero Tag finds no row.
