@@ -90,6 +90,10 @@ func (a Alloc) End() int64 { return a.MaxID }
 // from several processes sharing one database: two Next calls on the same tag
 // never return overlapping ranges, whichever node makes them.
 //
+// Tags come as wire.Tag, checked where the name entered the program; a
+// store checks no name again, and the zero Tag finds no row (Create,
+// Restart and HandBack refuse it with ErrInvalid).
+//
 // Every method returns an error wrapping ErrUnknownTag when the tag has no
 // row, ErrInvalid for bad arguments (checked before any I/O), and
 // ErrUnavailable when the backend cannot be reached; a context that ends
