@@ -51,7 +51,7 @@ func TestTagZero(t *testing.T) {
 	if !z.IsZero() || z.String() != "" {
 		t.Fatalf("zero Tag: IsZero %v, String %q", z.IsZero(), z.String())
 	}
-	if MustTag("a") != MustTag("a") || MustTag("a") == MustTag("b") {
+	if a, b := MustTag("a"), "a"; a != MustTag(b) || a == MustTag("b") {
 		t.Fatal("Tags do not compare by name")
 	}
 }
