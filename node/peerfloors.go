@@ -117,7 +117,7 @@ func (p *peerFloors) heard(m *nats.Msg) {
 // raise records a peer's floor of tag, and the mode it serves the tag in
 // ("" if it did not say).
 func (p *peerFloors) raise(tag string, floor int64, mode string) {
-	if !segment.ValidTag(tag) || floor <= 0 {
+	if _, err := wire.ParseTag(tag); err != nil || floor <= 0 {
 		return
 	}
 	p.mu.Lock()

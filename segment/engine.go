@@ -522,7 +522,7 @@ func write(t *tagBuf, first int64, n int, dst []int64) {
 // The common case is one atomic add, without a lock. When both segments are
 // empty Reserve waits at most Config.ReadyWait, then fails with an error
 // wrapping ErrNotReady and the last load error (if any). Other errors wrap
-// ErrInvalid (bad tag name or max), ErrUnknownTag, ErrClosed or ctx.Err().
+// ErrInvalid (the zero Tag, or a bad max), ErrUnknownTag, ErrClosed or ctx.Err().
 //
 // An opaque tag's ids are not consecutive: Reserve refuses it with
 // ErrMode (use Fill), as it refuses a monotonic tag.

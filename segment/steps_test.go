@@ -308,7 +308,7 @@ func FuzzStepFile(f *testing.F) {
 		defer sf.Close()
 		for _, tag := range []string{"a", "a.b", "", "x"} {
 			step, _, ok := sf.Recall(tag)
-			if ok && (segment.CheckTag(tag) != nil || step < 1 || step > segment.MaxStep) {
+			if _, err := wire.ParseTag(tag); ok && (err != nil || step < 1 || step > segment.MaxStep) {
 				t.Fatalf("recalled tag %q step %d", tag, step)
 			}
 		}

@@ -90,6 +90,10 @@ func (a Alloc) End() int64 { return a.MaxID }
 // from several processes sharing one database: two Next calls on the same tag
 // never return overlapping ranges, whichever node makes them.
 //
+// Tags come as wire.Tag, checked where the name entered the program; a
+// store checks no name again, and the zero Tag finds no row (Create,
+// Restart and HandBack refuse it with ErrInvalid).
+//
 // Every method returns an error wrapping ErrUnknownTag when the tag has no
 // row, ErrInvalid for bad arguments (checked before any I/O), and
 // ErrUnavailable when the backend cannot be reached; a context that ends
@@ -138,19 +142,6 @@ type Store interface {
 
 // DefaultStep is the step of a tag created without one (Leaf's examples use 2000).
 const DefaultStep = 2000
-
-// ValidTag reports whether s can be a tag (wire.ParseTag).
-func ValidTag(s string) bool {
-	_, err := wire.ParseTag(s)
-	return err == nil
-}
-
-// CheckTag returns an error wrapping ErrInvalid when s is not a valid tag
-// (wire.ParseTag).
-func CheckTag(s string) error {
-	_, err := wire.ParseTag(s)
-	return err
-}
 
 // needTag refuses the zero wire.Tag where a row would be written for it
 // (Create, Restart, HandBack): every other name was checked where it came

@@ -51,7 +51,7 @@ func TestTagZero(t *testing.T) {
 	if !z.IsZero() || z.String() != "" {
 		t.Fatalf("zero Tag: IsZero %v, String %q", z.IsZero(), z.String())
 	}
-	if MustTag("a") != MustTag("a") || MustTag("a") == MustTag("b") {
+	if a, b := MustTag("a"), "a"; a != MustTag(b) || a == MustTag("b") {
 		t.Fatal("Tags do not compare by name")
 	}
 }
@@ -77,4 +77,30 @@ func TestTagText(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"Tag":"a.b"}`), &v); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Unmarshal of a bad name = %v, want ErrInvalid", err)
 	}
+}
+
+// FuzzParseTag: a name is accepted exactly when it is a safe single NATS
+// subject token and fits Leaf's biz_tag varchar(128); the rest is
+// ErrInvalid, never a panic.
+func FuzzParseTag(f *testing.F) {
+	for _, s := range []string{"demo", "a.b", "*", ">", "", "a b", strings.Repeat("x", 129), "ÿ", "a\x00", "order-2_X"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tag, err := ParseTag(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) || !tag.IsZero() {
+				t.Fatalf("ParseTag(%q) = %q, %v; want the zero Tag and ErrInvalid", s, tag, err)
+			}
+			return
+		}
+		if tag.String() != s || len(s) == 0 || len(s) > 128 || strings.ContainsAny(s, ".*> \t\r\n") {
+			t.Fatalf("accepted %q as %q", s, tag)
+		}
+		for _, r := range s {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+				t.Fatalf("accepted %q with %q", s, r)
+			}
+		}
+	})
 }

@@ -115,7 +115,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	if opts.Bucket == "" {
 		opts.Bucket = DefaultBucket
 	}
-	if !segment.ValidTag(opts.Bucket) {
+	if _, err := wire.ParseTag(opts.Bucket); err != nil { // a bucket name follows a tag's rule
 		return nil, fmt.Errorf("%w: kvstore: bucket %q must be [A-Za-z0-9_-]+", segment.ErrInvalid, opts.Bucket)
 	}
 	if opts.Replicas == 0 {
@@ -762,7 +762,7 @@ func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, mo
 				modes[tag] = md
 				continue
 			}
-			if !segment.ValidTag(key) {
+			if _, err := wire.ParseTag(key); err != nil {
 				continue // not a key of this package's
 			}
 			if m.Deleted() {

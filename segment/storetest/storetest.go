@@ -179,6 +179,21 @@ func testUnknownTag(t *testing.T, s segment.Store) {
 			t.Errorf("%s: err = %v, want ErrUnknownTag", name, err)
 		}
 	}
+	// The zero wire.Tag names no tag: it finds no row, or is refused.
+	var zero wire.Tag
+	zeroCalls := map[string]func() error{
+		"Next":     func() error { _, err := s.Next(c, zero); return err },
+		"NextStep": func() error { _, err := s.NextStep(c, zero, 5); return err },
+		"Get":      func() error { _, err := s.Get(c, zero); return err },
+		"SetStep":  func() error { return s.SetStep(c, zero, 5) },
+		"SetMaxID": func() error { return s.SetMaxID(c, zero, 5) },
+		"Delete":   func() error { return s.Delete(c, zero) },
+	}
+	for name, call := range zeroCalls {
+		if err := call(); !errors.Is(err, segment.ErrUnknownTag) && !errors.Is(err, segment.ErrInvalid) {
+			t.Errorf("%s of the zero Tag: err = %v, want ErrUnknownTag or ErrInvalid", name, err)
+		}
+	}
 }
 
 func testNextSequence(t *testing.T, s segment.Store) {
