@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/pool"
-	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -194,7 +193,7 @@ func (c *Client) MonoN(ctx context.Context, tag string, n int) ([]int64, error) 
 }
 
 func (c *Client) monoN(ctx context.Context, tag string, ids []int64) error {
-	if err := segment.CheckTag(tag); err != nil {
+	if _, err := wire.ParseTag(tag); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	return c.direct(ctx, wire.MonoPrefix+tag, ids)
@@ -254,7 +253,7 @@ func (c *Client) Close() {
 
 // nextN fills ids with ids of tag: the slow path of Next, and NextN.
 func (c *Client) nextN(ctx context.Context, tag string, ids []int64) error {
-	if err := segment.CheckTag(tag); err != nil {
+	if _, err := wire.ParseTag(tag); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadRequest, err) // also segment.ErrInvalid
 	}
 	if !c.o.prefetch || len(ids) > c.o.maxBatch {

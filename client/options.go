@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/internal/clock"
-	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -100,7 +99,7 @@ func WithMaxWait(d time.Duration) Option {
 // With WithPool, refills still draw on the snowflake pool first.
 func WithSnowflakeKey(key string) Option {
 	return func(o *options) error {
-		if err := segment.CheckTag(key); err != nil || key == "decode" {
+		if _, err := wire.ParseTag(key); err != nil || key == "decode" {
 			return fmt.Errorf("%w: snowflake key %q must be a tag-like token other than decode", ErrBadOption, key)
 		}
 		o.snowKey = key

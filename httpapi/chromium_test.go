@@ -59,7 +59,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	n := newNode(t, map[string]int{"order": 100, "user": 1000})
 	ctx := context.Background()
 	take := func(tag string, k int) {
-		if err := n.Segment(ctx, tag, make([]int64, k)); err != nil {
+		if err := n.Segment(ctx, wire.MustTag(tag), make([]int64, k)); err != nil {
 			t.Error(err)
 		}
 	}
@@ -68,7 +68,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	n.onStatus = func(i int) {
 		take("order", 37)
 		if i == 3 {
-			if err := n.store.Create(ctx, segment.Tag{Name: "late-tag", Step: 500, Description: "made after the page loaded"}); err != nil {
+			if err := n.store.Create(ctx, segment.Tag{Name: wire.MustTag("late-tag"), Step: 500, Description: "made after the page loaded"}); err != nil {
 				t.Error(err)
 			}
 			take("late-tag", 3)

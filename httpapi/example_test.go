@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,7 +21,7 @@ import (
 func ExampleNew() {
 	ctx := context.Background()
 	store := memstore.New() // production: segment/mysql or segment/kvstore
-	if err := store.Create(ctx, segment.Tag{Name: "leaf-segment-test", Step: 1000}); err != nil {
+	if err := store.Create(ctx, segment.Tag{Name: wire.MustTag("leaf-segment-test"), Step: 1000}); err != nil {
 		panic(err)
 	}
 	engine, err := segment.New(segment.Config{Store: store, Logger: slog.New(slog.DiscardHandler)})
@@ -33,7 +34,7 @@ func ExampleNew() {
 	}
 
 	h, err := httpapi.New(httpapi.Config{
-		Segment: func(ctx context.Context, tag string, dst []int64) error {
+		Segment: func(ctx context.Context, tag wire.Tag, dst []int64) error {
 			for i := 0; i < len(dst); {
 				first, n, err := engine.Reserve(ctx, tag, len(dst)-i)
 				if err != nil {

@@ -48,7 +48,7 @@ func newNode(t testing.TB, tags map[string]int) *node {
 	ctx := context.Background()
 	n := &node{name: "node-a", store: memstore.New(), taken: map[string]uint64{}, start: time.Now()}
 	for name, step := range tags {
-		if err := n.store.Create(ctx, segment.Tag{Name: name, Step: step, Description: "test tag " + name}); err != nil {
+		if err := n.store.Create(ctx, segment.Tag{Name: wire.MustTag(name), Step: step, Description: "test tag " + name}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func newNode(t testing.TB, tags map[string]int) *node {
 }
 
 // Segment is a Config.Segment: dst filled from the engine, range by range.
-func (n *node) Segment(ctx context.Context, tag string, dst []int64) error {
+func (n *node) Segment(ctx context.Context, tag wire.Tag, dst []int64) error {
 	n.reqs.Add(1)
 	for i := 0; i < len(dst); {
 		first, k, err := n.engine.Reserve(ctx, tag, len(dst)-i)
@@ -89,7 +89,7 @@ func (n *node) Segment(ctx context.Context, tag string, dst []int64) error {
 		i += k
 	}
 	n.mu.Lock()
-	n.taken[tag] += uint64(len(dst))
+	n.taken[tag.String()] += uint64(len(dst))
 	n.mu.Unlock()
 	return nil
 }
@@ -116,7 +116,8 @@ func (n *node) Status(context.Context) ([]wire.NodeStatus, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, tag := range n.engine.Tags() {
+	for _, t := range n.engine.Tags() {
+		tag := t.String()
 		s, ok := n.engine.State(tag)
 		if !ok {
 			continue

@@ -37,10 +37,10 @@ type Config struct {
 	// Errors wrapping segment.ErrInvalid are answered 400,
 	// segment.ErrUnknownTag 404, segment.ErrNotReady, ErrUnavailable and
 	// ErrClosed 503. Nil: segment is off on this node (501).
-	Segment func(ctx context.Context, tag string, dst []int64) error
+	Segment func(ctx context.Context, tag wire.Tag, dst []int64) error
 	// Mono fills dst with strictly increasing ids of a monotonic tag
 	// (/api/mono/get/{key}), answered as Segment's. Nil: 501.
-	Mono func(ctx context.Context, tag string, dst []int64) error
+	Mono func(ctx context.Context, tag wire.Tag, dst []int64) error
 	// Snowflake fills dst with snowflake ids. Errors wrapping
 	// snowflake.ErrNotServing, ErrClockBackwards, ErrLeaseFailed, ErrExpired
 	// or ErrOutOfRange are answered 503. Nil: snowflake is off on this node

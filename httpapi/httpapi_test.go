@@ -103,13 +103,13 @@ func TestErrors(t *testing.T) {
 
 	fails := func(err error) httpapi.Config {
 		return httpapi.Config{
-			Segment:   func(context.Context, string, []int64) error { return err },
+			Segment:   func(context.Context, wire.Tag, []int64) error { return err },
 			Snowflake: func(context.Context, []int64) error { return err },
 			Logger:    quiet,
 		}
 	}
 	blocks := httpapi.Config{
-		Segment:   func(ctx context.Context, _ string, _ []int64) error { <-ctx.Done(); return ctx.Err() },
+		Segment:   func(ctx context.Context, _ wire.Tag, _ []int64) error { <-ctx.Done(); return ctx.Err() },
 		Snowflake: func(ctx context.Context, _ []int64) error { <-ctx.Done(); return ctx.Err() },
 		Timeout:   20 * time.Millisecond,
 		Logger:    quiet,
@@ -481,7 +481,7 @@ func TestPageAndRedirects(t *testing.T) {
 	}
 
 	t.Run("under a prefix", func(t *testing.T) {
-		h, err := httpapi.New(httpapi.Config{Logger: quiet, Segment: func(_ context.Context, _ string, dst []int64) error {
+		h, err := httpapi.New(httpapi.Config{Logger: quiet, Segment: func(_ context.Context, _ wire.Tag, dst []int64) error {
 			dst[0] = 42
 			return nil
 		}})

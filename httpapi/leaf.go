@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // idMethods are the methods that take an id. Leaf's @RequestMapping names
@@ -45,7 +45,7 @@ func (h *handler) monoID(w http.ResponseWriter, r *http.Request) {
 	h.tagID(w, r, "monotonic", h.cfg.Mono)
 }
 
-func (h *handler) tagID(w http.ResponseWriter, r *http.Request, kind string, take func(context.Context, string, []int64) error) {
+func (h *handler) tagID(w http.ResponseWriter, r *http.Request, kind string, take func(context.Context, wire.Tag, []int64) error) {
 	if !idMethod(w, r) {
 		return
 	}
@@ -54,14 +54,15 @@ func (h *handler) tagID(w http.ResponseWriter, r *http.Request, kind string, tak
 		h.fail(w, r, fmt.Errorf("%s ids are %w", kind, errDisabled))
 		return
 	}
-	if err := segment.CheckTag(key); err != nil {
+	tag, err := wire.ParseTag(key)
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	var dst [1]int64
-	if err := take(ctx, key, dst[:]); err != nil {
+	if err := take(ctx, tag, dst[:]); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -108,7 +108,11 @@ func StoreRows(store segment.Store) func(ctx context.Context) ([]TagRow, error) 
 			tags = tags[:MaxRows]
 		}
 		rows := make([]TagRow, 0, len(tags))
-		for _, tag := range tags {
+		for _, name := range tags {
+			tag, err := wire.ParseTag(name) // a name read from the store
+			if err != nil {
+				return nil, err
+			}
 			t, err := store.Get(ctx, tag)
 			if errors.Is(err, segment.ErrUnknownTag) {
 				continue
@@ -116,7 +120,7 @@ func StoreRows(store segment.Store) func(ctx context.Context) ([]TagRow, error) 
 			if err != nil {
 				return nil, err
 			}
-			rows = append(rows, TagRow{Tag: t.Name, MaxID: t.MaxID, Step: t.Step,
+			rows = append(rows, TagRow{Tag: t.Name.String(), MaxID: t.MaxID, Step: t.Step,
 				Description: t.Description, UpdateTime: t.UpdateTime})
 		}
 		return rows, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Defaults of Config.
@@ -20,7 +21,7 @@ const (
 
 // Config configures a Leader.
 type Config struct {
-	Tag   string        // required, a valid segment tag
+	Tag   wire.Tag      // required
 	Node  string        // the holder name in the lease; required
 	Store segment.Store // where ranges are reserved; required
 	Lease Lease         // required
@@ -91,8 +92,8 @@ func NewLeader(cfg Config) (*Leader, error) {
 	case cfg.Node == "":
 		return nil, fmt.Errorf("%w: mono: Node is required", segment.ErrInvalid)
 	}
-	if err := segment.CheckTag(cfg.Tag); err != nil {
-		return nil, err
+	if cfg.Tag.IsZero() {
+		return nil, fmt.Errorf("%w: mono: Tag is required", segment.ErrInvalid)
 	}
 	ttl := cfg.Lease.TTL()
 	if cfg.Step == 0 {
@@ -249,7 +250,7 @@ func (l *Leader) Run(ctx context.Context) {
 				}
 			}
 			sent := l.since()
-			ng, err := l.cfg.Lease.Acquire(ctx, l.cfg.Tag, l.cfg.Node)
+			ng, err := l.cfg.Lease.Acquire(ctx, l.cfg.Tag.String(), l.cfg.Node)
 			if err == nil {
 				l.lead(ng, sent)
 				confirmed = sent

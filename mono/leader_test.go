@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -24,7 +25,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func newStore(t *testing.T) segment.Store {
 	t.Helper()
 	s := memstore.New()
-	if err := s.Create(context.Background(), segment.Tag{Name: "m", Step: 100}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("m"), Step: 100}); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -54,8 +55,8 @@ func (c *monoClock) jump(d time.Duration) {
 
 func start(t *testing.T, cfg mono.Config) *mono.Leader {
 	t.Helper()
-	if cfg.Tag == "" {
-		cfg.Tag = "m"
+	if cfg.Tag.IsZero() {
+		cfg.Tag = wire.MustTag("m")
 	}
 	cfg.Logger = quiet
 	l, err := mono.NewLeader(cfg)
@@ -150,10 +151,10 @@ func TestFrozenLeaderStopsAtFence(t *testing.T) {
 func TestConfig(t *testing.T) {
 	store, lease := newStore(t), memlease.New(time.Second, nil)
 	for i, cfg := range []mono.Config{
-		{Tag: "m", Store: store, Lease: lease},                                           // no Node
-		{Tag: "bad tag", Node: "a", Store: store, Lease: lease},                          // tag
-		{Tag: "m", Node: "a", Lease: lease},                                              // no Store
-		{Tag: "m", Node: "a", Store: store, Lease: lease, Renew: 900 * time.Millisecond}, // renew too late
+		{Tag: wire.MustTag("m"), Store: store, Lease: lease},                                           // no Node
+		{Node: "a", Store: store, Lease: lease},                                                        // no tag
+		{Tag: wire.MustTag("m"), Node: "a", Lease: lease},                                              // no Store
+		{Tag: wire.MustTag("m"), Node: "a", Store: store, Lease: lease, Renew: 900 * time.Millisecond}, // renew too late
 	} {
 		if _, err := mono.NewLeader(cfg); !errors.Is(err, segment.ErrInvalid) {
 			t.Errorf("config %d: %v, want ErrInvalid", i, err)

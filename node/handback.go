@@ -58,7 +58,7 @@ func (n *Node) handBack(ctx context.Context) {
 			continue
 		}
 		if lower != nil {
-			if err := lower.Lower(u.Tag, to); err != nil {
+			if err := lower.Lower(u.Tag.String(), to); err != nil {
 				n.log.Warn("segment: no hand-back: lowering the floor", "tag", u.Tag, "err", err)
 				continue
 			}

@@ -171,7 +171,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			if i == maxTagSeries {
 				break
 			}
-			st, ok := n.engine.State(tag)
+			st, ok := n.engine.State(tag.String())
 			if !ok {
 				continue
 			}
@@ -181,9 +181,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 					ready += sg.Max - sg.Value
 				}
 			}
-			ch <- prometheus.MustNewConstMetric(c.loads, prometheus.CounterValue, float64(st.Loads), tag)
-			ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(st.Step), tag)
-			ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(ready), tag)
+			ch <- prometheus.MustNewConstMetric(c.loads, prometheus.CounterValue, float64(st.Loads), tag.String())
+			ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(st.Step), tag.String())
+			ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(ready), tag.String())
 		}
 	}
 }

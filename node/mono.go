@@ -138,8 +138,8 @@ func (m *monoServer) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for tag, md := range modes {
-		if md.Kind == segment.KindMono {
+	for name, md := range modes {
+		if tag, err := wire.ParseTag(name); err == nil && md.Kind == segment.KindMono {
 			m.ensure(ctx, tag)
 		}
 	}
@@ -159,8 +159,9 @@ func (m *monoServer) refresh(ctx context.Context) error {
 }
 
 // check starts tag's leader if the store says the tag is monotonic.
-func (m *monoServer) check(tag string) {
-	if !segment.ValidTag(tag) {
+func (m *monoServer) check(name string) {
+	tag, err := wire.ParseTag(name)
+	if err != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
@@ -176,9 +177,9 @@ func (m *monoServer) check(tag string) {
 }
 
 // ensure starts tag's leader unless it runs.
-func (m *monoServer) ensure(ctx context.Context, tag string) {
+func (m *monoServer) ensure(ctx context.Context, tag wire.Tag) {
 	m.mu.Lock()
-	_, ok := m.tags[tag]
+	_, ok := m.tags[tag.String()]
 	m.mu.Unlock()
 	if ok || m.ctx.Err() != nil {
 		return
@@ -195,7 +196,7 @@ func (m *monoServer) ensure(ctx context.Context, tag string) {
 		Lease:     m.lease,
 		Step:      step,
 		Hold:      m.hold,
-		OnLeading: func(leading bool) { m.onLeading(tag, t, leading) },
+		OnLeading: func(leading bool) { m.onLeading(tag.String(), t, leading) },
 		Logger:    m.log,
 	})
 	if err != nil {
@@ -204,11 +205,11 @@ func (m *monoServer) ensure(ctx context.Context, tag string) {
 	}
 	t.l = l
 	m.mu.Lock()
-	if _, ok := m.tags[tag]; ok || m.ctx.Err() != nil {
+	if _, ok := m.tags[tag.String()]; ok || m.ctx.Err() != nil {
 		m.mu.Unlock()
 		return
 	}
-	m.tags[tag] = t
+	m.tags[tag.String()] = t
 	m.mu.Unlock()
 	var lctx context.Context
 	lctx, t.stop = context.WithCancel(m.ctx)
@@ -403,8 +404,8 @@ type monoStore struct {
 	n *Node
 }
 
-func (s monoStore) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
-	floor := max(s.n.floors.Floor(tag), s.n.peers.floor(tag))
+func (s monoStore) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
+	floor := max(s.n.floors.Floor(tag.String()), s.n.peers.floor(tag.String()))
 	var (
 		a   segment.Alloc
 		err error
@@ -419,16 +420,16 @@ func (s monoStore) NextStep(ctx context.Context, tag string, step int) (segment.
 		return a, err
 	case a.Mode.Kind != segment.KindMono:
 		return segment.Alloc{}, fmt.Errorf("%w: tag %q is %s in the store, not mono: no id served", segment.ErrMode, tag, a.Mode)
-	case !s.keptMono(tag):
+	case !s.keptMono(tag.String()):
 		return segment.Alloc{}, fmt.Errorf("%w: tag %q: this node or a peer served it in another mode than mono: no id served", segment.ErrMode, tag)
 	case a.Start() < floor:
 		return segment.Alloc{}, fmt.Errorf("%w: tag %q: the store granted [%d,%d), below the ids %d this node or a peer received",
 			segment.ErrBelowFloor, tag, a.Start(), a.End(), floor)
 	}
-	if err := s.n.floors.Raise(tag, a.End()); err != nil {
+	if err := s.n.floors.Raise(tag.String(), a.End()); err != nil {
 		return segment.Alloc{}, fmt.Errorf("recording the floor of %q: %w", tag, err)
 	}
-	s.n.peers.announce(s.n.nc, tag, a.End(), string(segment.KindMono))
+	s.n.peers.announce(s.n.nc, tag.String(), a.End(), string(segment.KindMono))
 	return a, nil
 }
 
@@ -458,10 +459,10 @@ func monoObservation(tag, code string, ids int, start time.Time) responder.Obser
 // leader may be another node, so it asks leaf.mono.<tag> over NATS, again
 // after no responder or a 503 (a switch-over), until ctx ends. (The Go
 // client does the same; node cannot import it.)
-func (n *Node) askMono(ctx context.Context, tag string, dst []int64) error {
+func (n *Node) askMono(ctx context.Context, tag wire.Tag, dst []int64) error {
 	backoff := 10 * time.Millisecond
 	for {
-		reply, err := n.nc.RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag, len(dst), true))
+		reply, err := n.nc.RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
 		if err == nil {
 			err = wire.ReplyError(reply)
 		}

@@ -117,7 +117,7 @@ func (p *peerFloors) heard(m *nats.Msg) {
 // raise records a peer's floor of tag, and the mode it serves the tag in
 // ("" if it did not say).
 func (p *peerFloors) raise(tag string, floor int64, mode string) {
-	if !segment.ValidTag(tag) || floor <= 0 {
+	if _, err := wire.ParseTag(tag); err != nil || floor <= 0 {
 		return
 	}
 	p.mu.Lock()
@@ -181,12 +181,12 @@ const createWindow = 150 * time.Millisecond
 // row), and this node, new or on a new data directory, has no floor of its
 // own to notice. It waits for every live member that serves (gatherPeers);
 // a node that is no member (no JetStream) is heard within the window only.
-func (n *Node) createCheck(ctx context.Context, tag string) error {
+func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
 	var high int64
 	var who string
-	err := n.gatherPeers(ctx, wire.FloorPrefix+tag, createWindow, func(m wire.Member) bool { return m.Serving }, floorsInstance, func(m *nats.Msg) {
+	err := n.gatherPeers(ctx, wire.FloorPrefix+tag.String(), createWindow, func(m wire.Member) bool { return m.Serving }, floorsInstance, func(m *nats.Msg) {
 		var f wire.NodeFloor
-		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag && f.Floor > high {
+		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
 			high, who = f.Floor, f.Node
 		}
 	})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/pool"
-	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // poolSubjects parses --pool into pool subjects.
@@ -28,10 +28,11 @@ func (c *Config) poolSubjects() ([]string, error) {
 				return nil, fmt.Errorf("%w: pool snowflake needs snowflake (--worker-registry is off)", ErrConfig)
 			}
 			subject = pool.SnowflakeSubject
-		case segment.ValidTag(p):
-			subject = pool.SegmentSubject(p)
 		default:
-			return nil, fmt.Errorf("%w: pool %q: want tags ([A-Za-z0-9_-]{1,128}) and/or snowflake", ErrConfig, p)
+			if _, err := wire.ParseTag(p); err != nil {
+				return nil, fmt.Errorf("%w: pool %q: want tags ([A-Za-z0-9_-]{1,128}) and/or snowflake", ErrConfig, p)
+			}
+			subject = pool.SegmentSubject(p)
 		}
 		if !seen[subject] {
 			seen[subject] = true
@@ -95,7 +96,8 @@ func (n *Node) fillPool(ctx context.Context) error {
 			src = n.sf.ring.Next
 		} else {
 			tag := strings.TrimPrefix(subject, pool.Prefix+"segment.")
-			src = func(ctx context.Context, dst []int64) error { return n.prod.Segment(ctx, tag, dst) }
+			seg := wire.MustTag(tag) // checked by the pool's settings
+			src = func(ctx context.Context, dst []int64) error { return n.prod.Segment(ctx, seg, dst) }
 		}
 		if err := n.pool.Add(ctx, subject, src); err != nil {
 			return err

@@ -40,17 +40,16 @@ func (n *Node) status() wire.NodeStatus {
 		for i, r := range rs {
 			rings[r.Tag] = i
 		}
-		tags := n.engine.Tags()
-		sort.Strings(tags)
+		tags := n.engine.Tags() // sorted
 		if len(tags) > maxStatusTags {
 			tags, st.TagsCut = tags[:maxStatusTags], true
 		}
 		for _, tag := range tags {
-			ts, ok := n.engine.State(tag)
+			ts, ok := n.engine.State(tag.String())
 			if !ok {
 				continue
 			}
-			t := wire.TagStatus{Tag: tag, Step: ts.Step, MinStep: ts.MinStep, Loads: ts.Loads, LastError: ts.LastError,
+			t := wire.TagStatus{Tag: tag.String(), Step: ts.Step, MinStep: ts.MinStep, Loads: ts.Loads, LastError: ts.LastError,
 				Loading: ts.Loading, Current: ts.Current}
 			if !ts.LastLoad.IsZero() {
 				t.LastLoad = ts.LastLoad.UnixNano()
@@ -58,7 +57,7 @@ func (n *Node) status() wire.NodeStatus {
 			for i, sg := range ts.Segments {
 				t.Buffers[i] = wire.BufferStatus{Value: sg.Value, Max: sg.Max, Step: sg.Step, Ready: sg.Ready}
 			}
-			if i, ok := rings[tag]; ok {
+			if i, ok := rings[tag.String()]; ok {
 				t.RingLen, t.RingCap, t.Taken = rs[i].Len, rs[i].Cap, rs[i].Stats.Takes
 			}
 			st.Tags = append(st.Tags, t)

@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 
 	"github.com/leafmq/leafmq/producer"
@@ -14,7 +15,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	store := memstore.New()
-	_ = store.Create(ctx, segment.Tag{Name: "orders", Step: 1000})
+	_ = store.Create(ctx, segment.Tag{Name: wire.MustTag("orders"), Step: 1000})
 
 	engine, _ := segment.New(segment.Config{Store: store, Logger: slog.New(slog.DiscardHandler)})
 	_ = engine.Start(ctx)
@@ -25,7 +26,7 @@ func Example() {
 	p.Preload() // fill the rings of every known tag now
 
 	ids := make([]int64, 5)
-	if err := p.Segment(ctx, "orders", ids); err != nil {
+	if err := p.Segment(ctx, wire.MustTag("orders"), ids); err != nil {
 		panic(err)
 	}
 	fmt.Println(ids)

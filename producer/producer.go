@@ -12,6 +12,7 @@ import (
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/ringbuf"
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // ErrClosed is returned after Close.
@@ -21,15 +22,15 @@ var ErrClosed = errors.New("producer: closed")
 type Segments interface {
 	// Fill writes up to len(dst) ids of tag into dst, at least one, and
 	// returns how many (permuted for an opaque tag).
-	Fill(ctx context.Context, tag string, dst []int64) (int, error)
+	Fill(ctx context.Context, tag wire.Tag, dst []int64) (int, error)
 	// TryFill is Fill without waiting: ok false when nothing is ready.
-	TryFill(tag string, dst []int64) (int, bool)
+	TryFill(tag wire.Tag, dst []int64) (int, bool)
 	// Known reports whether tag is in the engine's tag cache.
-	Known(tag string) bool
+	Known(tag wire.Tag) bool
 	// Warm reports whether tag has a segment loaded or loading.
-	Warm(tag string) bool
+	Warm(tag wire.Tag) bool
 	// Tags lists the cached tags.
-	Tags() []string
+	Tags() []wire.Tag
 }
 
 // Config configures a Producer. Zero values mean the defaults in comments.
@@ -70,7 +71,7 @@ type growReq struct {
 }
 
 type tagRing struct {
-	tag      string
+	tag      wire.Tag
 	order    orderLock // held by a refill from Fill to put, and by the slow path
 	ring     atomic.Pointer[ringbuf.Ring[int64]]
 	lastFill atomic.Int64  // unix nanos of the start of the last refill
@@ -149,7 +150,7 @@ func (p *Producer) grower() {
 func (p *Producer) Prune() int {
 	n := 0
 	p.rings.Range(func(k, _ any) bool {
-		if tag := k.(string); !p.cfg.Segments.Known(tag) {
+		if tag := k.(wire.Tag); !p.cfg.Segments.Known(tag) {
 			p.Forget(tag)
 			n++
 		}
@@ -175,7 +176,7 @@ func (p *Producer) Preload() {
 }
 
 // Segment fills dst with fresh ids of tag: all of it, or an error.
-func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
+func (p *Producer) Segment(ctx context.Context, tag wire.Tag, dst []int64) error {
 	if len(dst) == 0 {
 		return nil
 	}
@@ -194,7 +195,7 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 			return nil
 		}
 		if p.cfg.OnEmpty != nil {
-			p.cfg.OnEmpty(tag)
+			p.cfg.OnEmpty(tag.String())
 		}
 		// The ring is short. Its refill may have drawn ids from the
 		// engine that it has not put yet: wait for that chunk and take
@@ -222,7 +223,7 @@ func (p *Producer) Segment(ctx context.Context, tag string, dst []int64) error {
 // TrySegment fills a prefix of dst without waiting and returns its length:
 // small requests from the tag's ring, large ones from the segment buffers'
 // fast path (see Segment). 0 for a tag that has no ring yet or nothing ready.
-func (p *Producer) TrySegment(tag string, dst []int64) int {
+func (p *Producer) TrySegment(tag wire.Tag, dst []int64) int {
 	v, ok := p.rings.Load(tag)
 	if !ok {
 		return 0
@@ -230,7 +231,7 @@ func (p *Producer) TrySegment(tag string, dst []int64) int {
 	if len(dst) <= p.cfg.DirectOver {
 		n, _ := v.(*tagRing).ring.Load().TakeN(dst)
 		if n < len(dst) && p.cfg.OnEmpty != nil {
-			p.cfg.OnEmpty(tag)
+			p.cfg.OnEmpty(tag.String())
 		}
 		return n
 	}
@@ -247,7 +248,7 @@ func (p *Producer) TrySegment(tag string, dst []int64) int {
 
 // tagRing returns the ring of tag, creating it on first use. Unknown tags get
 // no ring: the engine is asked first, so a flood of bad tags allocates nothing.
-func (p *Producer) tagRing(tag string) (*tagRing, error) {
+func (p *Producer) tagRing(tag wire.Tag) (*tagRing, error) {
 	if v, ok := p.rings.Load(tag); ok {
 		return v.(*tagRing), nil
 	}
@@ -377,8 +378,8 @@ func (l orderLock) unlock() { <-l }
 // Retire closes every ring (no more refills, no more takes through it) and
 // returns, by tag, the ids left in it, for a node that hands back what it
 // did not serve. Call it once nothing asks the producer any more.
-func (p *Producer) Retire() map[string][]int64 {
-	out := map[string][]int64{}
+func (p *Producer) Retire() map[wire.Tag][]int64 {
+	out := map[wire.Tag][]int64{}
 	p.rings.Range(func(k, v any) bool {
 		r := v.(*tagRing).ring.Load()
 		_ = r.Close()
@@ -391,7 +392,7 @@ func (p *Producer) Retire() map[string][]int64 {
 			}
 			ids = append(ids, buf[:n]...)
 		}
-		out[k.(string)] = ids
+		out[k.(wire.Tag)] = ids
 		return true
 	})
 	return out
@@ -410,14 +411,14 @@ func (p *Producer) Rings() []RingState {
 	var out []RingState
 	p.rings.Range(func(k, v any) bool {
 		r := v.(*tagRing).ring.Load()
-		out = append(out, RingState{Tag: k.(string), Len: r.Len(), Cap: r.Cap(), Stats: r.Stats()})
+		out = append(out, RingState{Tag: k.(wire.Tag).String(), Len: r.Len(), Cap: r.Cap(), Stats: r.Stats()})
 		return true
 	})
 	return out
 }
 
 // Forget drops the ring of a tag that no longer exists.
-func (p *Producer) Forget(tag string) {
+func (p *Producer) Forget(tag wire.Tag) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if v, ok := p.rings.LoadAndDelete(tag); ok {

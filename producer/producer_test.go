@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -68,7 +69,7 @@ func TestNewValidation(t *testing.T) {
 
 func TestSegmentFillsAll(t *testing.T) {
 	store := memstore.New()
-	if err := store.Create(context.Background(), segment.Tag{Name: "a", Step: 100}); err != nil {
+	if err := store.Create(context.Background(), segment.Tag{Name: wire.MustTag("a"), Step: 100}); err != nil {
 		t.Fatal(err)
 	}
 	e := newEngine(t, store, false)
@@ -77,7 +78,7 @@ func TestSegmentFillsAll(t *testing.T) {
 	var got []int64
 	for _, n := range []int{1, 5, 16, 17, 250, 1000} {
 		dst := make([]int64, n)
-		if err := p.Segment(context.Background(), "a", dst); err != nil {
+		if err := p.Segment(context.Background(), wire.MustTag("a"), dst); err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
 		got = append(got, dst...)
@@ -88,7 +89,7 @@ func TestSegmentFillsAll(t *testing.T) {
 			t.Fatalf("duplicate %d", got[i])
 		}
 	}
-	row, _ := store.Get(context.Background(), "a")
+	row, _ := store.Get(context.Background(), wire.MustTag("a"))
 	if got[0] < 1 || got[len(got)-1] >= row.MaxID {
 		t.Fatalf("ids [%d,%d] outside what the store reserved (max_id %d)", got[0], got[len(got)-1], row.MaxID)
 	}
@@ -96,20 +97,20 @@ func TestSegmentFillsAll(t *testing.T) {
 
 func TestUnknownAndAutoCreate(t *testing.T) {
 	p := newProducer(t, producer.Config{Segments: newEngine(t, memstore.New(), false)})
-	err := p.Segment(context.Background(), "nope", make([]int64, 1))
+	err := p.Segment(context.Background(), wire.MustTag("nope"), make([]int64, 1))
 	if !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("unknown tag: %v", err)
 	}
 	if n := len(p.Rings()); n != 0 {
 		t.Fatalf("an unknown tag got a ring (%d rings)", n)
 	}
-	if err := p.Segment(context.Background(), "a.b", make([]int64, 1)); !errors.Is(err, segment.ErrInvalid) {
-		t.Fatalf("bad tag: %v", err)
+	if err := p.Segment(context.Background(), wire.Tag{}, make([]int64, 1)); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("zero tag: %v", err)
 	}
 
 	auto := newProducer(t, producer.Config{Segments: newEngine(t, memstore.New(), true)})
 	dst := make([]int64, 3)
-	if err := auto.Segment(context.Background(), "fresh", dst); err != nil {
+	if err := auto.Segment(context.Background(), wire.MustTag("fresh"), dst); err != nil {
 		t.Fatal(err)
 	}
 	if dst[0] != 1 || dst[1] != 2 || dst[2] != 3 {
@@ -121,7 +122,7 @@ func TestUnknownAndAutoCreate(t *testing.T) {
 func TestRingGrowsWithTraffic(t *testing.T) {
 	store := memstore.New()
 	for _, tag := range []string{"hot", "cold"} {
-		if err := store.Create(context.Background(), segment.Tag{Name: tag, Step: 100000}); err != nil {
+		if err := store.Create(context.Background(), segment.Tag{Name: wire.MustTag(tag), Step: 100000}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +131,7 @@ func TestRingGrowsWithTraffic(t *testing.T) {
 	dst := make([]int64, 60)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if err := p.Segment(context.Background(), "hot", dst); err != nil {
+		if err := p.Segment(context.Background(), wire.MustTag("hot"), dst); err != nil {
 			t.Fatal(err)
 		}
 		if ringCap(p, "hot") == 4096 {
@@ -150,7 +151,7 @@ func TestRingGrowsWithTraffic(t *testing.T) {
 // how long it was between refills.
 func TestRingGrowsOnlyWhenRefilledSooner(t *testing.T) {
 	store := memstore.New()
-	if err := store.Create(context.Background(), segment.Tag{Name: "t", Step: 100000}); err != nil {
+	if err := store.Create(context.Background(), segment.Tag{Name: wire.MustTag("t"), Step: 100000}); err != nil {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.Now())
@@ -160,7 +161,7 @@ func TestRingGrowsOnlyWhenRefilledSooner(t *testing.T) {
 	dst := make([]int64, 60) // below half of the ring: a refill
 	take := func() {
 		t.Helper()
-		if err := p.Segment(context.Background(), "t", dst); err != nil {
+		if err := p.Segment(context.Background(), wire.MustTag("t"), dst); err != nil {
 			t.Fatal(err)
 		}
 		testenv.Eventually(t, "the ring refilled", 10*time.Second, func() bool {
@@ -197,7 +198,7 @@ func ringCap(p *producer.Producer, tag string) int {
 // Many goroutines, a growing ring, small segments: every id unique.
 func TestConcurrentUnique(t *testing.T) {
 	store := memstore.New()
-	if err := store.Create(context.Background(), segment.Tag{Name: "c", Step: 5000}); err != nil {
+	if err := store.Create(context.Background(), segment.Tag{Name: wire.MustTag("c"), Step: 5000}); err != nil {
 		t.Fatal(err)
 	}
 	p := newProducer(t, producer.Config{Segments: newEngine(t, store, false), MinRing: 16, MaxRing: 1024, GrowAfter: time.Second})
@@ -214,7 +215,7 @@ func TestConcurrentUnique(t *testing.T) {
 			var mine []int64
 			for i := 0; i < 400; i++ {
 				dst := make([]int64, 1+(i*7+w)%40)
-				if err := p.Segment(context.Background(), "c", dst); err != nil {
+				if err := p.Segment(context.Background(), wire.MustTag("c"), dst); err != nil {
 					errs <- fmt.Errorf("worker %d: %w", w, err)
 					return
 				}
@@ -242,24 +243,24 @@ func TestConcurrentUnique(t *testing.T) {
 // then a clear ErrNotReady, not a hang.
 func TestStoreDown(t *testing.T) {
 	store := memstore.New()
-	if err := store.Create(context.Background(), segment.Tag{Name: "d", Step: 1000}); err != nil {
+	if err := store.Create(context.Background(), segment.Tag{Name: wire.MustTag("d"), Step: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	p := newProducer(t, producer.Config{Segments: newEngine(t, store, false), MinRing: 64})
 	p.Preload()
 	dst := make([]int64, 10)
-	if err := p.Segment(context.Background(), "d", dst); err != nil {
+	if err := p.Segment(context.Background(), wire.MustTag("d"), dst); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // the second segment loads
 	store.SetDown(true)
-	if err := p.Segment(context.Background(), "d", make([]int64, 500)); err != nil {
+	if err := p.Segment(context.Background(), wire.MustTag("d"), make([]int64, 500)); err != nil {
 		t.Fatalf("store down, buffers full: %v", err)
 	}
 	start := time.Now()
 	var err error
 	for i := 0; i < 100 && err == nil; i++ {
-		err = p.Segment(context.Background(), "d", make([]int64, 500))
+		err = p.Segment(context.Background(), wire.MustTag("d"), make([]int64, 500))
 	}
 	if !errors.Is(err, segment.ErrNotReady) {
 		t.Fatalf("buffers exhausted: %v, want ErrNotReady", err)
@@ -270,7 +271,7 @@ func TestStoreDown(t *testing.T) {
 	store.SetDown(false)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err = p.Segment(context.Background(), "d", make([]int64, 5)); err == nil {
+		if err = p.Segment(context.Background(), wire.MustTag("d"), make([]int64, 5)); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -284,7 +285,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	store := memstore.New()
 	for i := 0; i < 20; i++ {
-		_ = store.Create(context.Background(), segment.Tag{Name: fmt.Sprint("t", i)})
+		_ = store.Create(context.Background(), segment.Tag{Name: wire.MustTag(fmt.Sprint("t", i))})
 	}
 	e, err := segment.New(segment.Config{Store: store, Logger: quiet()})
 	if err != nil {
@@ -298,16 +299,16 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Preload()
-	_ = p.Segment(context.Background(), "t1", make([]int64, 100))
+	_ = p.Segment(context.Background(), wire.MustTag("t1"), make([]int64, 100))
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 	_ = p.Close() // idempotent
 	_ = e.Close()
-	if err := p.Segment(context.Background(), "t2", make([]int64, 1)); err == nil {
+	if err := p.Segment(context.Background(), wire.MustTag("t2"), make([]int64, 1)); err == nil {
 		// rings drain after Close; t2's may still hold ids, which is fine,
 		// but a new tag must be refused
-		if err := p.Segment(context.Background(), "t99", make([]int64, 1)); err == nil {
+		if err := p.Segment(context.Background(), wire.MustTag("t99"), make([]int64, 1)); err == nil {
 			t.Fatal("a closed producer created a ring")
 		}
 	}
@@ -325,14 +326,14 @@ func BenchmarkSegment(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("batch%d", n), func(b *testing.B) {
 			store := memstore.New()
-			_ = store.Create(context.Background(), segment.Tag{Name: "b", Step: 1_000_000})
+			_ = store.Create(context.Background(), segment.Tag{Name: wire.MustTag("b"), Step: 1_000_000})
 			p := newProducer(b, producer.Config{Segments: newEngine(b, store, false)})
 			p.Preload()
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				dst := make([]int64, n)
 				for pb.Next() {
-					if err := p.Segment(context.Background(), "b", dst); err != nil {
+					if err := p.Segment(context.Background(), wire.MustTag("b"), dst); err != nil {
 						b.Error(err)
 						return
 					}
@@ -348,7 +349,7 @@ func TestPruneDeletedTag(t *testing.T) {
 	store := memstore.New()
 	ctx := context.Background()
 	for _, tag := range []string{"keep", "gone"} {
-		if err := store.Create(ctx, segment.Tag{Name: tag, Step: 100}); err != nil {
+		if err := store.Create(ctx, segment.Tag{Name: wire.MustTag(tag), Step: 100}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -361,7 +362,7 @@ func TestPruneDeletedTag(t *testing.T) {
 	if n := p.Prune(); n != 0 {
 		t.Fatalf("pruned %d rings of live tags", n)
 	}
-	if err := store.Delete(ctx, "gone"); err != nil {
+	if err := store.Delete(ctx, wire.MustTag("gone")); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Refresh(ctx); err != nil {
@@ -373,7 +374,7 @@ func TestPruneDeletedTag(t *testing.T) {
 	if rs := p.Rings(); len(rs) != 1 || rs[0].Tag != "keep" {
 		t.Fatalf("rings left: %+v", rs)
 	}
-	if err := p.Segment(ctx, "gone", make([]int64, 1)); !errors.Is(err, segment.ErrUnknownTag) {
+	if err := p.Segment(ctx, wire.MustTag("gone"), make([]int64, 1)); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("deleted tag: %v, want ErrUnknownTag", err)
 	}
 }
@@ -385,7 +386,7 @@ type slowFill struct {
 	delay time.Duration
 }
 
-func (s slowFill) Fill(ctx context.Context, tag string, dst []int64) (int, error) {
+func (s slowFill) Fill(ctx context.Context, tag wire.Tag, dst []int64) (int, error) {
 	n, err := s.Engine.Fill(ctx, tag, dst)
 	time.Sleep(s.delay)
 	return n, err
@@ -398,7 +399,7 @@ func (s slowFill) Fill(ctx context.Context, tag string, dst []int64) (int, error
 // chunk).
 func TestSequentialRequestsIncrease(t *testing.T) {
 	store := memstore.New()
-	if err := store.Create(context.Background(), segment.Tag{Name: "o", Step: 100}); err != nil {
+	if err := store.Create(context.Background(), segment.Tag{Name: wire.MustTag("o"), Step: 100}); err != nil {
 		t.Fatal(err)
 	}
 	p := newProducer(t, producer.Config{Segments: slowFill{newEngine(t, store, false), time.Millisecond},
@@ -406,7 +407,7 @@ func TestSequentialRequestsIncrease(t *testing.T) {
 	var last int64
 	for i := range 3000 {
 		dst := make([]int64, 1+i%5)
-		if err := p.Segment(context.Background(), "o", dst); err != nil {
+		if err := p.Segment(context.Background(), wire.MustTag("o"), dst); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range dst {
@@ -437,7 +438,7 @@ func TestConcurrentRequestsIncreaseWhileGrowing(t *testing.T) {
 				var last int64
 				for i := range 3000 {
 					dst := make([]int64, 1+i%64)
-					if err := p.Segment(context.Background(), name, dst); err != nil {
+					if err := p.Segment(context.Background(), wire.MustTag(name), dst); err != nil {
 						errs <- err
 						return
 					}

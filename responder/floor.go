@@ -20,12 +20,12 @@ const floorWindow = 250 * time.Millisecond
 // handleFloor answers leaf.admin.floor.<tag> with this node's floor of the
 // tag. Every node answers (no queue group).
 func (r *Responder) handleFloor(req micro.Request) {
-	tag := strings.TrimPrefix(req.Subject(), wire.FloorPrefix)
-	if !segment.ValidTag(tag) {
-		r.fail(req, segment.CheckTag(tag))
+	tag, err := wire.ParseTag(strings.TrimPrefix(req.Subject(), wire.FloorPrefix))
+	if err != nil {
+		r.fail(req, err)
 		return
 	}
-	r.respondJSON(req, wire.NodeFloor{Node: r.cfg.Node, Instance: r.cfg.Instance, Tag: tag, Floor: r.cfg.Floor(tag)})
+	r.respondJSON(req, wire.NodeFloor{Node: r.cfg.Node, Instance: r.cfg.Instance, Tag: tag.String(), Floor: r.cfg.Floor(tag.String())})
 }
 
 // checkPeerFloors refuses (ErrBelowFloor) to start tag at floor when a live
@@ -34,7 +34,7 @@ func (r *Responder) handleFloor(req micro.Request) {
 // edited history), the nodes have not. A node that cannot be reached is
 // not asked: the store's own record and the nodes' refusals of ranges
 // below their floors remain.
-func (r *Responder) checkPeerFloors(ctx context.Context, tag string, floor int64, op string) error {
+func (r *Responder) checkPeerFloors(ctx context.Context, tag wire.Tag, floor int64, op string) error {
 	if r.cfg.Floor == nil {
 		return nil
 	}

@@ -24,14 +24,14 @@ import (
 type IDSource interface {
 	// Segment fills dst with fresh ids of tag, all of it or an error. It
 	// may wait (boundedly) for the store.
-	Segment(ctx context.Context, tag string, dst []int64) error
+	Segment(ctx context.Context, tag wire.Tag, dst []int64) error
 }
 
 // TrySource is an IDSource that can also hand out ids without ever
 // waiting: TrySegment fills a prefix of dst from memory and returns its
 // length (0 when it has none ready). producer.Producer implements it.
 type TrySource interface {
-	TrySegment(tag string, dst []int64) int
+	TrySegment(tag wire.Tag, dst []int64) int
 }
 
 // Config configures a Responder. Zero values mean the defaults in comments.
@@ -308,7 +308,7 @@ type job struct {
 	req   micro.Request
 	start time.Time // zero without Config.Observe
 	sf    bool      // a snowflake request (tag is empty)
-	tag   string
+	tag   wire.Tag
 	ids   *[]int64
 	n     int // ids asked for
 	have  int
@@ -330,8 +330,8 @@ func (r *Responder) handleSegment(req micro.Request) {
 		r.observe(start, "segment", "", r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err)), 0)
 		return
 	}
-	tag := req.Subject()[len(wire.SegmentPrefix):]
-	if err := segment.CheckTag(tag); err != nil {
+	tag, err := wire.ParseTag(req.Subject()[len(wire.SegmentPrefix):])
+	if err != nil {
 		r.observe(start, "segment", "", r.fail(req, err), 0)
 		return
 	}
@@ -351,7 +351,7 @@ func (r *Responder) handleSegment(req micro.Request) {
 	select {
 	case r.jobs <- j: // blocks when every worker is busy: back-pressure, not an unbounded queue
 	case <-r.ctx.Done():
-		r.observe(start, "segment", tag, r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed)), 0)
+		r.observe(start, "segment", tag.String(), r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed)), 0)
 		r.bufs.Put(bp)
 	}
 }
@@ -387,7 +387,7 @@ func (r *Responder) finish(j job) {
 			err = r.cfg.IDs.Segment(r.ctx, j.tag, ids[j.have:])
 		}
 		if err != nil {
-			r.observe(j.start, j.engine(), j.tag, r.failAsync(j.req, err), 0)
+			r.observe(j.start, j.engine(), j.tag.String(), r.failAsync(j.req, err), 0)
 			return
 		}
 	}
@@ -408,7 +408,7 @@ func (r *Responder) finish(j job) {
 	if err := r.cfg.Conn.Publish(reply, *op); err != nil {
 		r.cfg.Logger.Debug("respond failed", "subject", j.req.Subject(), "err", err)
 	}
-	r.observe(j.start, j.engine(), j.tag, "200", j.n)
+	r.observe(j.start, j.engine(), j.tag.String(), "200", j.n)
 }
 
 // fail answers req with err's code and message through micro, which also
@@ -478,7 +478,7 @@ func rowOf(t segment.Tag) wire.TagRow {
 	if m.IsSegment() {
 		m.Kind = segment.KindSegment
 	}
-	return wire.TagRow{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: t.UpdateTime,
+	return wire.TagRow{Tag: t.Name.String(), MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdateTime: t.UpdateTime,
 		Mode: string(m.Kind), Width: m.Width, KeyID: m.KeyID}
 }
 
@@ -496,7 +496,12 @@ func (r *Responder) handleTags(req micro.Request) {
 	}
 	rows := make([]wire.TagRow, 0, len(names))
 	for _, name := range names {
-		t, err := r.cfg.Store.Get(ctx, name)
+		tag, err := wire.ParseTag(name) // a name read from the store
+		if err != nil {
+			r.fail(req, err)
+			return
+		}
+		t, err := r.cfg.Store.Get(ctx, tag)
 		if errors.Is(err, segment.ErrUnknownTag) {
 			continue // deleted meanwhile
 		}
@@ -509,21 +514,24 @@ func (r *Responder) handleTags(req micro.Request) {
 	r.respondJSON(req, rows)
 }
 
-func (r *Responder) decodeAdmin(req micro.Request) (wire.AdminRequest, bool) {
+// decodeAdmin decodes an admin request and checks its tag: the request and
+// the tag, or false once it has answered the error.
+func (r *Responder) decodeAdmin(req micro.Request) (wire.AdminRequest, wire.Tag, bool) {
 	var a wire.AdminRequest
 	if err := json.Unmarshal(req.Data(), &a); err != nil {
 		r.fail(req, fmt.Errorf("%w: body must be JSON like {\"tag\":\"demo\",\"step\":1000}: %v", segment.ErrInvalid, err))
-		return a, false
+		return a, wire.Tag{}, false
 	}
-	if err := segment.CheckTag(a.Tag); err != nil {
+	tag, err := wire.ParseTag(a.Tag)
+	if err != nil {
 		r.fail(req, err)
-		return a, false
+		return a, tag, false
 	}
-	return a, true
+	return a, tag, true
 }
 
 func (r *Responder) handleCreate(req micro.Request) {
-	a, ok := r.decodeAdmin(req)
+	a, tag, ok := r.decodeAdmin(req)
 	if !ok {
 		return
 	}
@@ -539,38 +547,38 @@ func (r *Responder) handleCreate(req micro.Request) {
 	}
 	// A live tag is reported as such (another mode: ErrMode) before the
 	// peers' floors, which it always has, are asked.
-	if t, err := r.cfg.Store.Get(ctx, a.Tag); err == nil {
+	if t, err := r.cfg.Store.Get(ctx, tag); err == nil {
 		if nm, nerr := segment.NormalizeMode(m); nerr == nil && !t.Mode.Equal(nm) {
-			r.fail(req, segment.ModeConflict(a.Tag, t.Mode, nm))
+			r.fail(req, segment.ModeConflict(tag, t.Mode, nm))
 			return
 		}
 		r.fail(req, fmt.Errorf("%w: %q", segment.ErrTagExists, a.Tag))
 		return
 	}
-	if err := r.checkPeerFloors(ctx, a.Tag, max(a.MaxID, 1), "create"); err != nil {
+	if err := r.checkPeerFloors(ctx, tag, max(a.MaxID, 1), "create"); err != nil {
 		r.fail(req, err)
 		return
 	}
-	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: a.Tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description, Mode: m}); err != nil {
+	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description, Mode: m}); err != nil {
 		r.fail(req, err)
 		return
 	}
 	if m.Kind == segment.KindMono {
 		r.announceMono(a.Tag)
 	}
-	r.respondRow(ctx, req, a.Tag)
+	r.respondRow(ctx, req, tag)
 }
 
 // handleTagDecode answers the sequence number of an opaque tag's id, with
 // this node's key (which must be the tag's).
 func (r *Responder) handleTagDecode(req micro.Request) {
-	a, ok := r.decodeAdmin(req)
+	a, tag, ok := r.decodeAdmin(req)
 	if !ok {
 		return
 	}
 	ctx, cancel := r.adminCtx()
 	defer cancel()
-	t, err := r.cfg.Store.Get(ctx, a.Tag)
+	t, err := r.cfg.Store.Get(ctx, tag)
 	if err != nil {
 		r.fail(req, err)
 		return
@@ -583,7 +591,7 @@ func (r *Responder) handleTagDecode(req micro.Request) {
 		r.fail(req, fmt.Errorf("%w: tag %q was created with key %s, which node %s does not have", segment.ErrNoKey, a.Tag, t.Mode.KeyID, r.cfg.Node))
 		return
 	}
-	p, err := r.cfg.Opaque.Perm(t.Name, t.Mode.Width) // the stored name: the tweak the ids were made with
+	p, err := r.cfg.Opaque.Perm(t.Name.String(), t.Mode.Width) // the stored name: the tweak the ids were made with
 	if err != nil {
 		r.fail(req, err)
 		return
@@ -597,53 +605,53 @@ func (r *Responder) handleTagDecode(req micro.Request) {
 }
 
 func (r *Responder) handleSetStep(req micro.Request) {
-	a, ok := r.decodeAdmin(req)
+	a, tag, ok := r.decodeAdmin(req)
 	if !ok {
 		return
 	}
 	ctx, cancel := r.adminCtx()
 	defer cancel()
-	if err := r.cfg.Store.SetStep(ctx, a.Tag, a.Step); err != nil {
+	if err := r.cfg.Store.SetStep(ctx, tag, a.Step); err != nil {
 		r.fail(req, err)
 		return
 	}
-	r.respondRow(ctx, req, a.Tag)
+	r.respondRow(ctx, req, tag)
 }
 
 func (r *Responder) handleSetMax(req micro.Request) {
-	a, ok := r.decodeAdmin(req)
+	a, tag, ok := r.decodeAdmin(req)
 	if !ok {
 		return
 	}
 	ctx, cancel := r.adminCtx()
 	defer cancel()
-	if err := r.cfg.Store.SetMaxID(ctx, a.Tag, a.MaxID); err != nil {
+	if err := r.cfg.Store.SetMaxID(ctx, tag, a.MaxID); err != nil {
 		r.fail(req, err)
 		return
 	}
-	r.respondRow(ctx, req, a.Tag)
+	r.respondRow(ctx, req, tag)
 }
 
 // handleRestart starts a tag over at an explicit floor (Store.Restart):
 // the only way back for a tag that was deleted.
 func (r *Responder) handleRestart(req micro.Request) {
-	a, ok := r.decodeAdmin(req)
+	a, tag, ok := r.decodeAdmin(req)
 	if !ok {
 		return
 	}
 	ctx, cancel := r.adminCtx()
 	defer cancel()
-	if err := r.checkPeerFloors(ctx, a.Tag, a.Floor, "restart"); err != nil {
+	if err := r.checkPeerFloors(ctx, tag, a.Floor, "restart"); err != nil {
 		r.fail(req, err)
 		return
 	}
-	if err := r.cfg.Store.Restart(ctx, a.Tag, a.Floor); err != nil {
+	if err := r.cfg.Store.Restart(ctx, tag, a.Floor); err != nil {
 		r.fail(req, err)
 		return
 	}
 	r.cfg.Logger.Warn("segment: tag restarted by an operator", "tag", a.Tag, "floor", a.Floor)
 	r.announceMono(a.Tag) // a node that stopped leading the deleted tag looks again
-	r.respondRow(ctx, req, a.Tag)
+	r.respondRow(ctx, req, tag)
 }
 
 // announceMono tells every node that tag may be a new monotonic tag, so
@@ -654,7 +662,7 @@ func (r *Responder) announceMono(tag string) {
 	}
 }
 
-func (r *Responder) respondRow(ctx context.Context, req micro.Request, tag string) {
+func (r *Responder) respondRow(ctx context.Context, req micro.Request, tag wire.Tag) {
 	t, err := r.cfg.Store.Get(ctx, tag)
 	if err != nil {
 		r.fail(req, err)

@@ -29,8 +29,8 @@ type counter struct {
 }
 
 // TrySegment makes the counter a TrySource: "demo" is always in memory.
-func (c *counter) TrySegment(tag string, dst []int64) int {
-	if tag != "demo" || len(dst) > 10 {
+func (c *counter) TrySegment(tag wire.Tag, dst []int64) int {
+	if tag.String() != "demo" || len(dst) > 10 {
 		return 0
 	}
 	if err := c.Segment(context.Background(), tag, dst); err != nil {
@@ -39,7 +39,8 @@ func (c *counter) TrySegment(tag string, dst []int64) int {
 	return len(dst)
 }
 
-func (c *counter) Segment(ctx context.Context, tag string, dst []int64) error {
+func (c *counter) Segment(ctx context.Context, t wire.Tag, dst []int64) error {
+	tag := t.String()
 	if tag == "slow" {
 		select {
 		case <-c.release:
@@ -241,7 +242,7 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("lower max: %v, want bad request", err)
 	}
 	// A deleted tag cannot be created again; restart names its floor.
-	if err := store.Delete(context.Background(), "orders"); err != nil {
+	if err := store.Delete(context.Background(), wire.MustTag("orders")); err != nil {
 		t.Fatal(err)
 	}
 	if err := call("leaf.admin.tag.create", wire.AdminRequest{Tag: "orders"}, &row); !errors.Is(err, wire.ErrUnknownTag) ||

@@ -94,7 +94,7 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 			r.handleDecode(req)
 			return
 		}
-		if err := segment.CheckTag(key); err != nil {
+		if _, err := wire.ParseTag(key); err != nil {
 			r.observe(start, "snowflake", "", r.fail(req, fmt.Errorf("%w: key: %w", segment.ErrInvalid, err)), 0)
 			return
 		}

@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"testing"
 
@@ -18,7 +19,7 @@ func BenchmarkReserve(b *testing.B) {
 		b.Run(fmt.Sprintf("max=%d", max), func(b *testing.B) {
 			ctx := context.Background()
 			s := memstore.New()
-			if err := s.Create(ctx, segment.Tag{Name: "bench", Step: 100_000}); err != nil {
+			if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("bench"), Step: 100_000}); err != nil {
 				b.Fatal(err)
 			}
 			e := newEngine(b, segment.Config{Store: s, RefreshInterval: -1, Logger: slog.New(slog.DiscardHandler)})
@@ -27,7 +28,7 @@ func BenchmarkReserve(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, _, err := e.Reserve(ctx, "bench", max); err != nil {
+					if _, _, err := e.Reserve(ctx, wire.MustTag("bench"), max); err != nil {
 						b.Error(err)
 						return
 					}

@@ -150,6 +150,7 @@ func nextStep(step, minStep, maxStep int, since, window time.Duration) int {
 type tagBuf struct {
 	e      *Engine
 	name   string
+	tag    wire.Tag           // name, checked
 	gen    uint64             // Engine.gen when the tag was added to the cache
 	ctx    context.Context    // canceled when the tag is dropped or the engine closes
 	cancel context.CancelFunc // cancels ctx
@@ -179,10 +180,10 @@ type tagBuf struct {
 	firstSeen bool          // firstDone is closed
 }
 
-func newTagBuf(e *Engine, name string, gen uint64) *tagBuf {
+func newTagBuf(e *Engine, tag wire.Tag, gen uint64) *tagBuf {
 	ctx, cancel := context.WithCancel(e.ctx)
 	return &tagBuf{
-		e: e, name: name, gen: gen, ctx: ctx, cancel: cancel,
+		e: e, name: tag.String(), tag: tag, gen: gen, ctx: ctx, cancel: cancel,
 		firstDone: make(chan struct{}),
 		changed:   make(chan struct{}),
 	}
@@ -385,11 +386,11 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	case above && floor > 0:
 		// The store checks the floor before it advances: a refused load
 		// takes no range (see AboveNexter).
-		a, err = an.NextAbove(t.ctx, t.name, step, floor)
+		a, err = an.NextAbove(t.ctx, t.tag, step, floor)
 	case first && recalled == 0:
-		a, err = e.store.Next(t.ctx, t.name)
+		a, err = e.store.Next(t.ctx, t.tag)
 	default:
-		a, err = e.store.NextStep(t.ctx, t.name, step)
+		a, err = e.store.NextStep(t.ctx, t.tag, step)
 	}
 	if errors.Is(err, ErrBelowFloor) {
 		e.log.Error("segment: the store is below the tag's floor", "tag", t.name, "floor", floor, "err", err)
@@ -505,7 +506,7 @@ func (t *tagBuf) retire(deadline time.Time) (Unserved, bool) {
 	if t.loading {
 		return Unserved{}, false
 	}
-	u := Unserved{Tag: t.name}
+	u := Unserved{Tag: t.tag}
 	if m := t.mode.Load(); m != nil {
 		if m.refuse != nil && m.perm == nil {
 			return Unserved{}, false // a tag this node never served

@@ -107,6 +107,12 @@
 // move a clock.Fake. The StepFile's write-behind (FlushEvery) and its age
 // cut still use the real clock.
 //
+// Tag names: the Engine and the Stores take a wire.Tag, a name checked once
+// where it came in (wire.ParseTag: a request subject, an HTTP path, a
+// leafctl argument, a configuration); they do not check names again. Names
+// this package reads itself (a store's listing, the floor and step files)
+// are checked as they are read.
+//
 // The room: floor 2 of the README's Layout; it imports internal/clock,
 // internal/fsutil, wire, the standard library and outside modules. No package
 // it imports stands on its floor or above (farm-studio look: no arrow runs

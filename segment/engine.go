@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Defaults of Config.
@@ -123,7 +124,7 @@ type Config struct {
 	// live nodes: one that has received ids of the tag means the store
 	// lost it (a replaced bucket, a deleted row) and an operator must act,
 	// even when this node is new and has no floor of its own.
-	CreateCheck func(ctx context.Context, tag string) error
+	CreateCheck func(ctx context.Context, tag wire.Tag) error
 	// ColdWait bounds how long a call for a tag that is not in the cache
 	// waits for the store lookup (and AutoCreate) and the first segment;
 	// a tag that is cold here is cold on every node, so failing at
@@ -463,7 +464,7 @@ func (e *Engine) emit(ev LoadEvent) {
 }
 
 // Next returns one id of tag.
-func (e *Engine) Next(ctx context.Context, tag string) (int64, error) {
+func (e *Engine) Next(ctx context.Context, tag wire.Tag) (int64, error) {
 	var id [1]int64
 	_, err := e.Fill(ctx, tag, id[:])
 	return id[0], err
@@ -473,7 +474,7 @@ func (e *Engine) Next(ctx context.Context, tag string) (int64, error) {
 // many: ids of one segment, as Reserve takes them, permuted for an opaque
 // tag. It waits and fails as Reserve does; a monotonic tag fails with
 // ErrMode, naming its subject.
-func (e *Engine) Fill(ctx context.Context, tag string, dst []int64) (int, error) {
+func (e *Engine) Fill(ctx context.Context, tag wire.Tag, dst []int64) (int, error) {
 	first, n, t, err := e.reserve(ctx, tag, len(dst))
 	if err != nil {
 		return 0, err
@@ -483,11 +484,11 @@ func (e *Engine) Fill(ctx context.Context, tag string, dst []int64) (int, error)
 }
 
 // TryFill is Fill's fast path alone, as TryReserve is Reserve's.
-func (e *Engine) TryFill(tag string, dst []int64) (int, bool) {
+func (e *Engine) TryFill(tag wire.Tag, dst []int64) (int, bool) {
 	if len(dst) < 1 || e.done.Load() {
 		return 0, false
 	}
-	t := (*e.tags.Load())[tag]
+	t := (*e.tags.Load())[tag.String()]
 	if t == nil {
 		return 0, false
 	}
@@ -521,11 +522,11 @@ func write(t *tagBuf, first int64, n int, dst []int64) {
 // The common case is one atomic add, without a lock. When both segments are
 // empty Reserve waits at most Config.ReadyWait, then fails with an error
 // wrapping ErrNotReady and the last load error (if any). Other errors wrap
-// ErrInvalid (bad tag name or max), ErrUnknownTag, ErrClosed or ctx.Err().
+// ErrInvalid (the zero Tag, or a bad max), ErrUnknownTag, ErrClosed or ctx.Err().
 //
 // An opaque tag's ids are not consecutive: Reserve refuses it with
 // ErrMode (use Fill), as it refuses a monotonic tag.
-func (e *Engine) Reserve(ctx context.Context, tag string, max int) (first int64, n int, err error) {
+func (e *Engine) Reserve(ctx context.Context, tag wire.Tag, max int) (first int64, n int, err error) {
 	first, n, t, err := e.reserve(ctx, tag, max)
 	if err != nil {
 		return 0, 0, err
@@ -536,7 +537,7 @@ func (e *Engine) Reserve(ctx context.Context, tag string, max int) (first int64,
 	return first, n, nil
 }
 
-func (e *Engine) reserve(ctx context.Context, tag string, max int) (int64, int, *tagBuf, error) {
+func (e *Engine) reserve(ctx context.Context, tag wire.Tag, max int) (int64, int, *tagBuf, error) {
 	if max < 1 {
 		return 0, 0, nil, fmt.Errorf("%w: reserve %d ids: must be at least 1", ErrInvalid, max)
 	}
@@ -546,7 +547,7 @@ func (e *Engine) reserve(ctx context.Context, tag string, max int) (int64, int, 
 	if err := ctx.Err(); err != nil {
 		return 0, 0, nil, err
 	}
-	t := (*e.tags.Load())[tag]
+	t := (*e.tags.Load())[tag.String()]
 	if t != nil {
 		if first, n, ok := t.take(max); ok {
 			return first, n, t, nil
@@ -559,11 +560,11 @@ func (e *Engine) reserve(ctx context.Context, tag string, max int) (int64, int, 
 // tag from its current segment, or ok false, without ever waiting, looking a
 // tag up or starting anything but the next segment's load. Callers fall back
 // to Reserve when it fails. An opaque tag is never ok.
-func (e *Engine) TryReserve(tag string, max int) (first int64, n int, ok bool) {
+func (e *Engine) TryReserve(tag wire.Tag, max int) (first int64, n int, ok bool) {
 	if max < 1 || e.done.Load() {
 		return 0, 0, false
 	}
-	if t := (*e.tags.Load())[tag]; t != nil {
+	if t := (*e.tags.Load())[tag.String()]; t != nil {
 		if m := t.mode.Load(); m != nil && m.perm != nil {
 			return 0, 0, false
 		}
@@ -592,12 +593,12 @@ func (b *budget) stop() {
 	}
 }
 
-func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag string, max int) (int64, int, *tagBuf, error) {
+func (e *Engine) reserveSlow(ctx context.Context, t *tagBuf, tag wire.Tag, max int) (int64, int, *tagBuf, error) {
 	first, n, err := e.reserveWait(ctx, &t, tag, max)
 	return first, n, t, err
 }
 
-func (e *Engine) reserveWait(ctx context.Context, tp **tagBuf, tag string, max int) (int64, int, error) {
+func (e *Engine) reserveWait(ctx context.Context, tp **tagBuf, tag wire.Tag, max int) (int64, int, error) {
 	b := &budget{d: e.cfg.ReadyWait, c: e.clock}
 	defer b.stop()
 	t := *tp
@@ -669,23 +670,23 @@ func (t *tagBuf) notReadyLocked(why string) error {
 
 // miss finds a tag that is not in the cache: from the negative cache, or by
 // asking the store (one lookup per name at a time, awaited at most until b).
-func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, error) {
-	if err := CheckTag(tag); err != nil {
+func (e *Engine) miss(ctx context.Context, tag wire.Tag, b *budget) (*tagBuf, error) {
+	if err := needTag(tag); err != nil {
 		return nil, err
 	}
 	e.missMu.Lock()
-	if t := (*e.tags.Load())[tag]; t != nil {
+	if t := (*e.tags.Load())[tag.String()]; t != nil {
 		e.missMu.Unlock()
 		return t, nil
 	}
-	if neg, ok := e.negative[tag]; ok {
+	if neg, ok := e.negative[tag.String()]; ok {
 		if e.clock.Now().Before(neg.exp) {
 			e.missMu.Unlock()
 			return nil, neg.err
 		}
-		delete(e.negative, tag)
+		delete(e.negative, tag.String())
 	}
-	l := e.inflight[tag]
+	l := e.inflight[tag.String()]
 	if l == nil {
 		l = &lookup{done: make(chan struct{})}
 		// The goroutine needs missMu to finish, so it cannot finish
@@ -694,7 +695,7 @@ func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, erro
 			e.missMu.Unlock()
 			return nil, ErrClosed
 		}
-		e.inflight[tag] = l
+		e.inflight[tag.String()] = l
 	}
 	e.missMu.Unlock()
 	select {
@@ -714,10 +715,10 @@ func (e *Engine) miss(ctx context.Context, tag string, b *budget) (*tagBuf, erro
 
 // lookup asks the store for a tag missing from the cache and, when it
 // exists (or AutoCreate made it), adds it and starts its first load.
-func (e *Engine) lookup(tag string, l *lookup) {
+func (e *Engine) lookup(tag wire.Tag, l *lookup) {
 	if n := len(*e.tags.Load()); n >= e.cfg.MaxTags {
 		e.missMu.Lock()
-		delete(e.inflight, tag)
+		delete(e.inflight, tag.String())
 		l.err = fmt.Errorf("%w: this node holds its maximum of %d tags; %q is not one of them", ErrTagLimit, e.cfg.MaxTags, tag)
 		close(l.done)
 		e.missMu.Unlock()
@@ -748,9 +749,9 @@ func (e *Engine) lookup(tag string, l *lookup) {
 	}
 	e.missMu.Lock()
 	if unknown {
-		e.addNegativeLocked(tag, err)
+		e.addNegativeLocked(tag.String(), err)
 	}
-	delete(e.inflight, tag)
+	delete(e.inflight, tag.String())
 	l.t, l.err = t, err
 	close(l.done)
 	e.missMu.Unlock()
@@ -759,7 +760,7 @@ func (e *Engine) lookup(tag string, l *lookup) {
 // autoCreate creates tag for AutoCreate, unless the store was replaced
 // since this node served from it, or the store remembers the tag (a
 // deleted tag is never brought back at 1: ErrTagDeleted).
-func (e *Engine) autoCreate(tag string) error {
+func (e *Engine) autoCreate(tag wire.Tag) error {
 	if err := e.checkIncarnation(e.ctx); err != nil {
 		return fmt.Errorf("segment: tag %q: %w", tag, err)
 	}
@@ -838,11 +839,11 @@ func (e *Engine) addNegativeLocked(tag string, err error) {
 }
 
 // addTag puts tag in the cache (or returns the entry already there).
-func (e *Engine) addTag(tag string) *tagBuf {
+func (e *Engine) addTag(tag wire.Tag) *tagBuf {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	old := *e.tags.Load()
-	if t := old[tag]; t != nil {
+	if t := old[tag.String()]; t != nil {
 		return t
 	}
 	m := make(map[string]*tagBuf, len(old)+1)
@@ -851,7 +852,7 @@ func (e *Engine) addTag(tag string) *tagBuf {
 	}
 	e.gen++
 	t := newTagBuf(e, tag, e.gen)
-	m[tag] = t
+	m[tag.String()] = t
 	e.tags.Store(&m)
 	return t
 }
@@ -892,11 +893,12 @@ func (e *Engine) refresh(ctx context.Context, preload bool) ([]*tagBuf, error) {
 	if err != nil {
 		return nil, fmt.Errorf("segment: listing tags: %w", err)
 	}
-	want := make(map[string]bool, len(names))
+	want := make(map[string]wire.Tag, len(names))
 	sort.Strings(names)
 	skipped := 0
 	for _, name := range names {
-		if !ValidTag(name) {
+		tag, err := wire.ParseTag(name) // a name read from the store
+		if err != nil {
 			e.log.Warn("segment: ignoring a tag with an invalid name", "tag", name)
 			continue
 		}
@@ -904,7 +906,7 @@ func (e *Engine) refresh(ctx context.Context, preload bool) ([]*tagBuf, error) {
 			skipped++
 			continue
 		}
-		want[name] = true
+		want[name] = tag
 	}
 	if skipped > 0 {
 		e.log.Warn("segment: the store has more tags than MaxTags; the rest are not cached", "max_tags", e.cfg.MaxTags, "skipped", skipped)
@@ -914,19 +916,19 @@ func (e *Engine) refresh(ctx context.Context, preload bool) ([]*tagBuf, error) {
 	old := *e.tags.Load()
 	m := make(map[string]*tagBuf, len(want))
 	var added, removed []*tagBuf
-	for name := range want {
+	for name, tag := range want {
 		if t := old[name]; t != nil {
 			m[name] = t
 			continue
 		}
 		e.gen++
-		t := newTagBuf(e, name, e.gen)
+		t := newTagBuf(e, tag, e.gen)
 		m[name] = t
 		added = append(added, t)
 	}
 	for name, t := range old {
 		switch {
-		case want[name]:
+		case !want[name].IsZero():
 		case t.gen > gen:
 			m[name] = t // added after the listing began: keep it
 		default:
@@ -985,21 +987,25 @@ func (e *Engine) refresher() {
 	}
 }
 
-// Tags returns the names of the cached tags, sorted.
-func (e *Engine) Tags() []string {
+// Tags returns the cached tags, sorted by name.
+func (e *Engine) Tags() []wire.Tag {
 	m := *e.tags.Load()
 	names := make([]string, 0, len(m))
 	for name := range m {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	return names
+	tags := make([]wire.Tag, len(names))
+	for i, name := range names {
+		tags[i] = m[name].tag
+	}
+	return tags
 }
 
 // Warm reports whether tag has a segment loaded or loading: the tags
 // Start preloaded (Config.PreloadWindow) and those asked for since.
-func (e *Engine) Warm(tag string) bool {
-	t := (*e.tags.Load())[tag]
+func (e *Engine) Warm(tag wire.Tag) bool {
+	t := (*e.tags.Load())[tag.String()]
 	if t == nil {
 		return false
 	}
@@ -1015,7 +1021,7 @@ const retireWait = 2 * time.Second
 // caller took: ids [To, From), From being the range's end (the store's
 // max_id unless another node reserved since).
 type Unserved struct {
-	Tag      string
+	Tag      wire.Tag
 	From, To int64
 	Opaque   bool // the ids handed out were permuted: a ring holds no sequence numbers
 }
@@ -1034,13 +1040,13 @@ func (e *Engine) Retire() []Unserved {
 			out = append(out, u)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Tag < out[j].Tag })
+	sort.Slice(out, func(i, j int) bool { return out[i].Tag.String() < out[j].Tag.String() })
 	return out
 }
 
 // Known reports whether tag is in the cache (it does not ask the store).
-func (e *Engine) Known(tag string) bool {
-	return (*e.tags.Load())[tag] != nil
+func (e *Engine) Known(tag wire.Tag) bool {
+	return (*e.tags.Load())[tag.String()] != nil
 }
 
 // State returns a snapshot of tag's buffer; false if tag is not cached.

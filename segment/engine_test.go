@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -70,7 +71,7 @@ func TestStartPreloads(t *testing.T) {
 	}
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1})
 	start(t, e)
-	if got := e.Tags(); !slices.Equal(got, []string{"a", "b", "c"}) {
+	if got := e.Tags(); !slices.Equal(got, []wire.Tag{wire.MustTag("a"), wire.MustTag("b"), wire.MustTag("c")}) {
 		t.Fatalf("Tags = %v", got)
 	}
 	if got := s.Allocations(); got != 3 {
@@ -80,7 +81,7 @@ func TestStartPreloads(t *testing.T) {
 	s.setBlocked(true)
 	defer s.setBlocked(false)
 	for _, name := range []string{"a", "b", "c"} {
-		if !e.Known(name) {
+		if !e.Known(wire.MustTag(name)) {
 			t.Fatalf("Known(%q) = false", name)
 		}
 		if id := next(t, e, name); id != 1 {
@@ -91,7 +92,7 @@ func TestStartPreloads(t *testing.T) {
 
 func TestStartListFails(t *testing.T) {
 	s := memstore.New()
-	if err := s.Create(context.Background(), segment.Tag{Name: "a"}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("a")}); err != nil {
 		t.Fatal(err)
 	}
 	s.SetDown(true)
@@ -120,7 +121,7 @@ func TestStartPreloadFailureDoesNotFailStart(t *testing.T) {
 // failNext fails every id call.
 type failNext struct{ *testStore }
 
-func (f *failNext) Next(context.Context, string) (segment.Alloc, error) {
+func (f *failNext) Next(context.Context, wire.Tag) (segment.Alloc, error) {
 	return segment.Alloc{}, fmt.Errorf("%w: test", segment.ErrUnavailable)
 }
 
@@ -199,14 +200,14 @@ func TestLoadAtMarkReserveCrossing(t *testing.T) {
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1})
 	start(t, e)
 	// One reservation spanning the mark (10) starts the load...
-	first, n, err := e.Reserve(context.Background(), "t", 15)
+	first, n, err := e.Reserve(context.Background(), wire.MustTag("t"), 15)
 	if err != nil || first != 1 || n != 15 {
 		t.Fatalf("Reserve = %d, %d, %v; want 1, 15", first, n, err)
 	}
 	waitFor(t, "second allocation", func() bool { return s.Allocations() == 2 })
 	// ...and later ones in the same segment do not.
 	for range 8 {
-		if _, _, err := e.Reserve(context.Background(), "t", 10); err != nil {
+		if _, _, err := e.Reserve(context.Background(), wire.MustTag("t"), 10); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -275,7 +276,7 @@ func TestNotReadyWhenStoreDown(t *testing.T) {
 		}
 	}
 	began := time.Now()
-	_, err := e.Next(context.Background(), "t")
+	_, err := e.Next(context.Background(), wire.MustTag("t"))
 	if !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("Next with both buffers empty = %v, want ErrNotReady and ErrUnavailable", err)
 	}
@@ -309,7 +310,7 @@ func TestNotReadyWhenStoreBlocked(t *testing.T) {
 		}
 	}
 	began := time.Now()
-	_, err := e.Next(context.Background(), "t")
+	_, err := e.Next(context.Background(), wire.MustTag("t"))
 	took := time.Since(began)
 	if !errors.Is(err, segment.ErrNotReady) || errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("Next with a hanging store = %v, want ErrNotReady only", err)
@@ -319,7 +320,7 @@ func TestNotReadyWhenStoreBlocked(t *testing.T) {
 	}
 	s.setBlocked(false)
 	waitFor(t, "recovery", func() bool {
-		id, err := e.Next(context.Background(), "t")
+		id, err := e.Next(context.Background(), wire.MustTag("t"))
 		if err == nil && id != 11 {
 			t.Fatalf("id after recovery = %d, want 11", id)
 		}
@@ -465,7 +466,7 @@ func TestTableStepChange(t *testing.T) {
 
 	// Raised: the load that reads the new step records it as minStep; the
 	// next load uses it as a floor.
-	if err := s.SetStep(ctx, "t", 40); err != nil {
+	if err := s.SetStep(ctx, wire.MustTag("t"), 40); err != nil {
 		t.Fatal(err)
 	}
 	if ev := d.load(20 * time.Minute); ev.Step != 10 {
@@ -479,7 +480,7 @@ func TestTableStepChange(t *testing.T) {
 	}
 
 	// Lowered: halving may now go below the old table step.
-	if err := s.SetStep(ctx, "t", 10); err != nil {
+	if err := s.SetStep(ctx, wire.MustTag("t"), 10); err != nil {
 		t.Fatal(err)
 	}
 	if ev := d.load(time.Hour); ev.Step != 40 {
@@ -516,13 +517,13 @@ func TestReserve(t *testing.T) {
 		if tc.waitForNext {
 			waitLoads(t, e, "t", 2)
 		}
-		first, n, err := e.Reserve(ctx, "t", tc.max)
+		first, n, err := e.Reserve(ctx, wire.MustTag("t"), tc.max)
 		if err != nil || first != tc.first || n != tc.n {
 			t.Fatalf("Reserve(%d) = %d, %d, %v; want %d, %d", tc.max, first, n, err, tc.first, tc.n)
 		}
 	}
 	for _, bad := range []int{0, -1} {
-		if _, _, err := e.Reserve(ctx, "t", bad); !errors.Is(err, segment.ErrInvalid) {
+		if _, _, err := e.Reserve(ctx, wire.MustTag("t"), bad); !errors.Is(err, segment.ErrInvalid) {
 			t.Fatalf("Reserve(%d) = %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -531,13 +532,13 @@ func TestReserve(t *testing.T) {
 func TestInvalidTag(t *testing.T) {
 	s := newTestStore()
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true})
-	for _, tag := range []string{"", "a.b", "*", ">", "a b", strings.Repeat("x", segment.MaxTagLen+1)} {
-		if _, err := e.Next(context.Background(), tag); !errors.Is(err, segment.ErrInvalid) {
-			t.Fatalf("Next(%q) = %v, want ErrInvalid", tag, err)
-		}
+	// A bad name never becomes a wire.Tag (wire.ParseTag); the zero Tag,
+	// which names no tag, is refused before the store is asked.
+	if _, err := e.Next(context.Background(), wire.Tag{}); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("Next(zero Tag) = %v, want ErrInvalid", err)
 	}
 	if s.Gets() != 0 {
-		t.Fatalf("invalid names reached the store (%d Gets)", s.Gets())
+		t.Fatalf("the zero Tag reached the store (%d Gets)", s.Gets())
 	}
 }
 
@@ -566,7 +567,7 @@ func TestConcurrentUnique(t *testing.T) {
 				rnd := rand.New(rand.NewPCG(uint64(w), 1))
 				for i := range ops {
 					if i%2 == 0 {
-						id, err := e.Next(context.Background(), "t")
+						id, err := e.Next(context.Background(), wire.MustTag("t"))
 						if err != nil {
 							r.err = err
 							break
@@ -574,7 +575,7 @@ func TestConcurrentUnique(t *testing.T) {
 						r.ids = append(r.ids, id)
 						continue
 					}
-					first, n, err := e.Reserve(context.Background(), "t", 1+rnd.IntN(5))
+					first, n, err := e.Reserve(context.Background(), wire.MustTag("t"), 1+rnd.IntN(5))
 					if err != nil {
 						r.err = err
 						break
@@ -601,7 +602,7 @@ func TestConcurrentUnique(t *testing.T) {
 			seen[id] = true
 		}
 	}
-	row, err := s.Get(context.Background(), "t")
+	row, err := s.Get(context.Background(), wire.MustTag("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,12 +636,12 @@ func TestOutageInvisibleWhileBuffersLast(t *testing.T) {
 			t.Fatalf("id during outage = %d, want %d", id, i)
 		}
 	}
-	if _, err := e.Next(context.Background(), "t"); !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrUnavailable) {
+	if _, err := e.Next(context.Background(), wire.MustTag("t")); !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("Next with buffers drained = %v, want ErrNotReady wrapping ErrUnavailable", err)
 	}
 	s.SetDown(false)
 	waitFor(t, "recovery", func() bool {
-		id, err := e.Next(context.Background(), "t")
+		id, err := e.Next(context.Background(), wire.MustTag("t"))
 		if err == nil && id != 301 {
 			t.Fatalf("first id after the outage = %d, want 301", id)
 		}
@@ -693,7 +694,7 @@ func TestRefresher(t *testing.T) {
 	start(t, e)
 	armed(t, clk, 1) // the refresher's ticker
 	s.create(t, "b", 10)
-	if e.Known("b") {
+	if e.Known(wire.MustTag("b")) {
 		t.Fatal("b added before a refresh")
 	}
 	clk.Advance(5 * time.Millisecond)
@@ -701,18 +702,18 @@ func TestRefresher(t *testing.T) {
 		st, ok := e.State("b")
 		return ok && st.Loads == 1
 	})
-	if err := s.Delete(context.Background(), "a"); err != nil {
+	if err := s.Delete(context.Background(), wire.MustTag("a")); err != nil {
 		t.Fatal(err)
 	}
-	if !e.Known("a") {
+	if !e.Known(wire.MustTag("a")) {
 		t.Fatal("a dropped before a refresh")
 	}
 	clk.Advance(5 * time.Millisecond)
-	waitFor(t, "a dropped", func() bool { return !e.Known("a") })
-	if _, err := e.Next(context.Background(), "a"); !errors.Is(err, segment.ErrUnknownTag) {
+	waitFor(t, "a dropped", func() bool { return !e.Known(wire.MustTag("a")) })
+	if _, err := e.Next(context.Background(), wire.MustTag("a")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next(deleted tag) = %v, want ErrUnknownTag", err)
 	}
-	if got := e.Tags(); !slices.Equal(got, []string{"b"}) {
+	if got := e.Tags(); !slices.Equal(got, []wire.Tag{wire.MustTag("b")}) {
 		t.Fatalf("Tags = %v, want [b]", got)
 	}
 }
@@ -723,23 +724,23 @@ func TestRefreshManual(t *testing.T) {
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1})
 	start(t, e)
 	s.create(t, "c", 10)
-	if err := s.Delete(context.Background(), "a"); err != nil {
+	if err := s.Delete(context.Background(), wire.MustTag("a")); err != nil {
 		t.Fatal(err)
 	}
-	if e.Known("c") || !e.Known("a") {
+	if e.Known(wire.MustTag("c")) || !e.Known(wire.MustTag("a")) {
 		t.Fatal("cache changed without a refresh")
 	}
 	if err := e.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !e.Known("c") || e.Known("a") {
+	if !e.Known(wire.MustTag("c")) || e.Known(wire.MustTag("a")) {
 		t.Fatalf("after Refresh: Tags = %v, want [c]", e.Tags())
 	}
 	s.SetDown(true)
 	if err := e.Refresh(context.Background()); !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("Refresh with store down = %v", err)
 	}
-	if !e.Known("c") {
+	if !e.Known(wire.MustTag("c")) {
 		t.Fatal("a failed refresh emptied the cache")
 	}
 }
@@ -749,14 +750,14 @@ func TestDeletedTagDroppedOnLoad(t *testing.T) {
 	s.create(t, "t", 10)
 	e := newEngine(t, segment.Config{Store: s, LoadFactor: 0.5, RefreshInterval: -1})
 	start(t, e)
-	if err := s.Delete(context.Background(), "t"); err != nil {
+	if err := s.Delete(context.Background(), wire.MustTag("t")); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 { // the 5th starts a load, which finds no row
 		next(t, e, "t")
 	}
-	waitFor(t, "tag dropped", func() bool { return !e.Known("t") })
-	if _, err := e.Next(context.Background(), "t"); !errors.Is(err, segment.ErrUnknownTag) {
+	waitFor(t, "tag dropped", func() bool { return !e.Known(wire.MustTag("t")) })
+	if _, err := e.Next(context.Background(), wire.MustTag("t")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next = %v, want ErrUnknownTag", err)
 	}
 }
@@ -768,7 +769,7 @@ func TestNegativeCache(t *testing.T) {
 	start(t, e)
 	ctx := context.Background()
 	for range 5 {
-		if _, err := e.Next(ctx, "ghost"); !errors.Is(err, segment.ErrUnknownTag) {
+		if _, err := e.Next(ctx, wire.MustTag("ghost")); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Fatalf("Next(ghost) = %v, want ErrUnknownTag", err)
 		}
 	}
@@ -777,7 +778,7 @@ func TestNegativeCache(t *testing.T) {
 	}
 	s.create(t, "ghost", 10)
 	clock.Advance(5*time.Second - time.Nanosecond)
-	if _, err := e.Next(ctx, "ghost"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := e.Next(ctx, wire.MustTag("ghost")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next(ghost) before the TTL = %v, want the cached ErrUnknownTag", err)
 	}
 	clock.Advance(time.Nanosecond)
@@ -787,7 +788,7 @@ func TestNegativeCache(t *testing.T) {
 	if got := s.Gets(); got != 2 {
 		t.Fatalf("store Gets = %d, want 2", got)
 	}
-	if !e.Known("ghost") {
+	if !e.Known(wire.MustTag("ghost")) {
 		t.Fatal("found tag not cached")
 	}
 }
@@ -801,7 +802,7 @@ func TestNegativeCacheConcurrentMisses(t *testing.T) {
 	errs := make(chan error, 20)
 	for range 20 {
 		wg.Go(func() {
-			_, err := e.Next(context.Background(), "ghost")
+			_, err := e.Next(context.Background(), wire.MustTag("ghost"))
 			errs <- err
 		})
 	}
@@ -825,7 +826,7 @@ func TestNegativeCacheBounded(t *testing.T) {
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: newClock()})
 	segment.SetNegativeCap(e, 3)
 	for i := range 20 {
-		if _, err := e.Next(context.Background(), fmt.Sprintf("ghost%d", i)); !errors.Is(err, segment.ErrUnknownTag) {
+		if _, err := e.Next(context.Background(), wire.MustTag(fmt.Sprintf("ghost%d", i))); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Fatal(err)
 		}
 		if n := segment.NegativeLen(e); n > 3 {
@@ -838,7 +839,7 @@ func TestLookupStoreDown(t *testing.T) {
 	s := newTestStore()
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: newClock()})
 	s.SetDown(true)
-	_, err := e.Next(context.Background(), "x")
+	_, err := e.Next(context.Background(), wire.MustTag("x"))
 	if !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrUnavailable) || errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next with store down = %v, want ErrNotReady+ErrUnavailable", err)
 	}
@@ -856,7 +857,7 @@ func TestLookupStoreBlocked(t *testing.T) {
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, ReadyWait: wait})
 	s.setBlocked(true)
 	began := time.Now()
-	_, err := e.Next(context.Background(), "x")
+	_, err := e.Next(context.Background(), wire.MustTag("x"))
 	if !errors.Is(err, segment.ErrNotReady) {
 		t.Fatalf("Next with a hanging store = %v, want ErrNotReady", err)
 	}
@@ -865,7 +866,7 @@ func TestLookupStoreBlocked(t *testing.T) {
 	}
 	s.setBlocked(false)
 	waitFor(t, "x served", func() bool {
-		_, err := e.Next(context.Background(), "x")
+		_, err := e.Next(context.Background(), wire.MustTag("x"))
 		return err == nil
 	})
 }
@@ -878,7 +879,7 @@ func TestAutoCreate(t *testing.T) {
 		if id := next(t, e, "fresh"); id != 1 {
 			t.Fatalf("id = %d, want 1", id)
 		}
-		row, err := s.Get(context.Background(), "fresh")
+		row, err := s.Get(context.Background(), wire.MustTag("fresh"))
 		if err != nil || row.Step != 30 || row.MaxID != 31 {
 			t.Fatalf("row = %+v, %v; want step 30, max_id 31", row, err)
 		}
@@ -895,16 +896,16 @@ func TestAutoCreate(t *testing.T) {
 		s := newTestStore()
 		lost := fmt.Errorf("%w: node b has received ids of it up to 7001", segment.ErrTagDeleted)
 		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true,
-			CreateCheck: func(_ context.Context, tag string) error {
-				if tag == "lost" {
+			CreateCheck: func(_ context.Context, tag wire.Tag) error {
+				if tag == wire.MustTag("lost") {
 					return lost
 				}
 				return nil
 			}})
-		if _, err := e.Next(context.Background(), "lost"); !errors.Is(err, segment.ErrTagDeleted) {
+		if _, err := e.Next(context.Background(), wire.MustTag("lost")); !errors.Is(err, segment.ErrTagDeleted) {
 			t.Fatalf("Next of a tag a live node served = %v, want ErrTagDeleted", err)
 		}
-		if _, err := s.Get(context.Background(), "lost"); !errors.Is(err, segment.ErrUnknownTag) {
+		if _, err := s.Get(context.Background(), wire.MustTag("lost")); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Fatal("tag created although CreateCheck refused")
 		}
 		if id := next(t, e, "fresh"); id != 1 {
@@ -914,10 +915,10 @@ func TestAutoCreate(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		s := newTestStore()
 		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1})
-		if _, err := e.Next(context.Background(), "fresh"); !errors.Is(err, segment.ErrUnknownTag) {
+		if _, err := e.Next(context.Background(), wire.MustTag("fresh")); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Fatalf("Next = %v, want ErrUnknownTag", err)
 		}
-		if _, err := s.Get(context.Background(), "fresh"); !errors.Is(err, segment.ErrUnknownTag) {
+		if _, err := s.Get(context.Background(), wire.MustTag("fresh")); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Fatal("tag created without AutoCreate")
 		}
 	})
@@ -959,7 +960,7 @@ func TestStoreWithoutPositiveIDs(t *testing.T) {
 	s.create(t, "t", 10)
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, MaxStep: 10})
 	start(t, e)
-	_, err := e.Next(context.Background(), "t")
+	_, err := e.Next(context.Background(), wire.MustTag("t"))
 	if !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrInvalid) {
 		t.Fatalf("Next = %v, want ErrNotReady wrapping ErrInvalid", err)
 	}
@@ -998,7 +999,7 @@ func TestContextCanceled(t *testing.T) {
 
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.Next(canceled, "t"); !errors.Is(err, context.Canceled) {
+	if _, err := e.Next(canceled, wire.MustTag("t")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next(canceled ctx) = %v", err)
 	}
 
@@ -1010,7 +1011,7 @@ func TestContextCanceled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	if _, err := e.Next(ctx, "t"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := e.Next(ctx, wire.MustTag("t")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Next = %v, want DeadlineExceeded", err)
 	}
 	if took := time.Since(began); took > 5*time.Second {
@@ -1019,7 +1020,7 @@ func TestContextCanceled(t *testing.T) {
 	// Same for a lookup.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel2()
-	if _, err := e.Next(ctx2, "other"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := e.Next(ctx2, wire.MustTag("other")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Next(other) = %v, want DeadlineExceeded", err)
 	}
 }
@@ -1044,8 +1045,8 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		next(t, e, "t0")
 	}
 	errs := make(chan error, 2)
-	go func() { _, err := e.Next(context.Background(), "t0"); errs <- err }()
-	go func() { _, err := e.Next(context.Background(), "unknown"); errs <- err }()
+	go func() { _, err := e.Next(context.Background(), wire.MustTag("t0")); errs <- err }()
+	go func() { _, err := e.Next(context.Background(), wire.MustTag("unknown")); errs <- err }()
 	// The refresher's ticker and both callers' waits are armed; the
 	// refresher then runs once and hangs in the store too.
 	armed(t, clk, 3)
@@ -1065,7 +1066,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		t.Fatalf("second Close = %v, want ErrClosed", err)
 	}
 	ctx := context.Background()
-	if _, err := e.Next(ctx, "t1"); !errors.Is(err, segment.ErrClosed) {
+	if _, err := e.Next(ctx, wire.MustTag("t1")); !errors.Is(err, segment.ErrClosed) {
 		t.Fatalf("Next after Close = %v", err)
 	}
 	if err := e.Start(ctx); !errors.Is(err, segment.ErrClosed) {
@@ -1085,16 +1086,16 @@ func TestMaxTags(t *testing.T) {
 	}
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true, MaxTags: 3})
 	start(t, e)
-	if got := e.Tags(); !slices.Equal(got, []string{"b", "c", "d"}) {
+	if got := e.Tags(); !slices.Equal(got, []wire.Tag{wire.MustTag("b"), wire.MustTag("c"), wire.MustTag("d")}) {
 		t.Fatalf("Tags = %v, want the first 3 by name", got)
 	}
 	for _, tag := range []string{"e", "new"} {
-		_, err := e.Next(context.Background(), tag)
+		_, err := e.Next(context.Background(), wire.MustTag(tag))
 		if !errors.Is(err, segment.ErrTagLimit) || !strings.Contains(err.Error(), "maximum of 3 tags") {
 			t.Fatalf("Next(%q) = %v, want ErrTagLimit", tag, err)
 		}
 	}
-	if _, err := s.Get(context.Background(), "new"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Get(context.Background(), wire.MustTag("new")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("a tag beyond the limit was created in the store: %v", err)
 	}
 	if id := next(t, e, "b"); id != 1 {

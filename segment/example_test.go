@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	store := memstore.New() // production: segment/mysql or segment/kvstore
-	if err := store.Create(ctx, segment.Tag{Name: "order", Step: 1000}); err != nil {
+	if err := store.Create(ctx, segment.Tag{Name: wire.MustTag("order"), Step: 1000}); err != nil {
 		panic(err)
 	}
 
@@ -29,16 +30,16 @@ func Example() {
 	}
 
 	for range 3 {
-		id, err := e.Next(ctx, "order")
+		id, err := e.Next(ctx, wire.MustTag("order"))
 		if err != nil {
 			panic(err)
 		}
 		fmt.Println(id)
 	}
-	first, n, _ := e.Reserve(ctx, "order", 5)
+	first, n, _ := e.Reserve(ctx, wire.MustTag("order"), 5)
 	fmt.Println(first, n)
 
-	_, err = e.Next(ctx, "no-such-tag")
+	_, err = e.Next(ctx, wire.MustTag("no-such-tag"))
 	fmt.Println(err)
 	// Output:
 	// 1
@@ -58,7 +59,7 @@ func ExampleStepFile() {
 	}
 	defer os.RemoveAll(dir)
 	store := memstore.New()
-	if err := store.Create(ctx, segment.Tag{Name: "order", Step: 1000}); err != nil {
+	if err := store.Create(ctx, segment.Tag{Name: wire.MustTag("order"), Step: 1000}); err != nil {
 		panic(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
@@ -89,7 +90,7 @@ func ExampleStepFile() {
 	if err := e.Start(ctx); err != nil {
 		panic(err)
 	}
-	id, err := e.Next(ctx, "order")
+	id, err := e.Next(ctx, wire.MustTag("order"))
 	if err != nil {
 		panic(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/leafmq/leafmq/internal/fsutil"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Floors remembers, for each tag, the highest range end this node ever
@@ -192,12 +193,12 @@ func OpenFloorFile(path string) (*FloorFile, error) {
 		return nil, fmt.Errorf("segment: floor file %s has version %d, want %d", path, doc.Version, floorFileVersion)
 	}
 	for tag, end := range doc.Tags {
-		if CheckTag(tag) == nil && end > 0 {
+		if _, err := wire.ParseTag(tag); err == nil && end > 0 {
 			f.floors[tag] = end
 		}
 	}
 	for tag, md := range doc.Modes {
-		if CheckTag(tag) == nil && md != "" {
+		if _, err := wire.ParseTag(tag); err == nil && md != "" {
 			f.modes[tag] = md
 		}
 	}

@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"errors"
+	"github.com/leafmq/leafmq/wire"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,7 +18,7 @@ import (
 func takeAll(t *testing.T, e *segment.Engine, tag string, seen map[int64]bool) error {
 	t.Helper()
 	for range 100_000 {
-		id, err := e.Next(context.Background(), tag)
+		id, err := e.Next(context.Background(), wire.MustTag(tag))
 		if err != nil {
 			return err
 		}
@@ -53,7 +54,7 @@ func TestFloorRefusesLoweredMaxID(t *testing.T) {
 	}
 	waitLoads(t, e, "t", 2)
 	floor := maxEnd(s.Allocs())
-	s.Lower("t", 1) // UPDATE leaf_alloc SET max_id = 1
+	s.Lower(wire.MustTag("t"), 1) // UPDATE leaf_alloc SET max_id = 1
 
 	err := takeAll(t, e, "t", seen)
 	if !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrBelowFloor) {
@@ -74,12 +75,12 @@ func TestFloorRefusesLoweredMaxID(t *testing.T) {
 
 	// The operator restarts the tag at the floor the error names (or the
 	// row's max_id, which the refused load advanced, if that is higher).
-	row, err := s.Get(context.Background(), "t")
+	row, err := s.Get(context.Background(), wire.MustTag("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	floor = max(floor, row.MaxID)
-	if err := s.Restart(context.Background(), "t", floor); err != nil {
+	if err := s.Restart(context.Background(), wire.MustTag("t"), floor); err != nil {
 		t.Fatal(err)
 	}
 	sl.next(t).release <- struct{}{}
@@ -98,17 +99,17 @@ func TestAutoCreateRefusesDeletedTag(t *testing.T) {
 	for range 15 {
 		seen[next(t, e, "gone")] = true
 	}
-	if err := s.Delete(context.Background(), "gone"); err != nil {
+	if err := s.Delete(context.Background(), wire.MustTag("gone")); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if e.Known("gone") {
+	if e.Known(wire.MustTag("gone")) {
 		t.Fatal("deleted tag still cached after Refresh")
 	}
 	for range 3 {
-		id, err := e.Next(context.Background(), "gone")
+		id, err := e.Next(context.Background(), wire.MustTag("gone"))
 		if err == nil {
 			t.Fatalf("Next of a deleted tag = id %d (seen before: %v), want ErrTagDeleted", id, seen[id])
 		}
@@ -116,7 +117,7 @@ func TestAutoCreateRefusesDeletedTag(t *testing.T) {
 			t.Fatalf("Next of a deleted tag = %v, want ErrTagDeleted", err)
 		}
 	}
-	if _, err := s.Get(context.Background(), "gone"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Get(context.Background(), wire.MustTag("gone")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("the tag was made again: Get = %v", err)
 	}
 }
@@ -155,7 +156,7 @@ func TestReplacedStoreKeepsFloors(t *testing.T) {
 	e2 := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true, DefaultStep: 10, Floors: ff2, Sleep: sl.Sleep})
 	start(t, e2)
 	for _, tag := range []string{"a", "never-seen"} {
-		id, err := e2.Next(context.Background(), tag)
+		id, err := e2.Next(context.Background(), wire.MustTag(tag))
 		if !errors.Is(err, segment.ErrStoreChanged) {
 			t.Fatalf("Next(%q) on a replaced store = %d, %v; want ErrStoreChanged", tag, id, err)
 		}
@@ -165,13 +166,13 @@ func TestReplacedStoreKeepsFloors(t *testing.T) {
 	}
 
 	// An operator restarts the tag below the floor: this node refuses it.
-	if err := s.Restart(context.Background(), "a", 1); err != nil {
+	if err := s.Restart(context.Background(), wire.MustTag("a"), 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := e2.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if id, err := e2.Next(context.Background(), "a"); !errors.Is(err, segment.ErrBelowFloor) {
+	if id, err := e2.Next(context.Background(), wire.MustTag("a")); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Next of a restarted below the floor = %d, %v; want ErrBelowFloor", id, err)
 	}
 }
@@ -201,7 +202,7 @@ func TestFloorSurvivesRestart(t *testing.T) {
 		return err == nil && g.Floor("t") == floor
 	})
 
-	s.Forget("t")
+	s.Forget(wire.MustTag("t"))
 	s.create(t, "t", 10)
 
 	ff2, err := segment.OpenFloorFile(path)
@@ -210,7 +211,7 @@ func TestFloorSurvivesRestart(t *testing.T) {
 	}
 	sl := newStepSleeper()
 	e2 := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Floors: ff2, Sleep: sl.Sleep})
-	id, err := e2.Next(context.Background(), "t")
+	id, err := e2.Next(context.Background(), wire.MustTag("t"))
 	if !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Next after the tag came back at 1 = %d, %v; want ErrBelowFloor (floor %d)", id, err, floor)
 	}
@@ -309,7 +310,7 @@ func TestRefusedLoadsTakeNoRange(t *testing.T) {
 	}
 	seen := map[int64]int{} // id -> node
 	take := func(i int) error {
-		id, err := nodes[i].Next(context.Background(), "t")
+		id, err := nodes[i].Next(context.Background(), wire.MustTag("t"))
 		if err != nil {
 			return err
 		}
@@ -326,13 +327,13 @@ func TestRefusedLoadsTakeNoRange(t *testing.T) {
 			}
 		}
 	}
-	s.Lower("t", 1)
+	s.Lower(wire.MustTag("t"), 1)
 	for range 2000 {
 		for i := range nodes {
 			_ = take(i)
 		}
 	}
-	row, err := s.Get(context.Background(), "t")
+	row, err := s.Get(context.Background(), wire.MustTag("t"))
 	if err != nil {
 		t.Fatal(err)
 	}

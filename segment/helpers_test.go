@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"sync"
 	"testing"
@@ -136,21 +137,21 @@ func (s *testStore) record(a segment.Alloc, err error) (segment.Alloc, error) {
 	return a, nil
 }
 
-func (s *testStore) Next(ctx context.Context, tag string) (segment.Alloc, error) {
+func (s *testStore) Next(ctx context.Context, tag wire.Tag) (segment.Alloc, error) {
 	if err := s.wait(ctx); err != nil {
 		return segment.Alloc{}, err
 	}
 	return s.record(s.Store.Next(ctx, tag))
 }
 
-func (s *testStore) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+func (s *testStore) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
 	if err := s.wait(ctx); err != nil {
 		return segment.Alloc{}, err
 	}
 	return s.record(s.Store.NextStep(ctx, tag, step))
 }
 
-func (s *testStore) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+func (s *testStore) NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
 	if err := s.wait(ctx); err != nil {
 		return segment.Alloc{}, err
 	}
@@ -160,7 +161,7 @@ func (s *testStore) NextAbove(ctx context.Context, tag string, step int, floor i
 	return s.record(s.Store.NextAbove(ctx, tag, step, floor+shift))
 }
 
-func (s *testStore) Get(ctx context.Context, tag string) (segment.Tag, error) {
+func (s *testStore) Get(ctx context.Context, tag wire.Tag) (segment.Tag, error) {
 	s.mu.Lock()
 	s.gets++
 	s.mu.Unlock()
@@ -184,7 +185,7 @@ func (s *testStore) Allocs() []segment.Alloc {
 
 func (s *testStore) create(t testing.TB, name string, step int) {
 	t.Helper()
-	if err := s.Create(context.Background(), segment.Tag{Name: name, Step: step}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag(name), Step: step}); err != nil {
 		t.Fatalf("Create(%q): %v", name, err)
 	}
 }
@@ -257,7 +258,7 @@ func start(t testing.TB, e *segment.Engine) {
 
 func next(t testing.TB, e *segment.Engine, tag string) int64 {
 	t.Helper()
-	id, err := e.Next(context.Background(), tag)
+	id, err := e.Next(context.Background(), wire.MustTag(tag))
 	if err != nil {
 		t.Fatalf("Next(%q): %v", tag, err)
 	}

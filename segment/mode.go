@@ -106,6 +106,6 @@ func NormalizeMode(m Mode) (Mode, error) {
 
 // ModeConflict is the error of a tag asked to take mode want while the
 // store records had: a mode never changes.
-func ModeConflict(tag string, had, want Mode) error {
+func ModeConflict(tag wire.Tag, had, want Mode) error {
 	return fmt.Errorf("%w: tag %q was created as %s and stays so (asked for %s)", ErrMode, tag, had, want)
 }

@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"errors"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"strings"
 	"testing"
@@ -39,16 +40,16 @@ func modeEngineOn(t *testing.T, s segment.Store, opq func(string, segment.Mode) 
 func TestMonoTagRefused(t *testing.T) {
 	s := memstore.New()
 	e := modeEngine(t, s, nil)
-	if err := s.Create(context.Background(), segment.Tag{Name: "ticks", Step: 10, Mode: segment.Mode{Kind: segment.KindMono}}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("ticks"), Step: 10, Mode: segment.Mode{Kind: segment.KindMono}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
-		_, err := e.Next(context.Background(), "ticks")
+		_, err := e.Next(context.Background(), wire.MustTag("ticks"))
 		if !errors.Is(err, segment.ErrMode) || !strings.Contains(err.Error(), "leaf.mono.ticks") {
 			t.Fatalf("Next of a mono tag = %v, want ErrMode naming leaf.mono.ticks", err)
 		}
 	}
-	if _, _, err := e.Reserve(context.Background(), "ticks", 5); !errors.Is(err, segment.ErrMode) {
+	if _, _, err := e.Reserve(context.Background(), wire.MustTag("ticks"), 5); !errors.Is(err, segment.ErrMode) {
 		t.Fatalf("Reserve of a mono tag = %v, want ErrMode", err)
 	}
 	if n := s.Allocations(); n != 0 {
@@ -60,12 +61,12 @@ func TestMonoTagRefused(t *testing.T) {
 // lookup) is refused by its first load, and not loaded again.
 func TestMonoTagRefusedAfterPreload(t *testing.T) {
 	s := memstore.New()
-	if err := s.Create(context.Background(), segment.Tag{Name: "ticks", Step: 10, Mode: segment.Mode{Kind: segment.KindMono}}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("ticks"), Step: 10, Mode: segment.Mode{Kind: segment.KindMono}}); err != nil {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, nil) // preloads every tag (no Steps)
 	for range 5 {
-		if _, err := e.Next(context.Background(), "ticks"); !errors.Is(err, segment.ErrMode) {
+		if _, err := e.Next(context.Background(), wire.MustTag("ticks")); !errors.Is(err, segment.ErrMode) {
 			t.Fatalf("Next = %v, want ErrMode", err)
 		}
 	}
@@ -99,7 +100,7 @@ func TestOpaqueTagPermuted(t *testing.T) {
 	k := testKey(t)
 	s := memstore.New()
 	m := segment.Mode{Kind: segment.KindOpaque, Width: 40, KeyID: k.ID()}
-	if err := s.Create(context.Background(), segment.Tag{Name: "orders", Step: 100, Mode: m}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("orders"), Step: 100, Mode: m}); err != nil {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, keyOpaque(k))
@@ -122,20 +123,20 @@ func TestOpaqueTagPermuted(t *testing.T) {
 	}
 	ctx := context.Background()
 	for len(seen) < 3000 {
-		id, err := e.Next(ctx, "orders")
+		id, err := e.Next(ctx, wire.MustTag("orders"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		add(id)
 		buf := make([]int64, 7)
-		n, err := e.Fill(ctx, "orders", buf)
+		n, err := e.Fill(ctx, wire.MustTag("orders"), buf)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range buf[:n] {
 			add(id)
 		}
-		if n, ok := e.TryFill("orders", buf); ok {
+		if n, ok := e.TryFill(wire.MustTag("orders"), buf); ok {
 			for _, id := range buf[:n] {
 				add(id)
 			}
@@ -144,10 +145,10 @@ func TestOpaqueTagPermuted(t *testing.T) {
 	if rises > len(seen)*6/10 || rises < len(seen)*4/10 {
 		t.Fatalf("%d of %d ids rose: the order shows", rises, len(seen))
 	}
-	if _, _, err := e.Reserve(ctx, "orders", 5); !errors.Is(err, segment.ErrMode) {
+	if _, _, err := e.Reserve(ctx, wire.MustTag("orders"), 5); !errors.Is(err, segment.ErrMode) {
 		t.Fatalf("Reserve of an opaque tag = %v, want ErrMode", err)
 	}
-	if _, _, ok := e.TryReserve("orders", 5); ok {
+	if _, _, ok := e.TryReserve(wire.MustTag("orders"), 5); ok {
 		t.Fatal("TryReserve of an opaque tag handed out consecutive ids")
 	}
 }
@@ -165,12 +166,12 @@ func TestOpaqueTagWithoutKeyRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := memstore.New()
 			m := segment.Mode{Kind: segment.KindOpaque, Width: 53, KeyID: k.ID()}
-			if err := s.Create(context.Background(), segment.Tag{Name: "orders", Step: 10, Mode: m}); err != nil {
+			if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("orders"), Step: 10, Mode: m}); err != nil {
 				t.Fatal(err)
 			}
 			e := modeEngine(t, s, opq)
 			for range 3 {
-				if id, err := e.Next(context.Background(), "orders"); !errors.Is(err, segment.ErrNoKey) {
+				if id, err := e.Next(context.Background(), wire.MustTag("orders")); !errors.Is(err, segment.ErrNoKey) {
 					t.Fatalf("Next = %d, %v; want ErrNoKey", id, err)
 				}
 			}
@@ -186,13 +187,13 @@ func TestOpaqueWidthExhausted(t *testing.T) {
 	k := testKey(t)
 	s := memstore.New()
 	m := segment.Mode{Kind: segment.KindOpaque, Width: 20, KeyID: k.ID()}
-	if err := s.Create(context.Background(), segment.Tag{Name: "small", MaxID: 1<<20 - 15, Step: 10, Mode: m}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("small"), MaxID: 1<<20 - 15, Step: 10, Mode: m}); err != nil {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, keyOpaque(k))
 	got := 0
 	for {
-		id, err := e.Next(context.Background(), "small")
+		id, err := e.Next(context.Background(), wire.MustTag("small"))
 		if err != nil {
 			if !errors.Is(err, segment.ErrMode) {
 				t.Fatalf("after %d ids: %v, want ErrMode (domain used up)", got, err)
@@ -219,18 +220,18 @@ func TestModeChangedInStoreRefused(t *testing.T) {
 	k := testKey(t)
 	s := memstore.New()
 	m := segment.Mode{Kind: segment.KindOpaque, Width: 53, KeyID: k.ID()}
-	if err := s.Create(context.Background(), segment.Tag{Name: "orders", Step: 10, Mode: m}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("orders"), Step: 10, Mode: m}); err != nil {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, keyOpaque(k))
 	p, _ := k.Perm("orders", 53)
-	if _, err := e.Next(context.Background(), "orders"); err != nil {
+	if _, err := e.Next(context.Background(), wire.MustTag("orders")); err != nil {
 		t.Fatal(err)
 	}
-	s.SetModeByHand("orders", segment.Mode{Kind: segment.KindSegment})
+	s.SetModeByHand(wire.MustTag("orders"), segment.Mode{Kind: segment.KindSegment})
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		id, err := e.Next(context.Background(), "orders")
+		id, err := e.Next(context.Background(), wire.MustTag("orders"))
 		if err != nil {
 			if !errors.Is(err, segment.ErrMode) {
 				t.Fatalf("Next = %v, want ErrMode", err)
@@ -249,12 +250,12 @@ func TestModeChangedInStoreRefused(t *testing.T) {
 // run at the last range.
 func TestRetire(t *testing.T) {
 	s := memstore.New()
-	if err := s.Create(context.Background(), segment.Tag{Name: "t", Step: 10}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("t"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, nil)
 	for want := int64(1); want <= 3; want++ {
-		if id, err := e.Next(context.Background(), "t"); err != nil || id != want {
+		if id, err := e.Next(context.Background(), wire.MustTag("t")); err != nil || id != want {
 			t.Fatalf("Next = %d, %v; want %d", id, err, want)
 		}
 	}
@@ -268,18 +269,18 @@ func TestRetire(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	row, err := s.Get(context.Background(), "t")
+	row, err := s.Get(context.Background(), wire.MustTag("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := e.Retire()
 	// Both ranges are this engine's, one after the other (the second's
 	// step may have grown): everything from 4 up to max_id is unserved.
-	want := []segment.Unserved{{Tag: "t", From: row.MaxID, To: 4}}
+	want := []segment.Unserved{{Tag: wire.MustTag("t"), From: row.MaxID, To: 4}}
 	if len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("Retire = %+v, want %+v", got, want)
 	}
-	if id, err := e.Next(context.Background(), "t"); err == nil {
+	if id, err := e.Next(context.Background(), wire.MustTag("t")); err == nil {
 		t.Fatalf("Next after Retire = %d, want an error", id)
 	}
 }
@@ -288,7 +289,7 @@ func TestRetire(t *testing.T) {
 // engine's two ranges, only the last range can go back.
 func TestRetireAfterAnotherNode(t *testing.T) {
 	s := memstore.New()
-	if err := s.Create(context.Background(), segment.Tag{Name: "t", Step: 10}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("t"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, nil) // preloads [1,11)
@@ -311,14 +312,14 @@ func TestRetireAfterAnotherNode(t *testing.T) {
 		t.Fatalf("fewer than %d segments loaded", n)
 	}
 	waitSegments(1)
-	if _, err := s.Next(context.Background(), "t"); err != nil { // another node: [11,21)
+	if _, err := s.Next(context.Background(), wire.MustTag("t")); err != nil { // another node: [11,21)
 		t.Fatal(err)
 	}
-	if id, err := e.Next(context.Background(), "t"); err != nil || id != 1 {
+	if id, err := e.Next(context.Background(), wire.MustTag("t")); err != nil || id != 1 {
 		t.Fatalf("Next = %d, %v", id, err)
 	}
 	waitSegments(2)
-	row, _ := s.Get(context.Background(), "t")
+	row, _ := s.Get(context.Background(), wire.MustTag("t"))
 	got := e.Retire()
 	if len(got) != 1 || got[0].From != row.MaxID || got[0].To != 21 {
 		t.Fatalf("Retire = %+v, want From %d To 21 (the last range only)", got, row.MaxID)
@@ -330,13 +331,13 @@ func TestRetireAfterAnotherNode(t *testing.T) {
 // handed back nothing (CI saw a graceful restart go on 663 ids up).
 func TestRetireWaitsForLoad(t *testing.T) {
 	s := newTestStore()
-	if err := s.Create(context.Background(), segment.Tag{Name: "t", Step: 10}); err != nil {
+	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("t"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	clk := newClock()
 	e := modeEngineOn(t, s, nil, clk) // preloads [1,11)
 	s.setBlocked(true)
-	if id, err := e.Next(context.Background(), "t"); err != nil || id != 1 {
+	if id, err := e.Next(context.Background(), wire.MustTag("t")); err != nil || id != 1 {
 		t.Fatalf("Next = %d, %v", id, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -351,7 +352,7 @@ func TestRetireWaitsForLoad(t *testing.T) {
 	armed(t, clk, 1) // Retire is waiting for the load, its deadline far off
 	s.setBlocked(false)
 	u := <-got
-	row, err := s.Get(context.Background(), "t")
+	row, err := s.Get(context.Background(), wire.MustTag("t"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/internal/fsutil"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Steps remembers the dynamic step of each tag across restarts
@@ -129,7 +130,7 @@ func OpenStepFile(path string, log *slog.Logger) (*StepFile, error) {
 			bad = fmt.Errorf("segment: step file %s has version %d, want %d; starting without remembered steps", path, doc.Version, stepFileVersion)
 		} else {
 			for tag, e := range doc.Tags {
-				if CheckTag(tag) == nil && e.Step >= 1 && e.Step <= MaxStep {
+				if _, err := wire.ParseTag(tag); err == nil && e.Step >= 1 && e.Step <= MaxStep {
 					f.steps[tag] = e
 				}
 			}

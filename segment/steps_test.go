@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -123,7 +124,7 @@ func TestPreloadsOnlyRecentTags(t *testing.T) {
 		t.Fatalf("first preload = %+v, want tag recent", ev)
 	}
 	for _, tag := range []string{"stale", "never"} {
-		row, err := s.Get(context.Background(), tag)
+		row, err := s.Get(context.Background(), wire.MustTag(tag))
 		if err != nil || row.MaxID != 1 {
 			t.Fatalf("%s: row %+v, %v; want no range reserved (max_id 1)", tag, row, err)
 		}
@@ -307,7 +308,7 @@ func FuzzStepFile(f *testing.F) {
 		defer sf.Close()
 		for _, tag := range []string{"a", "a.b", "", "x"} {
 			step, _, ok := sf.Recall(tag)
-			if ok && (segment.CheckTag(tag) != nil || step < 1 || step > segment.MaxStep) {
+			if _, err := wire.ParseTag(tag); ok && (err != nil || step < 1 || step > segment.MaxStep) {
 				t.Fatalf("recalled tag %q step %d", tag, step)
 			}
 		}

@@ -30,8 +30,9 @@ var (
 	// bucket deleted and made again); auto-create is refused until an
 	// operator acts.
 	ErrStoreChanged = wire.NewCodedError(wire.CodeNotFound, "store was replaced")
-	// ErrInvalid: a tag name, step or max_id was rejected before reaching the store.
-	ErrInvalid = wire.NewCodedError(wire.CodeBadRequest, "invalid argument")
+	// ErrInvalid: a tag name, step or max_id was rejected before reaching
+	// the store. It is wire.ErrInvalid, which wire.ParseTag wraps.
+	ErrInvalid = wire.ErrInvalid
 	// ErrTagLimit: the engine holds its maximum number of tags
 	// (Config.MaxTags) and will not take another.
 	ErrTagLimit = wire.NewCodedError(wire.CodeUnavailable, "tag limit reached")
@@ -47,14 +48,16 @@ var (
 
 // Limits of a tag row, as in Leaf's leaf_alloc table.
 const (
-	MaxTagLen  = 128       // biz_tag varchar(128)
 	MaxStep    = 1<<31 - 1 // step int
 	MaxDescLen = 256       // description varchar(256)
 )
 
+// MaxTagLen is the longest tag name, biz_tag varchar(128) (wire.MaxTagLen).
+const MaxTagLen = wire.MaxTagLen
+
 // Tag is one row of Leaf's leaf_alloc table.
 type Tag struct {
-	Name        string    // biz_tag
+	Name        wire.Tag  // biz_tag
 	MaxID       int64     // max_id: the highest id reserved so far (exclusive end of the last range)
 	Step        int       // step: the configured step; the engine may use more (dynamic step)
 	Description string    // description
@@ -68,7 +71,7 @@ type Tag struct {
 // advanced by Step. The ids it grants are [MaxID-Step, MaxID), exactly as
 // Leaf's SegmentIDGenImpl uses a LeafAlloc (value = max_id - step).
 type Alloc struct {
-	Tag       string
+	Tag       wire.Tag
 	MaxID     int64 // max_id after the update
 	Step      int   // the step that was added (the custom step, or the table's step)
 	TableStep int   // the step column as read in the same transaction
@@ -87,6 +90,10 @@ func (a Alloc) End() int64 { return a.MaxID }
 // from several processes sharing one database: two Next calls on the same tag
 // never return overlapping ranges, whichever node makes them.
 //
+// Tags come as wire.Tag, checked where the name entered the program; a
+// store checks no name again, and the zero Tag finds no row (Create,
+// Restart and HandBack refuse it with ErrInvalid).
+//
 // Every method returns an error wrapping ErrUnknownTag when the tag has no
 // row, ErrInvalid for bad arguments (checked before any I/O), and
 // ErrUnavailable when the backend cannot be reached; a context that ends
@@ -96,31 +103,31 @@ type Store interface {
 	// new row, durably committed before it returns. A store that can tell
 	// that max_id was lowered by hand (a history record, an earlier
 	// revision) refuses, changing nothing, with ErrBelowFloor.
-	Next(ctx context.Context, tag string) (Alloc, error)
+	Next(ctx context.Context, tag wire.Tag) (Alloc, error)
 	// NextStep advances max_id by step (1..MaxStep) instead of the configured
 	// step (Leaf's updateMaxIdByCustomStepAndGetLeafAlloc).
-	NextStep(ctx context.Context, tag string, step int) (Alloc, error)
+	NextStep(ctx context.Context, tag wire.Tag, step int) (Alloc, error)
 	// Tags lists every tag name (Leaf's getAllTags), sorted.
 	Tags(ctx context.Context) ([]string, error)
 	// Modes maps every tag that has a row to its mode: how a node finds
 	// the monotonic tags it competes to lead.
 	Modes(ctx context.Context) (map[string]Mode, error)
 	// Get reads one row.
-	Get(ctx context.Context, tag string) (Tag, error)
+	Get(ctx context.Context, tag wire.Tag) (Tag, error)
 	// Create inserts a row; ErrTagExists if there is one, ErrTagDeleted if
 	// the store remembers that the tag had one, ErrMode if the store
 	// recorded another mode for the name. MaxID 0 means 1, Step 0 means
 	// DefaultStep, the zero Mode KindSegment.
 	Create(ctx context.Context, t Tag) error
 	// SetStep changes the configured step of an existing tag.
-	SetStep(ctx context.Context, tag string, step int) error
+	SetStep(ctx context.Context, tag wire.Tag, step int) error
 	// SetMaxID raises max_id. Lowering it would hand out ids twice, so a
 	// value below the current max_id is ErrInvalid.
-	SetMaxID(ctx context.Context, tag string, maxID int64) error
+	SetMaxID(ctx context.Context, tag wire.Tag, maxID int64) error
 	// Delete removes a row. The store keeps a record that the tag existed
 	// (and, where it can, its last max_id), so that Create refuses the
 	// name with ErrTagDeleted; Restart brings it back.
-	Delete(ctx context.Context, tag string) error
+	Delete(ctx context.Context, tag wire.Tag) error
 	// Restart makes tag's max_id floor, creating the row when there is none
 	// (a deleted tag, or one the store never knew): the explicit way to start
 	// a tag over. floor must be at least 1 and at least every max_id the
@@ -128,7 +135,7 @@ type Store interface {
 	// wraps ErrBelowFloor and nothing changes. A deleted tag comes back with
 	// its last step when the store remembers it, else DefaultStep, and
 	// always with the mode it was created with.
-	Restart(ctx context.Context, tag string, floor int64) error
+	Restart(ctx context.Context, tag wire.Tag, floor int64) error
 	// Close releases the store's resources. Further calls return ErrClosed.
 	Close() error
 }
@@ -136,28 +143,12 @@ type Store interface {
 // DefaultStep is the step of a tag created without one (Leaf's examples use 2000).
 const DefaultStep = 2000
 
-// ValidTag reports whether s can be a tag: 1..128 characters of
-// [A-Za-z0-9_-]. Such a name is a single NATS subject token and fits Leaf's
-// biz_tag column.
-func ValidTag(s string) bool {
-	if len(s) == 0 || len(s) > MaxTagLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// CheckTag returns an error wrapping ErrInvalid when s is not a valid tag.
-func CheckTag(s string) error {
-	if !ValidTag(s) {
-		return fmt.Errorf("%w: tag %q must be 1-%d characters of [A-Za-z0-9_-]", ErrInvalid, s, MaxTagLen)
+// needTag refuses the zero wire.Tag where a row would be written for it
+// (Create, Restart, HandBack): every other name was checked where it came
+// in (wire.ParseTag), and the zero Tag finds no row.
+func needTag(tag wire.Tag) error {
+	if tag.IsZero() {
+		return fmt.Errorf("%w: no tag (the zero wire.Tag)", ErrInvalid)
 	}
 	return nil
 }
@@ -173,7 +164,7 @@ func CheckStep(step int) error {
 // Normalize checks a Tag for Create and fills its defaults (MaxID 1, Step
 // DefaultStep). Stores call it before any I/O.
 func Normalize(t Tag) (Tag, error) {
-	if err := CheckTag(t.Name); err != nil {
+	if err := needTag(t.Name); err != nil {
 		return t, err
 	}
 	if t.Step == 0 {
@@ -205,7 +196,10 @@ func Normalize(t Tag) (Tag, error) {
 // CheckFloor returns an error wrapping ErrInvalid when floor cannot be a
 // max_id (below 1), or ErrBelowFloor when it is below high, the highest
 // max_id the store remembers for tag.
-func CheckFloor(tag string, floor, high int64) error {
+func CheckFloor(tag wire.Tag, floor, high int64) error {
+	if err := needTag(tag); err != nil {
+		return err
+	}
 	if floor < 1 {
 		return fmt.Errorf("%w: tag %q: floor %d must be at least 1", ErrInvalid, tag, floor)
 	}
@@ -225,7 +219,7 @@ type AboveNexter interface {
 	// NextAbove is Next (step 0) or NextStep (step > 0), except that it
 	// refuses, changing nothing, with an error wrapping ErrBelowFloor when
 	// the range would start below floor.
-	NextAbove(ctx context.Context, tag string, step int, floor int64) (Alloc, error)
+	NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (Alloc, error)
 }
 
 // Incarnation is implemented by stores that can tell their storage from a
@@ -240,7 +234,7 @@ type Incarnation interface {
 
 // CheckAdvance returns an error wrapping ErrInvalid when advancing maxID by
 // step would overflow int64: the tag has run out of ids.
-func CheckAdvance(tag string, maxID int64, step int) error {
+func CheckAdvance(tag wire.Tag, maxID int64, step int) error {
 	if maxID > (1<<63-1)-int64(step) {
 		return fmt.Errorf("%w: tag %q: max_id %d + step %d overflows int64", ErrInvalid, tag, maxID, step)
 	}
@@ -263,12 +257,12 @@ type HandBacker interface {
 	// revisions) is lowered with it, in the same write, so the next range
 	// starts at to. Otherwise the error wraps ErrMoved and nothing changes.
 	// The caller must hand back only ids it never handed out.
-	HandBack(ctx context.Context, tag string, from, to int64) error
+	HandBack(ctx context.Context, tag wire.Tag, from, to int64) error
 }
 
 // CheckHandBack checks HandBack's arguments.
-func CheckHandBack(tag string, from, to int64) error {
-	if err := CheckTag(tag); err != nil {
+func CheckHandBack(tag wire.Tag, from, to int64) error {
+	if err := needTag(tag); err != nil {
 		return err
 	}
 	if to < 1 || to > from {

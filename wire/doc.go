@@ -18,6 +18,14 @@
 // down, 500 internal) and Nats-Service-Error (a message). An error reply
 // never carries ids; a success never carries fewer ids than asked for.
 //
+// Tags: a tag name is checked once, where it enters (a request subject, an
+// HTTP path, a leafctl argument, a client call, a configuration file, a row
+// read from a store), by ParseTag, into a Tag; the engines, stores and
+// leaders below take a Tag and check nothing again. Tag lives here, on the
+// lowest floor, because every edge already imports wire and the engines may
+// too; ErrInvalid, the error a bad name wraps, lives with it (segment's
+// ErrInvalid is the same error), so errors.Is and the 400 are unchanged.
+//
 // Everything here is pure and safe for concurrent use.
 //
 // The room: floor 1 of the README's Layout; it imports only the standard

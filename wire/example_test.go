@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/leafmq/leafmq/wire"
@@ -23,4 +24,20 @@ func Example() {
 	// Output:
 	// "1001\n1002\n1003", 24 bytes binary
 	// [1001 1002 1003]
+}
+
+func ExampleParseTag() {
+	// An edge (a subject, an HTTP path, a flag) checks the name once...
+	tag, err := wire.ParseTag("orders")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tag)
+
+	// ...and a bad one is a 400 before it reaches anything else.
+	_, err = wire.ParseTag("orders.eu")
+	fmt.Println(wire.CodeOf(err), errors.Is(err, wire.ErrInvalid))
+	// Output:
+	// orders
+	// 400 true
 }

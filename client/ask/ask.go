@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -141,15 +140,12 @@ func GatherExpect(ctx context.Context, nc *nats.Conn, subject string, window tim
 // Floors asks every live node on nc for its floor of tag
 // (leaf.admin.floor.<tag>) within window and returns the highest and the
 // node that holds it ("" when no node has one).
-func Floors(ctx context.Context, nc *nats.Conn, tag string, window time.Duration) (int64, string, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return 0, "", err
-	}
+func Floors(ctx context.Context, nc *nats.Conn, tag wire.Tag, window time.Duration) (int64, string, error) {
 	var high int64
 	var who string
-	err := Gather(ctx, nc, wire.FloorPrefix+tag, window, func(msg *nats.Msg) {
+	err := Gather(ctx, nc, wire.FloorPrefix+tag.String(), window, func(msg *nats.Msg) {
 		var f wire.NodeFloor
-		if json.Unmarshal(msg.Data, &f) == nil && f.Tag == tag && f.Floor > high {
+		if json.Unmarshal(msg.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
 			high, who = f.Floor, f.Node
 		}
 	})

@@ -14,7 +14,6 @@ import (
 
 	"github.com/leafmq/leafmq/cmd/leafctl/internal/bench"
 	"github.com/leafmq/leafmq/pool"
-	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 	"golang.org/x/term"
 )
@@ -83,8 +82,9 @@ func (benchCmd) Run(c *cli, args []string) error {
 		}
 		return err
 	}
+	_, tagErr := wire.ParseTag(*tag)
 	switch {
-	case o.Subject == "" && !segment.ValidTag(*tag):
+	case o.Subject == "" && tagErr != nil:
 		return fmt.Errorf("%w: --tag %q is not a valid tag", errUsage, *tag)
 	case o.Batch < 1, o.Concurrency < 1, o.Depth < 1, o.Duration <= 0, o.Requests < 0, o.Rate < 0, o.Warmup < 0:
 		return fmt.Errorf("%w: --batch, -c, --depth and -d must be positive; --requests, --rate, --warmup not negative", errUsage)

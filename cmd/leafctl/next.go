@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/leafmq/leafmq/client"
-	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // leafctl next TAG: ids of a tag.
@@ -36,7 +36,7 @@ func (nextCmd) Run(c *cli, args []string) error {
 	if *n < 1 {
 		return fmt.Errorf("%w: -n %d must be at least 1", errUsage, *n)
 	}
-	if err := segment.CheckTag(pos[0]); err != nil {
+	if _, err := wire.ParseTag(pos[0]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return c.takeIDs(*asJSON, func(ctx context.Context, cl *client.Client) ([]int64, error) {

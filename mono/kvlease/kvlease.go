@@ -16,6 +16,7 @@ import (
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Defaults of Options.
@@ -136,7 +137,7 @@ func (l *Lease) value(holder string) []byte {
 
 // Acquire implements mono.Lease.
 func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, error) {
-	if err := segment.CheckTag(tag); err != nil {
+	if _, err := wire.ParseTag(tag); err != nil {
 		return mono.Grant{}, err
 	}
 	// The caller counts Wait from when it sent the acquire, just before

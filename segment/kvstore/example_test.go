@@ -3,6 +3,7 @@ package kvstore_test
 import (
 	"context"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"os"
 	"time"
 
@@ -46,17 +47,17 @@ func Example() {
 	}
 	defer store.Close()
 
-	if err := store.Create(ctx, segment.Tag{Name: "order", Step: 1000, Description: "order ids"}); err != nil {
+	if err := store.Create(ctx, segment.Tag{Name: wire.MustTag("order"), Step: 1000, Description: "order ids"}); err != nil {
 		panic(err)
 	}
 	for range 2 {
-		a, err := store.Next(ctx, "order")
+		a, err := store.Next(ctx, wire.MustTag("order"))
 		if err != nil {
 			panic(err)
 		}
 		fmt.Printf("ids [%d, %d)\n", a.Start(), a.End())
 	}
-	a, _ := store.NextStep(ctx, "order", 5)
+	a, _ := store.NextStep(ctx, wire.MustTag("order"), 5)
 	fmt.Printf("ids [%d, %d)\n", a.Start(), a.End())
 	// Output:
 	// ids [1, 1001)

@@ -18,6 +18,7 @@ import (
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Defaults of Options.
@@ -114,7 +115,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 	if opts.Bucket == "" {
 		opts.Bucket = DefaultBucket
 	}
-	if !segment.ValidTag(opts.Bucket) {
+	if _, err := wire.ParseTag(opts.Bucket); err != nil { // a bucket name follows a tag's rule
 		return nil, fmt.Errorf("%w: kvstore: bucket %q must be [A-Za-z0-9_-]+", segment.ErrInvalid, opts.Bucket)
 	}
 	if opts.Replicas == 0 {
@@ -178,13 +179,13 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 func (s *Store) Bucket() string { return s.bucket }
 
 // Next implements segment.Store.
-func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
+func (s *Store) Next(ctx context.Context, tag wire.Tag) (segment.Alloc, error) {
 	return s.advance(ctx, opNext, tag, 0, 0)
 }
 
 // NextAbove implements segment.AboveNexter: the floor is checked on the
 // revision the compare-and-swap writes over.
-func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+func (s *Store) NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
 	if step != 0 {
 		if err := segment.CheckStep(step); err != nil {
 			return segment.Alloc{}, err
@@ -194,17 +195,14 @@ func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64
 }
 
 // NextStep implements segment.Store.
-func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+func (s *Store) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
 	if err := segment.CheckStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
 	return s.advance(ctx, opNextStep, tag, step, 0)
 }
 
-func (s *Store) advance(ctx context.Context, op, tag string, step int, floor int64) (segment.Alloc, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return segment.Alloc{}, err
-	}
+func (s *Store) advance(ctx context.Context, op string, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
 	var a segment.Alloc
 	err := s.cas(ctx, op, tag, func(row *record) error {
 		n := step
@@ -234,10 +232,7 @@ func (s *Store) advance(ctx context.Context, op, tag string, step int, floor int
 }
 
 // SetStep implements segment.Store.
-func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) SetStep(ctx context.Context, tag wire.Tag, step int) error {
 	if err := segment.CheckStep(step); err != nil {
 		return err
 	}
@@ -253,10 +248,7 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 }
 
 // SetMaxID implements segment.Store.
-func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) SetMaxID(ctx context.Context, tag wire.Tag, maxID int64) error {
 	if maxID < 0 {
 		return fmt.Errorf("%w: max_id %d must not be negative", segment.ErrInvalid, maxID)
 	}
@@ -285,7 +277,7 @@ const (
 // kv.Update(key, value, revision). A conflict (another writer got there
 // first) re-reads and tries again after a short jittered pause, bounded by
 // the call's timeout. An error from f ends the loop unchanged.
-func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) error {
+func (s *Store) cas(ctx context.Context, op string, tag wire.Tag, f func(*record) error) error {
 	if s.closed.Load() {
 		return closedErr(op)
 	}
@@ -293,7 +285,7 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 	defer cancel()
 	var ferr error
 	err := s.retry(cctx, func() (bool, error) {
-		m, err := s.last(cctx, tag)
+		m, err := s.last(cctx, tag.String())
 		if err != nil {
 			return transient(err), err
 		}
@@ -301,7 +293,7 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 			ferr = fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 			return false, ferr
 		}
-		row, err := s.decode(tag, m.Data)
+		row, err := s.decode(tag.String(), m.Data)
 		if err != nil {
 			ferr = err
 			return false, err
@@ -339,20 +331,17 @@ func (s *Store) cas(ctx context.Context, op, tag string, f func(*record) error) 
 			ferr = err
 			return false, err
 		}
-		_, err = s.kv.Update(cctx, tag, val, m.Sequence)
+		_, err = s.kv.Update(cctx, tag.String(), val, m.Sequence)
 		return s.again(err), err
 	})
 	if err != nil && err == ferr {
 		return err
 	}
-	return s.fail(ctx, cctx, op, tag, err)
+	return s.fail(ctx, cctx, op, tag.String(), err)
 }
 
 // Get implements segment.Store.
-func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return segment.Tag{}, err
-	}
+func (s *Store) Get(ctx context.Context, tag wire.Tag) (segment.Tag, error) {
 	if s.closed.Load() {
 		return segment.Tag{}, closedErr("get")
 	}
@@ -365,7 +354,7 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	)
 	err := s.retry(cctx, func() (bool, error) {
 		var err error
-		if m, err = s.last(cctx, tag); err != nil {
+		if m, err = s.last(cctx, tag.String()); err != nil {
 			return transient(err), err
 		}
 		md, hasKey, err = s.mode(cctx, tag)
@@ -375,12 +364,12 @@ func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
 		if errors.Is(err, ErrCorrupt) {
 			return segment.Tag{}, err
 		}
-		return segment.Tag{}, s.fail(ctx, cctx, "get", tag, err)
+		return segment.Tag{}, s.fail(ctx, cctx, "get", tag.String(), err)
 	}
 	if m == nil || m.Deleted() {
 		return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 	}
-	row, err := s.decode(tag, m.Data)
+	row, err := s.decode(tag.String(), m.Data)
 	if err != nil {
 		return segment.Tag{}, err
 	}
@@ -434,7 +423,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 			exists = segment.ModeConflict(t.Name, had, t.Mode)
 			return false, exists
 		}
-		m, err := s.last(cctx, t.Name)
+		m, err := s.last(cctx, t.Name.String())
 		if err != nil {
 			return transient(err), err
 		}
@@ -447,17 +436,17 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 			return false, exists
 		}
 		if !ok {
-			if _, err := s.kv.Update(cctx, modeKey(t.Name), mval, 0); err != nil {
+			if _, err := s.kv.Update(cctx, modeKey(t.Name.String()), mval, 0); err != nil {
 				return s.again(err), err // another Create wrote it: read it again
 			}
 		}
-		_, err = s.kv.Update(cctx, t.Name, val, 0)
+		_, err = s.kv.Update(cctx, t.Name.String(), val, 0)
 		return s.again(err), err
 	})
 	if err != nil && err == exists {
 		return err
 	}
-	return s.fail(ctx, cctx, "create", t.Name, err)
+	return s.fail(ctx, cctx, "create", t.Name.String(), err)
 }
 
 // modeKey is the key of tag's mode. Tags have no dots, so it never names a
@@ -467,18 +456,18 @@ func modeKey(tag string) string { return "mode." + tag }
 // mode reads tag's mode key: ok false when there is none (a tag created
 // before modes were kept, or never created), the zero Mode for a key an
 // operator deleted.
-func (s *Store) mode(ctx context.Context, tag string) (segment.Mode, bool, error) {
-	m, err := s.last(ctx, modeKey(tag))
+func (s *Store) mode(ctx context.Context, tag wire.Tag) (segment.Mode, bool, error) {
+	m, err := s.last(ctx, modeKey(tag.String()))
 	if err != nil || m == nil || m.Deleted() {
 		return segment.Mode{}, false, err
 	}
 	var md segment.Mode
 	if err := json.Unmarshal(m.Data, &md); err != nil {
-		return md, false, fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, modeKey(tag), err)
+		return md, false, fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, modeKey(tag.String()), err)
 	}
 	md, err = segment.NormalizeMode(md)
 	if err != nil {
-		return md, false, fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, modeKey(tag), err)
+		return md, false, fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, modeKey(tag.String()), err)
 	}
 	return md, true, nil
 }
@@ -503,7 +492,7 @@ func handedBack(back, prev int64) bool { return back > 0 && back == prev }
 // HandBack implements segment.HandBacker: a revision with max_id to and
 // handed_back_from from, written over the revision read only while its
 // max_id is still from.
-func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error {
+func (s *Store) HandBack(ctx context.Context, tag wire.Tag, from, to int64) error {
 	if err := segment.CheckHandBack(tag, from, to); err != nil {
 		return err
 	}
@@ -530,10 +519,7 @@ func (r record) mode() segment.Mode {
 // read, so a concurrent allocation is never half-deleted: a purge marker
 // replaces the row, and carries the row's JSON as its body, so that the
 // tag's last max_id survives for Restart to check a floor against.
-func (s *Store) Delete(ctx context.Context, tag string) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) Delete(ctx context.Context, tag wire.Tag) error {
 	if s.closed.Load() {
 		return closedErr("delete")
 	}
@@ -541,7 +527,7 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 	defer cancel()
 	var unknown error
 	err := s.retry(cctx, func() (bool, error) {
-		m, err := s.last(cctx, tag)
+		m, err := s.last(cctx, tag.String())
 		if err != nil {
 			return transient(err), err
 		}
@@ -555,13 +541,13 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 	if err != nil && err == unknown {
 		return err
 	}
-	return s.fail(ctx, cctx, "delete", tag, err)
+	return s.fail(ctx, cctx, "delete", tag.String(), err)
 }
 
 // purge writes a purge marker over m, the latest message of tag's key,
 // whose body is m's row: kv.Purge with LastRevision, but with a body.
-func (s *Store) purge(ctx context.Context, tag string, m *jskv.StoredMsg) error {
-	msg := nats.NewMsg(s.keyPre + tag)
+func (s *Store) purge(ctx context.Context, tag wire.Tag, m *jskv.StoredMsg) error {
+	msg := nats.NewMsg(s.keyPre + tag.String())
 	msg.Header.Set("KV-Operation", "PURGE")
 	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	msg.Data = m.Data
@@ -576,10 +562,7 @@ func (s *Store) purge(ctx context.Context, tag string, m *jskv.StoredMsg) error 
 // (`nats kv purge`, or a bucket with history 1) leaves the floor to the
 // operator; nodes that served the tag still refuse ranges below their own
 // floors (segment.Config.Floors).
-func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) Restart(ctx context.Context, tag wire.Tag, floor int64) error {
 	if err := segment.CheckFloor(tag, floor, 0); err != nil {
 		return err
 	}
@@ -590,7 +573,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 	defer cancel()
 	var ferr error
 	err := s.retry(cctx, func() (bool, error) {
-		m, err := s.last(cctx, tag)
+		m, err := s.last(cctx, tag.String())
 		if err != nil {
 			return transient(err), err
 		}
@@ -598,7 +581,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 		var rev uint64
 		if m != nil {
 			rev = m.Sequence
-			if r, err := s.decode(tag, m.Data); err == nil {
+			if r, err := s.decode(tag.String(), m.Data); err == nil {
 				row = r // a live row, or the body of Delete's marker
 			} else if !m.Deleted() {
 				ferr = err // a corrupt row is never rewritten
@@ -637,32 +620,32 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 			ferr = err
 			return false, err
 		}
-		_, err = s.kv.Update(cctx, tag, val, rev)
+		_, err = s.kv.Update(cctx, tag.String(), val, rev)
 		return s.again(err), err
 	})
 	if err != nil && err == ferr {
 		return err
 	}
-	return s.fail(ctx, cctx, "restart", tag, err)
+	return s.fail(ctx, cctx, "restart", tag.String(), err)
 }
 
 // highest returns the highest max_id among the messages of tag's key
 // before sequence last that decode as rows (what the bucket's history
 // keeps), and the max_id of the last of them (0 if there is none, or it is
 // a marker).
-func (s *Store) highest(ctx context.Context, tag string, last uint64) (high, prev int64, err error) {
+func (s *Store) highest(ctx context.Context, tag wire.Tag, last uint64) (high, prev int64, err error) {
 	if s.history == 1 {
 		return 0, 0, nil // nothing is kept behind the latest
 	}
 	for seq := uint64(1); seq < last; {
-		m, err := s.msgGet(ctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + tag})
+		m, err := s.msgGet(ctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + tag.String()})
 		if err != nil {
 			return 0, 0, err
 		}
 		if m == nil || m.Sequence >= last {
 			break
 		}
-		r, err := s.decode(tag, m.Data)
+		r, err := s.decode(tag.String(), m.Data)
 		switch {
 		case err != nil:
 			prev = 0
@@ -779,7 +762,7 @@ func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, mo
 				modes[tag] = md
 				continue
 			}
-			if !segment.ValidTag(key) {
+			if _, err := wire.ParseTag(key); err != nil {
 				continue // not a key of this package's
 			}
 			if m.Deleted() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"sort"
 	"strings"
@@ -113,10 +114,10 @@ func TestValueFormat(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	before := time.Now().Add(-time.Second)
-	if err := s.Create(ctx, segment.Tag{Name: "order", MaxID: 9007199254740993, Step: 7, Description: "orders"}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("order"), MaxID: 9007199254740993, Step: 7, Description: "orders"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx, "order"); err != nil {
+	if _, err := s.Next(ctx, wire.MustTag("order")); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
@@ -138,7 +139,7 @@ func TestValueFormat(t *testing.T) {
 	if err := json.Unmarshal(v["update_time"], &ut); err != nil || ut.Before(before) || ut.Location() != time.UTC {
 		t.Fatalf("update_time = %s (%v)", v["update_time"], err)
 	}
-	got, err := s.Get(ctx, "order")
+	got, err := s.Get(ctx, wire.MustTag("order"))
 	if err != nil || !got.UpdateTime.Equal(ut) {
 		t.Fatalf("Get = %+v, %v; want update_time %v", got, err, ut)
 	}
@@ -158,30 +159,30 @@ func TestRestartAfterDelete(t *testing.T) {
 	srv := natstest.RunServer(t)
 	s := open(t, newJS(t, srv.ClientURL()), kvstore.Options{Bucket: freshBucket()})
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "again", MaxID: 100, Step: 5}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("again"), MaxID: 100, Step: 5}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		a, err := s.Next(ctx, "again")
+		a, err := s.Next(ctx, wire.MustTag("again"))
 		if err != nil {
 			t.Fatalf("Next #%d: %v", i, err)
 		}
-		if err := s.Delete(ctx, "again"); err != nil {
+		if err := s.Delete(ctx, wire.MustTag("again")); err != nil {
 			t.Fatalf("Delete #%d: %v", i, err)
 		}
-		if err := s.Delete(ctx, "again"); !errors.Is(err, segment.ErrUnknownTag) {
+		if err := s.Delete(ctx, wire.MustTag("again")); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Fatalf("second Delete #%d = %v, want ErrUnknownTag", i, err)
 		}
-		if err := s.Create(ctx, segment.Tag{Name: "again", MaxID: a.End() + 1000, Step: 5}); !errors.Is(err, segment.ErrTagDeleted) {
+		if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("again"), MaxID: a.End() + 1000, Step: 5}); !errors.Is(err, segment.ErrTagDeleted) {
 			t.Fatalf("Create #%d over the marker = %v, want ErrTagDeleted", i, err)
 		}
-		if err := s.Restart(ctx, "again", a.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+		if err := s.Restart(ctx, wire.MustTag("again"), a.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
 			t.Fatalf("Restart #%d below the marker's max_id = %v, want ErrBelowFloor", i, err)
 		}
-		if err := s.Restart(ctx, "again", a.End()); err != nil {
+		if err := s.Restart(ctx, wire.MustTag("again"), a.End()); err != nil {
 			t.Fatalf("Restart #%d: %v", i, err)
 		}
-		if got, err := s.Get(ctx, "again"); err != nil || got.Step != 5 || got.MaxID != a.End() {
+		if got, err := s.Get(ctx, wire.MustTag("again")); err != nil || got.Step != 5 || got.MaxID != a.End() {
 			t.Fatalf("Get #%d after Restart = %+v, %v; want the old step", i, got, err)
 		}
 	}
@@ -207,15 +208,15 @@ func TestOpenKeepsBucket(t *testing.T) {
 	}
 	a := open(t, js, kvstore.Options{Bucket: "mine"})
 	b := open(t, js, kvstore.Options{Bucket: "mine"})
-	if err := a.Create(ctx, segment.Tag{Name: "shared", Step: 10}); err != nil {
+	if err := a.Create(ctx, segment.Tag{Name: wire.MustTag("shared"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 { // history 5 keeps old revisions; only the newest counts
-		if _, err := b.Next(ctx, "shared"); err != nil {
+		if _, err := b.Next(ctx, wire.MustTag("shared")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got, err := a.Get(ctx, "shared"); err != nil || got.MaxID != 31 {
+	if got, err := a.Get(ctx, wire.MustTag("shared")); err != nil || got.MaxID != 31 {
 		t.Fatalf("Get = %+v, %v; want max_id 31", got, err)
 	}
 	if tags, err := a.Tags(ctx); err != nil || len(tags) != 1 || tags[0] != "shared" {
@@ -279,13 +280,13 @@ func TestOpenUnavailable(t *testing.T) {
 		srv := natstest.RunServer(t)
 		js := newJS(t, srv.ClientURL())
 		s := open(t, js, kvstore.Options{})
-		if err := s.Create(testCtx(t), segment.Tag{Name: "x"}); err != nil {
+		if err := s.Create(testCtx(t), segment.Tag{Name: wire.MustTag("x")}); err != nil {
 			t.Fatal(err)
 		}
 		srv.Shutdown()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		if _, err := s.Next(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := s.Next(ctx, wire.MustTag("x")); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Next = %v, want the caller's context.DeadlineExceeded", err)
 		}
 	})
@@ -320,7 +321,7 @@ func TestCloseConn(t *testing.T) {
 func allocate(ctx context.Context, s segment.Store, tag string, n int, out chan<- segment.Alloc, unavailable *atomic.Int64) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for got := 0; got < n; {
-		a, err := s.Next(ctx, tag)
+		a, err := s.Next(ctx, wire.MustTag(tag))
 		switch {
 		case err == nil:
 			out <- a
@@ -370,7 +371,7 @@ func TestClusterTwoStores(t *testing.T) {
 		open(t, newJS(t, servers[1].ClientURL()), o),
 	}
 	ctx := testCtx(t)
-	if err := stores[0].Create(ctx, segment.Tag{Name: "shared", MaxID: 1, Step: 10}); err != nil {
+	if err := stores[0].Create(ctx, segment.Tag{Name: wire.MustTag("shared"), MaxID: 1, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	const perWorker, workersPerStore = 40, 4
@@ -402,7 +403,7 @@ func TestClusterTwoStores(t *testing.T) {
 	if len(ranges) != 2*perWorker*workersPerStore {
 		t.Fatalf("%d ranges", len(ranges))
 	}
-	got, err := stores[1].Get(ctx, "shared")
+	got, err := stores[1].Get(ctx, wire.MustTag("shared"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	// Create the bucket through one node, then find its leader.
 	first := open(t, newJS(t, servers[0].ClientURL()), kvstore.Options{Bucket: bucket, Replicas: 3})
 	ctx := testCtx(t)
-	if err := first.Create(ctx, segment.Tag{Name: "loss", MaxID: 1, Step: 100}); err != nil {
+	if err := first.Create(ctx, segment.Tag{Name: wire.MustTag("loss"), MaxID: 1, Step: 100}); err != nil {
 		t.Fatal(err)
 	}
 	leader := -1
@@ -474,7 +475,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	for a := range out {
 		ranges = append(ranges, a)
 	}
-	got, err := s.Get(ctx, "loss")
+	got, err := s.Get(ctx, wire.MustTag("loss"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +512,7 @@ func TestOperatorDeletesKey(t *testing.T) {
 			t.Cleanup(func() { _ = e.Close() })
 			seen := map[int64]bool{}
 			for range 250 {
-				id, err := e.Next(ctx, "orders")
+				id, err := e.Next(ctx, wire.MustTag("orders"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -522,7 +523,7 @@ func TestOperatorDeletesKey(t *testing.T) {
 				st, ok := e.State("orders")
 				return ok && !st.Loading && st.Segments[1-st.Current].Ready
 			})
-			row, err := s.Get(ctx, "orders")
+			row, err := s.Get(ctx, wire.MustTag("orders"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -543,7 +544,7 @@ func TestOperatorDeletesKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 3 {
-				id, err := e.Next(ctx, "orders")
+				id, err := e.Next(ctx, wire.MustTag("orders"))
 				if err == nil {
 					t.Fatalf("Next after %s = id %d (already issued: %v), want an error", how, id, seen[id])
 				}
@@ -551,11 +552,11 @@ func TestOperatorDeletesKey(t *testing.T) {
 					t.Fatalf("Next after %s = %v, want ErrTagDeleted", how, err)
 				}
 			}
-			if err := s.Create(ctx, segment.Tag{Name: "orders"}); !errors.Is(err, segment.ErrTagDeleted) {
+			if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("orders")}); !errors.Is(err, segment.ErrTagDeleted) {
 				t.Fatalf("Create after %s = %v, want ErrTagDeleted", how, err)
 			}
 			// history 2 keeps the row behind `nats kv del`: the floor is checked.
-			err = s.Restart(ctx, "orders", row.MaxID-1)
+			err = s.Restart(ctx, wire.MustTag("orders"), row.MaxID-1)
 			if how == "del" && !errors.Is(err, segment.ErrBelowFloor) {
 				t.Fatalf("Restart below the row behind the marker = %v, want ErrBelowFloor", err)
 			}
@@ -567,7 +568,7 @@ func TestOperatorDeletesKey(t *testing.T) {
 				if err := e.Refresh(ctx); err != nil {
 					t.Fatal(err)
 				}
-				id, err := e.Next(ctx, "orders")
+				id, err := e.Next(ctx, wire.MustTag("orders"))
 				switch {
 				case err == nil && (seen[id] || id < row.MaxID):
 					t.Fatalf("Next after a Restart below the node's floor = %d, already issued", id)
@@ -576,7 +577,7 @@ func TestOperatorDeletesKey(t *testing.T) {
 				}
 			}
 			if how == "del" {
-				if err := s.Restart(ctx, "orders", row.MaxID); err != nil {
+				if err := s.Restart(ctx, wire.MustTag("orders"), row.MaxID); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -636,12 +637,12 @@ func servedTag(t *testing.T, tag string) (*kvstore.Store, jetstream.KeyValue, se
 	bucket := freshBucket()
 	s := open(t, js, kvstore.Options{Bucket: bucket})
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag(tag), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	var last segment.Alloc
 	for range 3 {
-		a, err := s.Next(ctx, tag)
+		a, err := s.Next(ctx, wire.MustTag(tag))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -662,31 +663,31 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	if _, err := kv.Put(ctx, "low", []byte(`{"max_id":1,"step":10}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx, "low"); !errors.Is(err, segment.ErrBelowFloor) {
+	if _, err := s.Next(ctx, wire.MustTag("low")); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Next after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
-	if _, err := s.NextStep(ctx, "low", 1000); !errors.Is(err, segment.ErrBelowFloor) {
+	if _, err := s.NextStep(ctx, wire.MustTag("low"), 1000); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("NextStep after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
 	// An operator's own later write must not push the evidence out of the
 	// history (the adversary's "putstep" and "putmax": 8k and 36k
 	// duplicates from a node with a lower floor).
-	if err := s.SetStep(ctx, "low", 20); !errors.Is(err, segment.ErrBelowFloor) {
+	if err := s.SetStep(ctx, wire.MustTag("low"), 20); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("SetStep after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
-	if err := s.SetMaxID(ctx, "low", 2); !errors.Is(err, segment.ErrBelowFloor) {
+	if err := s.SetMaxID(ctx, wire.MustTag("low"), 2); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("SetMaxID below the revision behind = %v, want ErrBelowFloor", err)
 	}
-	if got, err := s.Get(ctx, "low"); err != nil || got.MaxID != 1 {
+	if got, err := s.Get(ctx, wire.MustTag("low")); err != nil || got.MaxID != 1 {
 		t.Fatalf("a refused write changed the row: %+v, %v", got, err)
 	}
-	if err := s.Restart(ctx, "low", last.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+	if err := s.Restart(ctx, wire.MustTag("low"), last.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Restart below the revision behind = %v, want ErrBelowFloor", err)
 	}
-	if err := s.Restart(ctx, "low", last.End()); err != nil {
+	if err := s.Restart(ctx, wire.MustTag("low"), last.End()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, "low"); err != nil || a.Start() != last.End() {
+	if a, err := s.Next(ctx, wire.MustTag("low")); err != nil || a.Start() != last.End() {
 		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
 	}
 }
@@ -704,7 +705,7 @@ func TestForgedHandBackIsLowered(t *testing.T) {
 		if _, err := kv.Put(ctx, "forge", fmt.Appendf(nil, `{"max_id":1,"step":10,"handed_back_from":%d}`, from)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Next(ctx, "forge"); !errors.Is(err, segment.ErrBelowFloor) {
+		if _, err := s.Next(ctx, wire.MustTag("forge")); !errors.Is(err, segment.ErrBelowFloor) {
 			t.Fatalf("Next after max_id was put down to 1 with handed_back_from %d = %v, want ErrBelowFloor", from, err)
 		}
 		// Put the real row back (a revision at the old max_id) for the next try.
@@ -714,10 +715,10 @@ func TestForgedHandBackIsLowered(t *testing.T) {
 	}
 
 	// A real hand-back still counts as one.
-	if err := s.HandBack(ctx, "forge", last.End(), last.Start()); err != nil {
+	if err := s.HandBack(ctx, wire.MustTag("forge"), last.End(), last.Start()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, "forge"); err != nil || a.Start() != last.Start() {
+	if a, err := s.Next(ctx, wire.MustTag("forge")); err != nil || a.Start() != last.Start() {
 		t.Fatalf("Next after a hand-back = %+v, %v; want start %d", a, err, last.Start())
 	}
 }

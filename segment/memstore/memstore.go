@@ -8,13 +8,14 @@ import (
 
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Store is an in-memory segment.Store.
 type Store struct {
 	mu     sync.Mutex
-	rows   map[string]segment.Tag
-	gone   map[string]segment.Tag // deleted rows, as they were: Create refuses them
+	rows   map[wire.Tag]segment.Tag
+	gone   map[wire.Tag]segment.Tag // deleted rows, as they were: Create refuses them
 	down   bool
 	closed bool
 	calls  int // Next/NextStep calls that reached the store
@@ -24,7 +25,7 @@ type Store struct {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{rows: make(map[string]segment.Tag), gone: make(map[string]segment.Tag), clock: clock.Real}
+	return &Store{rows: make(map[wire.Tag]segment.Tag), gone: make(map[wire.Tag]segment.Tag), clock: clock.Real}
 }
 
 // SetClock makes the store stamp update_time with c (default clock.Real).
@@ -62,12 +63,12 @@ func (s *Store) checkLocked(ctx context.Context) error {
 }
 
 // Next implements segment.Store.
-func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
+func (s *Store) Next(ctx context.Context, tag wire.Tag) (segment.Alloc, error) {
 	return s.advance(ctx, tag, 0, 0)
 }
 
 // NextAbove implements segment.AboveNexter.
-func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+func (s *Store) NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
 	if step != 0 {
 		if err := segment.CheckStep(step); err != nil {
 			return segment.Alloc{}, err
@@ -77,17 +78,14 @@ func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64
 }
 
 // NextStep implements segment.Store.
-func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+func (s *Store) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
 	if err := segment.CheckStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
 	return s.advance(ctx, tag, step, 0)
 }
 
-func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return segment.Alloc{}, err
-	}
+func (s *Store) advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkLocked(ctx); err != nil {
@@ -122,7 +120,7 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 	}
 	tags := make([]string, 0, len(s.rows))
 	for name := range s.rows {
-		tags = append(tags, name)
+		tags = append(tags, name.String())
 	}
 	sort.Strings(tags)
 	return tags, nil
@@ -137,16 +135,13 @@ func (s *Store) Modes(ctx context.Context) (map[string]segment.Mode, error) {
 	}
 	modes := make(map[string]segment.Mode, len(s.rows))
 	for name, row := range s.rows {
-		modes[name] = row.Mode
+		modes[name.String()] = row.Mode
 	}
 	return modes, nil
 }
 
 // Get implements segment.Store.
-func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return segment.Tag{}, err
-	}
+func (s *Store) Get(ctx context.Context, tag wire.Tag) (segment.Tag, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkLocked(ctx); err != nil {
@@ -188,7 +183,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 }
 
 // SetStep implements segment.Store.
-func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
+func (s *Store) SetStep(ctx context.Context, tag wire.Tag, step int) error {
 	if err := segment.CheckStep(step); err != nil {
 		return err
 	}
@@ -196,7 +191,7 @@ func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
 }
 
 // SetMaxID implements segment.Store.
-func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
+func (s *Store) SetMaxID(ctx context.Context, tag wire.Tag, maxID int64) error {
 	return s.update(ctx, tag, func(row *segment.Tag) error {
 		if maxID < row.MaxID {
 			return fmt.Errorf("%w: max_id %d is below the current %d of %q", segment.ErrInvalid, maxID, row.MaxID, tag)
@@ -206,10 +201,7 @@ func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
 	})
 }
 
-func (s *Store) update(ctx context.Context, tag string, f func(*segment.Tag) error) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) update(ctx context.Context, tag wire.Tag, f func(*segment.Tag) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkLocked(ctx); err != nil {
@@ -228,10 +220,7 @@ func (s *Store) update(ctx context.Context, tag string, f func(*segment.Tag) err
 }
 
 // Delete implements segment.Store.
-func (s *Store) Delete(ctx context.Context, tag string) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) Delete(ctx context.Context, tag wire.Tag) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkLocked(ctx); err != nil {
@@ -246,10 +235,7 @@ func (s *Store) Delete(ctx context.Context, tag string) error {
 }
 
 // Restart implements segment.Store.
-func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) Restart(ctx context.Context, tag wire.Tag, floor int64) error {
 	if err := segment.CheckFloor(tag, floor, 0); err != nil {
 		return err
 	}
@@ -277,7 +263,7 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 
 // Lower sets tag's max_id to maxID, below the current one if asked: an
 // operator's mistake (UPDATE leaf_alloc SET max_id = ...) for tests.
-func (s *Store) Lower(tag string, maxID int64) {
+func (s *Store) Lower(tag wire.Tag, maxID int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	row := s.rows[tag]
@@ -287,7 +273,7 @@ func (s *Store) Lower(tag string, maxID int64) {
 
 // SetModeByHand rewrites tag's recorded mode, live row or deleted: an
 // operator editing the store behind leafmq's back, for tests.
-func (s *Store) SetModeByHand(tag string, m segment.Mode) {
+func (s *Store) SetModeByHand(tag wire.Tag, m segment.Mode) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if row, ok := s.rows[tag]; ok {
@@ -305,8 +291,8 @@ func (s *Store) SetModeByHand(tag string, m segment.Mode) {
 func (s *Store) Replace() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rows = make(map[string]segment.Tag)
-	s.gone = make(map[string]segment.Tag)
+	s.rows = make(map[wire.Tag]segment.Tag)
+	s.gone = make(map[wire.Tag]segment.Tag)
 	s.inc++
 }
 
@@ -322,7 +308,7 @@ func (s *Store) Incarnation(ctx context.Context) (string, error) {
 
 // Forget drops every trace of tag, row and deletion record: a store that
 // lost its history (a replaced KV bucket) for tests.
-func (s *Store) Forget(tag string) {
+func (s *Store) Forget(tag wire.Tag) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.rows, tag)
@@ -344,7 +330,7 @@ var (
 )
 
 // HandBack implements segment.HandBacker.
-func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error {
+func (s *Store) HandBack(ctx context.Context, tag wire.Tag, from, to int64) error {
 	if err := segment.CheckHandBack(tag, from, to); err != nil {
 		return err
 	}

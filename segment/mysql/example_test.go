@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log"
 
 	"github.com/leafmq/leafmq/segment"
@@ -20,12 +21,12 @@ func ExampleOpen() {
 	}
 	defer s.Close()
 
-	err = s.Create(ctx, segment.Tag{Name: "leaf-segment-test", MaxID: 1, Step: 2000,
+	err = s.Create(ctx, segment.Tag{Name: wire.MustTag("leaf-segment-test"), MaxID: 1, Step: 2000,
 		Description: "Test leaf Segment Mode Get Id"})
 	if err != nil && !errors.Is(err, segment.ErrTagExists) {
 		log.Fatal(err)
 	}
-	a, err := s.Next(ctx, "leaf-segment-test")
+	a, err := s.Next(ctx, wire.MustTag("leaf-segment-test"))
 	if err != nil {
 		log.Fatal(err)
 	}

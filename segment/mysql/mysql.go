@@ -14,6 +14,7 @@ import (
 	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // ErrSchema: the database or table is missing, or the table is not Leaf's
@@ -422,13 +423,13 @@ func unknownTag(tag string) error {
 }
 
 // Next implements segment.Store: Leaf's updateMaxIdAndGetLeafAlloc.
-func (s *Store) Next(ctx context.Context, tag string) (segment.Alloc, error) {
+func (s *Store) Next(ctx context.Context, tag wire.Tag) (segment.Alloc, error) {
 	return s.advance(ctx, tag, 0, 0)
 }
 
 // NextAbove implements segment.AboveNexter: a range below floor is rolled
 // back with the transaction.
-func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
+func (s *Store) NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
 	if step != 0 {
 		if err := segment.CheckStep(step); err != nil {
 			return segment.Alloc{}, err
@@ -439,7 +440,7 @@ func (s *Store) NextAbove(ctx context.Context, tag string, step int, floor int64
 
 // NextStep implements segment.Store: Leaf's
 // updateMaxIdByCustomStepAndGetLeafAlloc.
-func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.Alloc, error) {
+func (s *Store) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
 	if err := segment.CheckStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
@@ -448,10 +449,7 @@ func (s *Store) NextStep(ctx context.Context, tag string, step int) (segment.All
 
 // advance adds step (0: the row's step) to max_id and reads the row back, in
 // one transaction.
-func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) (segment.Alloc, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return segment.Alloc{}, err
-	}
+func (s *Store) advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
 	var a segment.Alloc
 	err := s.call(ctx, func(ctx context.Context) error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -460,9 +458,9 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 				err error
 			)
 			if step == 0 {
-				res, err = tx.ExecContext(ctx, s.q.next, tag)
+				res, err = tx.ExecContext(ctx, s.q.next, tag.String())
 			} else {
-				res, err = tx.ExecContext(ctx, s.q.nextStep, step, tag, step)
+				res, err = tx.ExecContext(ctx, s.q.nextStep, step, tag.String(), step)
 			}
 			if err != nil {
 				return err
@@ -475,9 +473,9 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 			var tableStep int
 			var md segment.Mode
 			var stored string
-			err = tx.QueryRowContext(ctx, s.q.alloc, tag).Scan(&stored, &maxID, &tableStep, &md.Kind, &md.Width, &md.KeyID)
+			err = tx.QueryRowContext(ctx, s.q.alloc, tag.String()).Scan(&stored, &maxID, &tableStep, &md.Kind, &md.Width, &md.KeyID)
 			if errors.Is(err, sql.ErrNoRows) {
-				return unknownTag(tag)
+				return unknownTag(tag.String())
 			}
 			if err != nil {
 				return err
@@ -487,7 +485,7 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 			// spelling, but an opaque tag's ids are permuted under its name
 			// (another spelling, another permutation of one sequence: ids
 			// repeat), and a monotonic tag has one leader per name.
-			if stored != tag && !modeOf(md).IsSegment() {
+			if stored != tag.String() && !modeOf(md).IsSegment() {
 				return fmt.Errorf("%w: tag %q is stored as %q, and a %s tag is only served under that name; nothing changed",
 					segment.ErrMode, tag, stored, md.Kind)
 			}
@@ -510,7 +508,7 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 			// tag's history record holds that lock (or, in Restart, the
 			// row's absence), so this read is current.
 			var high int64
-			err = tx.QueryRowContext(ctx, s.q.high, tag).Scan(&high)
+			err = tx.QueryRowContext(ctx, s.q.high, tag.String()).Scan(&high)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
@@ -523,7 +521,7 @@ func (s *Store) advance(ctx context.Context, tag string, step int, floor int64) 
 					"(%s): max_id was lowered; nothing changed; restart the tag at or above %d",
 					segment.ErrBelowFloor, tag, start, high, s.history, high)
 			}
-			if _, err := tx.ExecContext(ctx, s.q.raise, tag, maxID); err != nil {
+			if _, err := tx.ExecContext(ctx, s.q.raise, tag.String(), maxID); err != nil {
 				return err
 			}
 			a = segment.Alloc{Tag: tag, MaxID: maxID, Step: used, TableStep: tableStep, Mode: modeOf(md)}
@@ -567,21 +565,22 @@ func (s *Store) Tags(ctx context.Context) ([]string, error) {
 
 // Get implements segment.Store. Name is the row's biz_tag as stored (its
 // case may differ from tag's; see the package doc).
-func (s *Store) Get(ctx context.Context, tag string) (segment.Tag, error) {
-	if err := segment.CheckTag(tag); err != nil {
-		return segment.Tag{}, err
-	}
+func (s *Store) Get(ctx context.Context, tag wire.Tag) (segment.Tag, error) {
 	var t segment.Tag
 	err := s.call(ctx, func(ctx context.Context) error {
 		var (
+			name string
 			desc sql.NullString
 			unix sql.NullFloat64
 		)
-		err := s.db.QueryRowContext(ctx, s.q.get, tag).Scan(&t.Name, &t.MaxID, &t.Step, &desc, &unix, &t.Mode.Kind, &t.Mode.Width, &t.Mode.KeyID)
+		err := s.db.QueryRowContext(ctx, s.q.get, tag.String()).Scan(&name, &t.MaxID, &t.Step, &desc, &unix, &t.Mode.Kind, &t.Mode.Width, &t.Mode.KeyID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return unknownTag(tag)
+			return unknownTag(tag.String())
 		}
 		if err != nil {
+			return err
+		}
+		if t.Name, err = wire.ParseTag(name); err != nil { // a row written by hand
 			return err
 		}
 		t.Description = desc.String
@@ -612,7 +611,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	return s.call(ctx, func(ctx context.Context) error {
 		return s.inTx(ctx, func(tx *sql.Tx) error {
 			var had segment.Mode
-			err := tx.QueryRowContext(ctx, s.q.modeLock, t.Name).Scan(&had.Kind, &had.Width, &had.KeyID)
+			err := tx.QueryRowContext(ctx, s.q.modeLock, t.Name.String()).Scan(&had.Kind, &had.Width, &had.KeyID)
 			hasMode := err == nil
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
@@ -620,7 +619,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 			if hasMode && !modeOf(had).Equal(t.Mode) {
 				return segment.ModeConflict(t.Name, modeOf(had), t.Mode)
 			}
-			_, err = tx.ExecContext(ctx, s.q.create, t.Name, t.MaxID, t.Step, desc)
+			_, err = tx.ExecContext(ctx, s.q.create, t.Name.String(), t.MaxID, t.Step, desc)
 			var me *driver.MySQLError
 			if errors.As(err, &me) && me.Number == erDupEntry {
 				if !hasMode && !t.Mode.IsSegment() { // a row from before modes: segment
@@ -632,19 +631,19 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 				return err
 			}
 			if !hasMode {
-				if _, err := tx.ExecContext(ctx, s.q.modeIns, t.Name, t.Mode.Kind, t.Mode.Width, t.Mode.KeyID); err != nil {
+				if _, err := tx.ExecContext(ctx, s.q.modeIns, t.Name.String(), t.Mode.Kind, t.Mode.Width, t.Mode.KeyID); err != nil {
 					return err
 				}
 			}
 			var high int64
-			err = tx.QueryRowContext(ctx, s.q.highLock, t.Name).Scan(&high)
+			err = tx.QueryRowContext(ctx, s.q.highLock, t.Name.String()).Scan(&high)
 			switch {
 			case err == nil:
 				return fmt.Errorf("%w: %q (%s records max_id %d)", segment.ErrTagDeleted, t.Name, s.history, high)
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
-			_, err = tx.ExecContext(ctx, s.q.raise, t.Name, t.MaxID)
+			_, err = tx.ExecContext(ctx, s.q.raise, t.Name.String(), t.MaxID)
 			return err
 		})
 	})
@@ -653,10 +652,7 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 // Restart implements segment.Store: in one transaction it reads the row and
 // the history record (both locked), checks floor against the higher
 // max_id, sets or inserts the row and raises the record.
-func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) Restart(ctx context.Context, tag wire.Tag, floor int64) error {
 	if err := segment.CheckFloor(tag, floor, 0); err != nil {
 		return err
 	}
@@ -670,14 +666,14 @@ func (s *Store) Restart(ctx context.Context, tag string, floor int64) error {
 				return err
 			}
 			if exists {
-				_, err = tx.ExecContext(ctx, s.q.restartSet, floor, tag)
+				_, err = tx.ExecContext(ctx, s.q.restartSet, floor, tag.String())
 			} else {
-				_, err = tx.ExecContext(ctx, s.q.restartIns, tag, floor, segment.DefaultStep)
+				_, err = tx.ExecContext(ctx, s.q.restartIns, tag.String(), floor, segment.DefaultStep)
 			}
 			if err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, s.q.raise, tag, floor)
+			_, err = tx.ExecContext(ctx, s.q.raise, tag.String(), floor)
 			return err
 		})
 	})
@@ -719,7 +715,7 @@ func modeOf(md segment.Mode) segment.Mode {
 // HandBack implements segment.HandBacker: in one transaction, with the row
 // and the history record locked, max_id and the record go from from back
 // to to, only while max_id is from and the record not above it.
-func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error {
+func (s *Store) HandBack(ctx context.Context, tag wire.Tag, from, to int64) error {
 	if err := segment.CheckHandBack(tag, from, to); err != nil {
 		return err
 	}
@@ -730,15 +726,15 @@ func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error 
 				return err
 			}
 			if !exists {
-				return unknownTag(tag)
+				return unknownTag(tag.String())
 			}
 			if cur != from || high > from {
 				return fmt.Errorf("%w: tag %q: max_id is %d (recorded %d), not %d", segment.ErrMoved, tag, cur, high, from)
 			}
-			if _, err := tx.ExecContext(ctx, s.q.restartSet, to, tag); err != nil {
+			if _, err := tx.ExecContext(ctx, s.q.restartSet, to, tag.String()); err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, s.q.lower, to, tag)
+			_, err = tx.ExecContext(ctx, s.q.lower, to, tag.String())
 			return err
 		})
 	})
@@ -746,17 +742,17 @@ func (s *Store) HandBack(ctx context.Context, tag string, from, to int64) error 
 
 // lockRow reads and locks tag's row (its max_id; exists false without
 // one) and its history record (0 without one), in tx.
-func (s *Store) lockRow(ctx context.Context, tx *sql.Tx, tag string) (cur, high int64, exists bool, err error) {
+func (s *Store) lockRow(ctx context.Context, tx *sql.Tx, tag wire.Tag) (cur, high int64, exists bool, err error) {
 	var (
 		step int
 		desc sql.NullString
 	)
-	err = tx.QueryRowContext(ctx, s.q.allocLock, tag).Scan(&cur, &step, &desc)
+	err = tx.QueryRowContext(ctx, s.q.allocLock, tag.String()).Scan(&cur, &step, &desc)
 	exists = err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, false, err
 	}
-	err = tx.QueryRowContext(ctx, s.q.highLock, tag).Scan(&high)
+	err = tx.QueryRowContext(ctx, s.q.highLock, tag.String()).Scan(&high)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, false, err
 	}
@@ -764,29 +760,23 @@ func (s *Store) lockRow(ctx context.Context, tx *sql.Tx, tag string) (cur, high 
 }
 
 // SetStep implements segment.Store.
-func (s *Store) SetStep(ctx context.Context, tag string, step int) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) SetStep(ctx context.Context, tag wire.Tag, step int) error {
 	if err := segment.CheckStep(step); err != nil {
 		return err
 	}
 	return s.call(ctx, func(ctx context.Context) error {
-		return s.execOne(ctx, tag, s.q.setStep, step, tag)
+		return s.execOne(ctx, tag.String(), s.q.setStep, step, tag.String())
 	})
 }
 
 // SetMaxID implements segment.Store: one UPDATE that only matches while the
 // row's max_id is not above maxID, so it can never lower it.
-func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) SetMaxID(ctx context.Context, tag wire.Tag, maxID int64) error {
 	if maxID < 0 {
 		return fmt.Errorf("%w: max_id %d must not be negative", segment.ErrInvalid, maxID)
 	}
 	return s.call(ctx, func(ctx context.Context) error {
-		res, err := s.db.ExecContext(ctx, s.q.setMaxID, maxID, tag, maxID)
+		res, err := s.db.ExecContext(ctx, s.q.setMaxID, maxID, tag.String(), maxID)
 		if err != nil {
 			return err
 		}
@@ -795,10 +785,10 @@ func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
 			return err
 		}
 		var cur int64
-		err = s.db.QueryRowContext(ctx, s.q.maxID, tag).Scan(&cur)
+		err = s.db.QueryRowContext(ctx, s.q.maxID, tag.String()).Scan(&cur)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return unknownTag(tag)
+			return unknownTag(tag.String())
 		case err != nil:
 			return err
 		case cur > maxID:
@@ -811,12 +801,9 @@ func (s *Store) SetMaxID(ctx context.Context, tag string, maxID int64) error {
 
 // Delete implements segment.Store. The history record stays, so Create
 // refuses the tag afterwards.
-func (s *Store) Delete(ctx context.Context, tag string) error {
-	if err := segment.CheckTag(tag); err != nil {
-		return err
-	}
+func (s *Store) Delete(ctx context.Context, tag wire.Tag) error {
 	return s.call(ctx, func(ctx context.Context) error {
-		return s.execOne(ctx, tag, s.q.delete, tag)
+		return s.execOne(ctx, tag.String(), s.q.delete, tag.String())
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"net"
 	"os"
@@ -199,11 +200,11 @@ func TestLeafDatabase(t *testing.T) {
 	}
 	s := open(t, dsn, mysql.Options{CreateTable: true})
 	ctx := testCtx(t)
-	got, err := s.Get(ctx, "leaf-segment-test")
+	got, err := s.Get(ctx, wire.MustTag("leaf-segment-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Name != "leaf-segment-test" || got.MaxID != 1 || got.Step != 2000 ||
+	if got.Name != wire.MustTag("leaf-segment-test") || got.MaxID != 1 || got.Step != 2000 ||
 		got.Description != "Test leaf Segment Mode Get Id" {
 		t.Fatalf("Get = %+v", got)
 	}
@@ -211,7 +212,7 @@ func TestLeafDatabase(t *testing.T) {
 		t.Fatalf("update_time = %v, %v from now: time zone mix-up?", got.UpdateTime, d)
 	}
 	for i, want := range []int64{1, 2001, 4001} {
-		a, err := s.Next(ctx, "leaf-segment-test")
+		a, err := s.Next(ctx, wire.MustTag("leaf-segment-test"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +226,7 @@ func TestLeafDatabase(t *testing.T) {
 	}
 
 	// Rows leafmq writes read back as Leaf reads them.
-	if err := s.Create(ctx, segment.Tag{Name: "from-leafmq", Step: 1000}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("from-leafmq"), Step: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -254,7 +255,7 @@ func TestLeafDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Create(ctx, segment.Tag{Name: "cjk", Description: "美团点评"})
+	err = s.Create(ctx, segment.Tag{Name: wire.MustTag("cjk"), Description: "美团点评"})
 	switch {
 	case strings.HasPrefix(charset, "utf8") && err != nil:
 		t.Fatalf("Create with a CJK description in %s = %v", charset, err)
@@ -271,25 +272,25 @@ func TestLeafDatabase(t *testing.T) {
 func TestTagCase(t *testing.T) {
 	s := open(t, testenv.MySQL(t), mysql.Options{CreateTable: true})
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "Order", Step: 10, Description: "美团点评"}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("Order"), Step: 10, Description: "美团点评"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, segment.Tag{Name: "order"}); !errors.Is(err, segment.ErrTagExists) {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("order")}); !errors.Is(err, segment.ErrTagExists) {
 		t.Fatalf("Create(order) next to Order = %v, want ErrTagExists", err)
 	}
-	a, err := s.Next(ctx, "Order")
+	a, err := s.Next(ctx, wire.MustTag("Order"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Next(ctx, "order")
+	b, err := s.Next(ctx, wire.MustTag("order"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Start() != a.End() {
 		t.Fatalf("Order %+v and order %+v do not share one counter", a, b)
 	}
-	got, err := s.Get(ctx, "ORDER")
-	if err != nil || got.Name != "Order" || got.Description != "美团点评" {
+	got, err := s.Get(ctx, wire.MustTag("ORDER"))
+	if err != nil || got.Name != wire.MustTag("Order") || got.Description != "美团点评" {
 		t.Fatalf("Get(ORDER) = %+v, %v", got, err)
 	}
 }
@@ -308,23 +309,23 @@ func TestModeTagCaseAliasRefused(t *testing.T) {
 		{"op", segment.Mode{Kind: segment.KindOpaque, Width: 20, KeyID: "k"}},
 		{"mo", segment.Mode{Kind: segment.KindMono}},
 	} {
-		if err := s.Create(ctx, segment.Tag{Name: tc.name, Step: 10, Mode: tc.mode}); err != nil {
+		if err := s.Create(ctx, segment.Tag{Name: wire.MustTag(tc.name), Step: 10, Mode: tc.mode}); err != nil {
 			t.Fatal(err)
 		}
 		alias := strings.ToUpper(tc.name)
 		for _, next := range []func() (segment.Alloc, error){
-			func() (segment.Alloc, error) { return s.Next(ctx, alias) },
-			func() (segment.Alloc, error) { return s.NextStep(ctx, alias, 5) },
-			func() (segment.Alloc, error) { return s.NextAbove(ctx, alias, 0, 1) },
+			func() (segment.Alloc, error) { return s.Next(ctx, wire.MustTag(alias)) },
+			func() (segment.Alloc, error) { return s.NextStep(ctx, wire.MustTag(alias), 5) },
+			func() (segment.Alloc, error) { return s.NextAbove(ctx, wire.MustTag(alias), 0, 1) },
 		} {
 			if a, err := next(); !errors.Is(err, segment.ErrMode) || !strings.Contains(err.Error(), `stored as "`+tc.name+`"`) {
 				t.Fatalf("%s under %q = %+v, %v; want ErrMode naming %q", tc.mode.Kind, alias, a, err, tc.name)
 			}
 		}
-		if got, err := s.Get(ctx, tc.name); err != nil || got.MaxID != 1 {
+		if got, err := s.Get(ctx, wire.MustTag(tc.name)); err != nil || got.MaxID != 1 {
 			t.Fatalf("a refused alias moved the row: %+v, %v", got, err)
 		}
-		if a, err := s.Next(ctx, tc.name); err != nil || a.Start() != 1 {
+		if a, err := s.Next(ctx, wire.MustTag(tc.name)); err != nil || a.Start() != 1 {
 			t.Fatalf("Next(%q) = %+v, %v", tc.name, a, err)
 		}
 	}
@@ -334,10 +335,10 @@ func TestCustomTable(t *testing.T) {
 	dsn := testenv.MySQL(t)
 	s := open(t, dsn, mysql.Options{Table: "ids_2", CreateTable: true})
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "x", Step: 5}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("x"), Step: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, "x"); err != nil || a.End() != 6 {
+	if a, err := s.Next(ctx, wire.MustTag("x")); err != nil || a.End() != 6 {
 		t.Fatalf("Next = %+v, %v", a, err)
 	}
 	var n int
@@ -354,7 +355,7 @@ func TestTwoStoresNoOverlap(t *testing.T) {
 		open(t, dsn, mysql.Options{CreateTable: true, MaxOpenConns: 4}),
 	}
 	ctx := testCtx(t)
-	if err := nodes[0].Create(ctx, segment.Tag{Name: "shared", Step: 100}); err != nil {
+	if err := nodes[0].Create(ctx, segment.Tag{Name: wire.MustTag("shared"), Step: 100}); err != nil {
 		t.Fatal(err)
 	}
 	const workers, each = 6, 30
@@ -373,9 +374,9 @@ func TestTwoStoresNoOverlap(t *testing.T) {
 					var a segment.Alloc
 					var err error
 					if i%4 == 0 {
-						a, err = s.NextStep(ctx, "shared", 1+w+n*10)
+						a, err = s.NextStep(ctx, wire.MustTag("shared"), 1+w+n*10)
 					} else {
-						a, err = s.Next(ctx, "shared")
+						a, err = s.Next(ctx, wire.MustTag("shared"))
 					}
 					if err != nil {
 						errs <- fmt.Errorf("node %d worker %d call %d: %w", n, w, i, err)
@@ -404,7 +405,7 @@ func TestTwoStoresNoOverlap(t *testing.T) {
 		}
 		next = r.End()
 	}
-	got, err := nodes[1].Get(ctx, "shared")
+	got, err := nodes[1].Get(ctx, wire.MustTag("shared"))
 	if err != nil || got.MaxID != next {
 		t.Fatalf("max_id = %+v, %v; want %d", got, err, next)
 	}
@@ -426,10 +427,10 @@ func TestServerStopped(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	s := open(t, dsn, mysql.Options{CreateTable: true, Timeout: timeout})
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "hang", Step: 10}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("hang"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.Next(ctx, "hang")
+	before, err := s.Next(ctx, wire.MustTag("hang"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +450,7 @@ func TestServerStopped(t *testing.T) {
 	t.Cleanup(resume) // runs before testenv drops the database
 
 	start := time.Now()
-	_, nextErr := s.Next(ctx, "hang")
+	_, nextErr := s.Next(ctx, wire.MustTag("hang"))
 	nextTook := time.Since(start)
 
 	short, cancel := context.WithTimeout(ctx, timeout/4)
@@ -477,7 +478,7 @@ func TestServerStopped(t *testing.T) {
 	var after segment.Alloc
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		after, err = s.Next(ctx, "hang")
+		after, err = s.Next(ctx, wire.MustTag("hang"))
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -553,10 +554,10 @@ func TestSchemaFile(t *testing.T) {
 
 	// The stores work on the file's tables alone (no CreateTable).
 	s := open(t, fromFile, mysql.Options{})
-	if err := s.Create(ctx, segment.Tag{Name: "deploy", Step: 10}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("deploy"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.NextStep(ctx, "deploy", 10); err != nil || a.End() != 11 {
+	if a, err := s.NextStep(ctx, wire.MustTag("deploy"), 10); err != nil || a.End() != 11 {
 		t.Fatalf("NextStep = %+v, %v", a, err)
 	}
 	var leases int
@@ -615,13 +616,13 @@ var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
 func TestGBKConnection(t *testing.T) {
 	s := open(t, testenv.MySQL(t)+"&collation=gbk_chinese_ci", mysql.Options{CreateTable: true})
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "gbk", Step: 3, Description: "美团点评"}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("gbk"), Step: 3, Description: "美团点评"}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.NextStep(ctx, "gbk", 7); err != nil || a.End() != 8 {
+	if a, err := s.NextStep(ctx, wire.MustTag("gbk"), 7); err != nil || a.End() != 8 {
 		t.Fatalf("NextStep = %+v, %v", a, err)
 	}
-	got, err := s.Get(ctx, "gbk")
+	got, err := s.Get(ctx, wire.MustTag("gbk"))
 	if err != nil || got.Description != "美团点评" || got.MaxID != 8 {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
@@ -635,31 +636,31 @@ func TestOperatorDeletesRow(t *testing.T) {
 	s := open(t, dsn, mysql.Options{CreateTable: true})
 	db := rawDB(t, dsn)
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "orders", Step: 100}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("orders"), Step: 100}); err != nil {
 		t.Fatal(err)
 	}
 	var last segment.Alloc
 	for range 3 {
-		a, err := s.Next(ctx, "orders")
+		a, err := s.Next(ctx, wire.MustTag("orders"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = a
 	}
 	exec(t, db, "DELETE FROM leaf_alloc WHERE biz_tag = 'orders'")
-	if err := s.Create(ctx, segment.Tag{Name: "orders", Step: 100}); !errors.Is(err, segment.ErrTagDeleted) {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("orders"), Step: 100}); !errors.Is(err, segment.ErrTagDeleted) {
 		t.Fatalf("Create after DELETE = %v, want ErrTagDeleted", err)
 	}
-	if _, err := s.Get(ctx, "orders"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Get(ctx, wire.MustTag("orders")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("a refused Create left a row: Get = %v", err)
 	}
-	if err := s.Restart(ctx, "orders", last.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+	if err := s.Restart(ctx, wire.MustTag("orders"), last.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Restart below the record = %v, want ErrBelowFloor", err)
 	}
-	if err := s.Restart(ctx, "orders", last.End()); err != nil {
+	if err := s.Restart(ctx, wire.MustTag("orders"), last.End()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, "orders"); err != nil || a.Start() != last.End() {
+	if a, err := s.Next(ctx, wire.MustTag("orders")); err != nil || a.Start() != last.End() {
 		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
 	}
 }
@@ -671,12 +672,12 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	s := open(t, dsn, mysql.Options{CreateTable: true})
 	db := rawDB(t, dsn)
 	ctx := testCtx(t)
-	if err := s.Create(ctx, segment.Tag{Name: "low", Step: 10}); err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("low"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	var last segment.Alloc
 	for range 5 {
-		a, err := s.NextStep(ctx, "low", 20)
+		a, err := s.NextStep(ctx, wire.MustTag("low"), 20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -686,26 +687,26 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	for _, step := range []int{0, 20} {
 		var err error
 		if step == 0 {
-			_, err = s.Next(ctx, "low")
+			_, err = s.Next(ctx, wire.MustTag("low"))
 		} else {
-			_, err = s.NextStep(ctx, "low", step)
+			_, err = s.NextStep(ctx, wire.MustTag("low"), step)
 		}
 		if !errors.Is(err, segment.ErrBelowFloor) {
 			t.Fatalf("allocation (step %d) after max_id was lowered = %v, want ErrBelowFloor", step, err)
 		}
 	}
-	if got, err := s.Get(ctx, "low"); err != nil || got.MaxID != 1 {
+	if got, err := s.Get(ctx, wire.MustTag("low")); err != nil || got.MaxID != 1 {
 		t.Fatalf("a refused allocation changed the row: %+v, %v", got, err)
 	}
 	// Even a step that jumps over the record is refused: its range would
 	// still begin among issued ids.
-	if _, err := s.NextStep(ctx, "low", int(last.End())); !errors.Is(err, segment.ErrBelowFloor) {
+	if _, err := s.NextStep(ctx, wire.MustTag("low"), int(last.End())); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("NextStep over the record = %v, want ErrBelowFloor", err)
 	}
-	if err := s.Restart(ctx, "low", last.End()); err != nil {
+	if err := s.Restart(ctx, wire.MustTag("low"), last.End()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, "low"); err != nil || a.Start() != last.End() {
+	if a, err := s.Next(ctx, wire.MustTag("low")); err != nil || a.Start() != last.End() {
 		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
 	}
 }
@@ -720,10 +721,10 @@ func TestHistoryBackfill(t *testing.T) {
 	s := open(t, dsn, mysql.Options{CreateTable: true})
 	ctx := testCtx(t)
 	exec(t, db, "DELETE FROM leaf_alloc WHERE biz_tag = 'old'")
-	if err := s.Create(ctx, segment.Tag{Name: "old"}); !errors.Is(err, segment.ErrTagDeleted) {
+	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("old")}); !errors.Is(err, segment.ErrTagDeleted) {
 		t.Fatalf("Create of a tag deleted after the backfill = %v, want ErrTagDeleted", err)
 	}
-	if err := s.Restart(ctx, "old", 5000); !errors.Is(err, segment.ErrBelowFloor) {
+	if err := s.Restart(ctx, wire.MustTag("old"), 5000); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Restart below the backfilled max_id = %v, want ErrBelowFloor", err)
 	}
 }
@@ -744,7 +745,7 @@ func TestAutoCreateAfterRowDeleted(t *testing.T) {
 	t.Cleanup(func() { _ = e.Close() })
 	seen := map[int64]bool{}
 	for range 250 {
-		id, err := e.Next(ctx, "orders")
+		id, err := e.Next(ctx, wire.MustTag("orders"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -755,7 +756,7 @@ func TestAutoCreateAfterRowDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		id, err := e.Next(ctx, "orders")
+		id, err := e.Next(ctx, wire.MustTag("orders"))
 		if err == nil {
 			t.Fatalf("Next after DELETE = id %d (already issued: %v), want an error", id, seen[id])
 		}

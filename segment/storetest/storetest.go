@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leafmq/leafmq/wire"
 	"sort"
 	"strings"
 	"sync"
@@ -82,7 +83,7 @@ func mustCreate(t *testing.T, s segment.Store, tag segment.Tag) {
 	}
 }
 
-func mustNext(t *testing.T, s segment.Store, tag string) segment.Alloc {
+func mustNext(t *testing.T, s segment.Store, tag wire.Tag) segment.Alloc {
 	t.Helper()
 	a, err := s.Next(ctx(t), tag)
 	if err != nil {
@@ -93,7 +94,7 @@ func mustNext(t *testing.T, s segment.Store, tag string) segment.Alloc {
 
 func testCreateGet(t *testing.T, s segment.Store) {
 	desc := strings.Repeat("d", segment.MaxDescLen)
-	name := strings.Repeat("T", segment.MaxTagLen-3) + "_-9"
+	name := wire.MustTag(strings.Repeat("T", segment.MaxTagLen-3) + "_-9")
 	mustCreate(t, s, segment.Tag{Name: name, MaxID: 1000, Step: 50, Description: desc})
 	got, err := s.Get(ctx(t), name)
 	if err != nil {
@@ -105,63 +106,60 @@ func testCreateGet(t *testing.T, s segment.Store) {
 }
 
 func testCreateDefaults(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "defaults"})
-	got, err := s.Get(ctx(t), "defaults")
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("defaults")})
+	got, err := s.Get(ctx(t), wire.MustTag("defaults"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.MaxID != 1 || got.Step != segment.DefaultStep {
 		t.Fatalf("Get = %+v, want max_id 1 step %d", got, segment.DefaultStep)
 	}
-	a := mustNext(t, s, "defaults")
+	a := mustNext(t, s, wire.MustTag("defaults"))
 	if a.Start() != 1 || a.End() != 1+segment.DefaultStep {
 		t.Fatalf("first range = [%d,%d), want [1,%d)", a.Start(), a.End(), 1+segment.DefaultStep)
 	}
 }
 
 func testCreateExists(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "dup", Step: 10})
-	err := s.Create(ctx(t), segment.Tag{Name: "dup", Step: 20})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("dup"), Step: 10})
+	err := s.Create(ctx(t), segment.Tag{Name: wire.MustTag("dup"), Step: 20})
 	if !errors.Is(err, segment.ErrTagExists) {
 		t.Fatalf("second Create = %v, want ErrTagExists", err)
 	}
-	got, err := s.Get(ctx(t), "dup")
+	got, err := s.Get(ctx(t), wire.MustTag("dup"))
 	if err != nil || got.Step != 10 {
 		t.Fatalf("after failed Create: %+v, %v; want step 10 kept", got, err)
 	}
 }
 
 func testInvalid(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "ok", Step: 10})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("ok"), Step: 10})
 	c := ctx(t)
 	cases := []struct {
 		name string
 		call func() error
 	}{
-		{"create empty name", func() error { return s.Create(c, segment.Tag{Name: ""}) }},
-		{"create dotted name", func() error { return s.Create(c, segment.Tag{Name: "a.b"}) }},
-		{"create wildcard", func() error { return s.Create(c, segment.Tag{Name: "*"}) }},
-		{"create long name", func() error { return s.Create(c, segment.Tag{Name: strings.Repeat("a", 129)}) }},
-		{"create negative step", func() error { return s.Create(c, segment.Tag{Name: "neg", Step: -1}) }},
-		{"create negative max", func() error { return s.Create(c, segment.Tag{Name: "neg", MaxID: -5}) }},
+		// A bad name never reaches a store (wire.ParseTag refuses it at
+		// the edge); the zero Tag is the only one left to refuse.
+		{"create zero tag", func() error { return s.Create(c, segment.Tag{}) }},
+		{"create negative step", func() error { return s.Create(c, segment.Tag{Name: wire.MustTag("neg"), Step: -1}) }},
+		{"create negative max", func() error { return s.Create(c, segment.Tag{Name: wire.MustTag("neg"), MaxID: -5}) }},
 		{"create long description", func() error {
-			return s.Create(c, segment.Tag{Name: "neg", Description: strings.Repeat("x", 257)})
+			return s.Create(c, segment.Tag{Name: wire.MustTag("neg"), Description: strings.Repeat("x", 257)})
 		}},
-		{"next bad tag", func() error { _, err := s.Next(c, "a b"); return err }},
-		{"nextstep zero", func() error { _, err := s.NextStep(c, "ok", 0); return err }},
-		{"nextstep negative", func() error { _, err := s.NextStep(c, "ok", -3); return err }},
-		{"setstep zero", func() error { return s.SetStep(c, "ok", 0) }},
-		{"get bad tag", func() error { _, err := s.Get(c, ">"); return err }},
-		{"restart bad tag", func() error { return s.Restart(c, "a.b", 10) }},
-		{"restart zero floor", func() error { return s.Restart(c, "ok", 0) }},
-		{"restart negative floor", func() error { return s.Restart(c, "neg", -1) }},
+		{"nextstep zero", func() error { _, err := s.NextStep(c, wire.MustTag("ok"), 0); return err }},
+		{"nextstep negative", func() error { _, err := s.NextStep(c, wire.MustTag("ok"), -3); return err }},
+		{"setstep zero", func() error { return s.SetStep(c, wire.MustTag("ok"), 0) }},
+		{"restart zero tag", func() error { return s.Restart(c, wire.Tag{}, 10) }},
+		{"restart zero floor", func() error { return s.Restart(c, wire.MustTag("ok"), 0) }},
+		{"restart negative floor", func() error { return s.Restart(c, wire.MustTag("neg"), -1) }},
 	}
 	for _, tc := range cases {
 		if err := tc.call(); !errors.Is(err, segment.ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", tc.name, err)
 		}
 	}
-	if _, err := s.Get(c, "neg"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Get(c, wire.MustTag("neg")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Errorf("a rejected Create left a row: Get = %v", err)
 	}
 }
@@ -169,73 +167,88 @@ func testInvalid(t *testing.T, s segment.Store) {
 func testUnknownTag(t *testing.T, s segment.Store) {
 	c := ctx(t)
 	calls := map[string]func() error{
-		"Next":     func() error { _, err := s.Next(c, "nope"); return err },
-		"NextStep": func() error { _, err := s.NextStep(c, "nope", 5); return err },
-		"Get":      func() error { _, err := s.Get(c, "nope"); return err },
-		"SetStep":  func() error { return s.SetStep(c, "nope", 5) },
-		"SetMaxID": func() error { return s.SetMaxID(c, "nope", 5) },
-		"Delete":   func() error { return s.Delete(c, "nope") },
+		"Next":     func() error { _, err := s.Next(c, wire.MustTag("nope")); return err },
+		"NextStep": func() error { _, err := s.NextStep(c, wire.MustTag("nope"), 5); return err },
+		"Get":      func() error { _, err := s.Get(c, wire.MustTag("nope")); return err },
+		"SetStep":  func() error { return s.SetStep(c, wire.MustTag("nope"), 5) },
+		"SetMaxID": func() error { return s.SetMaxID(c, wire.MustTag("nope"), 5) },
+		"Delete":   func() error { return s.Delete(c, wire.MustTag("nope")) },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, segment.ErrUnknownTag) {
 			t.Errorf("%s: err = %v, want ErrUnknownTag", name, err)
 		}
 	}
+	// The zero wire.Tag names no tag: it finds no row, or is refused.
+	var zero wire.Tag
+	zeroCalls := map[string]func() error{
+		"Next":     func() error { _, err := s.Next(c, zero); return err },
+		"NextStep": func() error { _, err := s.NextStep(c, zero, 5); return err },
+		"Get":      func() error { _, err := s.Get(c, zero); return err },
+		"SetStep":  func() error { return s.SetStep(c, zero, 5) },
+		"SetMaxID": func() error { return s.SetMaxID(c, zero, 5) },
+		"Delete":   func() error { return s.Delete(c, zero) },
+	}
+	for name, call := range zeroCalls {
+		if err := call(); !errors.Is(err, segment.ErrUnknownTag) && !errors.Is(err, segment.ErrInvalid) {
+			t.Errorf("%s of the zero Tag: err = %v, want ErrUnknownTag or ErrInvalid", name, err)
+		}
+	}
 }
 
 func testNextSequence(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "seq", MaxID: 1, Step: 100})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("seq"), MaxID: 1, Step: 100})
 	for i := 0; i < 3; i++ {
-		a := mustNext(t, s, "seq")
+		a := mustNext(t, s, wire.MustTag("seq"))
 		wantMax := int64(1 + 100*(i+1))
-		if a.Tag != "seq" || a.MaxID != wantMax || a.Step != 100 || a.TableStep != 100 {
+		if a.Tag != wire.MustTag("seq") || a.MaxID != wantMax || a.Step != 100 || a.TableStep != 100 {
 			t.Fatalf("Next #%d = %+v, want max %d step 100", i, a, wantMax)
 		}
 		if a.Start() != wantMax-100 || a.End() != wantMax {
 			t.Fatalf("range = [%d,%d)", a.Start(), a.End())
 		}
 	}
-	got, err := s.Get(ctx(t), "seq")
+	got, err := s.Get(ctx(t), wire.MustTag("seq"))
 	if err != nil || got.MaxID != 301 {
 		t.Fatalf("Get after 3 Next = %+v, %v; want max_id 301", got, err)
 	}
 }
 
 func testNextStep(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "custom", MaxID: 10, Step: 100})
-	a, err := s.NextStep(ctx(t), "custom", 7)
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("custom"), MaxID: 10, Step: 100})
+	a, err := s.NextStep(ctx(t), wire.MustTag("custom"), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.MaxID != 17 || a.Step != 7 || a.TableStep != 100 || a.Start() != 10 {
 		t.Fatalf("NextStep = %+v, want max 17 step 7 table step 100", a)
 	}
-	a = mustNext(t, s, "custom")
+	a = mustNext(t, s, wire.MustTag("custom"))
 	if a.MaxID != 117 || a.Step != 100 {
 		t.Fatalf("Next after NextStep = %+v, want max 117", a)
 	}
 }
 
 func testSetStep(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "step", MaxID: 1, Step: 100})
-	if err := s.SetStep(ctx(t), "step", 3000); err != nil {
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("step"), MaxID: 1, Step: 100})
+	if err := s.SetStep(ctx(t), wire.MustTag("step"), 3000); err != nil {
 		t.Fatal(err)
 	}
-	a := mustNext(t, s, "step")
+	a := mustNext(t, s, wire.MustTag("step"))
 	if a.MaxID != 3001 || a.Step != 3000 || a.TableStep != 3000 {
 		t.Fatalf("Next after SetStep = %+v", a)
 	}
 }
 
 func testSetMaxID(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "max", MaxID: 100, Step: 10})
-	if err := s.SetMaxID(ctx(t), "max", 5000); err != nil {
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("max"), MaxID: 100, Step: 10})
+	if err := s.SetMaxID(ctx(t), wire.MustTag("max"), 5000); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetMaxID(ctx(t), "max", 4999); !errors.Is(err, segment.ErrInvalid) {
+	if err := s.SetMaxID(ctx(t), wire.MustTag("max"), 4999); !errors.Is(err, segment.ErrInvalid) {
 		t.Fatalf("lowering max_id: err = %v, want ErrInvalid", err)
 	}
-	a := mustNext(t, s, "max")
+	a := mustNext(t, s, wire.MustTag("max"))
 	if a.MaxID != 5010 {
 		t.Fatalf("Next after SetMaxID = %+v, want max 5010", a)
 	}
@@ -243,7 +256,7 @@ func testSetMaxID(t *testing.T, s segment.Store) {
 
 func testTagsAndDelete(t *testing.T, s segment.Store) {
 	for _, name := range []string{"b", "a", "c"} {
-		mustCreate(t, s, segment.Tag{Name: name})
+		mustCreate(t, s, segment.Tag{Name: wire.MustTag(name)})
 	}
 	tags, err := s.Tags(ctx(t))
 	if err != nil {
@@ -252,7 +265,7 @@ func testTagsAndDelete(t *testing.T, s segment.Store) {
 	if strings.Join(tags, ",") != "a,b,c" {
 		t.Fatalf("Tags = %v, want [a b c]", tags)
 	}
-	if err := s.Delete(ctx(t), "b"); err != nil {
+	if err := s.Delete(ctx(t), wire.MustTag("b")); err != nil {
 		t.Fatal(err)
 	}
 	tags, err = s.Tags(ctx(t))
@@ -262,7 +275,7 @@ func testTagsAndDelete(t *testing.T, s segment.Store) {
 	if strings.Join(tags, ",") != "a,c" {
 		t.Fatalf("Tags after Delete = %v, want [a c]", tags)
 	}
-	if _, err := s.Next(ctx(t), "b"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Next(ctx(t), wire.MustTag("b")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next of deleted tag = %v, want ErrUnknownTag", err)
 	}
 }
@@ -270,21 +283,21 @@ func testTagsAndDelete(t *testing.T, s segment.Store) {
 // testDeleteThenCreate: a deleted tag is not unknown. Create (and so
 // auto-create) refuses it: starting it at 1 again would repeat its ids.
 func testDeleteThenCreate(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "gone", MaxID: 1, Step: 10})
-	mustNext(t, s, "gone")
-	if err := s.Delete(ctx(t), "gone"); err != nil {
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("gone"), MaxID: 1, Step: 10})
+	mustNext(t, s, wire.MustTag("gone"))
+	if err := s.Delete(ctx(t), wire.MustTag("gone")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx(t), "gone"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Get(ctx(t), wire.MustTag("gone")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Get of deleted tag = %v, want ErrUnknownTag", err)
 	}
-	for _, tag := range []segment.Tag{{Name: "gone"}, {Name: "gone", MaxID: 1000, Step: 5}} {
+	for _, tag := range []segment.Tag{{Name: wire.MustTag("gone")}, {Name: wire.MustTag("gone"), MaxID: 1000, Step: 5}} {
 		err := s.Create(ctx(t), tag)
 		if !errors.Is(err, segment.ErrTagDeleted) {
 			t.Fatalf("Create(%+v) of a deleted tag = %v, want ErrTagDeleted", tag, err)
 		}
 	}
-	if _, err := s.Next(ctx(t), "gone"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Next(ctx(t), wire.MustTag("gone")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next after a refused Create = %v, want ErrUnknownTag", err)
 	}
 	if tags, err := s.Tags(ctx(t)); err != nil || len(tags) != 0 {
@@ -295,27 +308,27 @@ func testDeleteThenCreate(t *testing.T, s segment.Store) {
 // testRestartDeleted: Restart brings a deleted tag back, never below the
 // max_id it had.
 func testRestartDeleted(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "back", MaxID: 1, Step: 10})
-	mustNext(t, s, "back")
-	a := mustNext(t, s, "back") // max_id 21
-	if err := s.Delete(ctx(t), "back"); err != nil {
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("back"), MaxID: 1, Step: 10})
+	mustNext(t, s, wire.MustTag("back"))
+	a := mustNext(t, s, wire.MustTag("back")) // max_id 21
+	if err := s.Delete(ctx(t), wire.MustTag("back")); err != nil {
 		t.Fatal(err)
 	}
 	for _, floor := range []int64{1, a.End() - 1} {
-		if err := s.Restart(ctx(t), "back", floor); !errors.Is(err, segment.ErrBelowFloor) {
+		if err := s.Restart(ctx(t), wire.MustTag("back"), floor); !errors.Is(err, segment.ErrBelowFloor) {
 			t.Fatalf("Restart(back, %d) below max_id %d = %v, want ErrBelowFloor", floor, a.End(), err)
 		}
 	}
-	if err := s.Restart(ctx(t), "back", 0); !errors.Is(err, segment.ErrInvalid) {
+	if err := s.Restart(ctx(t), wire.MustTag("back"), 0); !errors.Is(err, segment.ErrInvalid) {
 		t.Fatalf("Restart(back, 0) = %v, want ErrInvalid", err)
 	}
-	if _, err := s.Get(ctx(t), "back"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Get(ctx(t), wire.MustTag("back")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Get after refused Restarts = %v, want ErrUnknownTag", err)
 	}
-	if err := s.Restart(ctx(t), "back", a.End()); err != nil {
+	if err := s.Restart(ctx(t), wire.MustTag("back"), a.End()); err != nil {
 		t.Fatalf("Restart(back, %d) at max_id: %v", a.End(), err)
 	}
-	b, err := s.NextStep(ctx(t), "back", 10)
+	b, err := s.NextStep(ctx(t), wire.MustTag("back"), 10)
 	if err != nil || b.Start() != a.End() {
 		t.Fatalf("NextStep after Restart = %+v, %v; want start %d", b, err, a.End())
 	}
@@ -324,37 +337,37 @@ func testRestartDeleted(t *testing.T, s segment.Store) {
 		t.Fatalf("Tags after Restart = %v, %v", tags, err)
 	}
 	// Deleted again: the floor is the new max_id.
-	if err := s.Delete(ctx(t), "back"); err != nil {
+	if err := s.Delete(ctx(t), wire.MustTag("back")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Restart(ctx(t), "back", b.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+	if err := s.Restart(ctx(t), wire.MustTag("back"), b.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Restart below the second max_id = %v, want ErrBelowFloor", err)
 	}
-	if err := s.Restart(ctx(t), "back", 1_000_000); err != nil {
+	if err := s.Restart(ctx(t), wire.MustTag("back"), 1_000_000); err != nil {
 		t.Fatal(err)
 	}
-	if c := mustNext(t, s, "back"); c.Start() != 1_000_000 {
+	if c := mustNext(t, s, wire.MustTag("back")); c.Start() != 1_000_000 {
 		t.Fatalf("Next after Restart(1e6) = %+v", c)
 	}
 }
 
 // testRestartLive: Restart of a live tag raises max_id, never lowers it.
 func testRestartLive(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "live", MaxID: 100, Step: 10})
-	a := mustNext(t, s, "live") // [100, 110)
-	if err := s.Restart(ctx(t), "live", a.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("live"), MaxID: 100, Step: 10})
+	a := mustNext(t, s, wire.MustTag("live")) // [100, 110)
+	if err := s.Restart(ctx(t), wire.MustTag("live"), a.End()-1); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Restart below max_id = %v, want ErrBelowFloor", err)
 	}
-	if got, err := s.Get(ctx(t), "live"); err != nil || got.MaxID != a.End() || got.Step != 10 {
+	if got, err := s.Get(ctx(t), wire.MustTag("live")); err != nil || got.MaxID != a.End() || got.Step != 10 {
 		t.Fatalf("Get after a refused Restart = %+v, %v", got, err)
 	}
-	if err := s.Restart(ctx(t), "live", 500); err != nil {
+	if err := s.Restart(ctx(t), wire.MustTag("live"), 500); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Get(ctx(t), "live"); err != nil || got.MaxID != 500 || got.Step != 10 {
+	if got, err := s.Get(ctx(t), wire.MustTag("live")); err != nil || got.MaxID != 500 || got.Step != 10 {
 		t.Fatalf("Get after Restart(500) = %+v, %v; want max_id 500, step kept", got, err)
 	}
-	if b := mustNext(t, s, "live"); b.Start() != 500 {
+	if b := mustNext(t, s, wire.MustTag("live")); b.Start() != 500 {
 		t.Fatalf("Next after Restart = %+v, want start 500", b)
 	}
 }
@@ -362,14 +375,14 @@ func testRestartLive(t *testing.T, s segment.Store) {
 // testRestartUnknown: Restart of a tag the store never had creates it at
 // the floor.
 func testRestartUnknown(t *testing.T, s segment.Store) {
-	if err := s.Restart(ctx(t), "fresh", 77); err != nil {
+	if err := s.Restart(ctx(t), wire.MustTag("fresh"), 77); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx(t), "fresh")
+	got, err := s.Get(ctx(t), wire.MustTag("fresh"))
 	if err != nil || got.MaxID != 77 || got.Step != segment.DefaultStep {
 		t.Fatalf("Get = %+v, %v; want max_id 77, default step", got, err)
 	}
-	if err := s.Create(ctx(t), segment.Tag{Name: "fresh"}); !errors.Is(err, segment.ErrTagExists) {
+	if err := s.Create(ctx(t), segment.Tag{Name: wire.MustTag("fresh")}); !errors.Is(err, segment.ErrTagExists) {
 		t.Fatalf("Create after Restart = %v, want ErrTagExists", err)
 	}
 }
@@ -381,27 +394,27 @@ func testNextAbove(t *testing.T, s segment.Store) {
 	if !ok {
 		t.Skip("store does not implement segment.AboveNexter")
 	}
-	mustCreate(t, s, segment.Tag{Name: "above", MaxID: 100, Step: 10})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("above"), MaxID: 100, Step: 10})
 	for _, step := range []int{0, 50} {
-		if _, err := an.NextAbove(ctx(t), "above", step, 101); !errors.Is(err, segment.ErrBelowFloor) {
+		if _, err := an.NextAbove(ctx(t), wire.MustTag("above"), step, 101); !errors.Is(err, segment.ErrBelowFloor) {
 			t.Fatalf("NextAbove(step %d, floor 101) at max_id 100 = %v, want ErrBelowFloor", step, err)
 		}
 	}
-	if got, err := s.Get(ctx(t), "above"); err != nil || got.MaxID != 100 {
+	if got, err := s.Get(ctx(t), wire.MustTag("above")); err != nil || got.MaxID != 100 {
 		t.Fatalf("a refused NextAbove changed the row: %+v, %v", got, err)
 	}
-	a, err := an.NextAbove(ctx(t), "above", 0, 100)
+	a, err := an.NextAbove(ctx(t), wire.MustTag("above"), 0, 100)
 	if err != nil || a.Start() != 100 || a.Step != 10 {
 		t.Fatalf("NextAbove(step 0, floor 100) = %+v, %v; want [100,110)", a, err)
 	}
-	a, err = an.NextAbove(ctx(t), "above", 50, 0)
+	a, err = an.NextAbove(ctx(t), wire.MustTag("above"), 50, 0)
 	if err != nil || a.Start() != 110 || a.End() != 160 {
 		t.Fatalf("NextAbove(step 50, no floor) = %+v, %v; want [110,160)", a, err)
 	}
-	if _, err := an.NextAbove(ctx(t), "above", -1, 0); !errors.Is(err, segment.ErrInvalid) {
+	if _, err := an.NextAbove(ctx(t), wire.MustTag("above"), -1, 0); !errors.Is(err, segment.ErrInvalid) {
 		t.Fatalf("NextAbove(step -1) = %v, want ErrInvalid", err)
 	}
-	if _, err := an.NextAbove(ctx(t), "nope", 0, 1); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := an.NextAbove(ctx(t), wire.MustTag("nope"), 0, 1); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("NextAbove of an unknown tag = %v, want ErrUnknownTag", err)
 	}
 }
@@ -415,40 +428,40 @@ func testHandBack(t *testing.T, s segment.Store) {
 	if !ok {
 		t.Skip("store does not implement segment.HandBacker")
 	}
-	mustCreate(t, s, segment.Tag{Name: "back", MaxID: 1, Step: 10})
-	mustNext(t, s, "back") // [1, 11)
-	b := mustNext(t, s, "back")
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("back"), MaxID: 1, Step: 10})
+	mustNext(t, s, wire.MustTag("back")) // [1, 11)
+	b := mustNext(t, s, wire.MustTag("back"))
 	if b.Start() != 11 || b.End() != 21 {
 		t.Fatalf("second range %+v", b)
 	}
 	// Ids 11..14 were served; 15..20 go back.
-	if err := hb.HandBack(ctx(t), "back", 21, 15); err != nil {
+	if err := hb.HandBack(ctx(t), wire.MustTag("back"), 21, 15); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Get(ctx(t), "back"); err != nil || got.MaxID != 15 {
+	if got, err := s.Get(ctx(t), wire.MustTag("back")); err != nil || got.MaxID != 15 {
 		t.Fatalf("Get after HandBack = %+v, %v; want max_id 15", got, err)
 	}
 	for _, want := range []int64{15, 25, 35} {
-		if a := mustNext(t, s, "back"); a.Start() != want {
+		if a := mustNext(t, s, wire.MustTag("back")); a.Start() != want {
 			t.Fatalf("Next after the hand-back = %+v, want start %d", a, want)
 		}
 	}
 	// Another node reserved after the range: nothing goes back.
-	if err := hb.HandBack(ctx(t), "back", 35, 30); !errors.Is(err, segment.ErrMoved) {
+	if err := hb.HandBack(ctx(t), wire.MustTag("back"), 35, 30); !errors.Is(err, segment.ErrMoved) {
 		t.Fatalf("HandBack of a range not the last = %v, want ErrMoved", err)
 	}
-	if got, err := s.Get(ctx(t), "back"); err != nil || got.MaxID != 45 {
+	if got, err := s.Get(ctx(t), wire.MustTag("back")); err != nil || got.MaxID != 45 {
 		t.Fatalf("a refused HandBack changed the row: %+v, %v", got, err)
 	}
-	if a := mustNext(t, s, "back"); a.Start() != 45 {
+	if a := mustNext(t, s, wire.MustTag("back")); a.Start() != 45 {
 		t.Fatalf("Next after a refused hand-back = %+v, want start 45", a)
 	}
 	for _, bad := range [][2]int64{{55, 56}, {55, 0}} {
-		if err := hb.HandBack(ctx(t), "back", bad[0], bad[1]); !errors.Is(err, segment.ErrInvalid) {
+		if err := hb.HandBack(ctx(t), wire.MustTag("back"), bad[0], bad[1]); !errors.Is(err, segment.ErrInvalid) {
 			t.Errorf("HandBack(%d, %d) = %v, want ErrInvalid", bad[0], bad[1], err)
 		}
 	}
-	if err := hb.HandBack(ctx(t), "nope", 10, 5); !errors.Is(err, segment.ErrUnknownTag) {
+	if err := hb.HandBack(ctx(t), wire.MustTag("nope"), 10, 5); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Errorf("HandBack of an unknown tag = %v, want ErrUnknownTag", err)
 	}
 }
@@ -462,17 +475,18 @@ var (
 // report it; a tag with no mode is segment; a second Create with another
 // mode is ErrMode, whatever the row.
 func testModes(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "plain", Step: 10})
-	mustCreate(t, s, segment.Tag{Name: "mono", Step: 10, Mode: monoMode})
-	mustCreate(t, s, segment.Tag{Name: "opaque", Step: 10, Mode: opaqueMode})
-	mustCreate(t, s, segment.Tag{Name: "opaque-default", Step: 10, Mode: segment.Mode{Kind: segment.KindOpaque, KeyID: "k2"}})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("plain"), Step: 10})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("mono"), Step: 10, Mode: monoMode})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("opaque"), Step: 10, Mode: opaqueMode})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("opaque-default"), Step: 10, Mode: segment.Mode{Kind: segment.KindOpaque, KeyID: "k2"}})
 	want := map[string]segment.Mode{
 		"plain":          {Kind: segment.KindSegment},
 		"mono":           monoMode,
 		"opaque":         opaqueMode,
 		"opaque-default": {Kind: segment.KindOpaque, Width: segment.DefaultOpaqueWidth, KeyID: "k2"},
 	}
-	for tag, m := range want {
+	for name, m := range want {
+		tag := wire.MustTag(name)
 		if got, err := s.Get(ctx(t), tag); err != nil || got.Mode != m {
 			t.Errorf("Get(%q).Mode = %+v, %v; want %+v", tag, got.Mode, err, m)
 		}
@@ -506,12 +520,12 @@ func testModes(t *testing.T, s segment.Store) {
 		{"opaque", segment.Mode{Kind: segment.KindOpaque, Width: 41, KeyID: "k1"}},
 		{"opaque", segment.Mode{Kind: segment.KindOpaque, Width: 40, KeyID: "k9"}},
 	} {
-		err := s.Create(ctx(t), segment.Tag{Name: tc.tag, Mode: tc.mode})
+		err := s.Create(ctx(t), segment.Tag{Name: wire.MustTag(tc.tag), Mode: tc.mode})
 		if !errors.Is(err, segment.ErrMode) {
 			t.Errorf("Create(%q, %s) over %s = %v, want ErrMode", tc.tag, tc.mode, want[tc.tag], err)
 		}
 	}
-	if err := s.Create(ctx(t), segment.Tag{Name: "mono", Mode: monoMode}); !errors.Is(err, segment.ErrTagExists) {
+	if err := s.Create(ctx(t), segment.Tag{Name: wire.MustTag("mono"), Mode: monoMode}); !errors.Is(err, segment.ErrTagExists) {
 		t.Errorf("Create of an existing tag with its own mode = %v, want ErrTagExists", err)
 	}
 }
@@ -520,21 +534,21 @@ func testModes(t *testing.T, s segment.Store) {
 // another mode is refused as a mode change, and Restart brings the tag
 // back with the mode it was created with.
 func testModeSurvivesDelete(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "gone", Step: 10, Mode: opaqueMode})
-	mustNext(t, s, "gone")
-	if err := s.Delete(ctx(t), "gone"); err != nil {
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("gone"), Step: 10, Mode: opaqueMode})
+	mustNext(t, s, wire.MustTag("gone"))
+	if err := s.Delete(ctx(t), wire.MustTag("gone")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx(t), segment.Tag{Name: "gone"}); !errors.Is(err, segment.ErrMode) && !errors.Is(err, segment.ErrTagDeleted) {
+	if err := s.Create(ctx(t), segment.Tag{Name: wire.MustTag("gone")}); !errors.Is(err, segment.ErrMode) && !errors.Is(err, segment.ErrTagDeleted) {
 		t.Fatalf("Create(plain) of a deleted opaque tag = %v, want ErrMode or ErrTagDeleted", err)
 	}
-	if err := s.Restart(ctx(t), "gone", 1000); err != nil {
+	if err := s.Restart(ctx(t), wire.MustTag("gone"), 1000); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Get(ctx(t), "gone"); err != nil || got.Mode != opaqueMode {
+	if got, err := s.Get(ctx(t), wire.MustTag("gone")); err != nil || got.Mode != opaqueMode {
 		t.Fatalf("Get after Restart = %+v, %v; want mode %+v", got, err, opaqueMode)
 	}
-	if a := mustNext(t, s, "gone"); a.Mode != opaqueMode || a.Start() != 1000 {
+	if a := mustNext(t, s, wire.MustTag("gone")); a.Mode != opaqueMode || a.Start() != 1000 {
 		t.Fatalf("Next after Restart = %+v, want start 1000 and mode %+v", a, opaqueMode)
 	}
 }
@@ -550,37 +564,37 @@ func testModeInvalid(t *testing.T, s segment.Store) {
 		{Kind: segment.KindOpaque, Width: 19, KeyID: "k"},
 		{Kind: segment.KindOpaque, Width: 64, KeyID: "k"},
 	} {
-		if err := s.Create(ctx(t), segment.Tag{Name: "bad", Mode: m}); !errors.Is(err, segment.ErrInvalid) {
+		if err := s.Create(ctx(t), segment.Tag{Name: wire.MustTag("bad"), Mode: m}); !errors.Is(err, segment.ErrInvalid) {
 			t.Errorf("Create with mode %+v = %v, want ErrInvalid", m, err)
 		}
 	}
-	err := s.Create(ctx(t), segment.Tag{Name: "bad", MaxID: 1 << 40, Mode: opaqueMode})
+	err := s.Create(ctx(t), segment.Tag{Name: wire.MustTag("bad"), MaxID: 1 << 40, Mode: opaqueMode})
 	if !errors.Is(err, segment.ErrInvalid) {
 		t.Errorf("Create of a 40-bit opaque tag at max_id 2^40 = %v, want ErrInvalid", err)
 	}
-	if _, err := s.Get(ctx(t), "bad"); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Get(ctx(t), wire.MustTag("bad")); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Errorf("a refused Create left a row: %v", err)
 	}
-	mustCreate(t, s, segment.Tag{Name: "bad", Mode: monoMode})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("bad"), Mode: monoMode})
 }
 
 func testOverflow(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "big", MaxID: 1, Step: 1000})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("big"), MaxID: 1, Step: 1000})
 	const top = 1<<63 - 1
-	if err := s.SetMaxID(ctx(t), "big", top-500); err != nil {
+	if err := s.SetMaxID(ctx(t), wire.MustTag("big"), top-500); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx(t), "big"); !errors.Is(err, segment.ErrInvalid) {
+	if _, err := s.Next(ctx(t), wire.MustTag("big")); !errors.Is(err, segment.ErrInvalid) {
 		t.Fatalf("Next past int64 = %v, want ErrInvalid", err)
 	}
-	a, err := s.NextStep(ctx(t), "big", 500)
+	a, err := s.NextStep(ctx(t), wire.MustTag("big"), 500)
 	if err != nil || a.MaxID != top {
 		t.Fatalf("NextStep to the top = %+v, %v", a, err)
 	}
 }
 
 func testConcurrent(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "race", MaxID: 1, Step: 10})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("race"), MaxID: 1, Step: 10})
 	const workers, each = 8, 25
 	var (
 		mu     sync.Mutex
@@ -597,9 +611,9 @@ func testConcurrent(t *testing.T, s segment.Store) {
 				var a segment.Alloc
 				var err error
 				if (w+i)%3 == 0 {
-					a, err = s.NextStep(c, "race", 3+w)
+					a, err = s.NextStep(c, wire.MustTag("race"), 3+w)
 				} else {
-					a, err = s.Next(c, "race")
+					a, err = s.Next(c, wire.MustTag("race"))
 				}
 				if err != nil {
 					errs <- fmt.Errorf("worker %d call %d: %w", w, i, err)
@@ -624,7 +638,7 @@ func testConcurrent(t *testing.T, s segment.Store) {
 			t.Fatalf("ranges overlap: [%d,%d) and [%d,%d)", ranges[i-1].Start(), ranges[i-1].End(), r.Start(), r.End())
 		}
 	}
-	got, err := s.Get(c, "race")
+	got, err := s.Get(c, wire.MustTag("race"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,24 +651,24 @@ func testConcurrent(t *testing.T, s segment.Store) {
 }
 
 func testContextCanceled(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "ctx", Step: 10})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("ctx"), Step: 10})
 	c, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.Next(c, "ctx"); !errors.Is(err, context.Canceled) {
+	if _, err := s.Next(c, wire.MustTag("ctx")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next with canceled context = %v, want context.Canceled", err)
 	}
-	got, err := s.Get(ctx(t), "ctx")
+	got, err := s.Get(ctx(t), wire.MustTag("ctx"))
 	if err != nil || got.MaxID != 1 {
 		t.Fatalf("canceled Next changed the row: %+v, %v", got, err)
 	}
 }
 
 func testClosed(t *testing.T, s segment.Store) {
-	mustCreate(t, s, segment.Tag{Name: "closed", Step: 10})
+	mustCreate(t, s, segment.Tag{Name: wire.MustTag("closed"), Step: 10})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx(t), "closed"); !errors.Is(err, segment.ErrClosed) {
+	if _, err := s.Next(ctx(t), wire.MustTag("closed")); !errors.Is(err, segment.ErrClosed) {
 		t.Fatalf("Next after Close = %v, want ErrClosed", err)
 	}
 	_ = s.Close() // idempotent
@@ -672,7 +686,7 @@ func testUnreachable(t *testing.T, f Factory) {
 	defer s.Close()
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.Next(c, "any"); !errors.Is(err, segment.ErrUnavailable) {
+	if _, err := s.Next(c, wire.MustTag("any")); !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("Next on unreachable store = %v, want ErrUnavailable", err)
 	}
 	if _, err := s.Tags(c); !errors.Is(err, segment.ErrUnavailable) {

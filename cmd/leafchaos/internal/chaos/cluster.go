@@ -23,6 +23,7 @@ import (
 
 	"github.com/leafmq/leafmq/segment"
 	segmysql "github.com/leafmq/leafmq/segment/mysql"
+	"github.com/leafmq/leafmq/wire"
 )
 
 const (
@@ -256,12 +257,12 @@ func (c *cluster) startDB(ctx context.Context) error {
 	}
 	defer st.Close()
 	for _, tag := range c.cfg.Tags {
-		err := st.Create(ctx, segment.Tag{Name: tag, MaxID: 1, Step: c.cfg.Step, Description: "leafchaos"})
+		err := st.Create(ctx, segment.Tag{Name: wire.MustTag(tag), MaxID: 1, Step: c.cfg.Step, Description: "leafchaos"})
 		if err != nil {
 			return fmt.Errorf("create tag %s: %w", tag, err)
 		}
 	}
-	err = st.Create(ctx, segment.Tag{Name: MonoTag, MaxID: 1, Step: 1000, Description: "leafchaos monotonic",
+	err = st.Create(ctx, segment.Tag{Name: wire.MustTag(MonoTag), MaxID: 1, Step: 1000, Description: "leafchaos monotonic",
 		Mode: segment.Mode{Kind: segment.KindMono}})
 	if err != nil {
 		return fmt.Errorf("create tag %s: %w", MonoTag, err)

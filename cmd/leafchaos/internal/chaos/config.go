@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Config is one soak run. Zero values mean the defaults in comments.
@@ -251,7 +252,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: max step %d", ErrConfig, c.MaxStep)
 	}
 	for _, t := range c.Tags {
-		if !segment.ValidTag(t) {
+		if _, err := wire.ParseTag(t); err != nil {
 			return fmt.Errorf("%w: tag %q", ErrConfig, t)
 		}
 	}

@@ -338,7 +338,7 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 				return err
 			}
 			defer st.Close()
-			err = st.Create(ctx, segment.Tag{Name: tag, MaxID: 1, Step: opStep, Description: "leafchaos operator"})
+			err = st.Create(ctx, segment.Tag{Name: wire.MustTag(tag), MaxID: 1, Step: opStep, Description: "leafchaos operator"})
 			if errors.Is(err, segment.ErrTagExists) { // an attempt that timed out went through
 				return nil
 			}
