@@ -46,6 +46,7 @@ type members struct {
 
 	mu  sync.Mutex
 	rec wire.Member
+	rev uint64 // the revision of this node's key as it last wrote it; 0: none yet
 }
 
 // joinMembers writes this node's key and keeps it fresh until close.
@@ -75,17 +76,47 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 	return m, nil
 }
 
+// put writes this node's record, conditional on the revision it last
+// wrote. A write whose acknowledgement never came back makes the next one
+// fail at the server, and the key is written again only once the node has
+// read where it stands: a node whose link carries its own messages but not
+// the server's answers (a one-way blackhole) stops renewing, and its key
+// lapses within memberTTL. Renewed blindly, it stayed a member that never
+// answered and held every start back (helper-29: six minutes).
 func (m *members) put(ctx context.Context) error {
 	m.mu.Lock()
 	b, err := json.Marshal(m.rec)
-	key, kv := m.rec.Instance, m.kv
+	key, kv, rev := m.rec.Instance, m.kv, m.rev
 	m.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, key, b); err != nil {
-		return fmt.Errorf("members: put %s: %w", key, err)
+	var next uint64
+	if rev == 0 {
+		next, err = kv.Create(ctx, key, b)
+	} else {
+		next, err = kv.Update(ctx, key, b, rev)
 	}
+	if err != nil {
+		// Where does the key stand: ours at another revision (an
+		// acknowledgement lost), or gone (lapsed, purged, the bucket made
+		// again)? Reading it needs the server's answer.
+		e, gerr := kv.Get(ctx, key)
+		switch {
+		case errors.Is(gerr, jetstream.ErrKeyNotFound):
+			next, err = kv.Create(ctx, key, b)
+		case gerr == nil:
+			next, err = kv.Update(ctx, key, b, e.Revision())
+		default:
+			err = gerr
+		}
+		if err != nil {
+			return fmt.Errorf("members: write %s: %w", key, err)
+		}
+	}
+	m.mu.Lock()
+	m.rev = next
+	m.mu.Unlock()
 	return nil
 }
 
@@ -117,13 +148,13 @@ func (m *members) renew() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), memberRenew)
+		ctx, cancel := context.WithTimeout(context.Background(), memberTTL/2)
 		if err := m.put(ctx); err != nil {
 			// The bucket may be gone (an in-memory stream whose server
 			// restarted, or deleted by hand): make it again.
 			if kv, oerr := jskv.OpenOrCreate(ctx, m.js, m.cfg); oerr == nil {
 				m.mu.Lock()
-				m.kv = kv
+				m.kv, m.rev = kv, 0
 				m.mu.Unlock()
 				err = m.put(ctx)
 			}
@@ -202,7 +233,10 @@ func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Dura
 	instanceOf func(*nats.Msg) string, each func(*nats.Msg)) error {
 	expect, err := n.members.others(ctx, want)
 	if err != nil {
-		n.log.Warn("members: cannot list the live nodes; gathering for the window only", "err", err)
+		// Not the window alone: a node that cannot tell whom to wait for
+		// does not decide (helper-29 deleted leaf_nodes under a slow peer:
+		// 9,749 duplicates). The next renewal makes the bucket again.
+		return fmt.Errorf("%w: %v", ErrPeersSilent, err)
 	}
 	ectx, cancel := context.WithTimeout(ctx, window+memberTTL)
 	defer cancel()

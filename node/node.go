@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -166,9 +167,22 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	// A member from here: it answers leaf.admin.status (answerStarting).
 	n.stops.push("members", func(ctx context.Context) error { return n.members.close(ctx) })
-	if n.members, err = joinMembers(ctx, n.nc, cfg.Store.KVReplicas, wire.Member{Node: cfg.Name, Instance: n.instance}, n.log); err != nil {
-		n.log.Warn("members: not registered; the checks against live nodes gather for their window only", "err", err)
-		n.members = nil
+	// Tried again while JetStream does not answer (a cluster electing its
+	// leader, the bucket's server restarting): a node that gave up stayed
+	// no member for good, and slow answers of its went unheard
+	// (helper-29: 10,000 duplicate segment ids). Only a NATS without
+	// JetStream leaves the node without members.
+	err = n.await(ctx, "joining the live nodes (leaf_nodes)", func(ctx context.Context) error {
+		m, err := joinMembers(ctx, n.nc, cfg.Store.KVReplicas, wire.Member{Node: cfg.Name, Instance: n.instance}, n.log)
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			n.log.Warn("members: no JetStream: the checks against live nodes gather for their window only", "err", err)
+			return nil
+		}
+		n.members = m
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
 		return nil, err
