@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leafmq/leafmq/wire"
 
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
@@ -215,7 +216,7 @@ func TestYieldHandsOver(t *testing.T) {
 	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Clock: clk})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
 	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50, Clock: clk})
-	armed(t, clk, 2) // a waits to renew, b to try again
+	testenv.Armed(t, clk, 2) // a waits to renew, b to try again
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	before, _, err := a.Next(ctx, 1)
@@ -224,7 +225,7 @@ func TestYieldHandsOver(t *testing.T) {
 	}
 	a.Yield(3 * time.Second)
 	testenv.Eventually(t, "a stepping down", 5*time.Second, func() bool { return !a.Leading() })
-	armed(t, clk, 2)             // a has released the lease and sits out its Yield
+	testenv.Armed(t, clk, 2)     // a has released the lease and sits out its Yield
 	step(t, clk, 2, time.Second) // b's next try (Retry, at most 5/4 of 333ms) acquires it
 	if !b.Leading() {
 		t.Fatal("b not leading a second after a yielded")
@@ -248,26 +249,15 @@ func TestYieldHandsOver(t *testing.T) {
 	testenv.Eventually(t, "a leading again after its Yield", 5*time.Second, a.Leading)
 }
 
-// armed waits until n timers of c are armed: the loops under test wait on
-// the clock.
-func armed(t testing.TB, c *clock.Fake, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.BlockUntil(ctx, n); err != nil {
-		t.Fatalf("%d of %d timers armed within 10s", c.Timers(), n)
-	}
-}
-
 // step moves c forward by d in steps of 50ms, each once the n loops running
 // on c wait on it again: each loop sees every step.
 func step(t testing.TB, c *clock.Fake, n int, d time.Duration) {
 	t.Helper()
 	for moved := time.Duration(0); moved < d; moved += 50 * time.Millisecond {
-		armed(t, c, n)
+		testenv.Armed(t, c, n)
 		c.Advance(50 * time.Millisecond)
 	}
-	armed(t, c, n)
+	testenv.Armed(t, c, n)
 }
 
 // TestHandDeletedLeaseKeepsOrder: an operator deletes the lease of a tag

@@ -331,16 +331,7 @@ func (c *Config) fill() error {
 
 // sleeper is the default Sleep: a timer of c.
 func sleeper(c clock.Clock) func(context.Context, time.Duration) error {
-	return func(ctx context.Context, d time.Duration) error {
-		t := c.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C():
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, c, d) }
 }
 
 // Start lists the tags of the store, preloads the first segment of each

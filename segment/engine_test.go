@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -15,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/wire"
+
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
 )
@@ -692,7 +694,7 @@ func TestRefresher(t *testing.T) {
 	clk := newClock() // the refresher ticks when the test moves it
 	e := newEngine(t, segment.Config{Store: s, RefreshInterval: 5 * time.Millisecond, Clock: clk})
 	start(t, e)
-	armed(t, clk, 1) // the refresher's ticker
+	testenv.Armed(t, clk, 1) // the refresher's ticker
 	s.create(t, "b", 10)
 	if e.Known(wire.MustTag("b")) {
 		t.Fatal("b added before a refresh")
@@ -807,7 +809,7 @@ func TestNegativeCacheConcurrentMisses(t *testing.T) {
 		})
 	}
 	waitFor(t, "a lookup", func() bool { return s.Gets() > 0 })
-	armed(t, clk, 20) // every caller waits for the lookup (its ColdWait timer)
+	testenv.Armed(t, clk, 20) // every caller waits for the lookup (its ColdWait timer)
 	s.setBlocked(false)
 	wg.Wait()
 	close(errs)
@@ -1049,7 +1051,7 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	go func() { _, err := e.Next(context.Background(), wire.MustTag("unknown")); errs <- err }()
 	// The refresher's ticker and both callers' waits are armed; the
 	// refresher then runs once and hangs in the store too.
-	armed(t, clk, 3)
+	testenv.Armed(t, clk, 3)
 	clk.Advance(time.Millisecond)
 
 	if err := e.Close(); err != nil {

@@ -3,11 +3,12 @@ package segment_test
 import (
 	"context"
 	"fmt"
-	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leafmq/leafmq/wire"
 
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/testenv"
@@ -18,17 +19,6 @@ import (
 // newClock is Config.Clock for tests: a clock.Fake, moving only when told.
 func newClock() *clock.Fake {
 	return clock.NewFake(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
-}
-
-// armed waits until n timers of c are armed: the code under test waits on
-// the clock.
-func armed(t testing.TB, c *clock.Fake, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.BlockUntil(ctx, n); err != nil {
-		t.Fatalf("%d of %d timers armed within 10s", c.Timers(), n)
-	}
 }
 
 // sleepCall is one call of a stepSleeper: the test releases it.

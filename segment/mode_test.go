@@ -3,13 +3,15 @@ package segment_test
 import (
 	"context"
 	"errors"
-	"github.com/leafmq/leafmq/wire"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/wire"
+
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
@@ -349,7 +351,7 @@ func TestRetireWaitsForLoad(t *testing.T) {
 	}
 	got := make(chan []segment.Unserved, 1)
 	go func() { got <- e.Retire() }()
-	armed(t, clk, 1) // Retire is waiting for the load, its deadline far off
+	testenv.Armed(t, clk, 1) // Retire is waiting for the load, its deadline far off
 	s.setBlocked(false)
 	u := <-got
 	row, err := s.Get(context.Background(), wire.MustTag("t"))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -103,7 +104,7 @@ func TestSourceConfirmsClaim(t *testing.T) {
 		c.Monotonic = mono
 		c.Clock = clock.WithNow(mono, wall.Now)
 	})
-	armed(t, mono, 1) // the loop's ticker
+	testenv.Armed(t, mono, 1) // the loop's ticker
 	for i := 1; i <= 5; i++ {
 		calls := b.leaseCalls()
 		mono.Set(t0.Add(time.Duration(i) * 600 * time.Millisecond))
@@ -310,9 +311,9 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	// Two re-registrations are refused: the loop ticks, asks the Holder,
 	// and waits out its retry pause (1s) beside its ticker, twice.
 	clk.Advance(50 * time.Millisecond)
-	armed(t, clk, 2)
+	testenv.Armed(t, clk, 2)
 	clk.Advance(time.Second)
-	armed(t, clk, 2)
+	testenv.Armed(t, clk, 2)
 	mu.Lock()
 	refused := asked - before
 	mu.Unlock()

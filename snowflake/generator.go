@@ -152,21 +152,9 @@ func sleeper(c clock.Clock) func(context.Context, time.Duration) error {
 // timers, on a timer otherwise.
 func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
 	if d > spinLimit || !clock.RealTimers(c) {
-		return sleepOn(ctx, c, d)
+		return clock.Sleep(ctx, c, d)
 	}
 	return spin(ctx, d)
-}
-
-// sleepOn waits d on a timer of c, or until ctx ends.
-func sleepOn(ctx context.Context, c clock.Clock, d time.Duration) error {
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // spin waits d on the real clock, yielding: a timer is too coarse for the

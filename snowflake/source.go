@@ -593,7 +593,7 @@ func (src *Source) run() {
 		case StateLost:
 			if err := src.register(src.ctx, false); err != nil {
 				src.log.Warn("snowflake: re-register failed", "err", err)
-				if !sleepCtx(src.ctx, src.cfg.Clock, src.retry) {
+				if clock.Sleep(src.ctx, src.cfg.Clock, src.retry) != nil {
 					return
 				}
 			}
@@ -651,10 +651,6 @@ func (src *Source) run() {
 		failing = false
 		nextRenew = now.Add(src.cfg.LeaseAhead / 4)
 	}
-}
-
-func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) bool {
-	return sleepOn(ctx, c, d) == nil
 }
 
 // relost drops registration c (if it is still the current one) after its

@@ -543,7 +543,7 @@ func TestSourceRenewsLease(t *testing.T) {
 	// clock is a tick that finds the lease due.
 	clk := clock.NewFake(t0)
 	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.Clock = clk })
-	armed(t, clk, 1) // the loop's ticker
+	testenv.Armed(t, clk, 1) // the loop's ticker
 	now := t0
 	for range 5 {
 		now = now.Add(testLeaseAhead / 2)
@@ -946,9 +946,9 @@ func TestSourceReregisterRetries(t *testing.T) {
 	// Two tries fail: the loop ticks (50ms), fails to register and waits
 	// out its retry pause (1s) beside its ticker, twice.
 	clk.Advance(50 * time.Millisecond)
-	armed(t, clk, 2)
+	testenv.Armed(t, clk, 2)
 	clk.Advance(time.Second)
-	armed(t, clk, 2)
+	testenv.Armed(t, clk, 2)
 	if st := src.State(); st != snowflake.StateLost {
 		t.Fatalf("State = %v with the registry down, want lost", st)
 	}
@@ -963,17 +963,6 @@ func TestSourceReregisterRetries(t *testing.T) {
 	wall.Set(t0.Add(testLeaseAhead + time.Millisecond))
 	clk.Advance(50 * time.Millisecond)
 	waitState(t, src, snowflake.StateServing)
-}
-
-// armed waits until n timers of c are armed: the code under test waits on
-// the clock.
-func armed(t testing.TB, c *clock.Fake, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.BlockUntil(ctx, n); err != nil {
-		t.Fatalf("%d of %d timers armed within 10s", c.Timers(), n)
-	}
 }
 
 func TestSourceClose(t *testing.T) {

@@ -1,6 +1,9 @@
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock reads the time and makes timers and tickers. Real is the
 // machine's clock; Fake is a clock that tests move by hand.
@@ -40,6 +43,18 @@ func Or(c Clock) Clock {
 		return Real
 	}
 	return c
+}
+
+// Sleep waits d on a timer of c, or until ctx ends (then ctx.Err()).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 type realClock struct{}

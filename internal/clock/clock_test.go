@@ -288,3 +288,30 @@ func TestFakeConcurrent(t *testing.T) {
 	}
 	t.Logf("%d of 200 timers had fired when read", fired)
 }
+
+// TestSleep: Sleep returns when the clock passes d, or with ctx's error.
+func TestSleep(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	done := make(chan error, 1)
+	go func() { done <- clock.Sleep(context.Background(), f, time.Second) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Advance(999 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Sleep returned %v before its second", err)
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if err := <-done; err != nil {
+		t.Fatalf("Sleep: %v", err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	if err := clock.Sleep(cctx, f, time.Hour); err != context.Canceled {
+		t.Fatalf("Sleep with a canceled ctx: %v", err)
+	}
+}

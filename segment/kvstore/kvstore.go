@@ -820,7 +820,7 @@ func (s *Store) retry(ctx context.Context, f func() (again bool, err error)) err
 		}
 		d := time.Millisecond << min(attempt, 6)
 		d = d/2 + rand.N(d) // jitter: 0.5d..1.5d
-		if sleepCtx(ctx, s.clock, d) != nil {
+		if clock.Sleep(ctx, s.clock, d) != nil {
 			return err
 		}
 	}
@@ -834,17 +834,6 @@ func (s *Store) again(err error) bool {
 		return true
 	}
 	return transient(err)
-}
-
-func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // fail turns err from a call on tag into the error the caller sees. ctx is

@@ -36,11 +36,7 @@ func retry(ctx context.Context, c clock.Clock, f func() (again bool, err error))
 		}
 		d := time.Millisecond << min(attempt, 6)
 		d = d/2 + rand.N(d)
-		t := c.NewTimer(d)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
+		if clock.Sleep(ctx, c, d) != nil {
 			return err
 		}
 	}
