@@ -44,6 +44,8 @@ type members struct {
 	wg     sync.WaitGroup
 	closed sync.Once
 
+	wmu sync.Mutex // one write at a time (renew and set), each on the revision the last one wrote
+
 	mu  sync.Mutex
 	rec wire.Member
 	rev uint64 // the revision of this node's key as it last wrote it; 0: none yet
@@ -84,6 +86,8 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 // lapses within memberTTL. Renewed blindly, it stayed a member that never
 // answered and held every start back (helper-29: six minutes).
 func (m *members) put(ctx context.Context) error {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
 	m.mu.Lock()
 	b, err := json.Marshal(m.rec)
 	key, kv, rev := m.rec.Instance, m.kv, m.rev
@@ -230,7 +234,7 @@ func (m *members) others(ctx context.Context, want func(wire.Member) bool) (map[
 // a live node served (helper-23: 16,672,580 duplicates) and how a newcomer
 // created a tag afresh beside loaded peers (chaos op-kv-bucket-join).
 func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Duration, want func(wire.Member) bool,
-	instanceOf func(*nats.Msg) string, each func(*nats.Msg)) error {
+	each func(*nats.Msg)) error {
 	expect, err := n.members.others(ctx, want)
 	if err != nil {
 		// Not the window alone: a node that cannot tell whom to wait for
@@ -244,7 +248,7 @@ func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Dura
 	for inst := range expect {
 		exp[inst] = true
 	}
-	missing, err := ask.GatherExpect(ectx, n.nc, subject, window, exp, instanceOf, each)
+	missing, err := ask.GatherExpect(ectx, n.nc, subject, window, exp, answerInstance, each)
 	if err != nil {
 		return err
 	}
@@ -258,8 +262,9 @@ func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Dura
 	return nil
 }
 
-// statusInstance names the instance of a status answer.
-func statusInstance(m *nats.Msg) string {
+// answerInstance names the instance that sent an answer: every answer a
+// member gathers (wire.NodeStatus, NodeFloors, NodeFloor) has one.
+func answerInstance(m *nats.Msg) string {
 	var st struct {
 		Instance string `json:"instance"`
 	}
@@ -271,7 +276,7 @@ func statusInstance(m *nats.Msg) string {
 // for every member (gatherPeers).
 func (n *Node) askStatus(ctx context.Context) ([]wire.NodeStatus, error) {
 	var out []wire.NodeStatus
-	err := n.gatherPeers(ctx, wire.StatusSubject, n.window(), nil, statusInstance, func(m *nats.Msg) {
+	err := n.gatherPeers(ctx, wire.StatusSubject, n.window(), nil, func(m *nats.Msg) {
 		var st wire.NodeStatus
 		if json.Unmarshal(m.Data, &st) == nil && st.Node != "" {
 			out = append(out, st)

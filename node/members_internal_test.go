@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestMemberWritesAreFenced: a node writes its key conditional on the
@@ -55,5 +58,95 @@ func TestMemberWritesAreFenced(t *testing.T) {
 	}
 	if e, err := m.kv.Get(ctx, "i1"); err != nil || e.Revision() != m.rev {
 		t.Fatalf("key after put: %v, %v; want revision %d", e, err, m.rev)
+	}
+}
+
+// deafKV is a bucket seen through a link that carries the node's messages
+// to the server but none of the server's answers back (a one-way
+// blackhole): writes are stored, their acknowledgements and every read
+// are lost.
+type deafKV struct{ jetstream.KeyValue }
+
+var errNoAnswer = errors.New("no answer: the link drops the server's messages")
+
+func (d deafKV) Create(ctx context.Context, key string, v []byte, o ...jetstream.KVCreateOpt) (uint64, error) {
+	_, _ = d.KeyValue.Create(ctx, key, v, o...)
+	return 0, errNoAnswer
+}
+
+func (d deafKV) Update(ctx context.Context, key string, v []byte, rev uint64) (uint64, error) {
+	_, _ = d.KeyValue.Update(ctx, key, v, rev)
+	return 0, errNoAnswer
+}
+
+func (d deafKV) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
+	return nil, errNoAnswer
+}
+
+// TestDeafMemberLapses (helper-29's F3): a node that cannot hear the
+// server must not keep its key alive, or every check waits for a member
+// that never answers (a start held back six minutes). Its first write
+// after the link went deaf is stored (it cannot know), every later one is
+// refused by the server, so the key lapses with its TTL. Written blindly
+// (kv.Put), each renewal was stored again.
+func TestDeafMemberLapses(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "deaf", Instance: "i2"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.closed.Do(func() { close(m.stop) }) // no renewal loop: the test renews by hand
+	m.wg.Wait()
+	real := m.kv
+	m.kv = deafKV{real}
+	for range 5 {
+		if err := m.put(ctx); err == nil {
+			t.Fatal("a write through a deaf link reported success")
+		}
+	}
+	e, err := real.Get(ctx, "i2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The join's write and the first deaf one: nothing after.
+	if e.Revision() != m.rev+1 {
+		t.Fatalf("key at revision %d after 5 deaf renewals, want %d (one stored before the node could know)", e.Revision(), m.rev+1)
+	}
+}
+
+func (d deafKV) Put(ctx context.Context, key string, v []byte) (uint64, error) {
+	_, _ = d.KeyValue.Put(ctx, key, v)
+	return 0, errNoAnswer
+}
+
+// TestUnlistableMembersDecideNothing (helper-29's F2): a node that cannot
+// list the members (leaf_nodes deleted by hand, its server down) does not
+// fall back to the window, in which a slow peer goes unheard (9,749
+// duplicates): the check fails as unavailable, and Start or the client
+// asks again.
+func TestUnlistableMembersDecideNothing(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "lister", Instance: "i3"}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.closed.Do(func() { close(m.stop) }) // no renewal makes the bucket again
+	m.wg.Wait()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, wire.MembersBucket); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{nc: nc, members: m, log: log}
+	err = n.gatherPeers(ctx, wire.StatusSubject, 100*time.Millisecond, nil, func(*nats.Msg) {})
+	if !errors.Is(err, ErrPeersSilent) {
+		t.Fatalf("a check with leaf_nodes gone: %v, want ErrPeersSilent", err)
 	}
 }

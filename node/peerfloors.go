@@ -75,7 +75,7 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 		}
 		n.members.set(ctx, func(m *wire.Member) { m.Floors = true })
 	}
-	err = n.gatherPeers(ctx, wire.FloorsSubject, startWindow, func(m wire.Member) bool { return m.Floors }, floorsInstance, func(m *nats.Msg) {
+	err = n.gatherPeers(ctx, wire.FloorsSubject, startWindow, func(m wire.Member) bool { return m.Floors }, func(m *nats.Msg) {
 		var nf wire.NodeFloors
 		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != p.store || p.self(nf.Node, nf.Instance) {
 			return
@@ -184,7 +184,7 @@ const createWindow = 150 * time.Millisecond
 func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
 	var high int64
 	var who string
-	err := n.gatherPeers(ctx, wire.FloorPrefix+tag.String(), createWindow, func(m wire.Member) bool { return m.Serving }, floorsInstance, func(m *nats.Msg) {
+	err := n.gatherPeers(ctx, wire.FloorPrefix+tag.String(), createWindow, func(m wire.Member) bool { return m.Serving }, func(m *nats.Msg) {
 		var f wire.NodeFloor
 		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
 			high, who = f.Floor, f.Node
@@ -198,14 +198,4 @@ func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
 			segment.ErrTagDeleted, tag, who, high, tag, high)
 	}
 	return nil
-}
-
-// floorsInstance names the instance of a floors answer (NodeFloors,
-// NodeFloor).
-func floorsInstance(m *nats.Msg) string {
-	var f struct {
-		Instance string `json:"instance"`
-	}
-	_ = json.Unmarshal(m.Data, &f)
-	return f.Instance
 }
