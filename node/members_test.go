@@ -83,3 +83,43 @@ func TestSlowPeerIsWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSlowPeerFloorRefusesRestart: a tag restart (and create) asks the
+// live nodes for their floors of the tag; a member that answers only
+// after 1 s, with a floor above the one asked for, refuses it. The
+// responder gathered for 250 ms alone and restarted the tag below ids that
+// node had served.
+func TestSlowPeerFloorRefusesRestart(t *testing.T) {
+	s := natstest.RunServer(t)
+	startNode(t, node.Config{Name: "near", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}})
+	nc := natstest.Connect(t, s.ClientURL())
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	kv, err := js.KeyValue(ctx, wire.MembersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(wire.Member{Node: "far", Instance: "far-1", Serving: true})
+	if _, err := kv.Put(ctx, "far-1", rec); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.Subscribe(wire.FloorPrefix+"orders", func(m *nats.Msg) {
+		go func() {
+			time.Sleep(time.Second)
+			b, _ := json.Marshal(wire.NodeFloor{Node: "far", Instance: "far-1", Tag: "orders", Floor: 50_000})
+			_ = m.Respond(b)
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	err = adminErr(t, nc, "leaf.admin.tag.restart", wire.AdminRequest{Tag: "orders", Floor: 1000})
+	if err == nil || !strings.Contains(err.Error(), "node far") {
+		t.Fatalf("restart at 1000 below a slow member's floor 50000: %v, want refused naming node far", err)
+	}
+}

@@ -301,20 +301,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	rc := responder.Config{
-		Conn:     n.nc,
-		IDs:      n.prod,
-		Store:    n.store,
-		Node:     cfg.Name,
-		Instance: n.instance,
-		Version:  buildinfo.Version,
-		MaxBatch: cfg.MaxBatch,
-		Logger:   n.log,
-		Layout:   n.sf.layout,
-		Now:      n.sf.now,
-		Observe:  n.met.observe,
-		Status:   n.status,
-		Floor:    n.engine.Floor,
-		Opaque:   n.opaque,
+		Conn:      n.nc,
+		IDs:       n.prod,
+		Store:     n.store,
+		Node:      cfg.Name,
+		Instance:  n.instance,
+		Version:   buildinfo.Version,
+		MaxBatch:  cfg.MaxBatch,
+		Logger:    n.log,
+		Layout:    n.sf.layout,
+		Now:       n.sf.now,
+		Observe:   n.met.observe,
+		Status:    n.status,
+		Floor:     n.engine.Floor,
+		PeerFloor: n.peersFloor,
+		Opaque:    n.opaque,
 	}
 	if n.sf.ring != nil {
 		rc.Snowflake = n.sf.ring

@@ -182,14 +182,7 @@ const createWindow = 150 * time.Millisecond
 // own to notice. It waits for every live member that serves (gatherPeers);
 // a node that is no member (no JetStream) is heard within the window only.
 func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
-	var high int64
-	var who string
-	err := n.gatherPeers(ctx, wire.FloorPrefix+tag.String(), createWindow, func(m wire.Member) bool { return m.Serving }, func(m *nats.Msg) {
-		var f wire.NodeFloor
-		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
-			high, who = f.Floor, f.Node
-		}
-	})
+	high, who, err := n.peersFloor(ctx, tag, createWindow)
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the live nodes before creating it: %w", segment.ErrUnavailable, tag, err)
 	}
@@ -198,4 +191,20 @@ func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
 			segment.ErrTagDeleted, tag, who, high, tag, high)
 	}
 	return nil
+}
+
+// peersFloor is the highest floor of tag among the live nodes
+// (leaf.admin.floor.<tag>) and the node that has it, waiting past window
+// for every member that serves (gatherPeers): for an auto-create here and
+// for the responder's tag create and restart (responder.Config.PeerFloor),
+// which gathered for their window alone and could take a slow peer's
+// floor for none.
+func (n *Node) peersFloor(ctx context.Context, tag wire.Tag, window time.Duration) (high int64, who string, err error) {
+	err = n.gatherPeers(ctx, wire.FloorPrefix+tag.String(), window, func(m wire.Member) bool { return m.Serving }, func(m *nats.Msg) {
+		var f wire.NodeFloor
+		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
+			high, who = f.Floor, f.Node
+		}
+	})
+	return high, who, err
 }

@@ -31,14 +31,20 @@ func (r *Responder) handleFloor(req micro.Request) {
 // checkPeerFloors refuses (ErrBelowFloor) to start tag at floor when a live
 // node has received ids of it at or beyond floor: the store may have
 // forgotten them (a key deleted twice, a purge, a replaced bucket, an
-// edited history), the nodes have not. A node that cannot be reached is
-// not asked: the store's own record and the nodes' refusals of ranges
-// below their floors remain.
+// edited history), the nodes have not. A node that does not answer (and
+// that PeerFloor does not wait for) is not asked: the store's own record
+// and the nodes' refusals of ranges below their floors remain.
 func (r *Responder) checkPeerFloors(ctx context.Context, tag wire.Tag, floor int64, op string) error {
 	if r.cfg.Floor == nil {
 		return nil
 	}
-	high, who, err := ask.Floors(ctx, r.cfg.Conn, tag, floorWindow)
+	peerFloor := r.cfg.PeerFloor
+	if peerFloor == nil {
+		peerFloor = func(ctx context.Context, tag wire.Tag, window time.Duration) (int64, string, error) {
+			return ask.Floors(ctx, r.cfg.Conn, tag, window)
+		}
+	}
+	high, who, err := peerFloor(ctx, tag, floorWindow)
 	if err != nil {
 		return fmt.Errorf("%w: tag %s of %q: %w", segment.ErrUnavailable, op, tag, err)
 	}

@@ -64,6 +64,11 @@ type Config struct {
 	// with the highest range end this node received for the tag; with it,
 	// tag restart and create refuse to go below any live node's floor.
 	Floor func(tag string) int64
+	// PeerFloor, if set, is how a tag create or restart learns the live
+	// nodes' highest floor of tag and the node that has it (a node waits
+	// for every live node, node.peersFloor); nil gathers
+	// leaf.admin.floor.<tag> for a window (ask.Floors).
+	PeerFloor func(ctx context.Context, tag wire.Tag, window time.Duration) (int64, string, error)
 	// Opaque, if set, is the node's key of opaque tags: leaf.admin.tag.create
 	// records its id with a new opaque tag, and leaf.admin.tag.decode
 	// inverts an opaque tag's ids with it. Without it both refuse opaque
