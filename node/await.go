@@ -73,7 +73,7 @@ func (n *Node) await(ctx context.Context, phase string, step func(context.Contex
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w (last error: %w)", phase, ctx.Err(), err)
-		case <-time.After(wait):
+		case <-n.clock.After(wait):
 		}
 		wait = min(2*wait, awaitMax)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/pool"
@@ -33,6 +34,13 @@ type Config struct {
 	Pool      PoolConfig
 	Log       LogConfig
 	Fault     FaultConfig
+
+	// Clock is the node's time: its timers and tickers (the start's
+	// backoff, member renewals, the peer clock watch, the monotonic
+	// leaders' refresh and balance) and the snowflake clock under
+	// Fault's offset. Not a setting; tests set a clock.Fake. Default
+	// clock.Real.
+	Clock clock.Clock
 }
 
 // NATSConfig is the NATS the node serves on: an embedded server, or one to

@@ -31,7 +31,7 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 		n.health.mu.Lock()
 		f := n.health.fails[ev.Tag]
 		if f.n == 0 {
-			f.since = time.Now()
+			f.since = n.clock.Now()
 		}
 		f.n++
 		n.health.fails[ev.Tag] = f
@@ -48,7 +48,7 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 	if failed {
 		n.events.Emit(events.Event{Kind: events.StoreRecovered, Tag: ev.Tag,
 			Message: fmt.Sprintf("segments of %s load again after %d failures", ev.Tag, f.n),
-			Fields:  map[string]any{"failures": f.n, "down_ms": time.Since(f.since).Milliseconds()}})
+			Fields:  map[string]any{"failures": f.n, "down_ms": n.clock.Since(f.since).Milliseconds()}})
 	}
 	n.peers.announce(n.nc, ev.Tag, ev.End, ev.Mode)
 	n.events.Emit(events.Event{Kind: events.SegmentLoaded, Tag: ev.Tag,

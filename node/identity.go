@@ -93,9 +93,9 @@ func (n *Node) checkName(ctx context.Context) error {
 func (n *Node) peerStatus(ctx context.Context) ([]wire.NodeStatus, error) {
 	n.view.mu.Lock()
 	defer n.view.mu.Unlock()
-	if n.view.at.IsZero() || time.Since(n.view.at) > time.Second {
+	if n.view.at.IsZero() || n.clock.Since(n.view.at) > time.Second {
 		n.view.seen, n.view.err = n.askStatus(ctx)
-		n.view.at = time.Now()
+		n.view.at = n.clock.Now()
 	}
 	return n.view.seen, n.view.err
 }
@@ -199,7 +199,7 @@ func (n *Node) who() wire.NodeStatus {
 		Host:     hostName,
 		PID:      os.Getpid(),
 		Version:  buildinfo.Version,
-		UnixNano: time.Now().UnixNano(),
+		UnixNano: n.clock.Now().UnixNano(),
 		Started:  n.started.UnixNano(),
 		Tags:     []wire.TagStatus{},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
@@ -39,6 +40,7 @@ type members struct {
 	js     jetstream.JetStream
 	cfg    jetstream.KeyValueConfig
 	kv     jetstream.KeyValue
+	clock  clock.Clock
 	log    *slog.Logger
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -52,7 +54,8 @@ type members struct {
 }
 
 // joinMembers writes this node's key and keeps it fresh until close.
-func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Member, log *slog.Logger) (*members, error) {
+// Its renewals run on clk's ticker.
+func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Member, clk clock.Clock, log *slog.Logger) (*members, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -66,7 +69,7 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 		TTL:         memberTTL,
 		Storage:     jetstream.MemoryStorage,
 		Replicas:    replicas,
-	}, log: log, stop: make(chan struct{}), rec: rec}
+	}, clock: clk, log: log, stop: make(chan struct{}), rec: rec}
 	if m.kv, err = jskv.OpenOrCreate(cctx, js, m.cfg); err != nil {
 		return nil, fmt.Errorf("members bucket %s: %w", wire.MembersBucket, err)
 	}
@@ -144,13 +147,13 @@ func (m *members) set(ctx context.Context, f func(*wire.Member)) {
 
 func (m *members) renew() {
 	defer m.wg.Done()
-	t := time.NewTicker(memberRenew)
+	t := m.clock.NewTicker(memberRenew)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), memberTTL/2)
 		if err := m.put(ctx); err != nil {

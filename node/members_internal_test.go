@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/wire"
 	"github.com/nats-io/nats.go"
@@ -25,7 +26,7 @@ func TestMemberWritesAreFenced(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "fenced", Instance: "i1"}, slog.New(slog.DiscardHandler))
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "fenced", Instance: "i1"}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestDeafMemberLapses(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "deaf", Instance: "i2"}, slog.New(slog.DiscardHandler))
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "deaf", Instance: "i2"}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestUnlistableMembersDecideNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "lister", Instance: "i3"}, log)
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "lister", Instance: "i3"}, clock.Real, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,13 +119,13 @@ func (n *Node) startMono(ctx context.Context) error {
 // every calls f every d until the server closes (one of m.wg).
 func (m *monoServer) every(d time.Duration, f func()) {
 	defer m.wg.Done()
-	t := time.NewTicker(d)
+	t := m.n.clock.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			f()
 		}
 	}
@@ -299,7 +299,7 @@ func (m *monoServer) onLeading(tag string, t *monoTag, leading bool) {
 // Requests of one subscription are served one at a time, in the order the
 // node received them.
 func (m *monoServer) serve(l *mono.Leader, tag string, msg *nats.Msg) {
-	start := time.Now()
+	start := m.n.clock.Now()
 	count, err := wire.ParseCount(msg.Data, m.n.cfg.MaxBatch)
 	if err != nil {
 		m.fail(tag, msg, fmt.Errorf("%w: %v", segment.ErrInvalid, err), start)
@@ -327,7 +327,7 @@ func (m *monoServer) serve(l *mono.Leader, tag string, msg *nats.Msg) {
 	if err := msg.Respond(body); err != nil {
 		m.log.Debug("mono: respond failed", "tag", tag, "err", err)
 	}
-	m.n.met.observe(monoObservation(tag, "200", len(ids), start))
+	m.observe(tag, "200", len(ids), start)
 }
 
 func (m *monoServer) fail(tag string, msg *nats.Msg, err error, start time.Time) {
@@ -341,7 +341,7 @@ func (m *monoServer) fail(tag string, msg *nats.Msg, err error, start time.Time)
 	if err := msg.RespondMsg(reply); err != nil {
 		m.log.Debug("mono: respond failed", "tag", tag, "err", err)
 	}
-	m.n.met.observe(monoObservation(tag, code, 0, start))
+	m.observe(tag, code, 0, start)
 }
 
 // close stops every leader (each releases its lease, so another node
@@ -451,8 +451,9 @@ func (s monoStore) keptMono(tag string) bool {
 	return true
 }
 
-func monoObservation(tag, code string, ids int, start time.Time) responder.Observation {
-	return responder.Observation{Engine: "mono", Tag: tag, Code: code, IDs: ids, Took: time.Since(start)}
+// observe counts one answered request of a monotonic tag in the metrics.
+func (m *monoServer) observe(tag, code string, ids int, start time.Time) {
+	m.n.met.observe(responder.Observation{Engine: "mono", Tag: tag, Code: code, IDs: ids, Took: m.n.clock.Since(start)})
 }
 
 // askMono fills dst with ids of a monotonic tag for the HTTP API: its
@@ -476,9 +477,9 @@ func (n *Node) askMono(ctx context.Context, tag wire.Tag, dst []int64) error {
 		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, wire.ErrUnavailable) {
 			return err
 		}
-		t := time.NewTimer(backoff)
+		t := n.clock.NewTimer(backoff)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("%w: monotonic tag %q: no leader answered: %w", segment.ErrNotReady, tag, err)

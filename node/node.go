@@ -23,6 +23,7 @@ import (
 
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/buildinfo"
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/pool"
@@ -37,6 +38,7 @@ import (
 type Node struct {
 	cfg      Config
 	log      *slog.Logger
+	clock    clock.Clock // Config.Clock
 	started  time.Time
 	instance string       // tells this process from another one under the same name (wire.NodeStatus.Instance)
 	start    starting     // what Start waits for, on /readyz
@@ -123,11 +125,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	n := &Node{
 		cfg:      cfg,
 		log:      log.With("node", cfg.Name),
-		started:  time.Now(),
+		clock:    clock.Or(cfg.Clock),
 		instance: newInstance(),
 		met:      newLiveMetrics(),
 		health:   storeHealth{fails: map[string]storeFail{}},
 	}
+	n.started = n.clock.Now()
 	n.sf.claim.Store(-1)
 	defer func() {
 		if err != nil {
@@ -173,7 +176,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// (helper-29: 10,000 duplicate segment ids). Only a NATS without
 	// JetStream leaves the node without members.
 	err = n.await(ctx, "joining the live nodes (leaf_nodes)", func(ctx context.Context) error {
-		m, err := joinMembers(ctx, n.nc, cfg.Store.KVReplicas, wire.Member{Node: cfg.Name, Instance: n.instance}, n.log)
+		m, err := joinMembers(ctx, n.nc, cfg.Store.KVReplicas, wire.Member{Node: cfg.Name, Instance: n.instance}, n.clock, n.log)
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 			n.log.Warn("members: no JetStream: the checks against live nodes gather for their window only", "err", err)
 			return nil

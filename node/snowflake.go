@@ -209,17 +209,18 @@ func parseStep(s string) (by, after time.Duration, err error) {
 	return by, after, nil
 }
 
-// clock is the node's snowflake clock: the real one, unless a fault drill
-// offsets or steps its readings (its timers stay the real clock's).
-func (c *Config) clock() clock.Clock {
+// snowClock is the node's snowflake clock: Config.Clock, unless a fault
+// drill offsets or steps its readings (its timers stay Config.Clock's).
+func (c *Config) snowClock() clock.Clock {
+	base := clock.Or(c.Clock)
 	by, after, _ := parseStep(c.Fault.ClockStep)
 	off := c.Fault.ClockOffset
 	if off == 0 && by == 0 {
-		return clock.Real
+		return base
 	}
-	stepAt := time.Now().Add(after)
-	return clock.WithNow(clock.Real, func() time.Time {
-		now := time.Now()
+	stepAt := base.Now().Add(after)
+	return clock.WithNow(base, func() time.Time {
+		now := base.Now()
 		if by != 0 && !now.Before(stepAt) {
 			return now.Add(off + by)
 		}
@@ -246,7 +247,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		return err
 	}
 	n.sf.layout = layout
-	now := cfg.clock()
+	now := cfg.snowClock()
 	n.sf.now = now.Now
 	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
 		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
@@ -355,14 +356,14 @@ func (n *Node) onSnowflake(ev snowflake.Event) {
 // while the source serves.
 func (n *Node) applySnowflake() {
 	defer n.sf.wg.Done()
-	t := time.NewTicker(time.Second)
+	t := n.clock.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.sf.stop:
 			return
 		case <-n.sf.states:
-		case <-t.C:
+		case <-t.C():
 		}
 		on := n.sf.src.State() == snowflake.StateServing
 		was := n.SnowflakeJoined()
@@ -466,13 +467,13 @@ var peerClockEvery = 30 * time.Second
 // error event past --peer-clock-max. Ends with sfStop.
 func (n *Node) watchPeerClocks() {
 	defer n.sf.wg.Done()
-	t := time.NewTicker(peerClockEvery)
+	t := n.clock.NewTicker(peerClockEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.sf.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		pc, err := ask.PeerClocksBut(ctx, n.nc, 500*time.Millisecond, n.sf.now, n.cfg.Name)

@@ -1,6 +1,9 @@
 package node_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -11,7 +14,10 @@ import (
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/wire"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // leafd started beside a NATS cluster whose JetStream has no meta leader yet
@@ -72,6 +78,47 @@ func TestStartWaitsForJetStream(t *testing.T) {
 	if _, err := takeReady(nc, "late", 10, true); err != nil {
 		t.Fatal(err)
 	}
+	// And it is a member: its first write of its key in leaf_nodes failed
+	// (no meta leader), and a node that gave up then stayed no member for
+	// good, its slow answers unheard by the others' checks (helper-29:
+	// 10,000 duplicate segment ids).
+	if !isMember(t, nc, "early") {
+		t.Fatal("leafd started during the election serves but has no key in leaf_nodes")
+	}
+}
+
+// isMember reports whether a live node named name has its key in
+// wire.MembersBucket.
+func isMember(t *testing.T, nc *nats.Conn, name string) bool {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, wire.MembersBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key := range keys.Keys() {
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			continue
+		}
+		var rec wire.Member
+		if json.Unmarshal(e.Value(), &rec) == nil && rec.Node == name {
+			return true
+		}
+	}
+	return false
 }
 
 func freeAddr(t *testing.T) string {

@@ -81,7 +81,7 @@ func (n *Node) status() wire.NodeStatus {
 			sf.LeaseUntil = lease.UnixNano()
 		}
 		past := n.sf.src.Past()
-		now := time.Now()
+		now := n.clock.Now()
 		for w, until := range n.sf.diskPast { // held before a restart
 			if w != sf.Worker && until.After(now) && until.After(past[w]) {
 				past[w] = until
