@@ -198,6 +198,7 @@ func (m *monoServer) ensure(ctx context.Context, tag wire.Tag) {
 		Hold:      m.hold,
 		OnLeading: func(leading bool) { m.onLeading(tag.String(), t, leading) },
 		Logger:    m.log,
+		Clock:     m.n.clock,
 	})
 	if err != nil {
 		m.log.Error("mono: cannot lead tag", "tag", tag, "err", err)

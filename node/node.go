@@ -262,6 +262,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		OnLoad:      n.onLoad,
 		MaxTags:     cfg.Store.MaxTags,
 		MaxStep:     cfg.Store.MaxStep,
+		Clock:       n.clock,
 	})
 	if err != nil {
 		return nil, err
@@ -270,7 +271,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.await(ctx, "loading the tags", n.engine.Start); err != nil {
 		return nil, fmt.Errorf("segment engine: %w", err)
 	}
-	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log, OnEmpty: n.onEmpty})
+	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log, OnEmpty: n.onEmpty, Clock: n.clock})
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,7 @@ func (n *Node) fillPool(ctx context.Context) error {
 		Batch:    n.cfg.Pool.Batch,
 		Replicas: n.cfg.Store.KVReplicas,
 		Logger:   n.log,
+		Clock:    n.clock,
 		OnLow: func(subject string, level int) {
 			n.events.Emit(events.Event{Kind: events.PoolLow, Level: events.Warn, Tag: subject,
 				Message: fmt.Sprintf("pool %s holds %d of %d batches", subject, level, n.cfg.Pool.Depth),
