@@ -301,10 +301,9 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	}
 	// The owner znode must still be this session's: were the session
 	// replaced meanwhile, the node is gone (or another process's).
-	var st *zk.Stat
-	err = r.call(fctx, func() (err error) {
-		_, st, err = r.conn.Exists(ownerPath)
-		return err
+	st, err := callV(r, fctx, func() (*zk.Stat, error) {
+		_, st, err := r.conn.Exists(ownerPath)
+		return st, err
 	})
 	if err != nil {
 		return snowflake.Registration{}, r.fail(ctx, "register", err)
@@ -359,15 +358,16 @@ func (r *Registry) own(ctx context.Context, path string, worker int64, wait time
 				return "", 0, 0, r.fail(ctx, "register: create "+op, err)
 			}
 		}
-		var (
+		type getW struct {
 			od []byte
 			st *zk.Stat
 			ch <-chan zk.Event
-		)
-		err = r.call(cctx, func() (err error) {
-			od, st, ch, err = r.conn.GetW(op)
-			return err
+		}
+		g, err := callV(r, cctx, func() (g getW, err error) {
+			g.od, g.st, g.ch, err = r.conn.GetW(op)
+			return g, err
 		})
+		od, st, ch := g.od, g.st, g.ch
 		if errors.Is(err, zk.ErrNoNode) {
 			if !create {
 				return "", 0, 0, nil // free
@@ -430,11 +430,11 @@ func (r *Registry) WaitFree(ctx context.Context) error {
 		r.noSession = ctx.Err() == nil
 		return ctx.Err()
 	}
-	var children []string
-	if err := r.call(cctx, func() (err error) {
-		children, _, err = r.conn.Children(r.root)
-		return err
-	}); err != nil {
+	children, err := callV(r, cctx, func() ([]string, error) {
+		children, _, err := r.conn.Children(r.root)
+		return children, err
+	})
+	if err != nil {
 		return ctx.Err() // no znodes yet, or ZooKeeper trouble: Register's
 	}
 	path := r.mine(children)
@@ -500,12 +500,10 @@ func (r *Registry) fence(ctx context.Context, path string, worker int64, created
 		if err != nil {
 			return endpoint{}, 0, 0, err
 		}
-		var res []zk.MultiResponse
-		err = r.call(ctx, func() (err error) {
-			res, err = r.conn.Multi(
+		res, err := callV(r, ctx, func() ([]zk.MultiResponse, error) {
+			return r.conn.Multi(
 				&zk.SetDataRequest{Path: path, Data: data, Version: version},
 				&zk.SetDataRequest{Path: lp, Data: ldata, Version: -1})
-			return err
 		})
 		if err == nil {
 			if len(res) > 0 && res[0].Stat != nil {
@@ -533,10 +531,9 @@ func (r *Registry) leasePath(worker int64) string { return fmt.Sprintf("%s/%010d
 
 // readLease returns the timestamp of a lease znode, 0 if it has none.
 func (r *Registry) readLease(ctx context.Context, lp string) (int64, error) {
-	var data []byte
-	err := r.call(ctx, func() (err error) {
-		data, _, err = r.conn.Get(lp)
-		return err
+	data, err := callV(r, ctx, func() ([]byte, error) {
+		data, _, err := r.conn.Get(lp)
+		return data, err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, nil
@@ -611,10 +608,9 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, bool, er
 			return "", endpoint{}, false, fmt.Errorf("create %s: %w", p, err)
 		}
 	}
-	var children []string
-	err := r.call(ctx, func() (err error) {
-		children, _, err = r.conn.Children(r.root)
-		return err
+	children, err := callV(r, ctx, func() ([]string, error) {
+		children, _, err := r.conn.Children(r.root)
+		return children, err
 	})
 	if err != nil {
 		return "", endpoint{}, false, fmt.Errorf("children of %s: %w", r.root, err)
@@ -632,10 +628,8 @@ func (r *Registry) findOrCreate(ctx context.Context) (string, endpoint, bool, er
 	if err != nil {
 		return "", endpoint{}, false, err
 	}
-	var path string
-	err = r.call(ctx, func() (err error) {
-		path, err = r.conn.Create(r.root+"/"+prefix, data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
-		return err
+	path, err := callV(r, ctx, func() (string, error) {
+		return r.conn.Create(r.root+"/"+prefix, data, zk.FlagSequence, zk.WorldACL(zk.PermAll))
 	})
 	if err != nil {
 		return "", endpoint{}, false, fmt.Errorf("create %s: %w", r.root+"/"+prefix, err)
@@ -666,12 +660,15 @@ func (r *Registry) mine(children []string) string {
 
 // read returns the data of a forever znode and its version.
 func (r *Registry) read(ctx context.Context, path string) (endpoint, int32, error) {
-	var data []byte
-	var st *zk.Stat
-	err := r.call(ctx, func() (err error) {
-		data, st, err = r.conn.Get(path)
-		return err
+	type got struct {
+		data []byte
+		st   *zk.Stat
+	}
+	g, err := callV(r, ctx, func() (g got, err error) {
+		g.data, g.st, err = r.conn.Get(path)
+		return g, err
 	})
+	data, st := g.data, g.st
 	if err != nil {
 		return endpoint{}, 0, fmt.Errorf("get %s: %w", path, err)
 	}
@@ -779,11 +776,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	var res []zk.MultiResponse
-	err := r.call(cctx, func() (err error) {
-		res, err = r.conn.Multi(ops...)
-		return err
-	})
+	res, err := callV(r, cctx, func() ([]zk.MultiResponse, error) { return r.conn.Multi(ops...) })
 	if err != nil {
 		if len(res) >= 2 && (fenced(res[0].Error) || fenced(res[1].Error) || len(res) > 2 && fenced(res[2].Error)) {
 			r.markLost()
@@ -980,17 +973,33 @@ func (r *Registry) waitSession(ctx context.Context) error {
 // the latest when Close closes the connection (go-zookeeper fails queued
 // requests then); Close waits for it.
 func (r *Registry) call(ctx context.Context, op func() error) error {
-	done := make(chan error, 1)
+	_, err := callV(r, ctx, func() (struct{}, error) { return struct{}{}, op() })
+	return err
+}
+
+// callV is call for an op with a result. The result comes back only
+// through the channel: an op that outlives ctx writes no variable its
+// caller reads (results captured by the closure raced with the caller's
+// reads after a timeout: go test -race, TestThreeSnowflakeNodesZooKeeper
+// on a loaded machine).
+func callV[T any](r *Registry, ctx context.Context, op func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		done <- op()
+		v, err := op()
+		done <- result{v, err}
 	}()
 	select {
-	case err := <-done:
-		return err
+	case res := <-done:
+		return res.v, res.err
 	case <-ctx.Done():
-		return ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 

@@ -899,3 +899,42 @@ func TestCacheRegistrationIsPartial(t *testing.T) {
 		t.Fatalf("registration from the cache file: %+v, want worker %d, Partial, with the cached lease", reg2, reg1.Worker)
 	}
 }
+
+// TestLeaseTimedOut: a Lease whose context ends while ZooKeeper has not
+// answered returns at once, and the answer that comes later is dropped,
+// not written into a variable the returned call reads (under -race: a data
+// race between the goroutine of the ZooKeeper call and Lease's check of
+// its responses, seen in node's tests on a loaded machine). The timed-out
+// write may still commit; the claim is then fenced (lost), never served
+// on a version it no longer holds.
+func TestLeaseTimedOut(t *testing.T) {
+	servers := []string{testenv.ZooKeeper(t)}
+	r := open(t, servers, snowflake.LeafLayout(), zk.Options{Name: testenv.RandomName("tmo_", 6), Addr: "10.4.1.10:80"})
+	register(t, r)
+	until := time.Now().Add(time.Minute)
+	timedOut := 0
+	for i := 0; i < 2000 && timedOut < 200; i++ {
+		until = until.Add(time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(100+(i*37)%3000)*time.Microsecond)
+		err := r.Lease(ctx, until)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded):
+			timedOut++
+		case errors.Is(err, snowflake.ErrNotRegistered):
+			// A timed-out write committed: the next one was fenced.
+			select {
+			case <-r.Lost():
+			default:
+				t.Fatalf("lease fenced (%v) but the claim is not reported lost", err)
+			}
+			return
+		default:
+			t.Fatalf("lease %d: %v", i, err)
+		}
+	}
+	if timedOut == 0 {
+		t.Skip("no Lease timed out: ZooKeeper answered within 0.1-3.1 ms every time")
+	}
+}
