@@ -104,6 +104,7 @@ func (p *leafdProc) kill(t *testing.T) {
 // Two leafd on one data directory would run two nats-servers on one
 // JetStream store: the second refuses at once and names the first.
 func TestDataDirInUse(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "cmd/leafd")
 	dir := t.TempDir()
 	first := startLeafd(t, bin, nil, "--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off", "--name", "first")
@@ -147,6 +148,7 @@ func TestDataDirInUse(t *testing.T) {
 // and block rolls). strace counts the fsyncs of the KV_leaf_alloc stream's
 // files against the bucket's writes.
 func TestEmbeddedStoreFsyncsEveryReservation(t *testing.T) {
+	t.Parallel()
 	strace, err := exec.LookPath("strace")
 	if err != nil {
 		if testenv.Required() {
@@ -219,6 +221,7 @@ func TestEmbeddedStoreFsyncsEveryReservation(t *testing.T) {
 // (here the embedded one, with its leafd): after the restart no batch
 // holds an id that a client already took.
 func TestPoolBatchStaysTakenAcrossKill(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "cmd/leafd")
 	dir := t.TempDir()
 	args := []string{"--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off",
@@ -268,6 +271,7 @@ func TestPoolBatchStaysTakenAcrossKill(t *testing.T) {
 // server's disk sync: the node says so at start, naming each stream. The
 // embedded server syncs always and says nothing.
 func TestWarnsOnUnreplicatedStreams(t *testing.T) {
+	t.Parallel()
 	srv := natstest.RunServer(t)
 	for _, tc := range []struct {
 		name string
@@ -311,6 +315,7 @@ func TestWarnsOnUnreplicatedStreams(t *testing.T) {
 // earlier ids (the adversary's run: 703k duplicates after moving the epoch
 // 10 s later), so it is refused.
 func TestLayoutChangeRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	start := func(epoch string) (*node.Node, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -347,6 +352,7 @@ func TestLayoutChangeRefused(t *testing.T) {
 // equal to theirs in the same queue group: it refuses to start, naming the
 // live node.
 func TestPeerLayoutMismatchRefused(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 1}})
 	try := func(cfg node.Config) error {

@@ -18,6 +18,7 @@ import (
 // last id it served; with a peer alive it does not (the peer knows its
 // floors), and no id repeats either way. On JetStream KV and MariaDB.
 func TestGracefulRestartNoGap(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"kv", "mysql"} {
 		t.Run(store, func(t *testing.T) {
 			srv := natstest.RunServer(t)
@@ -96,6 +97,7 @@ func TestGracefulRestartNoGap(t *testing.T) {
 // from the pool: no id repeats, and pool batches made before a stop stay
 // valid after it.
 func TestGracefulRestartsWithPoolNoRepeat(t *testing.T) {
+	t.Parallel()
 	srv := natstest.RunServer(t)
 	cfg := node.Config{Name: "alone", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Pool: node.PoolConfig{Tags: "orders", Depth: 4, Batch: 50}}
 	nc := natstest.Connect(t, srv.ClientURL())

@@ -17,6 +17,7 @@ import (
 // Leaf's HTTP API on a running node, called as Leaf's users do, hands out
 // the same id spaces as NATS: no id twice across the two.
 func TestLeafHTTPAPI(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	n := startNode(t, node.Config{Name: "http", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 5}})
 	waitServing(t, n)
@@ -53,7 +54,7 @@ func TestLeafHTTPAPI(t *testing.T) {
 			}
 			add(id)
 		}
-		ids, err := take(nc, "web", 3, i%2 == 0)
+		ids, err := takeReady(nc, "web", 3, i%2 == 0)
 		if err != nil {
 			t.Fatal(err)
 		}

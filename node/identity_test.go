@@ -34,6 +34,7 @@ func startErr(t *testing.T, cfg node.Config) error {
 // process under a live node's --name would be taken for that node and pass
 // them all unseen, so it refuses to start, naming the live one.
 func TestSameNameRefused(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	base := node.Config{Name: "twin", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}}
 	a := startNode(t, base)
@@ -57,6 +58,7 @@ func TestSameNameRefused(t *testing.T) {
 // starts second must see the other serving it and refuse; an adversary
 // counted 59,214 duplicates when both served.
 func TestZKCachedRegistrationAsksPeers(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	base := node.Config{
 		NATS:     node.NATSConfig{URL: s.ClientURL()},
@@ -118,6 +120,7 @@ func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 // Restarted in between (its memory of worker w gone), the first node
 // reports w from its lease files in the data directory.
 func TestErasedWorkerWaitsForPastLease(t *testing.T) {
+	t.Parallel()
 	for _, restart := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) { erasedWorkerWaits(t, restart) })
 	}
@@ -244,6 +247,7 @@ func startTogether(t *testing.T, cfgs ...node.Config) ([]*node.Node, []error) {
 // connection with the worker id it is registering: of two, the later asks
 // after the earlier's claim and refuses (both may, never neither).
 func TestWorkerRegisteredTogether(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	for i := range 3 {
 		var cfgs []node.Config
@@ -278,6 +282,7 @@ func TestWorkerRegisteredTogether(t *testing.T) {
 // ids, the two taking each other's floors for their own). At most one
 // starts.
 func TestSameNameStartedTogether(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	for i := range 3 {
 		cfg := node.Config{Name: fmt.Sprintf("twin%d", i), NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}}
@@ -340,6 +345,7 @@ func leasedBefore(t *testing.T, url, spec, unit string) {
 // the next node on that id must start above them. Served at once, it
 // repeated them (helper-20: 29,403 duplicates).
 func TestErasedWorkerOfStoppedHolder(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	base := node.Config{
 		NATS:      node.NATSConfig{URL: s.ClientURL()},
@@ -444,6 +450,7 @@ func borrowAhead(t *testing.T, n *node.Node, count int) (snowflake.Layout, time.
 //     back with a new znode, whose creation time was taken for a lease
 //     (helper-25: 32,551 duplicates).
 func TestZKStoppedHolderWaitedOut(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{"cache", "wiped"} {
 		t.Run(fault, func(t *testing.T) {
 			s := natstest.RunServer(t)

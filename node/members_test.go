@@ -28,6 +28,7 @@ import (
 // refuses to start, naming it. A member that never answers holds the
 // start back (ErrPeersSilent, tried again) until its key is gone.
 func TestSlowPeerIsWaitedFor(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s.ClientURL())
 	js, err := jetstream.New(nc)
@@ -90,6 +91,7 @@ func TestSlowPeerIsWaitedFor(t *testing.T) {
 // responder gathered for 250 ms alone and restarted the tag below ids that
 // node had served.
 func TestSlowPeerFloorRefusesRestart(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	startNode(t, node.Config{Name: "near", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}})
 	nc := natstest.Connect(t, s.ClientURL())

@@ -26,6 +26,7 @@ const (
 // another key or none refuses the tag (never serving ids of another
 // permutation), and the mode cannot be changed by creating the tag again.
 func TestOpaqueTagEndToEnd(t *testing.T) {
+	t.Parallel()
 	first := startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	second := startNode(t, node.Config{Name: "second", NATS: node.NATSConfig{URL: first.ClientURL()}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, first.ClientURL())
@@ -97,6 +98,7 @@ func TestOpaqueTagEndToEnd(t *testing.T) {
 // would be another permutation's, which can repeat ids already served),
 // says why, and takes no new range for each request.
 func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := startNode(t, node.Config{Name: "keyed", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, n.ClientURL())
@@ -143,6 +145,7 @@ func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
 // restart, from its data directory. Neither serves plain ids, which could
 // repeat permuted ids served before.
 func TestModeRemovedByHandRefused(t *testing.T) {
+	t.Parallel()
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	dirA := t.TempDir()

@@ -25,6 +25,7 @@ import (
 // increasing ids (checked as a history) while the leader is stopped and
 // another takes over, and through HTTP; the tag's leaders spread.
 func TestMonoTagEndToEnd(t *testing.T) {
+	t.Parallel()
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	nodes := map[string]*node.Node{}
@@ -53,7 +54,8 @@ func TestMonoTagEndToEnd(t *testing.T) {
 
 	h, stop := monoLoad(t, cl, "ticks", 8)
 	count := h.Len
-	testenv.Eventually(t, "ids before the switch-over", 20*time.Second, func() bool { return count() > 2000 })
+	// Counts, not rates: the machine may be busy (-race, parallel tests).
+	testenv.Eventually(t, "ids before the switch-over", 90*time.Second, func() bool { return count() > 1000 })
 	old := leader()
 	stopped := time.Now()
 	if err := nodes[old].Close(context.Background()); err != nil {
@@ -61,7 +63,7 @@ func TestMonoTagEndToEnd(t *testing.T) {
 	}
 	delete(nodes, old)
 	before := count()
-	testenv.Eventually(t, "ids after the switch-over", 20*time.Second, func() bool { return count() > before+2000 })
+	testenv.Eventually(t, "ids after the switch-over", 90*time.Second, func() bool { return count() > before+1000 })
 	t.Logf("leader %s stopped; %v to %d more ids; new leader %s", old, time.Since(stopped), count()-before, leader())
 	stop()
 	if err := h.Check(); err != nil {

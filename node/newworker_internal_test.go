@@ -15,6 +15,7 @@ import (
 // deleted the record, or the whole registry, under the live holder). The
 // Source waits out the claim TTL otherwise (TestSourceWaitsOutUnknownWorker).
 func TestNoPeerServes(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	start := func(name string, worker int64) *Node {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -74,6 +74,7 @@ func allocBucket(t *testing.T, nc *nats.Conn) (jetstream.KeyValue, context.Conte
 // a create) below the highest floor any live node reports is refused,
 // naming that node; at it, it works.
 func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	a := startNode(t, node.Config{Name: "fa", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	b := startNode(t, node.Config{Name: "fb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
@@ -129,6 +130,7 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 // serve the ids the other served: it heard the other's floor
 // (leaf.floor.<tag>) and refuses ranges below it.
 func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	a := startNode(t, node.Config{Name: "pa", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	b := startNode(t, node.Config{Name: "pb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
@@ -174,6 +176,7 @@ func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 // ids again. Now B asks the live nodes before it creates a tag, and A's
 // floor refuses it (issue #12).
 func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	a := startNode(t, node.Config{Name: "ra", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
@@ -220,6 +223,7 @@ func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 // (leaf.admin.floors). Here the row is lowered twice by hand, then node B
 // joins: before, B took the lowered range and served A's ids again.
 func TestLateNodeLearnsPeerFloors(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	a := startNode(t, node.Config{Name: "la", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())

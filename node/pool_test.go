@@ -17,6 +17,7 @@ import (
 // Nodes keep the pools full; with every leafd stopped, clients still get
 // ids from the pools until they drain — none of them seen before.
 func TestPoolOutlivesNodes(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	var nodes []*node.Node
 	for i, w := range []int64{1, 2} {
@@ -42,7 +43,7 @@ func TestPoolOutlivesNodes(t *testing.T) {
 		}
 	}
 	for range 5 {
-		ids, err := take(nc, "orders", 50, true)
+		ids, err := takeReady(nc, "orders", 50, true)
 		if err != nil {
 			t.Fatal(err)
 		}

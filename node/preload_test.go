@@ -17,6 +17,7 @@ import (
 // every tag in the store: a rolling restart over many tags wastes none of
 // theirs (issue #15).
 func TestRestartPreloadsOnlyServedTags(t *testing.T) {
+	t.Parallel()
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	dir := t.TempDir()

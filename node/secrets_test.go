@@ -22,6 +22,7 @@ import (
 // A password in the --nats URL never reaches the logs, nor the error of a
 // failed connection.
 func TestSecretsNotLogged(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-Pa55word"
 	s := natstest.RunServer(t, func(o *server.Options) { o.Username, o.Password = "leafd", secret })
 	url := strings.Replace(s.ClientURL(), "nats://", "nats://leafd:"+secret+"@", 1)
@@ -60,6 +61,7 @@ func TestSecretsNotLogged(t *testing.T) {
 // leafd authenticates with the --nats-* settings (here a user and a
 // password file), and a config that cannot work is refused up front.
 func TestNATSAuthSettings(t *testing.T) {
+	t.Parallel()
 	const secret = "file-Pa55word"
 	s := natstest.RunServer(t, func(o *server.Options) { o.Username, o.Password = "leafd", secret })
 	pwFile := t.TempDir() + "/pw"
@@ -105,6 +107,7 @@ func TestNATSAuthSettings(t *testing.T) {
 // The opaque key never reaches the logs, /status.json or an error: only
 // its id does; a malformed key is refused at start without printing it.
 func TestOpaqueKeyNotLogged(t *testing.T) {
+	t.Parallel()
 	const key = "00112233445566778899aabbccddeeff"
 	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -26,6 +26,7 @@ import (
 // /readyz says why it is not ready, and it serves as soon as the cluster
 // has a quorum. Before, it exited at once ("listing tags: … no answer").
 func TestStartWaitsForJetStream(t *testing.T) {
+	t.Parallel()
 	c := natstest.NewCluster(t, 3)
 	c.Start(0)
 	bin := testenv.Build(t, "cmd/leafd")
@@ -147,6 +148,7 @@ func get(t *testing.T, url string) (int, string) {
 // /readyz 503 naming the wait) and serves once NATS is up. Before, it
 // exited at once: "no servers available for connection".
 func TestStartWaitsForNATS(t *testing.T) {
+	t.Parallel()
 	bin := testenv.Build(t, "cmd/leafd")
 	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
 	type started struct {

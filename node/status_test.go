@@ -14,13 +14,14 @@ import (
 // Every node answers leaf.admin.status with its tags, buffers, rings and
 // snowflake state.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	a := startNode(t, node.Config{Name: "st-a", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 1}})
 	startNode(t, node.Config{Name: "st-b", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}})
 	waitServing(t, a)
 	nc := natstest.Connect(t, s.ClientURL())
 	for range 20 {
-		if _, err := take(nc, "st", 10, false); err != nil {
+		if _, err := takeReady(nc, "st", 10, false); err != nil {
 			t.Fatal(err)
 		}
 	}

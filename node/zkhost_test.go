@@ -153,6 +153,7 @@ func zkWorkersOf(ids []int64) map[int64]int {
 // --zk-addr. Each identity is its own host's address, so the two get
 // distinct worker ids and no id is served twice.
 func TestTwoHostsZKIdentity(t *testing.T) {
+	t.Parallel()
 	zkAddr := testenv.ZooKeeper(t)
 	bin := testenv.Build(t, "./cmd/leafd")
 	hosts := []string{"127.0.0.2", "127.0.0.3"}
@@ -216,6 +217,7 @@ func TestTwoHostsZKIdentity(t *testing.T) {
 // (another host configured with the same identity) refuses snowflake with
 // an error that names the first; the first keeps serving.
 func TestSameZKAddrRefused(t *testing.T) {
+	t.Parallel()
 	zkAddr := testenv.ZooKeeper(t)
 	bin := testenv.Build(t, "./cmd/leafd")
 	hosts := []string{"127.0.0.2", "127.0.0.3"}
@@ -264,6 +266,7 @@ func TestSameZKAddrRefused(t *testing.T) {
 // (SIGCONT) while the new one serves, the frozen one serves no id the new
 // one serves.
 func TestFrozenLeafdZK(t *testing.T) {
+	t.Parallel()
 	zkAddr := testenv.ZooKeeper(t)
 	bin := testenv.Build(t, "./cmd/leafd")
 	hosts := []string{"127.0.0.2", "127.0.0.3"}
