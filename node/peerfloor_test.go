@@ -257,3 +257,70 @@ func TestLateNodeLearnsPeerFloors(t *testing.T) {
 	startNode(t, node.Config{Name: "lb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	takeAll("after the row was lowered twice and a node joined", 60, true)
 }
+
+// TestRestartingNodeFloorsHeard (helper-30's DUP-1): a node restarting on
+// its data directory holds ranges of a tag (its floor file; engine.Start
+// loads more) long before its responder runs — here it hangs registering
+// a snowflake worker with ZooKeeper, as a node 30-50 ms from NATS spent
+// seconds in its start's round trips. The alloc bucket is replaced and a
+// newcomer is asked for the tag: it must hear the restarting node's floor
+// and refuse, not create the tag at 1. Before, the restarting member's
+// record said it did not serve yet, the newcomer did not wait for it, and
+// nobody answered its floor (3,900-4,170 duplicates per run).
+func TestRestartingNodeFloorsHeard(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	url := s.ClientURL()
+	dirB := t.TempDir()
+	cfgB := node.Config{Name: "b", NATS: node.NATSConfig{URL: url}, DataDir: dirB, HTTP: node.HTTPConfig{Addr: "off"},
+		Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}}
+	b := startNode(t, cfgB)
+	nc := natstest.Connect(t, url)
+	var high int64
+	for range 5 {
+		ids, err := takeReady(nc, "orders", 100, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		high = max(high, ids[len(ids)-1])
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// b again, stuck registering its snowflake worker: ZooKeeper does
+	// not answer. Its engine has started by then.
+	stuck := cfgB
+	stuck.Registry = node.RegistryConfig{Kind: node.RegistryZK, ZK: freeAddr(t), ZKName: "stuck", ZKAddr: "127.0.0.1:7999"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if n, err := node.Start(ctx, stuck, nil); err == nil {
+			_ = n.Close(context.Background())
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	testenv.Eventually(t, "the restarting b in leaf_nodes", 30*time.Second, func() bool { return isMember(t, nc, "b") })
+	time.Sleep(time.Second) // its engine loads the tag meanwhile (no event to wait for: it does not serve)
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(t.Context(), kvstore.DefaultBucket); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, node.Config{Name: "c", NATS: node.NATSConfig{URL: url}, HTTP: node.HTTPConfig{Addr: "off"},
+		Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000}})
+	ids, err := takeReady(nc, "orders", 100, true)
+	if err == nil {
+		if ids[0] <= high {
+			t.Fatalf("the newcomer created orders again: ids from %d, b had served up to %d", ids[0], high)
+		}
+		t.Fatalf("ids %d.. of a tag the replaced bucket does not hold", ids[0])
+	}
+	if !strings.Contains(err.Error(), "node b") {
+		t.Fatalf("take after the bucket was replaced: %v, want a refusal naming node b", err)
+	}
+}

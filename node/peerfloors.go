@@ -171,6 +171,39 @@ func (p *peerFloors) close() {
 	}
 }
 
+// answerFloors answers leaf.admin.floor.<tag> with this node's floor of
+// the tag (0: none) from n.floors, which holds every range the engine
+// loaded before it hands out an id of it (segment.Floors.Raise). It runs
+// from before the node joins the members until its stop (before the
+// hand-back), so every member whose record says Serving answers: a
+// restarting node holds ranges from its floor file and engine.Start on,
+// long before its responder runs. (The responder answers the subject too
+// once it runs; an asker takes the highest answer of each node.)
+func (n *Node) answerFloors() error {
+	var err error
+	n.floorAns, err = n.nc.Subscribe(wire.FloorPrefix+"*", func(m *nats.Msg) {
+		tag, err := wire.ParseTag(strings.TrimPrefix(m.Subject, wire.FloorPrefix))
+		if err != nil {
+			return // the responder, once it runs, answers a bad tag with a 400
+		}
+		b, _ := json.Marshal(wire.NodeFloor{Node: n.cfg.Name, Instance: n.instance, Tag: tag.String(), Floor: n.floors.Floor(tag.String())})
+		if err := m.Respond(b); err != nil {
+			n.log.Warn("segment: answering "+m.Subject, "err", err)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return n.nc.Flush()
+}
+
+// stopFloorAnswers ends answerFloors; a second call does nothing.
+func (n *Node) stopFloorAnswers() {
+	if n.floorAns != nil {
+		_ = n.floorAns.Unsubscribe()
+	}
+}
+
 // createWindow is how long an auto-create waits for the live nodes' floors
 // of the tag (leaf.admin.floor.<tag>); the first request of a new tag waits
 // up to segment.Config.ColdWait anyway.

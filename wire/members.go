@@ -16,6 +16,8 @@ type Member struct {
 	Instance string `json:"instance"`
 	// Floors: the node answers FloorsSubject (it keeps floors).
 	Floors bool `json:"floors,omitempty"`
-	// Serving: the node's responder runs, so it answers FloorPrefix+tag.
+	// Serving: the node answers FloorPrefix+tag. A node sets it from its
+	// first record on: it answers its floors before its engine loads a
+	// range (a node of an older version set it once its responder ran).
 	Serving bool `json:"serving,omitempty"`
 }
