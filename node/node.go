@@ -64,12 +64,12 @@ type Node struct {
 	floors segment.Floors // the engine's, shared with the monotonic leaders
 	// floorAns answers leaf.admin.floor.<tag> from floors (answerFloors).
 	floorAns *nats.Subscription
-	peers  *peerFloors
-	opaque *opaque.Key // of opaque tags; nil: refused
-	engine *segment.Engine
-	prod   *producer.Producer
-	pool   *pool.Filler
-	mono   atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
+	peers    *peerFloors
+	opaque   *opaque.Key // of opaque tags; nil: refused
+	engine   *segment.Engine
+	prod     *producer.Producer
+	pool     *pool.Filler
+	mono     atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
 
 	sf   snowNode // snowflake ids
 	view peerView // the live peers' statuses, as last asked
