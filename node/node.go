@@ -314,7 +314,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		MaxBatch:  cfg.MaxBatch,
 		Logger:    n.log,
 		Layout:    n.sf.layout,
-		Now:       n.sf.now,
+		Clock:     clock.WithNow(n.clock, n.sf.now),
 		Observe:   n.met.observe,
 		Status:    n.status,
 		Floor:     n.engine.Floor,
