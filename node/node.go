@@ -164,7 +164,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.await(ctx, "connecting to NATS", func(context.Context) error { return n.startNATS() }); err != nil {
 		return nil, err
 	}
-	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
+	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Clock: n.clock, Logger: n.log})
 	if err := n.answerStarting(ctx); err != nil {
 		return nil, err
 	}
