@@ -314,12 +314,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		MaxBatch:  cfg.MaxBatch,
 		Logger:    n.log,
 		Layout:    n.sf.layout,
-		Clock:     clock.WithNow(n.clock, n.sf.now),
+		Clock:     n.clock,
 		Observe:   n.met.observe,
 		Status:    n.status,
 		Floor:     n.engine.Floor,
 		PeerFloor: n.peersFloor,
 		Opaque:    n.opaque,
+	}
+	if n.sf.now != nil { // leaf.admin.time answers the snowflake clock
+		rc.Clock = clock.WithNow(n.clock, n.sf.now)
 	}
 	if n.sf.ring != nil {
 		rc.Snowflake = n.sf.ring
