@@ -17,7 +17,10 @@
 // the bus; suppressed counts what was dropped since the last event of that
 // kind and tag.
 //
-// The room: floor 1 of the README's Layout; it imports only the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
+// Time comes from Config.Clock (an internal/clock.Clock, the real clock by
+// default): each event's time and the rate limits' refill.
+//
+// The room: floor 2 of the README's Layout; it imports internal/clock, the
+// standard library and outside modules. No package it imports stands on its
+// floor or above (farm-studio look: no arrow runs up).
 package events

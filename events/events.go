@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/leafmq/leafmq/internal/clock"
 )
 
 // Prefix is followed by the event's kind: leaf.events.<kind>. Kinds have two
@@ -76,8 +78,10 @@ type Config struct {
 	// MaxKeys bounds the (kind, tag) limiters kept; beyond it the oldest are
 	// forgotten. Default 10000.
 	MaxKeys int
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Clock is the events' time and the rate limits' clock. Default
+	// clock.Real (clock.Or).
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // Publisher publishes events, rate-limited per kind and tag so that a
@@ -111,9 +115,7 @@ func New(cfg Config) *Publisher {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 10000
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -127,7 +129,7 @@ func (p *Publisher) Emit(ev Event) bool {
 	if p == nil {
 		return false
 	}
-	now := p.cfg.Now()
+	now := p.cfg.Clock.Now()
 	k := key{ev.Kind, ev.Tag}
 	p.mu.Lock()
 	b := p.keys[k]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/internal/clock"
 )
 
 type sink struct {
@@ -32,14 +33,10 @@ func (s *sink) publish(subject string, data []byte) error {
 	return nil
 }
 
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
-
 func TestEmitSchema(t *testing.T) {
 	var s sink
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))}
-	p := events.New(events.Config{Node: "n1", Publish: s.publish, Now: c.now})
+	c := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)))
+	p := events.New(events.Config{Node: "n1", Publish: s.publish, Clock: c})
 	if !p.Emit(events.Event{Kind: events.StoreError, Tag: "orders", Level: events.Error, Message: "down",
 		Fields: map[string]any{"failures": 3}}) {
 		t.Fatal("not published")
@@ -48,7 +45,7 @@ func TestEmitSchema(t *testing.T) {
 		t.Fatalf("published %v on %v", s.evs, s.subj)
 	}
 	ev := s.evs[0]
-	if ev.Node != "n1" || !ev.Time.Equal(c.t) || ev.Time.Location() != time.UTC || ev.Tag != "orders" ||
+	if ev.Node != "n1" || !ev.Time.Equal(c.Now()) || ev.Time.Location() != time.UTC || ev.Tag != "orders" ||
 		ev.Level != events.Error || ev.Message != "down" || ev.Fields["failures"] != float64(3) || ev.Suppressed != 0 {
 		t.Fatalf("event %+v", ev)
 	}
@@ -60,8 +57,8 @@ func TestEmitSchema(t *testing.T) {
 
 func TestRateLimit(t *testing.T) {
 	var s sink
-	c := &clock{t: time.Unix(1000, 0)}
-	p := events.New(events.Config{Node: "n", Publish: s.publish, Now: c.now, Burst: 3, Every: time.Second})
+	c := clock.NewFake(time.Unix(1000, 0))
+	p := events.New(events.Config{Node: "n", Publish: s.publish, Clock: c, Burst: 3, Every: time.Second})
 	sent := 0
 	for range 10 {
 		if p.Emit(events.Event{Kind: events.RingEmpty, Tag: "hot"}) {
@@ -75,7 +72,7 @@ func TestRateLimit(t *testing.T) {
 	if !p.Emit(events.Event{Kind: events.RingEmpty, Tag: "cold"}) || !p.Emit(events.Event{Kind: events.StoreError, Tag: "hot"}) {
 		t.Fatal("a different tag or kind was limited")
 	}
-	c.t = c.t.Add(1500 * time.Millisecond) // 1.5 tokens back
+	c.Advance(1500 * time.Millisecond) // 1.5 tokens back
 	if !p.Emit(events.Event{Kind: events.RingEmpty, Tag: "hot"}) {
 		t.Fatal("no event after the interval")
 	}
@@ -95,10 +92,10 @@ func TestRateLimit(t *testing.T) {
 
 func TestMaxKeys(t *testing.T) {
 	var s sink
-	c := &clock{t: time.Unix(1000, 0)}
-	p := events.New(events.Config{Publish: s.publish, Now: c.now, Burst: 1, MaxKeys: 2})
+	c := clock.NewFake(time.Unix(1000, 0))
+	p := events.New(events.Config{Publish: s.publish, Clock: c, Burst: 1, MaxKeys: 2})
 	for _, tag := range []string{"a", "b", "c", "a"} {
-		c.t = c.t.Add(time.Millisecond)
+		c.Advance(time.Millisecond)
 		if !p.Emit(events.Event{Kind: events.RingEmpty, Tag: tag}) {
 			t.Fatalf("tag %s limited", tag) // a was forgotten when c came: a fresh budget
 		}

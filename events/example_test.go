@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/internal/clock"
 )
 
 func ExamplePublisher() {
@@ -12,7 +13,7 @@ func ExamplePublisher() {
 	p := events.New(events.Config{
 		Node:    "leafd-a",
 		Publish: func(subject string, data []byte) error { fmt.Printf("%s %s\n", subject, data); return nil },
-		Now:     func() time.Time { return at },
+		Clock:   clock.NewFake(at),
 	})
 	p.Emit(events.Event{Kind: events.SegmentStep, Tag: "orders", Message: "step of orders changed from 2000 to 4000",
 		Fields: map[string]any{"step": 4000, "prev_step": 2000, "reason": "dynamic"}})

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -69,9 +70,9 @@ type Config struct {
 	// many open pages cost one Status and one Rows call per interval.
 	// Default DefaultStatusCache; negative: every request calls them.
 	StatusCache time.Duration
-	// Now is the clock of /status.json's "time" and of StatusCache.
-	// Default time.Now.
-	Now func() time.Time
+	// Clock is the clock of /status.json's "time" and of StatusCache.
+	// Default clock.Real (clock.Or).
+	Clock clock.Clock
 	// Logger receives 5xx answers (4xx at debug level). Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -94,7 +95,7 @@ type handler struct {
 
 	mu       sync.Mutex // guards body and at; held during a status fetch, so concurrent polls share it
 	body     []byte     // last /status.json answer
-	bodyTime time.Time  // Config.Now when body was made
+	bodyTime time.Time  // Config.Clock's reading when body was made
 }
 
 // New checks cfg and returns the handler of Leaf's HTTP API, /readyz and
@@ -117,9 +118,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Location == nil {
 		cfg.Location = time.Local
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	h := &handler{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	if h.log == nil {
 		h.log = slog.Default()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/httpapi"
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -402,12 +403,11 @@ func TestStatusJSON(t *testing.T) {
 // Many pages polling at once cost one Status call per StatusCache.
 func TestStatusCache(t *testing.T) {
 	var calls atomic.Int64
-	var now atomic.Int64
-	now.Store(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	now := clock.NewFake(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	srv := serve(t, httpapi.Config{
 		Logger:      quiet,
 		StatusCache: time.Second,
-		Now:         func() time.Time { return time.Unix(0, now.Load()) },
+		Clock:       now,
 		Status: func(context.Context) ([]wire.NodeStatus, error) {
 			c := calls.Add(1)
 			time.Sleep(10 * time.Millisecond) // polls arrive while it runs
@@ -437,15 +437,18 @@ func TestStatusCache(t *testing.T) {
 	if calls.Load() != 1 || !strings.Contains(first, `"requests":1`) {
 		t.Fatalf("%d calls for 8 concurrent polls: %s", calls.Load(), first)
 	}
-	now.Add(int64(999 * time.Millisecond))
+	if want := fmt.Sprintf(`"time":%d`, now.Now().UnixNano()); !strings.Contains(first, want) {
+		t.Fatalf("status %s, want %s (Config.Clock)", first, want)
+	}
+	now.Advance(999 * time.Millisecond)
 	if poll() != first || calls.Load() != 1 {
 		t.Fatalf("%d calls within the cache time", calls.Load())
 	}
-	now.Add(int64(time.Millisecond))
+	now.Advance(time.Millisecond)
 	if b := poll(); calls.Load() != 2 || !strings.Contains(b, `"requests":2`) {
 		t.Fatalf("%d calls after the cache time: %s", calls.Load(), b)
 	}
-	now.Add(-int64(time.Hour)) // the clock stepped back: do not trust the cache
+	now.Advance(-time.Hour) // the clock stepped back: do not trust the cache
 	poll()
 	if calls.Load() != 3 {
 		t.Fatalf("%d calls after the clock stepped back", calls.Load())

@@ -37,7 +37,7 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 func (h *handler) statusBody(ctx context.Context) []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := h.cfg.Now()
+	now := h.cfg.Clock.Now()
 	if h.body != nil && h.cfg.StatusCache > 0 && now.Sub(h.bodyTime) < h.cfg.StatusCache && !now.Before(h.bodyTime) {
 		return h.body
 	}
@@ -46,7 +46,7 @@ func (h *handler) statusBody(ctx context.Context) []byte {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.Timeout)
 	defer cancel()
 	doc := h.fetchStatus(ctx)
-	doc.Time = h.cfg.Now().UnixNano()
+	doc.Time = h.cfg.Clock.Now().UnixNano()
 	b, err := json.Marshal(doc)
 	if err != nil { // wire and TagRow values always marshal
 		b = []byte(`{"nodes":[],"rows":null,"errors":["status: cannot encode"]}`)

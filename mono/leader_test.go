@@ -265,24 +265,32 @@ func step(t testing.TB, c *clock.Fake, n int, d time.Duration) {
 // reserves, nothing for a TTL, by which time the old leader has found its
 // renewal refused and stopped: the clients' history stays in order.
 func TestHandDeletedLeaseKeepsOrder(t *testing.T) {
-	store, lease := newStore(t), memlease.New(time.Second, nil)
+	// Both Leaders and the lease run on one fake clock, stepped while the
+	// clients keep asking.
+	clk := clock.NewFake(time.Now())
+	store, lease := newStore(t), memlease.New(time.Second, clk)
 	// a renews late and b retries early: without the Wait, b leads for
 	// up to half a second while a still serves.
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 10, Renew: 700 * time.Millisecond})
+	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 10, Renew: 700 * time.Millisecond, Clock: clk})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
-	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 10, Retry: 20 * time.Millisecond})
+	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 10, Retry: 20 * time.Millisecond, Clock: clk})
+	testenv.Armed(t, clk, 2) // a waits to renew, b to try again
 	t0 := time.Now()
 	var (
-		mu  sync.Mutex
-		ops []mono.Op
-		wg  sync.WaitGroup
+		mu    sync.Mutex
+		ops   []mono.Op
+		asked atomic.Int64 // client rounds, answered or not
+		wg    sync.WaitGroup
 	)
-	stop := time.Now().Add(3 * time.Second)
+	done := make(chan struct{})
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(stop) {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
 				send := time.Since(t0)
 				order := []*mono.Leader{a, b}
 				if rand.IntN(2) == 0 {
@@ -299,11 +307,26 @@ func TestHandDeletedLeaseKeepsOrder(t *testing.T) {
 						break
 					}
 				}
+				asked.Add(1)
 			}
-		}()
+		})
 	}
-	time.Sleep(500 * time.Millisecond)
+	// traffic waits until the clients have asked n more times.
+	traffic := func(n int64) {
+		t.Helper()
+		want := asked.Load() + n
+		testenv.Eventually(t, "client requests", 5*time.Second, func() bool { return asked.Load() >= want })
+	}
+	traffic(100)
 	lease.Drop("m") // nats kv del leaf_mono m
+	// Three seconds of the clock in 50ms steps, each once both loops wait
+	// on it again and the clients have asked meanwhile.
+	for range 60 {
+		testenv.Armed(t, clk, 2)
+		clk.Advance(50 * time.Millisecond)
+		traffic(8)
+	}
+	close(done)
 	wg.Wait()
 	if err := mono.CheckHistory(ops); err != nil {
 		t.Fatalf("%v (%d calls)", err, len(ops))

@@ -166,7 +166,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.await(ctx, "connecting to NATS", func(context.Context) error { return n.startNATS() }); err != nil {
 		return nil, err
 	}
-	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Logger: n.log})
+	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Clock: n.clock, Logger: n.log})
 	if err := n.answerStarting(ctx); err != nil {
 		return nil, err
 	}
@@ -328,12 +328,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		MaxBatch:  cfg.MaxBatch,
 		Logger:    n.log,
 		Layout:    n.sf.layout,
-		Now:       n.sf.now,
+		Clock:     n.clock,
 		Observe:   n.met.observe,
 		Status:    n.status,
 		Floor:     n.engine.Floor,
 		PeerFloor: n.peersFloor,
 		Opaque:    n.opaque,
+	}
+	if n.sf.now != nil { // leaf.admin.time answers the snowflake clock
+		rc.Clock = clock.WithNow(n.clock, n.sf.now)
 	}
 	if n.sf.ring != nil {
 		rc.Snowflake = n.sf.ring

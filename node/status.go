@@ -169,6 +169,7 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		},
 		Rows:   httpapi.StoreRows(n.store),
 		Ready:  n.Ready,
+		Clock:  n.clock,
 		Logger: n.log,
 	}
 	if n.sf.ring != nil {

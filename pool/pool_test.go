@@ -56,19 +56,14 @@ func newFiller(t *testing.T, js jetstream.JetStream, cfg pool.FillerConfig) *poo
 	return f
 }
 
+// waitLevel waits until the stream of subject holds want batches: the
+// filler's publishes land in a real (embedded) JetStream server.
 func waitLevel(t *testing.T, f *pool.Filler, subject string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, fmt.Sprintf("level %d of %s", want, subject), 10*time.Second, func() bool {
 		l, err := f.Level(context.Background(), subject)
-		if err == nil && l == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("level of %s = %d (%v), want %d", subject, l, err, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && l == want
+	})
 }
 
 // ids collects ids and fails on a duplicate.

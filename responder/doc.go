@@ -38,8 +38,13 @@
 // store. So one slow tag or a store outage never holds up the other requests
 // of a node. A Responder is safe for concurrent use.
 //
-// The room: floor 4 of the README's Layout; it imports client/ask, opaque,
-// segment, snowflake, wire, the standard library and outside modules. No
+// Time comes from Config.Clock (an internal/clock.Clock, the real clock by
+// default): the leaf.admin.time answer, the Took of each Observation and
+// the polls of Stop's wait for in-flight requests.
+//
+// The room: floor 4 of the README's Layout; it imports client/ask,
+// internal/clock, opaque, segment, snowflake, wire, the standard library and
+// outside modules. No
 // package it imports stands on its floor or above (farm-studio look: no
 // arrow runs up).
 package responder

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
@@ -52,8 +53,10 @@ type Config struct {
 	Snowflake SnowflakeSource
 	// Layout decodes ids on leaf.snowflake.decode; default Leaf's.
 	Layout snowflake.Layout
-	// Now is the clock answered on leaf.admin.time; default time.Now.
-	Now func() time.Time
+	// Clock is answered on leaf.admin.time, times the requests reported to
+	// Observe and paces Stop's wait for in-flight requests; default
+	// clock.Real (clock.Or).
+	Clock clock.Clock
 	// Observe, if set, is called once per id request (segment and
 	// snowflake) when it is answered, for metrics; it must not block.
 	// Without it no time is taken per request.
@@ -135,9 +138,7 @@ func Start(cfg Config) (*Responder, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if err := cfg.Layout.Validate(); err != nil {
 		return nil, fmt.Errorf("responder: %w", err)
 	}
@@ -268,14 +269,15 @@ func (r *Responder) Stop() error {
 		r.sfStopped = true
 		r.sfMu.Unlock()
 		err = errors.Join(r.svc.Stop(), r.SetSnowflake(false))
-		deadline := time.Now().Add(stopGrace)
-		for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
+		c := r.cfg.Clock
+		deadline := c.Now().Add(stopGrace)
+		for quiet := 0; quiet < 3 && c.Now().Before(deadline); {
 			if r.active.Load() == 0 && len(r.jobs) == 0 {
 				quiet++
 			} else {
 				quiet = 0
 			}
-			time.Sleep(5 * time.Millisecond)
+			_ = clock.Sleep(context.Background(), c, stopPoll)
 		}
 		r.cancel()
 		r.wg.Wait()
@@ -292,8 +294,12 @@ func (r *Responder) Stop() error {
 	return err
 }
 
-// stopGrace bounds how long Stop waits for in-flight requests.
-const stopGrace = 2 * time.Second
+// stopGrace bounds how long Stop waits for in-flight requests; it polls
+// them every stopPoll.
+const (
+	stopGrace = 2 * time.Second
+	stopPoll  = 5 * time.Millisecond
+)
 
 func (r *Responder) worker() {
 	defer r.wg.Done()
@@ -328,7 +334,7 @@ func (r *Responder) handleSegment(req micro.Request) {
 	defer r.active.Add(-1)
 	var start time.Time
 	if r.cfg.Observe != nil {
-		start = time.Now()
+		start = r.cfg.Clock.Now()
 	}
 	n, err := wire.ParseCount(req.Data(), r.cfg.MaxBatch)
 	if err != nil {
@@ -361,12 +367,13 @@ func (r *Responder) handleSegment(req micro.Request) {
 	}
 }
 
-// observe reports a request to Config.Observe (start is zero without it).
+// observe reports a request to Config.Observe, if set (start is zero
+// without it).
 func (r *Responder) observe(start time.Time, engine, tag, code string, ids int) {
-	if start.IsZero() {
+	if r.cfg.Observe == nil {
 		return
 	}
-	r.cfg.Observe(Observation{Engine: engine, Tag: tag, Code: code, IDs: ids, Took: time.Since(start)})
+	r.cfg.Observe(Observation{Engine: engine, Tag: tag, Code: code, IDs: ids, Took: r.cfg.Clock.Since(start)})
 }
 
 func (j *job) engine() string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
@@ -314,5 +316,63 @@ func TestConcurrentBatches(t *testing.T) {
 	}
 	if len(seen) != 16*20*1000 {
 		t.Fatalf("got %d ids", len(seen))
+	}
+}
+
+// Stop waits for handlers that micro may still run by polling on
+// Config.Clock: it returns after three quiet polls, each 5 ms of the clock
+// apart, and not before.
+func TestStopPollsOnTheClock(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
+	f := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	r, err := responder.Start(responder.Config{Conn: nc, IDs: &counter{tags: map[string]bool{"demo": true}}, Node: "test",
+		Clock: f, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if err := f.BlockUntil(ctx, 1); err != nil {
+			t.Fatalf("poll %d: Stop is not waiting on the clock: %v", i+1, err)
+		}
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned (%v) after %d quiet polls, want 3", err, i)
+		default:
+		}
+		f.Advance(5 * time.Millisecond)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Stop did not return after three quiet polls")
+	}
+}
+
+// Observation.Took is measured on Config.Clock.
+func TestObserveTookOnTheClock(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
+	var reads atomic.Int64
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	// Each reading is a second after the last one.
+	tick := clock.WithNow(nil, func() time.Time { return t0.Add(time.Duration(reads.Add(1)) * time.Second) })
+	obs := make(chan responder.Observation, 1)
+	r, err := responder.Start(responder.Config{Conn: nc, IDs: &counter{tags: map[string]bool{"demo": true}}, Node: "test",
+		Clock: tick, Logger: slog.New(slog.DiscardHandler), Observe: func(o responder.Observation) { obs <- o }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	if ids, err := request(t, nc, "leaf.segment.demo", "3", false); err != nil || len(ids) != 3 {
+		t.Fatalf("demo: %v %v", ids, err)
+	}
+	if o := <-obs; o.Took != time.Second || o.Code != "200" || o.IDs != 3 || o.Tag != "demo" {
+		t.Fatalf("observed %+v, want 3 ids of demo taking 1s (two readings of the clock)", o)
 	}
 }

@@ -83,7 +83,7 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 	defer r.active.Add(-1)
 	var start time.Time
 	if r.cfg.Observe != nil {
-		start = time.Now()
+		start = r.cfg.Clock.Now()
 	}
 	if subj := req.Subject(); subj != wire.SnowflakeSubject {
 		key := subj[len(wire.SnowflakePrefix):]
@@ -142,5 +142,5 @@ func (r *Responder) handleDecode(req micro.Request) {
 // handleTime answers leaf.admin.time with this node's clock. Every node
 // answers (no queue group).
 func (r *Responder) handleTime(req micro.Request) {
-	r.respondJSON(req, wire.NodeTime{Node: r.cfg.Node, UnixNano: r.cfg.Now().UnixNano()})
+	r.respondJSON(req, wire.NodeTime{Node: r.cfg.Node, UnixNano: r.cfg.Clock.Now().UnixNano()})
 }

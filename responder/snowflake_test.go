@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/producer"
@@ -380,12 +381,13 @@ func TestDecodeWhileServing(t *testing.T) {
 func TestAskPeerClocks(t *testing.T) {
 	srv := natstest.RunServer(t)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	clock := func(off time.Duration) func() time.Time { return func() time.Time { return t0.Add(off) } }
+	at := func(off time.Duration) func() time.Time { return func() time.Time { return t0.Add(off) } }
 	for _, n := range []struct {
 		name string
 		off  time.Duration
 	}{{"ahead", 90 * time.Second}, {"behind", -30 * time.Second}} {
-		startSnowflake(t, natstest.Connect(t, srv.ClientURL()), responder.Config{Node: n.name, Now: clock(n.off)})
+		// Only the readings stand still: Stop's wait keeps the real timers.
+		startSnowflake(t, natstest.Connect(t, srv.ClientURL()), responder.Config{Node: n.name, Clock: clock.WithNow(nil, at(n.off))})
 	}
 	nc := natstest.Connect(t, srv.ClientURL())
 	// A stranger that answers nonsense.
@@ -397,7 +399,7 @@ func TestAskPeerClocks(t *testing.T) {
 	}
 	// Our clock stands still, so the round trip adds nothing: the offsets
 	// are exactly +90s and -30s.
-	pc, err := ask.PeerClocks(context.Background(), nc, 2*time.Second, clock(0))
+	pc, err := ask.PeerClocks(context.Background(), nc, 2*time.Second, at(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,8 +104,8 @@
 // Time comes from Config.Clock (an internal/clock.Clock, the real clock by
 // default): the dynamic step, the negative cache, the waits for a segment,
 // the refresher and Retire's wait all read it or run on its timers, so tests
-// move a clock.Fake. The StepFile's write-behind (FlushEvery) and its age
-// cut still use the real clock.
+// move a clock.Fake. A StepFile has a clock of its own (OpenStepFileClock)
+// for its write-behind (FlushEvery) and its age cut.
 //
 // Tag names: the Engine and the Stores take a wire.Tag, a name checked once
 // where it came in (wire.ParseTag: a request subject, an HTTP path, a

@@ -61,7 +61,7 @@ type Config struct {
 	NegativeTTL time.Duration
 	// ReadyWait bounds how long a call waits when the tag has no id left
 	// (both segments empty) or must first be looked up. Default 50ms.
-	// Measured with the real clock, not Now.
+	// Measured on Config.Clock's timers.
 	ReadyWait time.Duration
 	// RetryBackoff is the first pause after a failed load; it doubles after
 	// each further failure up to MaxRetryBackoff. Defaults 100ms and 1s:

@@ -3,6 +3,7 @@ package segment_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -262,15 +263,12 @@ func TestRetire(t *testing.T) {
 		}
 	}
 	// The next range loads in the background once the mark is passed
-	// (10% of 10: at once); wait until it is there.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// (10% of 10: at once), on a goroutine of its own (no timer): wait
+	// until it is there.
+	waitFor(t, "the next range", func() bool {
 		st, _ := e.State("t")
-		if st.Segments[0].Max > 0 && st.Segments[1].Max > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return st.Segments[0].Max > 0 && st.Segments[1].Max > 0
+	})
 	row, err := s.Get(context.Background(), wire.MustTag("t"))
 	if err != nil {
 		t.Fatal(err)
@@ -295,10 +293,10 @@ func TestRetireAfterAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, nil) // preloads [1,11)
+	// The loads run on a goroutine of their own (no timer).
 	waitSegments := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
+		waitFor(t, fmt.Sprintf("%d segments loaded", n), func() bool {
 			st, _ := e.State("t")
 			got := 0
 			for _, sg := range st.Segments {
@@ -306,12 +304,8 @@ func TestRetireAfterAnotherNode(t *testing.T) {
 					got++
 				}
 			}
-			if got >= n {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		t.Fatalf("fewer than %d segments loaded", n)
+			return got >= n
+		})
 	}
 	waitSegments(1)
 	if _, err := s.Next(context.Background(), wire.MustTag("t")); err != nil { // another node: [11,21)
@@ -342,13 +336,7 @@ func TestRetireWaitsForLoad(t *testing.T) {
 	if id, err := e.Next(context.Background(), wire.MustTag("t")); err != nil || id != 1 {
 		t.Fatalf("Next = %d, %v", id, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for st, _ := e.State("t"); !st.Loading; st, _ = e.State("t") {
-		if time.Now().After(deadline) {
-			t.Fatal("the next range is not loading")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the next range loading", func() bool { st, _ := e.State("t"); return st.Loading })
 	got := make(chan []segment.Unserved, 1)
 	go func() { got <- e.Retire() }()
 	testenv.Armed(t, clk, 1) // Retire is waiting for the load, its deadline far off

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/fsutil"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -60,10 +61,12 @@ func recallStep(s Steps, tag string, now time.Time, window time.Duration, maxSte
 // process, give or take the last FlushEvery. Entries not updated for
 // StepFileMaxAge are dropped when the file is written. Two processes sharing
 // the file overwrite each other's entries, which costs at most a few extra
-// loads: the steps are hints, never ids.
+// loads: the steps are hints, never ids. Its clock (OpenStepFileClock) times
+// the writes and the age cut.
 type StepFile struct {
-	path string
-	log  *slog.Logger
+	path  string
+	log   *slog.Logger
+	clock clock.Clock
 
 	mu    sync.Mutex
 	steps map[string]stepEntry
@@ -100,8 +103,15 @@ const (
 // writer; Close stops it after a last write. The directory must exist or be
 // creatable. A file that cannot be parsed is not fatal: OpenStepFile then
 // returns a usable, empty StepFile together with an error saying why (the
-// caller logs it), and the next write replaces the bad file.
+// caller logs it), and the next write replaces the bad file. It runs on the
+// real clock: OpenStepFileClock(path, log, nil).
 func OpenStepFile(path string, log *slog.Logger) (*StepFile, error) {
+	return OpenStepFileClock(path, log, nil)
+}
+
+// OpenStepFileClock is OpenStepFile with c (default clock.Real, clock.Or)
+// timing the writer's FlushEvery and the StepFileMaxAge cut.
+func OpenStepFileClock(path string, log *slog.Logger, c clock.Clock) (*StepFile, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -111,6 +121,7 @@ func OpenStepFile(path string, log *slog.Logger) (*StepFile, error) {
 	f := &StepFile{
 		path:  path,
 		log:   log,
+		clock: clock.Or(c),
 		steps: map[string]stepEntry{},
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
@@ -179,10 +190,12 @@ func (f *StepFile) writer() {
 		if err := f.flush(); err != nil {
 			f.log.Warn("segment: writing the step file", "err", err)
 		}
+		t := f.clock.NewTimer(FlushEvery)
 		select {
 		case <-f.stop:
+			t.Stop()
 			return
-		case <-time.After(FlushEvery):
+		case <-t.C():
 		}
 	}
 }
@@ -195,7 +208,7 @@ func (f *StepFile) flush() error {
 		return nil
 	}
 	doc := stepFileJSON{Version: stepFileVersion, Tags: make(map[string]stepEntry, len(f.steps))}
-	now := time.Now()
+	now := f.clock.Now()
 	cut, future := now.Add(-StepFileMaxAge), now.Add(StepFileMaxAge)
 	for tag, e := range f.steps {
 		if e.At.Before(cut) || e.At.After(future) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -140,31 +141,49 @@ func TestPreloadsOnlyRecentTags(t *testing.T) {
 func TestStepFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "sub", "steps.json")
-	f, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+	quiet := slog.New(slog.DiscardHandler)
+	c := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// written waits until the writer has written and waits FlushEvery on
+	// the clock, and returns the file.
+	written := func() string {
+		t.Helper()
+		if err := c.BlockUntil(ctx, 1); err != nil {
+			t.Fatalf("the writer is not waiting on the clock: %v", err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	f, err := segment.OpenStepFileClock(path, quiet, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, ok := f.Recall("a"); ok {
 		t.Fatal("a new file recalls a step")
 	}
-	at := time.Now().Truncate(time.Millisecond)
+	at := c.Now()
 	f.Remember("a", 64000, at)
+	// The writer writes without Close (a kill -9 keeps what was written).
+	if data := written(); !strings.Contains(data, `"a"`) || !strings.Contains(data, "64000") {
+		t.Fatalf("file after the first Remember: %q", data)
+	}
 	f.Remember("b", 2000, at.Add(-time.Minute))
 	f.Remember("old", 2000, at.Add(-segment.StepFileMaxAge-time.Minute))
 	if step, got, ok := f.Recall("a"); !ok || step != 64000 || !got.Equal(at) {
 		t.Fatalf("Recall(a) = %d, %v, %v", step, got, ok)
 	}
-	// The writer writes without Close (a kill -9 keeps what was written).
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		data, _ := os.ReadFile(path)
-		if strings.Contains(string(data), `"b"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("file not written within 5s: %q", data)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// At most one write per FlushEvery.
+	c.Advance(segment.FlushEvery - time.Nanosecond)
+	if data, _ := os.ReadFile(path); strings.Contains(string(data), `"b"`) {
+		t.Fatalf("file rewritten within FlushEvery: %q", data)
+	}
+	c.Advance(time.Nanosecond)
+	if data := written(); !strings.Contains(data, `"b"`) || strings.Contains(data, `"old"`) {
+		t.Fatalf("file a FlushEvery later: %q, want b and not old (StepFileMaxAge)", data)
 	}
 	f.Remember("a", 128000, at)
 	if err := f.Close(); err != nil {
@@ -173,7 +192,7 @@ func TestStepFile(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	g, err := segment.OpenStepFile(path, slog.New(slog.DiscardHandler))
+	g, err := segment.OpenStepFileClock(path, quiet, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +209,13 @@ func TestStepFile(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {
 		t.Fatalf("directory holds %d entries, want only the file (no temporary files left)", len(entries))
+	}
+	// The age cut is the clock's: StepFileMaxAge later, less 30s, b (a
+	// minute older than a) is dropped at the next write and a is kept.
+	c.Advance(segment.StepFileMaxAge - 30*time.Second)
+	g.Remember("c", 5, c.Now())
+	if data := written(); !strings.Contains(data, `"a"`) || strings.Contains(data, `"b"`) {
+		t.Fatalf("file a day later: %q, want a and not b", data)
 	}
 }
 

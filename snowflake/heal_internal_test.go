@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/testenv"
 )
 
 // A registration dropped while the Source's loop turned it to serving (a
@@ -13,9 +16,10 @@ import (
 // loop must notice and claim again.
 func TestSourceHealsServingWithoutRegistration(t *testing.T) {
 	layout := Layout{TimeBits: 51, WorkerBits: 10, SequenceBits: 2}
+	c := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	src, err := StartSource(context.Background(), SourceConfig{
 		Open:   func(context.Context) (Registry, error) { return NewStatic(layout, 1) },
-		Layout: layout, LeaseAhead: 100 * time.Millisecond,
+		Layout: layout, LeaseAhead: 100 * time.Millisecond, Clock: c,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -23,22 +27,19 @@ func TestSourceHealsServingWithoutRegistration(t *testing.T) {
 	defer src.Close()
 	// The outcome of the race, set by hand.
 	src.mu.Lock()
-	c := src.cur.Load()
-	c.dead.Store(true)
+	cur := src.cur.Load()
+	cur.dead.Store(true)
 	src.cur.Store(nil)
-	src.stale = append(src.stale, c.reg)
+	src.stale = append(src.stale, cur.reg)
 	src.mu.Unlock()
 	src.state.Store(int32(StateServing))
-
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, err := src.Fill(context.Background(), make([]int64, 1))
-		if err == nil && n == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Source did not claim again: state %v, Fill: %d, %v", src.State(), n, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if n, err := src.Fill(context.Background(), make([]int64, 1)); err == nil {
+		t.Fatalf("Fill = %d with no registration, before the loop ran", n)
 	}
+	// The loop runs on the clock's ticker: each poll is one more round.
+	testenv.Eventually(t, "the Source to claim again", 10*time.Second, func() bool {
+		c.Advance(src.check)
+		n, err := src.Fill(context.Background(), make([]int64, 1))
+		return err == nil && n == 1
+	})
 }
