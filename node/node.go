@@ -236,7 +236,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// The steps are hints: a data directory that cannot be written costs
 	// them, not the node.
 	var steps segment.Steps
-	sf, err := segment.OpenStepFile(filepath.Join(cfg.DataDir, stepFileName), n.log)
+	sf, err := segment.OpenStepFileClock(filepath.Join(cfg.DataDir, stepFileName), n.log, n.clock)
 	switch {
 	case sf == nil:
 		n.log.Warn("segment: running without remembered steps", "err", err)
