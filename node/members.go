@@ -67,11 +67,21 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 		Description: "leafmq: one key per live node, renewed every few seconds",
 		History:     1,
 		TTL:         memberTTL,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    replicas,
+		// On disk: a server restarted after kill -9 (or a crash) keeps
+		// the keys. In memory, the bucket came back empty and a newcomer
+		// took itself for alone while a slow member renewed (helper-30's
+		// DUP-2: 980-1,234 duplicates after a replaced alloc bucket).
+		Storage:  jetstream.FileStorage,
+		Replicas: replicas,
 	}, clock: clk, log: log, stop: make(chan struct{}), rec: rec}
 	if m.kv, err = jskv.OpenOrCreate(cctx, js, m.cfg); err != nil {
 		return nil, fmt.Errorf("members bucket %s: %w", wire.MembersBucket, err)
+	}
+	if st, err := m.kv.Status(cctx); err == nil {
+		if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo().Config.Storage == jetstream.MemoryStorage {
+			log.Warn("members: the bucket is in memory (made by an older leafd): a restart of its server empties it; delete it once while no node starts, and the next renewal makes it on disk",
+				"bucket", wire.MembersBucket)
+		}
 	}
 	if err := m.put(cctx); err != nil {
 		return nil, err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/wire"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -150,4 +152,50 @@ func TestUnlistableMembersDecideNothing(t *testing.T) {
 	if !errors.Is(err, ErrPeersSilent) {
 		t.Fatalf("a check with leaf_nodes gone: %v, want ErrPeersSilent", err)
 	}
+}
+
+// TestMembersSurviveServerRestart (helper-30's DUP-2): the server holding
+// leaf_nodes is killed and comes back; the members' keys are still there
+// before any of them renews. In memory, the bucket came back empty: a
+// newcomer's check then listed no one and skipped a slow live member.
+func TestMembersSurviveServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	opts := func(o *server.Options) { o.StoreDir, o.Port = dir, port }
+	s := natstest.RunServer(t, opts)
+	nc := natstest.Connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "kept", Instance: "i4", Serving: true}, clock.Real, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.closed.Do(func() { close(m.stop) }) // no renewal: the key must outlive the restart by itself
+	m.wg.Wait()
+	s.Shutdown()
+	s.WaitForShutdown()
+	s = natstest.RunServer(t, opts)
+	other := natstest.Connect(t, s.ClientURL())
+	o, err := joinMembers(ctx, other, 1, wire.Member{Node: "newcomer", Instance: "i5"}, clock.Real, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.close(ctx)
+	live, err := o.others(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live["i4"] != "kept" {
+		t.Fatalf("members after the server's restart: %v, want kept (i4)", live)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -220,8 +220,7 @@ func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
 		return fmt.Errorf("%w: tag %q: asking the live nodes before creating it: %w", segment.ErrUnavailable, tag, err)
 	}
 	if high > 0 {
-		return fmt.Errorf("%w: tag %q is not in the store, but node %s has received ids of it up to %d: the store lost it; start it over with leafctl tag restart %s --floor %d",
-			segment.ErrTagDeleted, tag, who, high, tag, high)
+		return &segment.PeerFloorError{Tag: tag, Node: who, Floor: high}
 	}
 	return nil
 }

@@ -717,8 +717,7 @@ func (e *Engine) lookup(tag wire.Tag, l *lookup) {
 	}
 	row, err := e.store.Get(e.ctx, tag)
 	if errors.Is(err, ErrUnknownTag) && e.cfg.AutoCreate {
-		row = Tag{}
-		err = e.autoCreate(tag)
+		row, err = e.autoCreate(tag)
 	}
 	var t *tagBuf
 	unknown := false
@@ -751,13 +750,27 @@ func (e *Engine) lookup(tag wire.Tag, l *lookup) {
 // autoCreate creates tag for AutoCreate, unless the store was replaced
 // since this node served from it, or the store remembers the tag (a
 // deleted tag is never brought back at 1: ErrTagDeleted).
-func (e *Engine) autoCreate(tag wire.Tag) error {
+//
+// It returns the tag's row when another node created the tag first (its
+// mode, say), else the zero Tag.
+func (e *Engine) autoCreate(tag wire.Tag) (Tag, error) {
 	if err := e.checkIncarnation(e.ctx); err != nil {
-		return fmt.Errorf("segment: tag %q: %w", tag, err)
+		return Tag{}, fmt.Errorf("segment: tag %q: %w", tag, err)
 	}
 	if e.cfg.CreateCheck != nil {
 		if err := e.cfg.CreateCheck(e.ctx, tag); err != nil {
-			return err
+			// A live node's floor may be of the tag as another node
+			// created it while the check waited for a slow member: then
+			// the store has it now, at or above that floor. Refused
+			// without a second look, a new tag answered 404 "deleted" for
+			// NegativeTTL (helper-30's L1).
+			var pf *PeerFloorError
+			if errors.As(err, &pf) {
+				if row, gerr := e.store.Get(e.ctx, tag); gerr == nil && row.MaxID >= pf.Floor {
+					return row, nil
+				}
+			}
+			return Tag{}, err
 		}
 	}
 	err := e.store.Create(e.ctx, Tag{Name: tag, Step: e.cfg.DefaultStep, Description: "created by leafmq (AutoCreate)"})
@@ -765,9 +778,13 @@ func (e *Engine) autoCreate(tag wire.Tag) error {
 	case err == nil:
 		e.log.Info("segment: created tag", "tag", tag, "step", e.cfg.DefaultStep)
 	case errors.Is(err, ErrTagExists):
-		err = nil // another node was quicker
+		// Another node was quicker.
+		if row, gerr := e.store.Get(e.ctx, tag); gerr == nil {
+			return row, nil
+		}
+		err = nil
 	}
-	return err
+	return Tag{}, err
 }
 
 // checkIncarnation compares the store's incarnation with the one recorded

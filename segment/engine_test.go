@@ -914,6 +914,40 @@ func TestAutoCreate(t *testing.T) {
 			t.Fatalf("id = %d, want 1", id)
 		}
 	})
+	t.Run("created by another node during the check", func(t *testing.T) {
+		// helper-30's L1: a slow check hears the floor of the node that
+		// created and loaded the tag meanwhile. The tag is in the store
+		// now: load it, not a 404 "deleted" (cached for NegativeTTL).
+		s := newTestStore()
+		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true,
+			CreateCheck: func(ctx context.Context, tag wire.Tag) error {
+				if err := s.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
+					return err
+				}
+				if _, err := s.NextStep(ctx, tag, 10); err != nil { // the other node's first range: 1..10
+					return err
+				}
+				return &segment.PeerFloorError{Tag: tag, Node: "b", Floor: 11}
+			}})
+		if id := next(t, e, "busy"); id != 11 {
+			t.Fatalf("id = %d, want 11 (after the other node's range)", id)
+		}
+	})
+	t.Run("created again below a live node's floor meanwhile", func(t *testing.T) {
+		// The store has the tag, but below the floor a live node heard:
+		// someone made it again at 1. Refused.
+		s := newTestStore()
+		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true,
+			CreateCheck: func(ctx context.Context, tag wire.Tag) error {
+				if err := s.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
+					return err
+				}
+				return &segment.PeerFloorError{Tag: tag, Node: "b", Floor: 4131}
+			}})
+		if _, err := e.Next(context.Background(), wire.MustTag("lost")); !errors.Is(err, segment.ErrTagDeleted) {
+			t.Fatalf("Next of a tag made again below a live node's floor = %v, want ErrTagDeleted", err)
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		s := newTestStore()
 		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1})

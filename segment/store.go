@@ -46,6 +46,24 @@ var (
 	ErrClosed = wire.NewCodedError(wire.CodeUnavailable, "closed")
 )
 
+// PeerFloorError is a Config.CreateCheck refusal: the tag is not in the
+// store, but live node Node has received ids of it up to Floor — the
+// store lost it. It wraps ErrTagDeleted. When the store has the tag by the
+// time the check answers (another node created it meanwhile) at or above
+// Floor, the engine loads it instead.
+type PeerFloorError struct {
+	Tag   wire.Tag
+	Node  string
+	Floor int64
+}
+
+func (e *PeerFloorError) Error() string {
+	return fmt.Sprintf("%v: tag %q is not in the store, but node %s has received ids of it up to %d: the store lost it; start it over with leafctl tag restart %s --floor %d",
+		ErrTagDeleted, e.Tag, e.Node, e.Floor, e.Tag, e.Floor)
+}
+
+func (e *PeerFloorError) Unwrap() error { return ErrTagDeleted }
+
 // Limits of a tag row, as in Leaf's leaf_alloc table.
 const (
 	MaxStep    = 1<<31 - 1 // step int
