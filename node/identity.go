@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -71,12 +70,11 @@ func describe(st wire.NodeStatus) string {
 // keep ids from repeating would pass unseen.
 func (n *Node) checkName(ctx context.Context) error {
 	peers, err := n.askStatus(ctx)
-	if errors.Is(err, ErrPeersSilent) {
-		return err // Start asks again
-	}
 	if err != nil {
-		n.log.Warn("cannot ask the live nodes whether one is named like this node", "err", err)
-		return nil
+		// Start asks again. Going on unasked (a connection that closed
+		// under the gather) would let a second process under this name
+		// pass every check below (helper-30, read).
+		return fmt.Errorf("%w: asking whether a live node has this name: %v", ErrPeersSilent, err)
 	}
 	for _, p := range peers {
 		if p.Node == n.cfg.Name && !n.isSelf(p) {
@@ -103,10 +101,10 @@ func (n *Node) peerStatus(ctx context.Context) ([]wire.NodeStatus, error) {
 // peerLease is the snowflake.SourceConfig.PeerLease: the highest time
 // lease a live node other than this process reports for worker among the
 // worker ids it held and lost.
-func (n *Node) peerLease(ctx context.Context, worker int64) time.Time {
+func (n *Node) peerLease(ctx context.Context, worker int64) (time.Time, error) {
 	peers, err := n.peerStatus(ctx)
 	if err != nil {
-		return time.Time{}
+		return time.Time{}, err // the registration is tried again
 	}
 	var high int64
 	for _, p := range peers {
@@ -120,9 +118,9 @@ func (n *Node) peerLease(ctx context.Context, worker int64) time.Time {
 		}
 	}
 	if high == 0 {
-		return time.Time{}
+		return time.Time{}, nil
 	}
-	return time.Unix(0, high)
+	return time.Unix(0, high), nil
 }
 
 // peerHolder is the snowflake.SourceConfig.Holder: the live node other
@@ -140,12 +138,8 @@ func (n *Node) peerHolder(ctx context.Context, worker int64) (string, error) {
 	n.view.at = time.Time{}
 	n.view.mu.Unlock()
 	peers, err := n.peerStatus(ctx)
-	if errors.Is(err, ErrPeersSilent) {
-		return "", err // one of them may hold it: ask again later
-	}
 	if err != nil {
-		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids", "worker", worker, "err", err)
-		return "", nil
+		return "", err // one of them may hold it: ask again later
 	}
 	for _, p := range peers {
 		if !n.isSelf(p) && holds(p, worker) {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -84,12 +83,12 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 			p.raise(tag, f, nf.Modes[tag])
 		}
 	})
-	if errors.Is(err, ErrPeersSilent) {
-		p.close()
-		return nil, err // Start asks again
-	}
 	if err != nil {
-		n.log.Warn("segment: could not ask the live nodes for their floors", "err", err)
+		// Start asks again, for any failure of the gather: a node that
+		// went on without its peers' floors could take a range below one
+		// of them (helper-30, read).
+		p.close()
+		return nil, fmt.Errorf("%w: asking the live nodes for their floors: %v", ErrPeersSilent, err)
 	}
 	return p, nil
 }

@@ -351,11 +351,11 @@ func TestSourceTakesPeerLease(t *testing.T) {
 	// A newcomer on a registry that forgot worker 0 waits past that lease.
 	nb := newBackend(0)
 	src, nclock, _ := startSource(t, nb, nil, func(c *snowflake.SourceConfig) {
-		c.PeerLease = func(_ context.Context, w int64) time.Time {
+		c.PeerLease = func(_ context.Context, w int64) (time.Time, error) {
 			if w == 0 {
-				return old.Past()[0]
+				return old.Past()[0], nil
 			}
-			return time.Time{}
+			return time.Time{}, nil
 		}
 	})
 	if st := src.State(); st != snowflake.StateWaiting {
@@ -367,5 +367,23 @@ func TestSourceTakesPeerLease(t *testing.T) {
 		if at := smallLayout.Decompose(id).Time; at.Before(lost) {
 			t.Fatalf("id %d of %v, below the lease %v the other node had", id, at, lost)
 		}
+	}
+}
+
+// TestSourcePeerLeaseUnasked: a registration whose live processes could
+// not be asked for their past leases of the worker fails (the node's start
+// tries again): taken for "no peer lease", the worker would serve before
+// a lease a live node reports (helper-30, read: the error was dropped).
+func TestSourcePeerLeaseUnasked(t *testing.T) {
+	unasked := errors.New("gather: nats: connection closed")
+	cfg := sourceConfig(newBackend(0), &fakeClock{t: t0}, &eventLog{})
+	cfg.PeerLease = func(context.Context, int64) (time.Time, error) { return time.Time{}, unasked }
+	src, err := snowflake.StartSource(context.Background(), cfg)
+	if err == nil {
+		_ = src.Close()
+		t.Fatal("started although the live processes could not be asked for their leases")
+	}
+	if !errors.Is(err, unasked) {
+		t.Fatalf("start: %v, want the asking's error", err)
 	}
 }

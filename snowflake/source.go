@@ -144,9 +144,10 @@ type SourceConfig struct {
 	// reports for it among the worker ids it held before and lost (Past);
 	// zero if none. The worker's last lease is raised to it: a process
 	// that lost a worker id (its record erased under it) may have made ids
-	// of it up to that lease, and the registry no longer knows. Nil: not
-	// asked.
-	PeerLease func(ctx context.Context, worker int64) time.Time
+	// of it up to that lease, and the registry no longer knows. An error
+	// (the live processes could not be asked) fails the registration with
+	// it, as Holder's does. Nil: not asked.
+	PeerLease func(ctx context.Context, worker int64) (time.Time, error)
 	ClockSkew time.Duration
 	// OnEvent, if set, is called (from the Source's goroutine or a caller
 	// of Fill, never concurrently with itself) at every change of state.
@@ -362,7 +363,12 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		}
 	}
 	if src.cfg.PeerLease != nil {
-		if pl := src.cfg.PeerLease(ctx, r.Worker); pl.After(r.LastLease) {
+		pl, err := src.cfg.PeerLease(ctx, r.Worker)
+		if err != nil {
+			_ = reg.Close()
+			return fmt.Errorf("snowflake: asking the live processes for the past leases of worker %d: %w", r.Worker, err)
+		}
+		if pl.After(r.LastLease) {
 			src.log.Warn("snowflake: a live node held this worker id before, with a time lease beyond the registry's; using it",
 				"worker", r.Worker, "registry_last_lease", r.LastLease, "peer_lease", pl)
 			r.LastLease = pl
