@@ -20,9 +20,11 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// A node keeps a key in wire.MembersBucket while it runs: memberTTL is the
-// bucket's TTL (a node gone without a goodbye leaves it within that), and
-// memberRenew how often a node writes its key again.
+// A node keeps a key in wire.MembersBucket while it runs and writes it
+// again every memberRenew. A member that does not answer a check counts as
+// gone once its key is older than memberTTL, in the server's time (the
+// age of the asking node's own fresh write): a node gone without a goodbye
+// is passed over from then on, and its key deleted.
 var (
 	memberTTL   = 10 * time.Second
 	memberRenew = 2 * time.Second
@@ -66,7 +68,12 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 		Bucket:      wire.MembersBucket,
 		Description: "leafmq: one key per live node, renewed every few seconds",
 		History:     1,
-		TTL:         memberTTL,
+		// No TTL: keys do not expire by themselves. With one, a server
+		// down for most of the TTL dropped the keys of live members as it
+		// came back, and a newcomer listed no one while a slow member
+		// wrote its key again (helper-32's DUP-3: up to 17,259
+		// duplicates after 8.7-9.6 s down). A silent member whose key
+		// has aged past memberTTL is passed over instead (gatherPeers).
 		// On disk: a server restarted after kill -9 (or a crash) keeps
 		// the keys. In memory, the bucket came back empty and a newcomer
 		// took itself for alone while a slow member renewed (helper-30's
@@ -78,9 +85,16 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 		return nil, fmt.Errorf("members bucket %s: %w", wire.MembersBucket, err)
 	}
 	if st, err := m.kv.Status(cctx); err == nil {
-		if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo().Config.Storage == jetstream.MemoryStorage {
-			log.Warn("members: the bucket is in memory (made by an older leafd): a restart of its server empties it; delete it once while no node starts, and the next renewal makes it on disk",
-				"bucket", wire.MembersBucket)
+		if b, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			switch {
+			case b.StreamInfo().Config.Storage == jetstream.MemoryStorage:
+				log.Warn("members: the bucket is in memory (made by an older leafd): a restart of its server empties it; delete it once while no node starts, and the next renewal makes it on disk",
+					"bucket", wire.MembersBucket)
+			case b.TTL() != 0: // made by an older leafd: its keys expire
+				if _, err := js.UpdateKeyValue(cctx, m.cfg); err != nil {
+					log.Warn("members: could not take the TTL off the bucket", "bucket", wire.MembersBucket, "err", err)
+				}
+			}
 		}
 	}
 	if err := m.put(cctx); err != nil {
@@ -203,8 +217,10 @@ func (m *members) close(ctx context.Context) error {
 	return err
 }
 
-// others returns the live nodes other than this one whose record matches
-// want, by instance (with their names, for errors).
+// others returns the members other than this one whose record matches
+// want, by instance (with their names, for errors), however old their
+// keys: a member silent for a check is passed over only if its key is
+// still old after the check waited (lapsed).
 func (m *members) others(ctx context.Context, want func(wire.Member) bool) (map[string]string, error) {
 	if m == nil {
 		return nil, nil
@@ -239,10 +255,47 @@ func (m *members) others(ctx context.Context, want func(wire.Member) bool) (map[
 	return out, nil
 }
 
+// lapsed returns those of insts (members that did not answer a check)
+// whose keys are gone or older than memberTTL in the server's time, and
+// deletes the old keys (each on the revision it read: a write since wins).
+// The server's time is the age of this node's own key, written just now.
+func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, error) {
+	if m == nil {
+		return nil, nil
+	}
+	if err := m.put(ctx); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	self, kv := m.rec.Instance, m.kv
+	m.mu.Unlock()
+	own, err := kv.Get(ctx, self)
+	if err != nil {
+		return nil, fmt.Errorf("members: get %s: %w", self, err)
+	}
+	gone := map[string]bool{}
+	for _, inst := range insts {
+		e, err := kv.Get(ctx, inst)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			gone[inst] = true // said goodbye meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("members: get %s: %w", inst, err)
+		case own.Created().Sub(e.Created()) > memberTTL:
+			gone[inst] = true
+			if err := kv.Delete(ctx, inst, jetstream.LastRevision(e.Revision())); err != nil && !jskv.Conflict(err) {
+				m.log.Warn("members: could not delete a lapsed member's key", "instance", inst, "err", err)
+			}
+		}
+	}
+	return gone, nil
+}
+
 // gatherPeers asks every live node on subject, as ask.Gather, and waits
-// past window for every member that want selects (up to memberTTL: a node
-// that stopped answering and renewing is gone by then). A member that
-// still did not answer makes the check fail with ErrPeersSilent: taking a
+// past window for every member that want selects (up to memberTTL, asking
+// again every second). A member that still did not answer and whose key
+// was written within memberTTL (server time) makes the check fail with
+// ErrPeersSilent; one whose key is older is gone (lapsed). Taking a
 // slow answer for no node was how a node 200 ms from NATS took a worker id
 // a live node served (helper-23: 16,672,580 duplicates) and how a newcomer
 // created a tag afresh beside loaded peers (chaos op-kv-bucket-join).
@@ -264,6 +317,19 @@ func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Dura
 	missing, err := ask.GatherExpect(ectx, n.nc, subject, window, exp, answerInstance, each)
 	if err != nil {
 		return err
+	}
+	if len(missing) > 0 && ctx.Err() == nil { // the caller's time left: were they gone?
+		gone, err := n.members.lapsed(ctx, missing)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrPeersSilent, err)
+		}
+		kept := missing[:0]
+		for _, inst := range missing {
+			if !gone[inst] {
+				kept = append(kept, inst)
+			}
+		}
+		missing = kept
 	}
 	if len(missing) > 0 {
 		names := make([]string, 0, len(missing))

@@ -199,3 +199,71 @@ func freePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// TestMemberOutlivesServerDowntime (helper-32's DUP-3): the server holding
+// leaf_nodes is down for longer than a member's key may age; the member is
+// alive (it only could not renew), so its key must still be listed when
+// the server is back, and a check must wait for its answer. With the
+// bucket's TTL, the keys expired as the server came back and a newcomer
+// listed no one (up to 17,259 duplicates after 8.7-9.6 s down). A member
+// that stays silent is passed over once its key is old (lapsed).
+func TestMemberOutlivesServerDowntime(t *testing.T) {
+	old := memberTTL
+	memberTTL = 2 * time.Second
+	t.Cleanup(func() { memberTTL = old })
+	dir := t.TempDir()
+	port := freePort(t)
+	opts := func(o *server.Options) { o.StoreDir, o.Port = dir, port }
+	s := natstest.RunServer(t, opts)
+	nc := natstest.Connect(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "slow", Instance: "i6", Serving: true}, clock.Real, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.closed.Do(func() { close(m.stop) }) // it cannot renew while the server is down
+	m.wg.Wait()
+	s.Shutdown()
+	s.WaitForShutdown()
+	time.Sleep(memberTTL + 500*time.Millisecond)
+	s = natstest.RunServer(t, opts)
+	other := natstest.Connect(t, s.ClientURL())
+	o, err := joinMembers(ctx, other, 1, wire.Member{Node: "newcomer", Instance: "i7"}, clock.Real, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.close(ctx)
+	live, err := o.others(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live["i6"] != "slow" {
+		t.Fatalf("members after %v down: %v, want slow (i6)", memberTTL+500*time.Millisecond, live)
+	}
+	// A check waits for it (asking again: it answers once it is back on
+	// NATS, a second late), and hears it.
+	n := &Node{nc: other, members: o, log: log}
+	sub, err := natstest.Connect(t, s.ClientURL()).Subscribe("test.check", func(msg *nats.Msg) {
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			_ = msg.Respond([]byte(`{"instance":"i6"}`))
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard := 0
+	if err := n.gatherPeers(ctx, "test.check", 100*time.Millisecond, nil, func(*nats.Msg) { heard++ }); err != nil || heard != 1 {
+		t.Fatalf("check beside a slow member: %v, heard %d answers, want 1", err, heard)
+	}
+	// Silent for good: passed over once its key is old, and its key deleted.
+	_ = sub.Unsubscribe()
+	if err := n.gatherPeers(ctx, "test.check", 100*time.Millisecond, nil, func(*nats.Msg) {}); err != nil {
+		t.Fatalf("check beside a member silent past its key's age: %v", err)
+	}
+	if _, err := o.kv.Get(ctx, "i6"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the lapsed member's key: %v, want deleted", err)
+	}
+}

@@ -85,7 +85,10 @@ func Gather(ctx context.Context, nc *nats.Conn, subject string, window time.Dura
 // in expect has answered (instanceOf names a reply's instance) or ctx ends,
 // and returns the instances that did not answer. expect is the live nodes
 // the asker knows of (wire.MembersBucket): a slow answer is waited for,
-// not taken for no node.
+// not taken for no node. Past window it asks again every resendEvery, for
+// a node that was not subscribed when it first asked (one reconnecting
+// after its server restarted); each instance's first answer only reaches
+// each.
 func GatherExpect(ctx context.Context, nc *nats.Conn, subject string, window time.Duration, expect map[string]bool,
 	instanceOf func(*nats.Msg) string, each func(*nats.Msg)) ([]string, error) {
 	inbox := nc.NewRespInbox()
@@ -110,17 +113,26 @@ func GatherExpect(ctx context.Context, nc *nats.Conn, subject string, window tim
 		return out
 	}
 	windowEnd := time.Now().Add(window)
+	resendAt := windowEnd.Add(resendEvery)
+	seen := map[string]bool{}
 	for {
-		wctx, cancel := ctx, context.CancelFunc(func() {})
-		if len(waiting) == 0 || time.Now().Before(windowEnd) {
-			wctx, cancel = context.WithDeadline(ctx, windowEnd)
+		deadline := windowEnd
+		if len(waiting) > 0 && !time.Now().Before(windowEnd) {
+			deadline = resendAt
 		}
+		wctx, cancel := context.WithDeadline(ctx, deadline)
 		msg, err := sub.NextMsgWithContext(wctx)
 		cancel()
 		switch {
 		case (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) && ctx.Err() == nil:
 			if len(waiting) == 0 {
 				return nil, nil // the window is over and nobody is missing
+			}
+			if !time.Now().Before(resendAt) {
+				if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+					return nil, fmt.Errorf("publish %s: %w", subject, err)
+				}
+				resendAt = time.Now().Add(resendEvery)
 			}
 			continue // past the window: wait for the expected ones until ctx ends
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -131,11 +143,20 @@ func GatherExpect(ctx context.Context, nc *nats.Conn, subject string, window tim
 			return nil, fmt.Errorf("gather %s: %w", subject, err) // the connection closed…
 		}
 		if instanceOf != nil {
-			delete(waiting, instanceOf(msg))
+			inst := instanceOf(msg)
+			if inst != "" && seen[inst] {
+				continue // an answer to a question asked again
+			}
+			seen[inst] = inst != ""
+			delete(waiting, inst)
 		}
 		each(msg)
 	}
 }
+
+// resendEvery is how often GatherExpect asks again past its window while
+// an expected instance has not answered.
+const resendEvery = time.Second
 
 // Floors asks every live node on nc for its floor of tag
 // (leaf.admin.floor.<tag>) within window and returns the highest and the
