@@ -134,12 +134,22 @@ const (
 	// which lose their worker ids and claim new ones; the newcomer may get
 	// one that a live node held, with no lease on record.
 	FaultOpKVWorkersPurge = "op-kv-workers-purge"
+	// FaultOpKVBucketRestart: node 1 reaches NATS through opRestartLatency
+	// each way; node 2 stops, node 1 stops gracefully and starts again on
+	// its data directory, and while it is still starting (its engine has
+	// loaded the tag, it is not ready yet) leaf_alloc is deleted and made
+	// again and the newcomer is asked for the tag (helper-30's DUP-1).
+	FaultOpKVBucketRestart = "op-kv-bucket-restart"
 )
 
 // joinsAfter reports whether operator fault kind starts a newcomer after
 // its act.
 func joinsAfter(kind string) bool {
-	return kind == FaultOpKVBucketJoin || kind == FaultOpKVWorkersWipe || kind == FaultOpZKWipeJoin || kind == FaultOpKVWorkersPurge
+	switch kind {
+	case FaultOpKVBucketJoin, FaultOpKVWorkersWipe, FaultOpZKWipeJoin, FaultOpKVWorkersPurge, FaultOpKVBucketRestart:
+		return true
+	}
+	return false
 }
 
 // AllFaults is the default schedule: each once per cycle.
@@ -154,7 +164,7 @@ var AllFaults = []string{
 	FaultNetDBReplyLost,
 	FaultClockBack1, FaultClockFwd1, FaultClockBack10, FaultClockFwd10, FaultClockSlow, FaultClockFast,
 	FaultOpKVKeyDel, FaultOpKVBucket, FaultOpSQLRowDel, FaultOpSQLLowerMax, FaultOpSQLStep, FaultOpZnodeDel, FaultOpSharedData,
-	FaultOpKVBucketJoin, FaultOpKVWorkersWipe, FaultOpZKWipeJoin, FaultOpKVWorkersPurge,
+	FaultOpKVBucketJoin, FaultOpKVWorkersWipe, FaultOpZKWipeJoin, FaultOpKVWorkersPurge, FaultOpKVBucketRestart,
 }
 
 // isOp reports whether fault f runs on the operator track.

@@ -59,7 +59,10 @@
 // under another --zk-name): a key of bucket leaf_alloc deleted, the bucket
 // deleted and made again, a row of leaf_alloc deleted (nodes with
 // --auto-create true), max_id lowered, step changed, the worker znodes
-// deleted, two leafd on one --data directory. See opTrack.
+// deleted, two leafd on one --data directory; and the bucket replaced
+// while a node 50 ms from NATS (a proxy of its own) restarts on its data
+// directory: once its engine has loaded the tag, before it is ready; a
+// newcomer is then asked for the tag. See opTrack.
 //
 // # The checks
 //

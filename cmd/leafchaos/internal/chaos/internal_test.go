@@ -175,7 +175,7 @@ func TestSchedule(t *testing.T) {
 
 func TestSplitFaults(t *testing.T) {
 	main, ops := splitFaults(AllFaults)
-	if len(main)+len(ops) != len(AllFaults) || len(ops) != 11 {
+	if len(main)+len(ops) != len(AllFaults) || len(ops) != 12 {
 		t.Fatalf("split %d + %d of %d", len(main), len(ops), len(AllFaults))
 	}
 	for _, f := range ops {

@@ -70,10 +70,7 @@ type toxic struct {
 func toxicsFor(kind string, hold time.Duration) []toxic {
 	switch kind {
 	case "latency":
-		return []toxic{
-			{Name: "latency-up", Type: "latency", Stream: "upstream", Toxicity: 1, Attributes: map[string]int{"latency": 500, "jitter": 100}},
-			{Name: "latency-down", Type: "latency", Stream: "downstream", Toxicity: 1, Attributes: map[string]int{"latency": 500, "jitter": 100}},
-		}
+		return latencyToxics(500*time.Millisecond, 100*time.Millisecond)
 	case "blackhole": // timeout 0: nothing passes, nothing is closed
 		return []toxic{
 			{Name: "blackhole-up", Type: "timeout", Stream: "upstream", Toxicity: 1, Attributes: map[string]int{"timeout": 0}},
@@ -90,6 +87,15 @@ func toxicsFor(kind string, hold time.Duration) []toxic {
 		}
 	}
 	return nil
+}
+
+// latencyToxics delay every byte by d (±jitter) each way.
+func latencyToxics(d, jitter time.Duration) []toxic {
+	a := map[string]int{"latency": int(d.Milliseconds()), "jitter": int(jitter.Milliseconds())}
+	return []toxic{
+		{Name: "latency-up", Type: "latency", Stream: "upstream", Toxicity: 1, Attributes: a},
+		{Name: "latency-down", Type: "latency", Stream: "downstream", Toxicity: 1, Attributes: a},
+	}
 }
 
 // apply puts toxics on proxies; the returned func takes them off.

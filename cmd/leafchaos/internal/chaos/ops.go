@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +37,11 @@ const (
 	opStep    = 100             // step of an operator scenario's tag: many ranges in a short phase
 	opZKName  = "leafchaos-op"  // the operator track's --zk-name
 	opWorkers = 4               // request workers of a phase
+	// opRestartLatency is how far (each way) node 1 of op-kv-bucket-restart
+	// is from NATS: its restart then takes seconds.
+	opRestartLatency = 50 * time.Millisecond
+	// opEngineWait bounds the wait for a restarting node's engine.
+	opEngineWait = 30 * time.Second
 )
 
 // opTrack runs the operator faults, one at a time, on a cluster of its
@@ -67,7 +75,8 @@ type opTrack struct {
 	db      *sql.DB // on dsn
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	n       int // scenarios so far: names tags and nodes
+	n       int    // scenarios so far: names tags and nodes
+	proxy   string // host:port of a proxy to the track's nats-server (op-kv-bucket-restart), once made
 	spaces  map[string]*idSpace
 	results []*FaultResult
 }
@@ -175,6 +184,7 @@ func (o *opTrack) close() {
 
 // opNode is how a scenario's leafd keeps segments and worker ids.
 type opNode struct {
+	nats       string // host:port the node connects to; "": the track's nats-server
 	store      string // kv or mysql
 	registry   string // kv or zk
 	autoCreate bool
@@ -196,7 +206,11 @@ func (o *opTrack) node(spec opNode, k int) (*leafd, error) {
 	name := fmt.Sprintf("op%d-%d", o.n, k)
 	dir := filepath.Join(o.c.dir, "ops", name)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	args := []string{"--name", name, "--nats", "nats://" + o.addr, "--http", httpAddr, "--data", filepath.Join(dir, "data"),
+	natsAddr := o.addr
+	if spec.nats != "" {
+		natsAddr = spec.nats
+	}
+	args := []string{"--name", name, "--nats", "nats://" + natsAddr, "--http", httpAddr, "--data", filepath.Join(dir, "data"),
 		"--kv-replicas", "1", "--default-step", strconv.Itoa(opStep)}
 	if spec.store == "mysql" {
 		args = append(args, "--mysql", o.dsn)
@@ -348,9 +362,26 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 			return fmt.Errorf("create tag %s: %w", tag, err)
 		}
 	}
+	heal := func() {}
+	defer func() { heal() }()
+	spec1 := spec
+	if kind == FaultOpKVBucketRestart {
+		if o.proxy == "" {
+			p, err := o.c.net.add("nats-ops", o.addr)
+			if err != nil {
+				return err
+			}
+			o.proxy = p
+		}
+		spec1.nats = o.proxy
+	}
 	var nodes []*leafd
 	for k := 1; k <= 2; k++ {
-		l, err := o.node(spec, k)
+		s := spec
+		if k == 1 {
+			s = spec1
+		}
+		l, err := o.node(s, k)
 		if err != nil {
 			return err
 		}
@@ -373,12 +404,28 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		return errors.New("no node started before the act")
 	}
 	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, false, r)
+	if kind == FaultOpKVBucketRestart {
+		// Node 2 leaves: only the restarting node 1 remembers the tag.
+		nodes[1].stop(10 * time.Second)
+		nodes[0].stop(10 * time.Second)
+		undo, err := o.c.net.apply(ctx, []string{"nats-ops"}, latencyToxics(opRestartLatency, opRestartLatency/10))
+		if err != nil {
+			return err
+		}
+		heal = func() { undo(); heal = func() {} }
+		if err := o.startUnready(ctx, nodes[0], r); err != nil {
+			return err
+		}
+	}
 	floor, err := o.floor(ctx, spec.store, tag)
 	if err != nil {
 		return err
 	}
 	if err := o.act(ctx, kind, tag); err != nil {
 		return fmt.Errorf("act: %w", err)
+	}
+	if kind == FaultOpKVBucketRestart && ready(ctx, nodes[0].http) {
+		r.Notes = append(r.Notes, nodes[0].name+" was ready before the act: its start was too quick for the fault")
 	}
 	if joinsAfter(kind) {
 		l, err := o.node(spec, 3)
@@ -389,6 +436,7 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		o.startAll(ctx, nodes[2:], r)
 	}
 	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, true, r)
+	heal() // the restarts below as in every scenario
 	before, berr := o.floor(ctx, spec.store, tag)
 	stopAll(nodes)
 	// A node that stops gracefully and finds no live peer hands back the
@@ -417,6 +465,66 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		o.phase(ctx, o.nc, tag, spec.registry, opPhase, floor, true, r)
 	}
 	return nil
+}
+
+// startUnready starts the stopped l again on its data directory without
+// waiting for it to be ready, and returns once its log says its segment
+// engine started — the node holds ranges from then on but does not serve
+// yet — or after opEngineWait (a note). An exit in between is a refusal.
+func (o *opTrack) startUnready(ctx context.Context, l *leafd, r *FaultResult) error {
+	var from int64
+	if st, err := os.Stat(l.logPath); err == nil {
+		from = st.Size()
+	}
+	l.ever.Store(false)
+	l.exited.Store(false)
+	t0 := time.Now()
+	if err := l.start(); err != nil {
+		return err
+	}
+	l.ever.Store(true) // from here an exit on its own is counted, not ignored
+	done := l.doneChan()
+	deadline := time.After(opEngineWait)
+	for !logHas(l.logPath, from, "segment: engine started") {
+		select {
+		case <-done:
+			r.Refusals++
+			r.Notes = append(r.Notes, l.name+" exited during its restart: "+firstLine(l.logTail(1)))
+			return nil
+		case <-deadline:
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: no engine start within %v of its restart", l.name, opEngineWait))
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	r.Notes = append(r.Notes, fmt.Sprintf("%s: engine started %v after its restart", l.name, time.Since(t0).Round(time.Millisecond)))
+	return nil
+}
+
+// ready reports whether the node at addr answers /readyz with 200 now.
+func ready(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// logHas reports whether the file at path holds s past offset from.
+func logHas(path string, from int64, s string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, from, 1<<30))
+	return err == nil && strings.Contains(string(b), s)
 }
 
 // floor reads the max_id of tag from its store (0 if it has none).
@@ -496,7 +604,7 @@ func (o *opTrack) act(ctx context.Context, kind, tag string) error {
 			return err
 		}
 		return str.Purge(ctx)
-	case FaultOpKVBucket, FaultOpKVBucketJoin: // nats kv rm leaf_alloc; nats kv add leaf_alloc (same settings)
+	case FaultOpKVBucket, FaultOpKVBucketJoin, FaultOpKVBucketRestart: // nats kv rm leaf_alloc; nats kv add leaf_alloc (same settings)
 		kv, err := o.js.KeyValue(ctx, "leaf_alloc")
 		if err != nil {
 			return err
