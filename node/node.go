@@ -410,12 +410,19 @@ func (n *Node) storeKind() string {
 	return storeKV
 }
 
+// natsConnectTimeout bounds one connection's handshake to NATS.
+const natsConnectTimeout = 10 * time.Second
+
 func (n *Node) startNATS() error {
 	url := n.cfg.NATS.URL
 	opts := []nats.Option{
 		nats.Name(n.cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// The handshake is three trips one way: nats.go's 2 s default
+		// left a node 0.7 s from NATS unable to connect, or to reconnect
+		// once it lost its server (helper-32).
+		nats.Timeout(natsConnectTimeout),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				n.log.Warn("nats disconnected", "err", err)
