@@ -179,7 +179,10 @@ func (m *members) renew() {
 			return
 		case <-t.C():
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), memberTTL/2)
+		// A renewal after a lost answer is three round trips (Update,
+		// Get, Create): with half the TTL, a node 0.85 s from NATS never
+		// wrote its key again while it served (helper-32).
+		ctx, cancel := context.WithTimeout(context.Background(), memberTTL)
 		if err := m.put(ctx); err != nil {
 			// The bucket may be gone (an in-memory stream whose server
 			// restarted, or deleted by hand): make it again.
