@@ -179,25 +179,30 @@ func (m *members) renew() {
 			return
 		case <-t.C():
 		}
-		// A renewal after a lost answer is three round trips (Update,
-		// Get, Create): with half the TTL, a node 0.85 s from NATS never
-		// wrote its key again while it served (helper-32).
-		ctx, cancel := context.WithTimeout(context.Background(), memberTTL)
-		if err := m.put(ctx); err != nil {
-			// The bucket may be gone (an in-memory stream whose server
-			// restarted, or deleted by hand): make it again.
-			if kv, oerr := jskv.OpenOrCreate(ctx, m.js, m.cfg); oerr == nil {
-				m.mu.Lock()
-				m.kv, m.rev = kv, 0
-				m.mu.Unlock()
-				err = m.put(ctx)
-			}
-			if err != nil {
-				m.log.Warn("members: renewal failed", "err", err)
-			}
+		if err := m.renewOnce(); err != nil {
+			m.log.Warn("members: renewal failed", "err", err)
 		}
-		cancel()
 	}
+}
+
+// renewOnce writes this node's key again. A renewal after a lost answer
+// is three round trips (Update, Get, Create): it has the whole memberTTL
+// (with half of it, a node 0.85 s from NATS never wrote its key again
+// while it served: helper-32).
+func (m *members) renewOnce() error {
+	ctx, cancel := context.WithTimeout(context.Background(), memberTTL)
+	defer cancel()
+	err := m.put(ctx)
+	if err != nil {
+		// The bucket may be gone (deleted by hand): make it again.
+		if kv, oerr := jskv.OpenOrCreate(ctx, m.js, m.cfg); oerr == nil {
+			m.mu.Lock()
+			m.kv, m.rev = kv, 0
+			m.mu.Unlock()
+			err = m.put(ctx)
+		}
+	}
+	return err
 }
 
 // close stops renewing and removes this node's key: the others stop
