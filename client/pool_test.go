@@ -73,7 +73,7 @@ func TestPoolRefillsAndOutlivesLeafd(t *testing.T) {
 	before := c.poolTakes.Load()
 	got := 0
 	for {
-		short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		short, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a busy machine's pool fetch
 		err := take("segment after", func() (int64, error) { return c.Next(short, "pooled") })
 		cancel()
 		if errors.Is(err, ErrUnavailable) {
