@@ -290,10 +290,14 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 		case err != nil:
 			return nil, fmt.Errorf("members: get %s: %w", inst, err)
 		case own.Created().Sub(e.Created()) > memberTTL:
-			gone[inst] = true
-			if err := kv.Delete(ctx, inst, jetstream.LastRevision(e.Revision())); err != nil && !jskv.Conflict(err) {
-				m.log.Warn("members: could not delete a lapsed member's key", "instance", inst, "err", err)
+			// Gone only once its key is deleted on the revision read: a
+			// renewal that landed since makes the delete fail, and the
+			// member counts as alive (helper-34, read).
+			if err := kv.Delete(ctx, inst, jetstream.LastRevision(e.Revision())); err != nil {
+				m.log.Info("members: a silent member's key was not deleted; still waited for", "instance", inst, "err", err)
+				continue
 			}
+			gone[inst] = true
 		}
 	}
 	return gone, nil

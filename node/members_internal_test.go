@@ -267,3 +267,61 @@ func TestMemberOutlivesServerDowntime(t *testing.T) {
 		t.Fatalf("the lapsed member's key: %v, want deleted", err)
 	}
 }
+
+// renewingKV is a bucket in which the member's renewal lands between the
+// checker's read of its key and the delete.
+type renewingKV struct {
+	jetstream.KeyValue
+	member string
+}
+
+func (r renewingKV) Delete(ctx context.Context, key string, o ...jetstream.KVDeleteOpt) error {
+	if key == r.member {
+		if _, err := r.KeyValue.Put(ctx, key, []byte(`{"node":"late","instance":"`+key+`"}`)); err != nil {
+			return err
+		}
+	}
+	return r.KeyValue.Delete(ctx, key, o...)
+}
+
+// TestLapsedMemberRenewingIsKept (helper-34, read): a silent member whose
+// key is old is gone only if its key is deleted on the revision read; a
+// renewal that lands in between keeps it (the check still waits for it).
+func TestLapsedMemberRenewingIsKept(t *testing.T) {
+	old := memberTTL
+	memberTTL = time.Second
+	t.Cleanup(func() { memberTTL = old })
+	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	late, err := joinMembers(ctx, nc, 1, wire.Member{Node: "late", Instance: "i9"}, clock.Real, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.closed.Do(func() { close(late.stop) })
+	late.wg.Wait()
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "checker", Instance: "i10"}, clock.Real, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close(ctx)
+	time.Sleep(memberTTL + 200*time.Millisecond) // i9's key is old now
+	m.mu.Lock()
+	m.kv = renewingKV{KeyValue: m.kv, member: "i9"}
+	m.mu.Unlock()
+	gone, err := m.lapsed(ctx, []string{"i9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gone["i9"] {
+		t.Fatal("a member whose renewal landed before the delete was passed over as gone")
+	}
+	m.mu.Lock()
+	m.kv = m.kv.(renewingKV).KeyValue
+	m.mu.Unlock()
+	time.Sleep(memberTTL + 200*time.Millisecond) // silent again, and old
+	if gone, err := m.lapsed(ctx, []string{"i9"}); err != nil || !gone["i9"] {
+		t.Fatalf("a member silent past its key's age: gone %v, %v; want gone", gone, err)
+	}
+}
