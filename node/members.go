@@ -91,7 +91,11 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 				log.Warn("members: the bucket is in memory (made by an older leafd): a restart of its server empties it; delete it once while no node starts, and the next renewal makes it on disk",
 					"bucket", wire.MembersBucket)
 			case b.TTL() != 0: // made by an older leafd: its keys expire
-				if _, err := js.UpdateKeyValue(cctx, m.cfg); err != nil {
+				// The TTL only: its replicas stay as made (a node with
+				// --kv-replicas 1 must not shrink an R3 bucket).
+				cfg := m.cfg
+				cfg.Replicas = b.StreamInfo().Config.Replicas
+				if _, err := js.UpdateKeyValue(cctx, cfg); err != nil {
 					log.Warn("members: could not take the TTL off the bucket", "bucket", wire.MembersBucket, "err", err)
 				}
 			}

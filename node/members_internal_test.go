@@ -325,3 +325,31 @@ func TestLapsedMemberRenewingIsKept(t *testing.T) {
 		t.Fatalf("a member silent past its key's age: gone %v, %v; want gone", gone, err)
 	}
 }
+
+// TestOlderBucketLosesItsTTL: a leaf_nodes bucket made by an older leafd
+// (keys expiring after 10 s) loses its TTL when a node joins, and keeps
+// the rest of its settings.
+func TestOlderBucketLosesItsTTL(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.MembersBucket, History: 1, TTL: 10 * time.Second, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "new", Instance: "i11"}, clock.Real, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close(ctx)
+	st, err := m.kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TTL() != 0 || st.History() != 1 {
+		t.Fatalf("bucket after a new node joined: TTL %v, history %d; want no TTL, history 1", st.TTL(), st.History())
+	}
+}
