@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,8 +50,12 @@ type Node struct {
 	closeMu  sync.Mutex
 	closed   bool
 
-	ns    *server.Server // nil when joining an existing NATS
-	nc    *nats.Conn
+	ns *server.Server // nil when joining an existing NATS
+	nc *nats.Conn
+	// dial connects to NATS as nc did, with extra options; the snowflake
+	// endpoints take a connection of their own from it at each join
+	// (responder.Config.SnowflakeConn).
+	dial  func(extra ...nats.Option) (*nats.Conn, error)
 	early *nats.Subscription // answers leaf.admin.status while the node starts (answerStarting)
 	// members is this node's key in wire.MembersBucket and its view of
 	// the others' (nil without JetStream): whom the checks wait for.
@@ -340,6 +345,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	if n.sf.ring != nil {
 		rc.Snowflake = n.sf.ring
+		rc.SnowflakeConn = n.snowflakeConn
 	}
 	n.resp, err = responder.Start(rc)
 	if err != nil {
@@ -475,12 +481,24 @@ func (n *Node) startNATS() error {
 		}
 		opts = append(opts, auth...)
 	}
-	nc, err := nats.Connect(url, opts...)
+	n.dial = func(extra ...nats.Option) (*nats.Conn, error) {
+		return nats.Connect(url, append(slices.Clip(opts), extra...)...)
+	}
+	nc, err := n.dial()
 	if err != nil {
 		return fmt.Errorf("connect to nats %s: %w", natsauth.RedactURL(url), err)
 	}
 	n.nc = nc
 	return nil
+}
+
+// snowflakeConn is the connection of one membership of the snowflake queue
+// group (responder.Config.SnowflakeConn). It connects even while NATS is
+// away, as a node whose claim is confirmed serves its ring then too, and
+// logs nothing of its own: nc reports the state of NATS.
+func (n *Node) snowflakeConn() (*nats.Conn, error) {
+	return n.dial(nats.Name(n.cfg.Name+" snowflake"), nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil))
 }
 
 // startHTTP listens and serves /healthz (alive), /metrics and pprof at

@@ -51,6 +51,12 @@ type Config struct {
 	// Snowflake answers leaf.snowflake once SetSnowflake(true) is called;
 	// nil leaves the snowflake endpoints out.
 	Snowflake SnowflakeSource
+	// SnowflakeConn dials the connection that the snowflake endpoints
+	// subscribe on: each SetSnowflake(true) dials one and each
+	// SetSnowflake(false) closes it (see SetSnowflake). It should not fail
+	// while NATS is away (nats.RetryOnFailedConnect). Required with
+	// Snowflake.
+	SnowflakeConn func() (*nats.Conn, error)
 	// Layout decodes ids on leaf.snowflake.decode; default Leaf's.
 	Layout snowflake.Layout
 	// Clock is answered on leaf.admin.time, times the requests reported to
@@ -113,8 +119,9 @@ type Responder struct {
 
 	errSubject string // this node's WorkerErrorsEndpoint
 
-	sfMu      sync.Mutex    // guards sfSvc and sfStopped
+	sfMu      sync.Mutex    // guards sfSvc, sfConn and sfStopped
 	sfSvc     micro.Service // the snowflake endpoints while in the queue group, else nil
+	sfConn    *nats.Conn    // the connection sfSvc subscribes on
 	sfStopped bool          // Stop began: SetSnowflake(true) refuses
 }
 
@@ -122,6 +129,9 @@ type Responder struct {
 func Start(cfg Config) (*Responder, error) {
 	if cfg.Conn == nil || cfg.IDs == nil {
 		return nil, errors.New("responder: Config.Conn and Config.IDs are required")
+	}
+	if cfg.Snowflake != nil && cfg.SnowflakeConn == nil {
+		return nil, errors.New("responder: Config.SnowflakeConn is required with Config.Snowflake")
 	}
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0"

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leafmq/leafmq/segment"
@@ -16,21 +17,26 @@ import (
 
 // SetSnowflake joins (on) or leaves (off) the queue group of the snowflake
 // endpoints, leaf.snowflake and leaf.snowflake.<key>. A node leaves while
-// its clock is behind the last time it used, so NATS sends its share to the
-// other nodes; with no other node, requesters get "no responders". It is a
-// separate micro service (same name and queue group) so it can come and go
-// without the segment endpoints. Idempotent; an error if the Responder has
-// no Snowflake source or is stopped.
+// its clock is behind the last time it used, or while it holds no
+// confirmed worker claim, so NATS sends its share to the other nodes; with
+// no other node, requesters get "no responders". It is a separate micro
+// service (same name and queue group) so it can come and go without the
+// segment endpoints. Idempotent; an error if the Responder has no
+// Snowflake source or is stopped.
+//
+// Each membership has a connection of its own (Config.SnowflakeConn),
+// closed when the node leaves: the server drops a closed connection's
+// subscriptions whatever state it was in, so the node holds at most one
+// subscription per snowflake subject. Leaving by unsubscribing alone is
+// not enough: nats.go resends a subscription that is draining while the
+// connection reconnects and then forgets it, and the server goes on
+// routing a share of the queue group to it, where requests go unanswered
+// (TestSnowflakeRejoinAfterServerRestart).
 func (r *Responder) SetSnowflake(on bool) error {
 	r.sfMu.Lock()
 	defer r.sfMu.Unlock()
 	if !on {
-		if r.sfSvc == nil {
-			return nil
-		}
-		err := r.sfSvc.Stop()
-		r.sfSvc = nil
-		return err
+		return r.leaveSnowflakeLocked()
 	}
 	if r.cfg.Snowflake == nil {
 		return errors.New("responder: no snowflake source configured")
@@ -41,7 +47,11 @@ func (r *Responder) SetSnowflake(on bool) error {
 	if r.sfSvc != nil {
 		return nil
 	}
-	svc, err := micro.AddService(r.cfg.Conn, micro.Config{
+	nc, err := r.cfg.SnowflakeConn()
+	if err != nil {
+		return fmt.Errorf("responder: connect the snowflake endpoints: %w", err)
+	}
+	svc, err := micro.AddService(nc, micro.Config{
 		Name:        wire.SnowflakeService,
 		Version:     r.cfg.Version,
 		Description: "leafmq snowflake ids",
@@ -49,6 +59,7 @@ func (r *Responder) SetSnowflake(on bool) error {
 		Metadata:    map[string]string{"node": r.cfg.Node, "engine": "snowflake"},
 	})
 	if err != nil {
+		nc.Close()
 		return fmt.Errorf("responder: add snowflake service: %w", err)
 	}
 	g := svc.AddGroup("leaf")
@@ -57,14 +68,44 @@ func (r *Responder) SetSnowflake(on bool) error {
 		g.AddEndpoint("snowflake-key", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject(strings.TrimPrefix(wire.SnowflakePrefix+"*", "leaf."))),
 	); err != nil {
 		_ = svc.Stop()
+		nc.Close()
 		return fmt.Errorf("responder: add snowflake endpoints: %w", err)
 	}
-	r.sfSvc = svc
+	r.sfSvc, r.sfConn = svc, nc
 	// The server must have the subscriptions before we say we are in.
-	if err := r.cfg.Conn.FlushTimeout(2 * time.Second); err != nil {
+	if err := nc.FlushTimeout(2 * time.Second); err != nil {
 		r.cfg.Logger.Warn("flush after joining the snowflake queue group", "err", err)
 	}
 	return nil
+}
+
+// leaveDrain bounds how long a leave lets the requests already delivered
+// to the snowflake endpoints be answered before it closes their connection.
+const leaveDrain = 2 * time.Second
+
+// leaveSnowflakeLocked stops the snowflake endpoints and closes their
+// connection. Requests already delivered are answered first (a drain)
+// while the connection is up; replies that workers send go out on
+// Config.Conn, so closing this one loses none of them.
+func (r *Responder) leaveSnowflakeLocked() error {
+	svc, nc := r.sfSvc, r.sfConn
+	r.sfSvc, r.sfConn = nil, nil
+	if svc == nil {
+		return nil
+	}
+	err := svc.Stop()
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if nc.Drain() == nil { // else not connected: nothing to drain, and the server holds none of its subscriptions
+		t := time.NewTimer(leaveDrain) // the drain's own time on the wire, not the node's clock
+		select {
+		case <-closed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	nc.Close()
+	return err
 }
 
 // SnowflakeService is the snowflake micro service while it is in the queue

@@ -54,6 +54,10 @@ func startSnowflake(t testing.TB, nc *nats.Conn, cfg responder.Config) *responde
 	t.Helper()
 	cfg.Conn = nc
 	cfg.IDs = &counter{tags: map[string]bool{"demo": true}}
+	url := nc.ConnectedUrl()
+	cfg.SnowflakeConn = func() (*nats.Conn, error) {
+		return nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	r, err := responder.Start(cfg)
 	if err != nil {
