@@ -32,7 +32,7 @@ func (snowflakeCmd) Run(c *cli, args []string) error {
 	if *key != "" {
 		opts = append(opts, client.WithSnowflakeKey(*key))
 	}
-	return c.takeIDs(*asJSON, func(ctx context.Context, cl *client.Client) ([]int64, error) {
-		return cl.SnowflakeN(ctx, *n)
+	return c.takeIDs(*n, *asJSON, func(ctx context.Context, cl *client.Client, n int) ([]int64, error) {
+		return cl.SnowflakeN(ctx, n)
 	}, opts...)
 }
