@@ -28,7 +28,7 @@ func (nextCmd) Run(c *cli, args []string) error {
 	n := fs.Int("n", 1, "how many ids")
 	asJSON := fs.Bool("json", false, "print JSON")
 	monoTag := fs.Bool("mono", false, "a monotonic tag (leaf.mono.TAG): strictly increasing ids, asked again through a leader's switch-over")
-	pos, err := parse(fs, args, 1)
+	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
