@@ -8,10 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/node"
@@ -54,16 +58,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "leafd: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, `leafd %s (%s) is serving ids on %s
-
-Ask it for an id:
-  nats req leaf.segment.demo ''            # one id of tag "demo"
-  nats req leaf.segment.demo 1000          # a batch of 1000
-  nats req leaf.snowflake ''               # one snowflake id
-  go run ./cmd/leafctl next demo           # or bin/leafctl next demo -n 10
-  go run ./cmd/leafctl snowflake -n 3      # and bin/leafctl decode ID
-%s   Stop: Ctrl-C
-`, cfg.Name, buildinfo.Version, n.ClientURL(), metricsLine(n.HTTPAddr()))
+	fmt.Fprint(stdout, banner(cfg, n.ClientURL(), n.HTTPAddr()))
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(stderr, "leafd: shutting down")
@@ -93,6 +88,53 @@ func probe(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// banner is what leafd prints once it serves: how to ask it for an id, in
+// commands an operator pastes as they are. The nats CLI and leafctl reach
+// nats://127.0.0.1:4222 unless told otherwise, where another leafd may
+// serve (and auto-create tags): every command names any other URL. Where
+// tags are not created on first use, no command names a tag that may not
+// exist.
+func banner(cfg node.Config, url, httpAddr string) string {
+	natsFlag, ctlFlag := "", ""
+	if url != nats.DefaultURL {
+		show := url
+		if u, err := neturl.Parse(url); err == nil && u.User != nil {
+			u.User = nil // a redacted password would not connect; credentials go in flags
+			show = u.String()
+		}
+		natsFlag, ctlFlag = " -s "+show, " --nats "+show
+	}
+	type line struct{ cmd, what string }
+	var lines []line
+	if cfg.Store.AutoCreates() {
+		lines = []line{
+			{"nats req leaf.segment.demo ''" + natsFlag, `one id of tag "demo" (created on first use)`},
+			{"nats req leaf.segment.demo 1000" + natsFlag, "a batch of 1000"},
+		}
+	} else {
+		lines = []line{
+			{"go run ./cmd/leafctl tag list" + ctlFlag, "the tags it serves (tags are not created on first use)"},
+			{"nats req leaf.segment.TAG ''" + natsFlag, "one id of TAG, a tag of that list"},
+		}
+	}
+	lines = append(lines, line{"nats req leaf.snowflake ''" + natsFlag, "one snowflake id"})
+	if cfg.Store.AutoCreates() {
+		lines = append(lines, line{"go run ./cmd/leafctl next demo -n 10" + ctlFlag, "ten ids (bin/leafctl after make build)"})
+	}
+	lines = append(lines, line{"go run ./cmd/leafctl snowflake -n 3" + ctlFlag, "three snowflake ids (leafctl decode ID splits one)"})
+	width := 0
+	for _, l := range lines {
+		width = max(width, len(l.cmd))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "leafd %s (%s) is serving ids on %s\n\nAsk it for an id:\n", cfg.Name, buildinfo.Version, url)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %-*s  # %s\n", width, l.cmd, l.what)
+	}
+	fmt.Fprintf(&b, "%s   Stop: Ctrl-C\n", metricsLine(httpAddr))
+	return b.String()
 }
 
 func metricsLine(addr string) string {

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leafmq/leafmq/node"
 )
 
 // syncBuffer is a bytes.Buffer safe for the daemon goroutine and the test.
@@ -88,12 +91,13 @@ func TestVersion(t *testing.T) {
 }
 
 // With ports left to the kernel (0), the banner shows the ones chosen and
-// the status page; --log-format json logs one JSON object a line.
+// the status page, and its commands name that NATS URL; with auto-create
+// off they name no tag; --log-format json logs one JSON object a line.
 func TestBannerAndJSONLogs(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	args := []string{"--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data", t.TempDir(), "--name", "banner",
-		"--log-format", "json"}
+		"--log-format", "json", "--auto-create", "false"}
 	go func() { done <- run(args, noEnv, &out, &errOut) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "Status page:") {
@@ -116,6 +120,19 @@ func TestBannerAndJSONLogs(t *testing.T) {
 	if !strings.Contains(banner, "nats://127.0.0.1:") || !strings.Contains(banner, "Status page: http://127.0.0.1:") {
 		t.Errorf("banner without the real addresses:\n%s", banner)
 	}
+	if strings.Contains(banner, "demo") {
+		t.Errorf("with auto-create off the banner names tag demo:\n%s", banner)
+	}
+	url := regexp.MustCompile(`serving ids on (\S+)`).FindStringSubmatch(banner)[1]
+	for _, l := range strings.Split(banner, "\n") {
+		cmd, _, _ := strings.Cut(strings.TrimSpace(l), "#")
+		switch {
+		case strings.HasPrefix(cmd, "nats ") && !strings.Contains(cmd, " -s "+url):
+			t.Errorf("%q does not reach %s", cmd, url)
+		case strings.Contains(cmd, "leafctl ") && !strings.Contains(cmd, " --nats "+url):
+			t.Errorf("%q does not reach %s", cmd, url)
+		}
+	}
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
 	if len(lines) == 0 {
 		t.Fatal("no log")
@@ -131,6 +148,44 @@ func TestBannerAndJSONLogs(t *testing.T) {
 	}
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d after SIGINT: %s", code, errOut.String())
+	}
+}
+
+// The banner's commands reach the node that printed them, and name a tag
+// only where it is created on first use.
+func TestBannerCommands(t *testing.T) {
+	kv := node.Defaults()
+	mysql := node.Defaults()
+	mysql.Store.MySQL = "root@tcp(127.0.0.1:3306)/leaf"
+	off := node.Defaults()
+	off.Store.AutoCreate = "false"
+	tests := []struct {
+		name    string
+		cfg     node.Config
+		url     string
+		want    []string
+		mustNot []string
+	}{
+		{"default url", kv, "nats://127.0.0.1:4222", []string{"nats req leaf.segment.demo ''  ", "leafctl next demo -n 10  "}, []string{" -s ", "--nats"}},
+		{"other url", kv, "nats://127.0.0.1:4333", []string{"nats req leaf.segment.demo '' -s nats://127.0.0.1:4333  ", "nats req leaf.snowflake '' -s nats://127.0.0.1:4333", "leafctl next demo -n 10 --nats nats://127.0.0.1:4333", "leafctl snowflake -n 3 --nats nats://127.0.0.1:4333"}, nil},
+		{"credentials in the url", kv, "nats://ctl:xxxxx@10.0.0.1:4222", []string{"-s nats://10.0.0.1:4222", "--nats nats://10.0.0.1:4222"}, []string{"-s nats://ctl", "--nats nats://ctl"}},
+		{"mysql", mysql, "nats://10.0.0.1:4222", []string{"leafctl tag list --nats nats://10.0.0.1:4222", "nats req leaf.segment.TAG '' -s nats://10.0.0.1:4222"}, []string{"demo"}},
+		{"auto-create off", off, "nats://127.0.0.1:4222", []string{"leafctl tag list  ", "leaf.segment.TAG"}, []string{"demo"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := banner(tc.cfg, tc.url, "")
+			for _, w := range tc.want {
+				if !strings.Contains(b, w) {
+					t.Errorf("banner lacks %q:\n%s", w, b)
+				}
+			}
+			for _, w := range tc.mustNot {
+				if strings.Contains(b, w) {
+					t.Errorf("banner has %q:\n%s", w, b)
+				}
+			}
+		})
 	}
 }
 
