@@ -459,6 +459,9 @@ func (n *Node) startNATS() error {
 		if err != nil {
 			return fmt.Errorf("embedded nats-server: %w", err)
 		}
+		// Its debug output only where leafd logs debug (trace never: a line
+		// per protocol message).
+		ns.SetLoggerV2(natsLogger{n.log}, n.log.Enabled(context.Background(), slog.LevelDebug), false, false)
 		go ns.Start()
 		if !ns.ReadyForConnections(10 * time.Second) {
 			ns.Shutdown()

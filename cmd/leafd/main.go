@@ -35,12 +35,24 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return 0
 		}
 	}
-	cfg, err := node.Parse(args, getenv, stderr)
+	// Under --log-format json every line on stderr is a JSON record, a
+	// bad flag's too: the flag package's own message and usage are left
+	// out, and the error is logged.
+	jsonLog := jsonRequested(args, getenv)
+	parseOut := stderr
+	if jsonLog && !helpRequested(args) {
+		parseOut = io.Discard
+	}
+	cfg, err := node.Parse(args, getenv, parseOut)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "leafd: %v\n", err)
+		if jsonLog {
+			slog.New(slog.NewJSONHandler(stderr, nil)).Error("leafd: bad configuration (leafd -h lists the flags)", "err", err.Error())
+		} else {
+			fmt.Fprintf(stderr, "leafd: %v\n", err)
+		}
 		return 2
 	}
 	var level slog.Level
@@ -50,23 +62,57 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
 	log := slog.New(handler)
+	// The standard library's log package (net/http's server errors, any
+	// library that logs) writes through the same handler.
+	slog.SetDefault(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.Start(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "leafd: %v\n", err)
+		log.Error("leafd did not start", "err", err.Error())
 		return 1
 	}
 	fmt.Fprint(stdout, banner(cfg, n.ClientURL(), n.HTTPAddr()))
 	<-ctx.Done()
 	stop()
-	fmt.Fprintln(stderr, "leafd: shutting down")
+	log.Info("leafd shutting down")
 	if err := n.Close(context.Background()); err != nil {
-		fmt.Fprintf(stderr, "leafd: shutdown: %v\n", err)
+		log.Error("leafd shutdown", "err", err.Error())
 		return 1
 	}
 	return 0
+}
+
+// jsonRequested reports whether args or LEAF_LOG_FORMAT ask for JSON logs,
+// read as node.Parse reads them (the last flag wins over the environment),
+// for the errors leafd reports before it has a Config.
+func jsonRequested(args []string, getenv func(string) string) bool {
+	format := getenv("LEAF_LOG_FORMAT")
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "log-format" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
+		format = value
+	}
+	return format == "json"
+}
+
+// helpRequested reports whether args ask for leafd's usage.
+func helpRequested(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			return true
+		}
+	}
+	return false
 }
 
 // probe is "leafd probe URL": exit 0 when URL answers 200 within 3 s, else
