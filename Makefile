@@ -19,16 +19,13 @@ all: build
 build:
 	./scripts/build.sh $(BIN)
 
-## dist: release binaries for linux and darwin, amd64 and arm64, in dist/, with dist/SHA256SUMS
+## dist: release archives for linux and darwin, amd64 and arm64, in dist/: leafd-vVERSION-OS-ARCH.tar.gz
+## (and leafctl-…) each with the binary, LICENSE and README.md, and dist/SHA256SUMS over them
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 DIST      ?= $(CURDIR)/dist
 dist:
-	rm -rf $(DIST) && mkdir -p $(DIST)
-	for p in $(PLATFORMS); do \
-		os=$${p%/*}; arch=$${p#*/}; \
-		GOOS=$$os GOARCH=$$arch SUFFIX=-$(VERSION)-$$os-$$arch ./scripts/build.sh $(DIST) || exit 1; \
-	done
-	cd $(DIST) && sha256sum leafd-* leafctl-* > SHA256SUMS
+	rm -rf $(DIST)
+	./scripts/dist.sh $(DIST) $(PLATFORMS)
 
 ## run: start leafd with the embedded defaults (NATS on 127.0.0.1:4222, data in ./data)
 run: build

@@ -375,8 +375,9 @@ func (c *StoreConfig) opaqueKey() (*opaque.Key, error) {
 	return nil, nil
 }
 
-// autoCreate resolves the AutoCreate default.
-func (c *StoreConfig) autoCreate() bool {
+// AutoCreates reports whether unknown tags are created on first use:
+// AutoCreate, or its default (true on the KV store, false on MySQL).
+func (c *StoreConfig) AutoCreates() bool {
 	if c.AutoCreate == "" {
 		return c.MySQL == ""
 	}

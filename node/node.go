@@ -274,7 +274,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Floors:      floors,
 		Steps:       steps,
 		Store:       n.store,
-		AutoCreate:  cfg.Store.autoCreate(),
+		AutoCreate:  cfg.Store.AutoCreates(),
 		DefaultStep: cfg.Store.DefaultStep,
 		Logger:      n.log,
 		OnLoad:      n.onLoad,
@@ -404,7 +404,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry.Kind,
 			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
 	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
-		"auto_create", cfg.Store.autoCreate(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry.Kind,
+		"auto_create", cfg.Store.AutoCreates(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry.Kind,
 		"worker", n.snowflakeWorker())
 	return n, nil
 }
@@ -465,6 +465,9 @@ func (n *Node) startNATS() error {
 		if err != nil {
 			return fmt.Errorf("embedded nats-server: %w", err)
 		}
+		// Its debug output only where leafd logs debug (trace never: a line
+		// per protocol message).
+		ns.SetLoggerV2(natsLogger{n.log}, n.log.Enabled(context.Background(), slog.LevelDebug), false, false)
 		go ns.Start()
 		if !ns.ReadyForConnections(10 * time.Second) {
 			ns.Shutdown()

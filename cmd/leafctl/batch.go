@@ -29,7 +29,7 @@ func (batchCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	wait := fs.Duration("wait", 2*time.Second, "how long to wait for a batch")
-	pos, err := parse(fs, args, 1)
+	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (benchCmd) Run(c *cli, args []string) error {
 	echoInProcess := fs.Bool("echo-inprocess", false, "run the echo responder in this process (default: a leafctl bench-echo child)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := c.parse(fs, args, 0); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, benchUsage)
 			return flag.ErrHelp

@@ -44,10 +44,21 @@ func lookup(name string) (command, bool) {
 	return nil, false
 }
 
+// commandNames are the names of the commands leafctl -h shows.
+func commandNames() []string {
+	var names []string
+	for _, cmd := range commands {
+		if cmd.Synopsis() != nil {
+			names = append(names, cmd.Name())
+		}
+	}
+	return names
+}
+
 // overview is leafctl -h: every command's synopsis, then the global flags.
 func overview() string {
 	var b strings.Builder
-	b.WriteString("leafctl: ask leafmq for ids and administer it\n\nUsage:\n  leafctl [global flags] COMMAND [flags]\n\nCommands:\n")
+	b.WriteString("leafctl: ask leafmq for ids and administer it\n\nUsage:\n  leafctl [global flags] COMMAND [flags] [global flags]\n\nCommands:\n")
 	for _, cmd := range commands {
 		for _, l := range cmd.Synopsis() {
 			if len(l.call) <= 36 {
@@ -62,7 +73,7 @@ func overview() string {
 }
 
 const globalFlags = `
-Global flags:
+Global flags (before or after the command):
   --version        print the version and exit
   --context NAME   a nats CLI context (env NATS_CONTEXT; default the selected one):
                    its url and credentials, where flags and env give none

@@ -31,7 +31,7 @@ func (decodeCmd) Run(c *cli, args []string) error {
 	unit := fs.String("unit", "", "with --local: ms or s (default the layout's)")
 	epoch := fs.String("epoch", "", "with --local: the epoch (default the layout's)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args, 1)
+	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func (eventsCmd) Run(c *cli, args []string) error {
 	asJSON := fs.Bool("json", false, "print each event as JSON")
 	count := fs.Int("count", 0, "stop after this many events (0: no limit)")
 	dur := fs.Duration("for", 0, "stop after this long (0: until Ctrl-C)")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := c.parse(fs, args, 0); err != nil {
 		return err
 	}
 	if *count < 0 || *dur < 0 {

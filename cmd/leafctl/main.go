@@ -24,6 +24,9 @@ type cli struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	natsURL        string
+	urlGiven       bool // --nats, LEAF_NATS or NATS_URL: a context's url does not replace it
+	contextName    string
+	contextDone    bool // the nats CLI context is loaded (once, by connect)
 	auth           natsauth.Config
 	timeout        time.Duration
 	ready          func() // tests: called once a streaming command is subscribed
@@ -34,26 +37,48 @@ func main() {
 	os.Exit(c.run(os.Args[1:]))
 }
 
+// globalFlags defines the connection flags on fs. They are defined on the
+// global flag set and on every command's (parse), so that they go before
+// or after the command, as in nats and kubectl; each keeps what an
+// earlier parse set.
+func (c *cli) globalFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.natsURL, "nats", c.natsURL, "NATS server URL(s), comma-separated (env LEAF_NATS or NATS_URL)")
+	fs.StringVar(&c.contextName, "context", c.contextName, "the nats CLI context to use (env NATS_CONTEXT; default the one nats context select chose)")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "timeout of each request")
+	c.auth.Flags(fs, "")
+}
+
+// isGlobalFlag reports whether name is one of globalFlags.
+func isGlobalFlag(name string) bool {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	(&cli{}).globalFlags(fs)
+	return fs.Lookup(name) != nil
+}
+
+// noteFlags records what the flags parsed into fs say about where to
+// connect.
+func (c *cli) noteFlags(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) { c.urlGiven = c.urlGiven || f.Name == "nats" })
+}
+
 func (c *cli) run(args []string) int {
 	fs := flag.NewFlagSet("leafctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	def := c.getenv("LEAF_NATS")
-	if def == "" {
-		def = c.getenv("NATS_URL") // as the nats CLI
+	c.natsURL = c.getenv("LEAF_NATS")
+	if c.natsURL == "" {
+		c.natsURL = c.getenv("NATS_URL") // as the nats CLI
 	}
-	urlFromEnv := def != ""
-	if def == "" {
-		def = nats.DefaultURL
+	c.urlGiven = c.natsURL != ""
+	if c.natsURL == "" {
+		c.natsURL = nats.DefaultURL
 	}
-	fs.StringVar(&c.natsURL, "nats", def, "NATS server URL(s), comma-separated (env LEAF_NATS or NATS_URL)")
-	contextName := fs.String("context", "", "the nats CLI context to use (env NATS_CONTEXT; default the one nats context select chose)")
-	fs.DurationVar(&c.timeout, "timeout", 5*time.Second, "timeout of each request")
-	version := fs.Bool("version", false, "print the version and exit")
+	c.timeout = 5 * time.Second
 	// Credentials from the environment: LEAF_NATS_CREDS, LEAF_NATS_PASSWORD_FILE, …
 	// (flags win: they are parsed after).
 	c.auth.FromEnv(c.getenv)
 	c.auth.FromNATSEnv(c.getenv)
-	c.auth.Flags(fs, "")
+	c.globalFlags(fs)
+	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(c.stdout, overview())
@@ -65,19 +90,7 @@ func (c *cli) run(args []string) int {
 		fmt.Fprintln(c.stdout, "leafctl", buildinfo.String())
 		return 0
 	}
-	// A nats CLI context fills what flags and environment left unset.
-	nctx, ok, err := natsauth.LoadContext(*contextName, c.getenv)
-	if err != nil {
-		return c.usageErr(err)
-	}
-	if ok {
-		urlFlag := false
-		fs.Visit(func(f *flag.Flag) { urlFlag = urlFlag || f.Name == "nats" })
-		if !urlFlag && !urlFromEnv && nctx.URL != "" {
-			c.natsURL = nctx.URL
-		}
-		c.auth.FromContext(nctx)
-	}
+	c.noteFlags(fs)
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return c.usageErr(errors.New("no command"))
@@ -89,11 +102,12 @@ func (c *cli) run(args []string) int {
 		fmt.Fprint(c.stdout, overview())
 		return 0
 	}
-	if cmd, ok := lookup(rest[0]); ok {
-		err = cmd.Run(c, rest[1:])
-	} else {
-		err = fmt.Errorf("%w: unknown command %q", errUsage, rest[0])
+	cmd, ok := lookup(rest[0])
+	if !ok {
+		fmt.Fprintf(c.stderr, "leafctl: unknown command %q\nCommands: %s.\nRun 'leafctl --help' for what each does.\n", rest[0], strings.Join(commandNames(), ", "))
+		return 2
 	}
+	err := cmd.Run(c, rest[1:])
 	var he helpError
 	switch {
 	case err == nil:
@@ -151,20 +165,30 @@ func (h helpError) usage() string {
 		line = h.fs.Name() + " [flags]"
 	}
 	fmt.Fprintf(&b, "Usage: leafctl %s\n", line)
+	// The command's own flags; the global ones are in leafctl -h.
+	own := flag.NewFlagSet(h.fs.Name(), flag.ContinueOnError)
+	h.fs.VisitAll(func(f *flag.Flag) {
+		if !isGlobalFlag(f.Name) {
+			own.Var(f.Value, f.Name, f.Usage)
+		}
+	})
 	flags := 0
-	h.fs.VisitAll(func(*flag.Flag) { flags++ })
+	own.VisitAll(func(*flag.Flag) { flags++ })
 	if flags > 0 {
 		b.WriteString("\nFlags:\n")
-		h.fs.SetOutput(&b)
-		h.fs.PrintDefaults()
+		own.SetOutput(&b)
+		own.PrintDefaults()
 	}
-	b.WriteString("\nGlobal flags (before the command): leafctl -h.\n")
+	b.WriteString("\nGlobal flags (--nats, --context, --timeout, credentials; before or after the command): leafctl -h.\n")
 	return b.String()
 }
 
-// parse parses flags and positional arguments in any order.
-func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
+// parse parses flags, the global ones among them, and positional
+// arguments in any order.
+func (c *cli) parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	fs.SetOutput(io.Discard)
+	c.globalFlags(fs)
+	defer c.noteFlags(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -186,6 +210,9 @@ func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 }
 
 func (c *cli) connect() (*nats.Conn, error) {
+	if err := c.loadContext(); err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{nats.Name("leafctl"), nats.Timeout(c.timeout)}
 	if !c.auth.IsZero() {
 		auth, err := c.auth.Options()
@@ -199,6 +226,27 @@ func (c *cli) connect() (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to %s: %w", natsauth.RedactURL(c.natsURL), err)
 	}
 	return nc, nil
+}
+
+// loadContext lets a nats CLI context fill what flags and environment left
+// unset. It runs once all flags are parsed, so that --context and --nats
+// count wherever they stand.
+func (c *cli) loadContext() error {
+	if c.contextDone {
+		return nil
+	}
+	c.contextDone = true
+	nctx, ok, err := natsauth.LoadContext(c.contextName, c.getenv)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if ok {
+		if !c.urlGiven && nctx.URL != "" {
+			c.natsURL = nctx.URL
+		}
+		c.auth.FromContext(nctx)
+	}
+	return nil
 }
 
 func (c *cli) request(nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {

@@ -195,3 +195,63 @@ func TestCommandHelp(t *testing.T) {
 		t.Errorf("--version: exit %d, %q", code, out)
 	}
 }
+
+// A command that does not exist is named as such, with the commands there
+// are; exit 2.
+func TestUnknownCommand(t *testing.T) {
+	code, out, errOut := leafctl("nats://127.0.0.1:1", "nope")
+	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "nope"`) ||
+		!strings.Contains(errOut, "leafctl --help") || !strings.Contains(errOut, "next, snowflake") ||
+		strings.Contains(errOut, "nope -h") {
+		t.Fatalf("leafctl nope = %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+// Global flags also follow the command, as in nats and kubectl: with
+// LEAF_NATS at a dead port, --nats URL after each command reaches the
+// node.
+func TestGlobalFlagsAfterCommand(t *testing.T) {
+	url := startLeafd(t)
+	const dead = "nats://127.0.0.1:1"
+	_, sf, _ := leafctl(url, "snowflake")
+	tests := []struct {
+		args []string
+		ok   bool // exit 0; else any answer of the node (exit 1), not a usage or connect error
+	}{
+		{[]string{"next", "demo", "--nats", url}, true},
+		{[]string{"next", "demo", "--nats=" + url, "--timeout", "3s", "-n", "2"}, true},
+		{[]string{"snowflake", "-n", "2", "--nats", url}, true},
+		{[]string{"decode", strings.TrimSpace(sf), "--nats", url}, true},
+		{[]string{"nodes", "--nats", url}, true},
+		{[]string{"pool", "--nats", url}, false},
+		{[]string{"batch", "snowflake", "--wait", "100ms", "--nats", url}, false},
+		{[]string{"tag", "create", "after", "--nats", url, "--step", "10"}, true},
+		{[]string{"tag", "list", "--nats", url}, true},
+		{[]string{"tag", "set-step", "after", "20", "--nats", url}, true},
+		{[]string{"events", "--for", "100ms", "--nats", url}, true},
+		{[]string{"bench", "-d", "100ms", "--warmup", "0s", "-c", "1", "--quiet", "--nats", url}, true},
+	}
+	seen := map[string]bool{"help": true}
+	for _, tc := range tests {
+		seen[tc.args[0]] = true
+		code, out, errOut := leafctl(dead, tc.args...)
+		if (tc.ok && code != 0) || code == 2 || strings.Contains(errOut, "127.0.0.1:1") {
+			t.Errorf("leafctl %v = %d\nstdout: %.300s\nstderr: %s", tc.args, code, out, errOut)
+		}
+	}
+	for _, name := range commandNames() {
+		if !seen[name] {
+			t.Errorf("command %s is not tried with a global flag after it", name)
+		}
+	}
+	// --context counts after the command too: a context that does not
+	// exist is a usage error, not a connection to the default URL.
+	code, _, errOut := leafctl(dead, "next", "demo", "--context", "no-such-context")
+	if code != 2 || !strings.Contains(errOut, "no-such-context") {
+		t.Errorf("--context after the command = %d: %s", code, errOut)
+	}
+	// Help of a command lists its own flags, and points at the global ones.
+	if _, out, _ := leafctl(dead, "next", "-h"); strings.Contains(out, "  -nats") || !strings.Contains(out, "after the command") {
+		t.Errorf("next -h:\n%s", out)
+	}
+}

@@ -1,13 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/leafmq/leafmq/client"
 	"github.com/leafmq/leafmq/wire"
@@ -29,7 +28,7 @@ func (nextCmd) Run(c *cli, args []string) error {
 	n := fs.Int("n", 1, "how many ids")
 	asJSON := fs.Bool("json", false, "print JSON")
 	monoTag := fs.Bool("mono", false, "a monotonic tag (leaf.mono.TAG): strictly increasing ids, asked again through a leader's switch-over")
-	pos, err := parse(fs, args, 1)
+	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
@@ -39,19 +38,21 @@ func (nextCmd) Run(c *cli, args []string) error {
 	if _, err := wire.ParseTag(pos[0]); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return c.takeIDs(*asJSON, func(ctx context.Context, cl *client.Client) ([]int64, error) {
+	return c.takeIDs(*n, *asJSON, func(ctx context.Context, cl *client.Client, n int) ([]int64, error) {
 		if *monoTag {
-			return cl.MonoN(ctx, pos[0], *n)
+			return cl.MonoN(ctx, pos[0], n)
 		}
-		return cl.NextN(ctx, pos[0], *n)
+		return cl.NextN(ctx, pos[0], n)
 	})
 }
 
-// takeIDs prints the ids take gets through a Go client without a local
-// cache (every id is asked for, in batches of at most 10,000), which asks
-// again within --timeout while no node can answer (a monotonic tag between
-// leaders, a node starting).
-func (c *cli) takeIDs(asJSON bool, take func(context.Context, *client.Client) ([]int64, error), opts ...client.Option) error {
+// takeIDs prints n ids that take gets through a Go client without a local
+// cache, which asks again within --timeout while no node can answer (a
+// monotonic tag between leaders, a node starting). The ids come and go out
+// in chunks of at most wire.DefaultMaxBatch, each printed before the next is
+// asked for: memory stays the same for any n, and `-n 2000000000 | head`
+// ends as soon as head has read enough.
+func (c *cli) takeIDs(n int, asJSON bool, take func(ctx context.Context, cl *client.Client, n int) ([]int64, error), opts ...client.Option) error {
 	nc, err := c.connect()
 	if err != nil {
 		return err
@@ -65,23 +66,67 @@ func (c *cli) takeIDs(asJSON bool, take func(context.Context, *client.Client) ([
 		return err
 	}
 	defer cl.Close()
-	ids, err := take(context.Background(), cl)
-	if err != nil {
-		return err
+	w := idWriter{w: bufio.NewWriter(c.stdout), json: asJSON}
+	for done := 0; done < n; {
+		ids, err := take(context.Background(), cl, min(n-done, wire.DefaultMaxBatch))
+		if err == nil {
+			err = w.write(ids)
+		}
+		if err != nil {
+			// The ids printed are handed out: they stay readable (a closed
+			// JSON array), and the error says how many there are.
+			if done > 0 {
+				_ = w.close()
+				return fmt.Errorf("%d of %d ids printed, then: %w", done, n, err)
+			}
+			return err
+		}
+		done += len(ids)
 	}
-	return c.printIDs(ids, asJSON)
+	return w.close()
 }
 
-// printIDs prints ids one per line, or as a JSON array.
-func (c *cli) printIDs(ids []int64, asJSON bool) error {
-	if asJSON {
-		return writeJSON(c, ids)
-	}
-	var b strings.Builder
+// idWriter prints ids one per line, or as the elements of one JSON array
+// laid out as writeJSON lays it out.
+type idWriter struct {
+	w     *bufio.Writer
+	json  bool
+	wrote bool // an id (JSON: the array's opening) is out
+	buf   []byte
+}
+
+// write prints ids and flushes them.
+func (w *idWriter) write(ids []int64) error {
+	b := w.buf[:0]
 	for _, id := range ids {
-		b.WriteString(strconv.FormatInt(id, 10))
-		b.WriteByte('\n')
+		if w.json {
+			if w.wrote {
+				b = append(b, ",\n  "...)
+			} else {
+				b = append(b, "[\n  "...)
+			}
+		}
+		w.wrote = true
+		b = strconv.AppendInt(b, id, 10)
+		if !w.json {
+			b = append(b, '\n')
+		}
 	}
-	_, err := io.WriteString(c.stdout, b.String())
-	return err
+	w.buf = b
+	if _, err := w.w.Write(b); err != nil {
+		return err
+	}
+	return w.w.Flush()
+}
+
+// close ends the JSON array (an empty one when no id was printed).
+func (w *idWriter) close() error {
+	if w.json {
+		if w.wrote {
+			_, _ = w.w.WriteString("\n]\n")
+		} else {
+			_, _ = w.w.WriteString("[]\n")
+		}
+	}
+	return w.w.Flush()
 }

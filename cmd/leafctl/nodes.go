@@ -50,7 +50,7 @@ func (nodesCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	window := fs.Duration("wait", 500*time.Millisecond, "how long to wait for the nodes' answers")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := c.parse(fs, args, 0); err != nil {
 		return err
 	}
 	nc, err := c.connect()

@@ -33,7 +33,7 @@ func (poolCmd) Synopsis() []synopsisLine {
 func (poolCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := c.parse(fs, args, 0); err != nil {
 		return err
 	}
 	nc, err := c.connect()

@@ -22,7 +22,7 @@ func (snowflakeCmd) Run(c *cli, args []string) error {
 	n := fs.Int("n", 1, "how many ids")
 	key := fs.String("key", "", "ask leaf.snowflake.KEY (a client's shard key) instead of leaf.snowflake")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := c.parse(fs, args, 0); err != nil {
 		return err
 	}
 	if *n < 1 {
@@ -32,7 +32,7 @@ func (snowflakeCmd) Run(c *cli, args []string) error {
 	if *key != "" {
 		opts = append(opts, client.WithSnowflakeKey(*key))
 	}
-	return c.takeIDs(*asJSON, func(ctx context.Context, cl *client.Client) ([]int64, error) {
-		return cl.SnowflakeN(ctx, *n)
+	return c.takeIDs(*n, *asJSON, func(ctx context.Context, cl *client.Client, n int) ([]int64, error) {
+		return cl.SnowflakeN(ctx, n)
 	}, opts...)
 }

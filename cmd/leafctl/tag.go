@@ -43,7 +43,7 @@ func (tagCmd) Run(c *cli, args []string) error {
 	switch args[0] {
 	case "list":
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
-		if _, err = parse(fs, args[1:], 0); err != nil {
+		if _, err = c.parse(fs, args[1:], 0); err != nil {
 			return err
 		}
 		return c.tagList(asJSON)
@@ -53,7 +53,7 @@ func (tagCmd) Run(c *cli, args []string) error {
 		fs.StringVar(&req.Description, "desc", "", "description of the tag")
 		fs.StringVar(&req.Mode, "mode", "segment", "segment (increasing per node), mono (strictly increasing, on leaf.mono.TAG) or opaque (unguessable); fixed for the tag's life")
 		fs.IntVar(&req.Width, "width", 0, "bits of an opaque tag's ids, 20-63 (default 53: exact in JavaScript); fixed for the tag's life")
-		if pos, err = parse(fs, args[1:], 1); err != nil {
+		if pos, err = c.parse(fs, args[1:], 1); err != nil {
 			return err
 		}
 		if req.Width != 0 && req.Mode != "opaque" {
@@ -64,7 +64,7 @@ func (tagCmd) Run(c *cli, args []string) error {
 		}
 		subject = wire.TagCreateSubject
 	case "decode":
-		if pos, err = parse(fs, args[1:], 2); err != nil {
+		if pos, err = c.parse(fs, args[1:], 2); err != nil {
 			return err
 		}
 		if req.ID, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
@@ -78,7 +78,7 @@ func (tagCmd) Run(c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "%s id %d is sequence number %d\n", d.Tag, d.ID, d.Sequence)
 		return nil
 	case "set-step":
-		if pos, err = parse(fs, args[1:], 2); err != nil {
+		if pos, err = c.parse(fs, args[1:], 2); err != nil {
 			return err
 		}
 		if req.Step, err = strconv.Atoi(pos[1]); err != nil {
@@ -86,7 +86,7 @@ func (tagCmd) Run(c *cli, args []string) error {
 		}
 		subject = wire.TagStepSubject
 	case "set-max":
-		if pos, err = parse(fs, args[1:], 2); err != nil {
+		if pos, err = c.parse(fs, args[1:], 2); err != nil {
 			return err
 		}
 		if req.MaxID, err = strconv.ParseInt(pos[1], 10, 64); err != nil {
@@ -95,7 +95,7 @@ func (tagCmd) Run(c *cli, args []string) error {
 		subject = wire.TagMaxSubject
 	case "restart":
 		fs.Int64Var(&req.Floor, "floor", 0, "the first id the tag hands out again (required; refused below any max_id the store or a live node remembers)")
-		if pos, err = parse(fs, args[1:], 1); err != nil {
+		if pos, err = c.parse(fs, args[1:], 1); err != nil {
 			return err
 		}
 		if req.Floor < 1 {

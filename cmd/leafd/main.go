@@ -8,10 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/node"
@@ -31,12 +35,24 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return 0
 		}
 	}
-	cfg, err := node.Parse(args, getenv, stderr)
+	// Under --log-format json every line on stderr is a JSON record, a
+	// bad flag's too: the flag package's own message and usage are left
+	// out, and the error is logged.
+	jsonLog := jsonRequested(args, getenv)
+	parseOut := stderr
+	if jsonLog && !helpRequested(args) {
+		parseOut = io.Discard
+	}
+	cfg, err := node.Parse(args, getenv, parseOut)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "leafd: %v\n", err)
+		if jsonLog {
+			slog.New(slog.NewJSONHandler(stderr, nil)).Error("leafd: bad configuration (leafd -h lists the flags)", "err", err.Error())
+		} else {
+			fmt.Fprintf(stderr, "leafd: %v\n", err)
+		}
 		return 2
 	}
 	var level slog.Level
@@ -46,32 +62,57 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		handler = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
 	}
 	log := slog.New(handler)
+	// The standard library's log package (net/http's server errors, any
+	// library that logs) writes through the same handler.
+	slog.SetDefault(log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	n, err := node.Start(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "leafd: %v\n", err)
+		log.Error("leafd did not start", "err", err.Error())
 		return 1
 	}
-	fmt.Fprintf(stdout, `leafd %s (%s) is serving ids on %s
-
-Ask it for an id:
-  nats req leaf.segment.demo ''            # one id of tag "demo"
-  nats req leaf.segment.demo 1000          # a batch of 1000
-  nats req leaf.snowflake ''               # one snowflake id
-  go run ./cmd/leafctl next demo           # or bin/leafctl next demo -n 10
-  go run ./cmd/leafctl snowflake -n 3      # and bin/leafctl decode ID
-%s   Stop: Ctrl-C
-`, cfg.Name, buildinfo.Version, n.ClientURL(), metricsLine(n.HTTPAddr()))
+	fmt.Fprint(stdout, banner(cfg, n.ClientURL(), n.HTTPAddr()))
 	<-ctx.Done()
 	stop()
-	fmt.Fprintln(stderr, "leafd: shutting down")
+	log.Info("leafd shutting down")
 	if err := n.Close(context.Background()); err != nil {
-		fmt.Fprintf(stderr, "leafd: shutdown: %v\n", err)
+		log.Error("leafd shutdown", "err", err.Error())
 		return 1
 	}
 	return 0
+}
+
+// jsonRequested reports whether args or LEAF_LOG_FORMAT ask for JSON logs,
+// read as node.Parse reads them (the last flag wins over the environment),
+// for the errors leafd reports before it has a Config.
+func jsonRequested(args []string, getenv func(string) string) bool {
+	format := getenv("LEAF_LOG_FORMAT")
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "log-format" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
+		format = value
+	}
+	return format == "json"
+}
+
+// helpRequested reports whether args ask for leafd's usage.
+func helpRequested(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			return true
+		}
+	}
+	return false
 }
 
 // probe is "leafd probe URL": exit 0 when URL answers 200 within 3 s, else
@@ -93,6 +134,53 @@ func probe(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// banner is what leafd prints once it serves: how to ask it for an id, in
+// commands an operator pastes as they are. The nats CLI and leafctl reach
+// nats://127.0.0.1:4222 unless told otherwise, where another leafd may
+// serve (and auto-create tags): every command names any other URL. Where
+// tags are not created on first use, no command names a tag that may not
+// exist.
+func banner(cfg node.Config, url, httpAddr string) string {
+	natsFlag, ctlFlag := "", ""
+	if url != nats.DefaultURL {
+		show := url
+		if u, err := neturl.Parse(url); err == nil && u.User != nil {
+			u.User = nil // a redacted password would not connect; credentials go in flags
+			show = u.String()
+		}
+		natsFlag, ctlFlag = " -s "+show, " --nats "+show
+	}
+	type line struct{ cmd, what string }
+	var lines []line
+	if cfg.Store.AutoCreates() {
+		lines = []line{
+			{"nats req leaf.segment.demo ''" + natsFlag, `one id of tag "demo" (created on first use)`},
+			{"nats req leaf.segment.demo 1000" + natsFlag, "a batch of 1000"},
+		}
+	} else {
+		lines = []line{
+			{"go run ./cmd/leafctl tag list" + ctlFlag, "the tags it serves (tags are not created on first use)"},
+			{"nats req leaf.segment.TAG ''" + natsFlag, "one id of TAG, a tag of that list"},
+		}
+	}
+	lines = append(lines, line{"nats req leaf.snowflake ''" + natsFlag, "one snowflake id"})
+	if cfg.Store.AutoCreates() {
+		lines = append(lines, line{"go run ./cmd/leafctl next demo -n 10" + ctlFlag, "ten ids (bin/leafctl after make build)"})
+	}
+	lines = append(lines, line{"go run ./cmd/leafctl snowflake -n 3" + ctlFlag, "three snowflake ids (leafctl decode ID splits one)"})
+	width := 0
+	for _, l := range lines {
+		width = max(width, len(l.cmd))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "leafd %s (%s) is serving ids on %s\n\nAsk it for an id:\n", cfg.Name, buildinfo.Version, url)
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %-*s  # %s\n", width, l.cmd, l.what)
+	}
+	fmt.Fprintf(&b, "%s   Stop: Ctrl-C\n", metricsLine(httpAddr))
+	return b.String()
 }
 
 func metricsLine(addr string) string {

@@ -3,13 +3,23 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	stdlog "log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
 )
 
 // syncBuffer is a bytes.Buffer safe for the daemon goroutine and the test.
@@ -88,12 +98,13 @@ func TestVersion(t *testing.T) {
 }
 
 // With ports left to the kernel (0), the banner shows the ones chosen and
-// the status page; --log-format json logs one JSON object a line.
+// the status page, and its commands name that NATS URL; with auto-create
+// off they name no tag; --log-format json logs one JSON object a line.
 func TestBannerAndJSONLogs(t *testing.T) {
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
 	args := []string{"--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--data", t.TempDir(), "--name", "banner",
-		"--log-format", "json"}
+		"--log-format", "json", "--auto-create", "false"}
 	go func() { done <- run(args, noEnv, &out, &errOut) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), "Status page:") {
@@ -116,6 +127,24 @@ func TestBannerAndJSONLogs(t *testing.T) {
 	if !strings.Contains(banner, "nats://127.0.0.1:") || !strings.Contains(banner, "Status page: http://127.0.0.1:") {
 		t.Errorf("banner without the real addresses:\n%s", banner)
 	}
+	if strings.Contains(banner, "demo") {
+		t.Errorf("with auto-create off the banner names tag demo:\n%s", banner)
+	}
+	url := regexp.MustCompile(`serving ids on (\S+)`).FindStringSubmatch(banner)[1]
+	for _, l := range strings.Split(banner, "\n") {
+		cmd, _, _ := strings.Cut(strings.TrimSpace(l), "#")
+		switch {
+		case strings.HasPrefix(cmd, "nats ") && !strings.Contains(cmd, " -s "+url):
+			t.Errorf("%q does not reach %s", cmd, url)
+		case strings.Contains(cmd, "leafctl ") && !strings.Contains(cmd, " --nats "+url):
+			t.Errorf("%q does not reach %s", cmd, url)
+		}
+	}
+	// The standard library's log package writes through leafd's handler.
+	stdlog.Print("from the log package")
+	if !strings.Contains(errOut.String(), `"msg":"from the log package"`) {
+		t.Errorf("the log package does not write JSON records:\n%s", errOut.String())
+	}
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
 	if len(lines) == 0 {
 		t.Fatal("no log")
@@ -131,6 +160,44 @@ func TestBannerAndJSONLogs(t *testing.T) {
 	}
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d after SIGINT: %s", code, errOut.String())
+	}
+}
+
+// The banner's commands reach the node that printed them, and name a tag
+// only where it is created on first use.
+func TestBannerCommands(t *testing.T) {
+	kv := node.Defaults()
+	mysql := node.Defaults()
+	mysql.Store.MySQL = "root@tcp(127.0.0.1:3306)/leaf"
+	off := node.Defaults()
+	off.Store.AutoCreate = "false"
+	tests := []struct {
+		name    string
+		cfg     node.Config
+		url     string
+		want    []string
+		mustNot []string
+	}{
+		{"default url", kv, "nats://127.0.0.1:4222", []string{"nats req leaf.segment.demo ''  ", "leafctl next demo -n 10  "}, []string{" -s ", "--nats"}},
+		{"other url", kv, "nats://127.0.0.1:4333", []string{"nats req leaf.segment.demo '' -s nats://127.0.0.1:4333  ", "nats req leaf.snowflake '' -s nats://127.0.0.1:4333", "leafctl next demo -n 10 --nats nats://127.0.0.1:4333", "leafctl snowflake -n 3 --nats nats://127.0.0.1:4333"}, nil},
+		{"credentials in the url", kv, "nats://ctl:xxxxx@10.0.0.1:4222", []string{"-s nats://10.0.0.1:4222", "--nats nats://10.0.0.1:4222"}, []string{"-s nats://ctl", "--nats nats://ctl"}},
+		{"mysql", mysql, "nats://10.0.0.1:4222", []string{"leafctl tag list --nats nats://10.0.0.1:4222", "nats req leaf.segment.TAG '' -s nats://10.0.0.1:4222"}, []string{"demo"}},
+		{"auto-create off", off, "nats://127.0.0.1:4222", []string{"leafctl tag list  ", "leaf.segment.TAG"}, []string{"demo"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := banner(tc.cfg, tc.url, "")
+			for _, w := range tc.want {
+				if !strings.Contains(b, w) {
+					t.Errorf("banner lacks %q:\n%s", w, b)
+				}
+			}
+			for _, w := range tc.mustNot {
+				if strings.Contains(b, w) {
+					t.Errorf("banner has %q:\n%s", w, b)
+				}
+			}
+		})
 	}
 }
 
@@ -151,5 +218,87 @@ func TestProbe(t *testing.T) {
 	}
 	if got := run([]string{"probe"}, noEnv, &out, &errOut); got != 2 {
 		t.Fatalf("probe without a URL: exit %d", got)
+	}
+}
+
+// Under --log-format json every line the built leafd writes to stderr is
+// a JSON record: a bad flag's error, the embedded nats-server's log and
+// the shutdown. The banner, text for people, is on stdout.
+func TestJSONLogsOfTheBinary(t *testing.T) {
+	bin := testenv.Build(t, "cmd/leafd")
+	allJSON := func(t *testing.T, stderr string) []map[string]any {
+		t.Helper()
+		var recs []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+			var v map[string]any
+			if err := json.Unmarshal([]byte(l), &v); err != nil || v["msg"] == nil {
+				t.Errorf("stderr line is not a JSON record: %q", l)
+			}
+			recs = append(recs, v)
+		}
+		return recs
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		bad  string // the flag the record names
+	}{
+		{"flag", []string{"--log-format", "json", "--max-batch", "x"}, "", "max-batch"},
+		{"flag after", []string{"--max-batch", "x", "--log-format=json"}, "", "max-batch"},
+		{"env", []string{"--no-such-flag"}, "LEAF_LOG_FORMAT=json", "no-such-flag"},
+	} {
+		t.Run("bad "+tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			cmd.Env = append(os.Environ(), tc.env)
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			if err := cmd.Run(); cmd.ProcessState.ExitCode() != 2 {
+				t.Fatalf("exit %v, want 2: %s", err, errOut.String())
+			}
+			recs := allJSON(t, errOut.String())
+			if len(recs) != 1 || !strings.Contains(fmt.Sprint(recs[0]["err"]), tc.bad) {
+				t.Errorf("want one record naming the bad flag: %s", errOut.String())
+			}
+		})
+	}
+
+	var out, errOut testenv.Buffer
+	cmd := exec.Command(bin, "--log-format", "json", "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+		"--data", t.TempDir(), "--name", "jsonlog")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	re := regexp.MustCompile(`serving ids on nats://(\S+)`)
+	deadline := time.Now().Add(60 * time.Second)
+	for !re.MatchString(out.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner: %s %s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A client that speaks no NATS: the embedded server logs an error.
+	conn, err := net.Dial("tcp", re.FindStringSubmatch(out.String())[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = conn.Write([]byte("NOT NATS\r\n"))
+	_, _ = io.ReadAll(conn)
+	conn.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("leafd: %v\n%s", err, errOut.String())
+	}
+	var fromNATS, shutdown bool
+	for _, r := range allJSON(t, errOut.String()) {
+		fromNATS = fromNATS || r["component"] == "nats-server"
+		shutdown = shutdown || r["msg"] == "leafd shutting down"
+	}
+	if !fromNATS || !shutdown {
+		t.Errorf("want records of the embedded nats-server (%v) and of the shutdown (%v):\n%s", fromNATS, shutdown, errOut.String())
 	}
 }
