@@ -112,6 +112,7 @@ type Responder struct {
 	outs        sync.Pool // *[]byte scratch for replies
 
 	errSubject string // this node's WorkerErrorsEndpoint
+	probes     probes
 
 	sfMu      sync.Mutex    // guards sfSvc and sfStopped
 	sfSvc     micro.Service // the snowflake endpoints while in the queue group, else nil
@@ -343,6 +344,10 @@ func (r *Responder) handleSegment(req micro.Request) {
 	}
 	tag, err := wire.ParseTag(req.Subject()[len(wire.SegmentPrefix):])
 	if err != nil {
+		if req.Subject()[len(wire.SegmentPrefix):] == wire.ProbeToken { // not a tag: costs the id path nothing
+			r.answerProbe(req, wire.SubjectSegment)
+			return
+		}
 		r.observe(start, "segment", "", r.fail(req, err), 0)
 		return
 	}
