@@ -515,9 +515,13 @@ func decodeReply(reply *nats.Msg, n int) ([]int64, error) {
 }
 
 // retryable reports whether another attempt may succeed: nobody answered in
-// time, nobody listens (yet), or a node had no ids right now (503). NATS
-// spreads the retry over the queue group, so it may reach another node.
+// time, nobody listens (yet), or a node refused with a code that
+// wire.Retryable names (503: no ids right now). NATS spreads the retry
+// over the queue group, so it may reach another node.
 func retryable(err error) bool {
+	if we := (*wire.Error)(nil); errors.As(err, &we) {
+		return wire.Retryable(we.Code)
+	}
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, wire.ErrUnavailable)
 }

@@ -46,6 +46,11 @@ var leafdMetrics = []string{
 	"ring_fill_ratio",         // label tag
 	"pool_batches",            // label subject
 	"pool_refused_ids_total",
+	"subject_serving",       // label subject
+	"subject_ready",         // label subject
+	"probes_answered_total", // label subject
+	"probe_requests_total",  // labels subject, result
+	"segment_tag_refused",   // label tag
 	// node/livemetrics.go
 	"request_duration_seconds", // histogram, label engine
 	"id_requests_total",        // labels engine, code

@@ -102,7 +102,8 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	}
 
 	sel := `job="leafd"`
-	prom.waitValue(t, fmt.Sprintf(`sum(leafmq_requests_total{%s,endpoint="segment"})`, sel), segReqs)
+	// Id requests: leafmq_requests_total counts the node's self-probes too.
+	prom.waitValue(t, fmt.Sprintf(`sum(leafmq_id_requests_total{%s,engine="segment"})`, sel), segReqs)
 	prom.waitValue(t, fmt.Sprintf(`sum(leafmq_ids_issued_total{%s,engine="snowflake"})`, sel), sfReqs)
 	prom.waitValue(t, fmt.Sprintf(`leafmq_snowflake_worker{%s}`, sel), float64(worker))
 	prom.waitValue(t, fmt.Sprintf(`leafmq_snowflake_state{%s,state="serving"}`, sel), 1)

@@ -63,6 +63,10 @@ type Config struct {
 	// Ready returns nil when this node is ready to serve (store and
 	// registry reachable, buffers loaded), or why not. Nil: always ready.
 	Ready func() error
+	// ReadySubject answers /readyz/{subject}: ok false for a subject the
+	// node is not set up for (404), else nil when it serves the subject
+	// and can answer it, or why not (503). Nil: 404 for every subject.
+	ReadySubject func(subject string) (ok bool, err error)
 	// Timeout bounds each call of Segment, Snowflake, Status and Rows.
 	// Default DefaultTimeout.
 	Timeout time.Duration
@@ -145,6 +149,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /db", redirect("./#table"))
 
 	m.HandleFunc("GET /readyz", h.readyz)
+	m.HandleFunc("GET /readyz/{subject}", h.readySubject)
 	m.HandleFunc("GET /status.json", h.status)
 	m.HandleFunc("GET /{$}", asset("index.html", "text/html; charset=utf-8"))
 	m.HandleFunc("GET /app.js", asset("app.js", "text/javascript; charset=utf-8"))
@@ -213,4 +218,27 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ready\n"))
+}
+
+// readySubject answers /readyz/{subject}: 200 "ready" when the node serves
+// the subject and can answer it, 503 with why not, 404 for a subject the
+// node is not set up for. A probe that routes one kind of traffic (the
+// HTTP API's segment ids, say) reads the subject it routes, so a node
+// that cannot serve another subject stays in service for this one.
+func (h *handler) readySubject(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	subject := r.PathValue("subject")
+	ok, err := false, error(nil)
+	if h.cfg.ReadySubject != nil {
+		ok, err = h.cfg.ReadySubject(subject)
+	}
+	switch {
+	case !ok:
+		http.Error(w, "not served by this node: "+oneLine(subject), http.StatusNotFound)
+	case err != nil:
+		http.Error(w, "not ready: "+subject+": "+oneLine(err.Error()), http.StatusServiceUnavailable)
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ready\n"))
+	}
 }

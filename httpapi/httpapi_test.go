@@ -522,3 +522,34 @@ func TestNewRejects(t *testing.T) {
 		t.Fatalf("%v does not wrap ErrInvalidLayout", err)
 	}
 }
+
+// /readyz/{subject} answers for one subject: 200 when it is served and
+// ready, 503 with why not, 404 for a subject the node does not have.
+func TestReadySubject(t *testing.T) {
+	srv := serve(t, httpapi.Config{Logger: quiet, ReadySubject: func(subject string) (bool, error) {
+		switch subject {
+		case "segment":
+			return true, nil
+		case "snowflake":
+			return true, errors.New("snowflake: lost: no worker id")
+		}
+		return false, nil
+	}})
+	for _, c := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/readyz/segment", 200, "ready\n"},
+		{"/readyz/snowflake", 503, "not ready: snowflake: snowflake: lost: no worker id\n"},
+		{"/readyz/mono", 404, "not served by this node: mono\n"},
+	} {
+		if r := do(t, "GET", srv.URL+c.path, nil); r.code != c.code || r.body != c.body {
+			t.Errorf("GET %s = %d %q, want %d %q", c.path, r.code, r.body, c.code, c.body)
+		}
+	}
+	none := serve(t, httpapi.Config{Logger: quiet})
+	if r := do(t, "GET", none.URL+"/readyz/segment", nil); r.code != 404 {
+		t.Errorf("without ReadySubject: %d %q, want 404", r.code, r.body)
+	}
+}

@@ -19,6 +19,7 @@ type storeHealth struct {
 type storeFail struct {
 	n     int
 	since time.Time
+	err   error // of the last attempt
 }
 
 // onLoad is the segment engine's OnLoad hook: metrics and events of every
@@ -34,6 +35,7 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 			f.since = n.clock.Now()
 		}
 		f.n++
+		f.err = ev.Err
 		n.health.fails[ev.Tag] = f
 		n.health.mu.Unlock()
 		n.events.Emit(events.Event{Kind: events.StoreError, Level: events.Error, Tag: ev.Tag,

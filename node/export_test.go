@@ -14,3 +14,16 @@ func SetMonoBalanceEvery(d time.Duration) func() {
 // ring its responder answers leaf.snowflake from, without asking NATS
 // (where another node may answer).
 func (n *Node) TakeSnowflake(dst []int64) int { return n.sf.ring.Try(dst) }
+
+// SetProbeEvery sets how often nodes started after it probe the subjects
+// they serve; it returns the restore.
+func SetProbeEvery(d time.Duration) func() {
+	old := probeEvery
+	probeEvery = d
+	return func() { probeEvery = old }
+}
+
+// StopSegmentService stops the node's segment micro service behind its
+// back: its subscriptions are gone, while the node still says it serves
+// segment ids, as after a subscription the server dropped.
+func (n *Node) StopSegmentService() error { return n.resp.Service().Stop() }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // collector reads the node's state at scrape time, so the request path pays
@@ -41,6 +42,12 @@ type collector struct {
 	ringFill  *prometheus.Desc
 	poolLevel *prometheus.Desc
 	poolWaste *prometheus.Desc
+
+	serving  *prometheus.Desc
+	subReady *prometheus.Desc
+	probed   *prometheus.Desc
+	probes   *prometheus.Desc
+	refused  *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -81,6 +88,12 @@ func newCollector(n *Node) *collector {
 		ringFill:  d("ring_fill_ratio", "Ids ready in the ring of a tag over its capacity.", "tag"),
 		poolLevel: d("pool_batches", "Batches in a JetStream pool at this node's last check, by pool subject.", "subject"),
 		poolWaste: d("pool_refused_ids_total", "Ids taken for pool batches the stream refused (it was full; a gap)."),
+
+		serving:  d("subject_serving", "1 while the node serves the subject (segment, snowflake, mono, pool): subscribed, in the queue group.", "subject"),
+		subReady: d("subject_ready", "1 while the node serves the subject and can answer it with ids (/readyz/<subject>).", "subject"),
+		probed:   d("probes_answered_total", "Self-probes that reached this node's own subscription of the subject through NATS and were answered: flat while the node serves the subject means requests no longer reach it.", "subject"),
+		probes:   d("probe_requests_total", "Self-probes this node sent on a subject it serves, by result (answered by some node, or failed: no responders, timeout).", "subject", "result"),
+		refused:  d("segment_tag_refused", "1 for a tag this node refuses until an operator acts (an opaque tag's key it lacks, a mode conflict, a store below the ids already issued); the node stays ready for other tags.", "tag"),
 	}
 }
 
@@ -88,7 +101,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
 		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr,
 		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped,
-		c.sfOffset, c.evSent, c.evDropped, c.ringFill, c.poolLevel, c.poolWaste} {
+		c.sfOffset, c.evSent, c.evDropped, c.ringFill, c.poolLevel, c.poolWaste,
+		c.serving, c.subReady, c.probed, c.probes, c.refused} {
 		ch <- d
 	}
 }
@@ -99,6 +113,27 @@ const maxTagSeries = 500
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
+	subjects, _, _ := n.readiness()
+	sent := n.probe.counts()
+	for _, s := range subjects {
+		ch <- prometheus.MustNewConstMetric(c.serving, prometheus.GaugeValue, b2f(s.Serving), s.Subject)
+		ch <- prometheus.MustNewConstMetric(c.subReady, prometheus.GaugeValue, b2f(s.Ready), s.Subject)
+		if s.Subject != wire.SubjectPool { // the pool has no subscription to probe
+			ch <- prometheus.MustNewConstMetric(c.probed, prometheus.CounterValue, float64(s.Probed), s.Subject)
+			for _, result := range []string{probeAnswered, probeFailed} {
+				ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue,
+					float64(sent[probeKey{s.Subject, result}]), s.Subject, result)
+			}
+		}
+	}
+	for i, f := range n.failingTags() {
+		if i == maxTagSeries {
+			break
+		}
+		if tagRefused(f.err) {
+			ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, 1, f.tag)
+		}
+	}
 	if n.resp != nil {
 		ch <- prometheus.MustNewConstMetric(c.asyncErr, prometheus.CounterValue, float64(n.resp.AsyncErrors()))
 		eps := n.resp.Service().Stats().Endpoints
@@ -186,4 +221,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(ready), tag.String())
 		}
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +45,8 @@ type monoServer struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	leading atomic.Int64 // tags this node leads now
+	leading atomic.Int64  // tags this node leads now
+	probed  atomic.Uint64 // self-probes (wire.ProbeHeader) this node's subscriptions answered
 	ann     *nats.Subscription
 
 	mu   sync.Mutex
@@ -300,6 +302,14 @@ func (m *monoServer) onLeading(tag string, t *monoTag, leading bool) {
 // Requests of one subscription are served one at a time, in the order the
 // node received them.
 func (m *monoServer) serve(l *mono.Leader, tag string, msg *nats.Msg) {
+	if msg.Header.Get(wire.ProbeHeader) != "" {
+		m.probed.Add(1)
+		body, _ := json.Marshal(wire.ProbeReply{Node: m.n.cfg.Name, Instance: m.n.instance, Subject: wire.SubjectMono})
+		if err := msg.Respond(body); err != nil {
+			m.log.Debug("mono: answering a probe failed", "tag", tag, "err", err)
+		}
+		return
+	}
 	start := m.n.clock.Now()
 	count, err := wire.ParseCount(msg.Data, m.n.cfg.MaxBatch)
 	if err != nil {

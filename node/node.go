@@ -79,6 +79,8 @@ type Node struct {
 	sf   snowNode // snowflake ids
 	view peerView // the live peers' statuses, as last asked
 	resp *responder.Responder
+	// probe sends the self-probes; set once before the HTTP API is served.
+	probe *prober
 }
 
 // web is the node's HTTP server.
@@ -389,6 +391,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.await(ctx, "starting the monotonic tags", n.startMono); err != nil {
 		return nil, err
 	}
+	n.startProber()
 	wctx, cancel := context.WithTimeout(ctx, startTimeout)
 	n.warnUnreplicated(wctx)
 	cancel()

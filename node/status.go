@@ -11,6 +11,7 @@ import (
 
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/httpapi"
+	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -34,6 +35,12 @@ func (n *Node) status() wire.NodeStatus {
 		}
 		st.Errors += n.resp.AsyncErrors()
 	}
+	refused := map[string]string{}
+	for _, f := range n.failingTags() {
+		if tagRefused(f.err) {
+			refused[f.tag] = f.err.Error()
+		}
+	}
 	if n.engine != nil {
 		rings := map[string]int{}
 		var rs = n.prod.Rings()
@@ -50,7 +57,7 @@ func (n *Node) status() wire.NodeStatus {
 				continue
 			}
 			t := wire.TagStatus{Tag: tag.String(), Step: ts.Step, MinStep: ts.MinStep, Loads: ts.Loads, LastError: ts.LastError,
-				Loading: ts.Loading, Current: ts.Current}
+				Loading: ts.Loading, Current: ts.Current, Refused: refused[tag.String()]}
 			if !ts.LastLoad.IsZero() {
 				t.LastLoad = ts.LastLoad.UnixNano()
 			}
@@ -97,65 +104,150 @@ func (n *Node) status() wire.NodeStatus {
 		}
 		st.Snow = sf
 	}
-	problems, err := n.readiness()
-	st.Ready, st.Problems = err == nil, problems
+	subjects, problems, err := n.readiness()
+	st.Ready, st.Problems, st.Subjects = err == nil, problems, subjects
 	return st
 }
 
-// Ready reports whether the node can answer: connected to NATS, segment
-// loads of tags without ids left are not failing, and snowflake (when on)
-// holds a worker id with an unexpired time lease. The error says what is
-// wrong.
+// Ready reports whether the node can answer every subject it serves:
+// connected to NATS, segment loads of tags without ids left are not failing
+// (a tag refused for a reason of its own, tagRefused, does not count), and
+// snowflake (when on) holds a worker id with an unexpired time lease. The
+// error says what is wrong. ReadySubject tells one subject.
 func (n *Node) Ready() error {
-	_, err := n.readiness()
+	_, _, err := n.readiness()
 	return err
 }
 
-// readiness is Ready's error plus every problem worth showing (some, like
-// a snowflake node waiting for its clock, do not make the node unready: it
-// is out of the snowflake queue group meanwhile).
-func (n *Node) readiness() ([]string, error) {
-	var fatal, problems []string
-	if n.nc == nil || !n.nc.IsConnected() {
-		fatal = append(fatal, "not connected to NATS")
+// ReadySubject is Ready for one subject (wire.SubjectSegment,
+// wire.SubjectSnowflake, wire.SubjectMono, wire.SubjectPool): nil when the
+// node serves it and can answer it. ok is false for a subject the node is
+// not set up for.
+func (n *Node) ReadySubject(subject string) (ok bool, err error) {
+	subjects, _, _ := n.readiness()
+	for _, s := range subjects {
+		if s.Subject != subject {
+			continue
+		}
+		switch {
+		case s.Ready:
+			return true, nil
+		case len(s.Problems) > 0:
+			return true, errors.New(strings.Join(s.Problems, "; "))
+		default:
+			return true, errors.New("not serving")
+		}
 	}
+	return false, nil
+}
+
+// tagRefused reports whether a tag's load error refuses the tag on this
+// node for a reason of the tag alone, which lasts until an operator acts:
+// an opaque tag whose key the node lacks, a mode conflict, a store below
+// the ids already issued, a tag the store lost. Requests for it get their
+// error (a 503 where another node, or a restart of the tag, may help);
+// the node stays ready for every other tag (DESIGN invariant 8: readiness
+// says so for that subject, here that tag, alone).
+func tagRefused(err error) bool {
+	return errors.Is(err, segment.ErrNoKey) || errors.Is(err, segment.ErrMode) ||
+		errors.Is(err, segment.ErrBelowFloor) || errors.Is(err, segment.ErrTagDeleted)
+}
+
+// failingTag is a tag whose segment loads fail.
+type failingTag struct {
+	tag string
+	storeFail
+}
+
+// failingTags are the tags whose loads fail now, sorted.
+func (n *Node) failingTags() []failingTag {
 	n.health.mu.Lock()
-	failing := make(map[string]storeFail, len(n.health.fails))
+	out := make([]failingTag, 0, len(n.health.fails))
 	for tag, f := range n.health.fails {
-		failing[tag] = f
+		out = append(out, failingTag{tag, f})
 	}
 	n.health.mu.Unlock()
-	tags := make([]string, 0, len(failing))
-	for tag := range failing {
-		tags = append(tags, tag)
+	sort.Slice(out, func(i, j int) bool { return out[i].tag < out[j].tag })
+	return out
+}
+
+// readiness is each subject's readiness, the node's problems (Ready's
+// error, then warnings: some, like a snowflake node waiting for its
+// clock, do not make the node unready, as it is out of the snowflake
+// queue group meanwhile) and Ready's error.
+func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
+	var fatal, problems []string
+	connected := n.nc != nil && n.nc.IsConnected()
+	var offline []string
+	if !connected {
+		offline = []string{"not connected to NATS"}
+		fatal = append(fatal, offline...)
 	}
-	sort.Strings(tags)
-	for _, tag := range tags {
-		f := failing[tag]
-		msg := fmt.Sprintf("segment store: loads of %s failing (%d times since %s)", tag, f.n, f.since.UTC().Format(time.RFC3339))
-		if ts, ok := n.engine.State(tag); ok && !ts.Segments[0].Ready && !ts.Segments[1].Ready {
-			fatal = append(fatal, msg+", no ids left")
-		} else {
-			problems = append(problems, msg+", still serving from buffers")
+	var subjects []wire.SubjectStatus
+
+	seg := wire.SubjectStatus{Subject: wire.SubjectSegment, Serving: n.resp != nil, Problems: offline}
+	if n.resp != nil {
+		seg.Probed = n.resp.Probed(wire.SubjectSegment)
+	}
+	var segFatal, segWarn []string
+	for _, f := range n.failingTags() {
+		msg := fmt.Sprintf("segment store: loads of %s failing (%d times since %s)", f.tag, f.n, f.since.UTC().Format(time.RFC3339))
+		switch {
+		case tagRefused(f.err):
+			segWarn = append(segWarn, fmt.Sprintf("segment: tag %s refused on this node: %v", f.tag, f.err))
+		case n.engine != nil && tagDry(n.engine.State(f.tag)):
+			segFatal = append(segFatal, msg+", no ids left")
+		default:
+			segWarn = append(segWarn, msg+", still serving from buffers")
 		}
 	}
+	fatal = append(fatal, segFatal...)
+	problems = append(problems, segWarn...)
+	seg.Problems = append(append(seg.Problems, segFatal...), segWarn...)
+	seg.Ready = seg.Serving && connected && len(segFatal) == 0
+	subjects = append(subjects, seg)
+
 	if n.sf.src != nil {
+		sf := wire.SubjectStatus{Subject: wire.SubjectSnowflake, Problems: offline}
+		if n.resp != nil {
+			sf.Serving = n.resp.SnowflakeService() != nil
+			sf.Probed = n.resp.Probed(wire.SubjectSnowflake)
+		}
+		ok := false
 		switch st := n.sf.src.State(); st {
 		case snowflake.StateServing:
+			ok = true
 			if lease := n.sf.src.Leased(); n.sf.now().After(lease) {
-				fatal = append(fatal, fmt.Sprintf("snowflake: time lease expired at %s (worker registry unreachable?)", lease.UTC().Format(time.RFC3339)))
+				msg := fmt.Sprintf("snowflake: time lease expired at %s (worker registry unreachable?)", lease.UTC().Format(time.RFC3339))
+				fatal, sf.Problems, ok = append(fatal, msg), append(sf.Problems, msg), false
 			}
 		case snowflake.StateLost, snowflake.StateClosed:
-			fatal = append(fatal, "snowflake: "+st.String()+": no worker id")
+			msg := "snowflake: " + st.String() + ": no worker id"
+			fatal, sf.Problems = append(fatal, msg), append(sf.Problems, msg)
 		default:
-			problems = append(problems, "snowflake: "+st.String()+": out of the queue group until the clock catches up")
+			msg := "snowflake: " + st.String() + ": out of the queue group until the clock catches up"
+			problems, sf.Problems = append(problems, msg), append(sf.Problems, msg)
 		}
+		sf.Ready = sf.Serving && connected && ok
+		subjects = append(subjects, sf)
+	}
+	if m := n.mono.Load(); m != nil {
+		subjects = append(subjects, wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
+			Ready: m.leading.Load() > 0 && connected, Problems: offline, Probed: m.probed.Load()})
+	}
+	if n.pool != nil {
+		subjects = append(subjects, wire.SubjectStatus{Subject: wire.SubjectPool, Serving: true, Ready: connected, Problems: offline})
 	}
 	problems = append(fatal, problems...)
 	if len(fatal) > 0 {
-		return problems, errors.New(strings.Join(fatal, "; "))
+		return subjects, problems, errors.New(strings.Join(fatal, "; "))
 	}
-	return problems, nil
+	return subjects, problems, nil
+}
+
+// tagDry reports whether a tag the engine holds has no buffer with ids.
+func tagDry(ts segment.TagState, ok bool) bool {
+	return ok && !ts.Segments[0].Ready && !ts.Segments[1].Ready
 }
 
 // httpAPI is Leaf's HTTP API, /readyz and the live status page of every
@@ -167,10 +259,11 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
 			return ask.Status(ctx, n.nc, 300*time.Millisecond)
 		},
-		Rows:   httpapi.StoreRows(n.store),
-		Ready:  n.Ready,
-		Clock:  n.clock,
-		Logger: n.log,
+		Rows:         httpapi.StoreRows(n.store),
+		Ready:        n.Ready,
+		ReadySubject: n.ReadySubject,
+		Clock:        n.clock,
+		Logger:       n.log,
 	}
 	if n.sf.ring != nil {
 		cfg.Snowflake = n.sf.ring.Next

@@ -20,7 +20,9 @@ func TestEngineErrorCodes(t *testing.T) {
 	}{
 		{segment.ErrInvalid, wire.CodeBadRequest},
 		{segment.ErrTagExists, wire.CodeBadRequest},
-		{segment.ErrBelowFloor, wire.CodeBadRequest},
+		{segment.ErrBelowFloor, wire.CodeUnavailable},
+		{fmt.Errorf("%w: %w", segment.ErrNotReady, segment.ErrBelowFloor), wire.CodeUnavailable},
+		{fmt.Errorf("%w: %w", segment.ErrInvalid, segment.ErrBelowFloor), wire.CodeBadRequest}, // an operator's floor (failAdmin)
 		{segment.ErrUnknownTag, wire.CodeNotFound},
 		{segment.ErrTagDeleted, wire.CodeNotFound},
 		{segment.ErrStoreChanged, wire.CodeNotFound},
@@ -37,7 +39,7 @@ func TestEngineErrorCodes(t *testing.T) {
 		{fmt.Errorf("x: %w", context.Canceled), wire.CodeUnavailable},
 		{errors.New("disk on fire"), wire.CodeInternal},
 		{fmt.Errorf("tag %q: %w", "t", segment.ErrUnknownTag), wire.CodeNotFound},
-		{fmt.Errorf("%w: %w", segment.ErrUnavailable, segment.ErrBelowFloor), wire.CodeBadRequest},
+		{fmt.Errorf("%w: %w", segment.ErrNotReady, segment.ErrMode), wire.CodeBadRequest},
 		{fmt.Errorf("%w: %w", segment.ErrNotReady, segment.ErrTagDeleted), wire.CodeNotFound},
 		{errors.Join(errors.New("a"), fmt.Errorf("b: %w", snowflake.ErrNotServing)), wire.CodeUnavailable},
 	} {

@@ -118,6 +118,7 @@ type Responder struct {
 	outs        sync.Pool // *[]byte scratch for replies
 
 	errSubject string // this node's WorkerErrorsEndpoint
+	probes     probes
 
 	sfMu      sync.Mutex    // guards sfSvc, sfConn and sfStopped
 	sfSvc     micro.Service // the snowflake endpoints while in the queue group, else nil
@@ -353,6 +354,10 @@ func (r *Responder) handleSegment(req micro.Request) {
 	}
 	tag, err := wire.ParseTag(req.Subject()[len(wire.SegmentPrefix):])
 	if err != nil {
+		if req.Subject()[len(wire.SegmentPrefix):] == wire.ProbeToken { // not a tag: costs the id path nothing
+			r.answerProbe(req, wire.SubjectSegment)
+			return
+		}
 		r.observe(start, "segment", "", r.fail(req, err), 0)
 		return
 	}
@@ -491,6 +496,18 @@ func (r *Responder) logFailure(req micro.Request, err error) string {
 	return code
 }
 
+// failAdmin is fail for an operator's change of a tag: one refused for
+// going below the ids already issued (ErrBelowFloor, a 503 on an id
+// request) is a 400 here, since the same request gets the same refusal
+// until the operator asks for a higher floor or max_id, or restarts the
+// tag.
+func (r *Responder) failAdmin(req micro.Request, err error) {
+	if errors.Is(err, segment.ErrBelowFloor) {
+		err = fmt.Errorf("%w: %w", segment.ErrInvalid, err)
+	}
+	r.fail(req, err)
+}
+
 // AsyncErrors counts error replies sent by workers, which micro's endpoint
 // stats do not include.
 func (r *Responder) AsyncErrors() uint64 { return r.asyncErrors.Load() }
@@ -578,11 +595,11 @@ func (r *Responder) handleCreate(req micro.Request) {
 		return
 	}
 	if err := r.checkPeerFloors(ctx, tag, max(a.MaxID, 1), "create"); err != nil {
-		r.fail(req, err)
+		r.failAdmin(req, err)
 		return
 	}
 	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description, Mode: m}); err != nil {
-		r.fail(req, err)
+		r.failAdmin(req, err)
 		return
 	}
 	if m.Kind == segment.KindMono {
@@ -634,7 +651,7 @@ func (r *Responder) handleSetStep(req micro.Request) {
 	ctx, cancel := r.adminCtx()
 	defer cancel()
 	if err := r.cfg.Store.SetStep(ctx, tag, a.Step); err != nil {
-		r.fail(req, err)
+		r.failAdmin(req, err)
 		return
 	}
 	r.respondRow(ctx, req, tag)
@@ -648,7 +665,7 @@ func (r *Responder) handleSetMax(req micro.Request) {
 	ctx, cancel := r.adminCtx()
 	defer cancel()
 	if err := r.cfg.Store.SetMaxID(ctx, tag, a.MaxID); err != nil {
-		r.fail(req, err)
+		r.failAdmin(req, err)
 		return
 	}
 	r.respondRow(ctx, req, tag)
@@ -664,11 +681,11 @@ func (r *Responder) handleRestart(req micro.Request) {
 	ctx, cancel := r.adminCtx()
 	defer cancel()
 	if err := r.checkPeerFloors(ctx, tag, a.Floor, "restart"); err != nil {
-		r.fail(req, err)
+		r.failAdmin(req, err)
 		return
 	}
 	if err := r.cfg.Store.Restart(ctx, tag, a.Floor); err != nil {
-		r.fail(req, err)
+		r.failAdmin(req, err)
 		return
 	}
 	r.cfg.Logger.Warn("segment: tag restarted by an operator", "tag", a.Tag, "floor", a.Floor)

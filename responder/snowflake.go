@@ -135,6 +135,10 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 			r.handleDecode(req)
 			return
 		}
+		if key == wire.ProbeToken {
+			r.answerProbe(req, wire.SubjectSnowflake)
+			return
+		}
 		if _, err := wire.ParseTag(key); err != nil {
 			r.observe(start, "snowflake", "", r.fail(req, fmt.Errorf("%w: key: %w", segment.ErrInvalid, err)), 0)
 			return

@@ -60,6 +60,10 @@ func TestFloorRefusesLoweredMaxID(t *testing.T) {
 	if !errors.Is(err, segment.ErrNotReady) || !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Next after max_id was lowered = %v, want ErrNotReady wrapping ErrBelowFloor", err)
 	}
+	// The requester did nothing wrong: a 503, which clients ask again.
+	if code := wire.CodeOf(err); code != wire.CodeUnavailable || !wire.Retryable(code) {
+		t.Fatalf("code of %v = %s, want a retryable 503", err, code)
+	}
 	for id := range seen {
 		if id >= floor {
 			t.Fatalf("id %d served at or above the floor %d: from a refused range", id, floor)

@@ -24,8 +24,13 @@ var (
 	ErrTagDeleted = wire.NewCodedError(wire.CodeNotFound, "tag was deleted; an operator must restart it with an explicit floor (leafctl tag restart TAG --floor N)")
 	// ErrBelowFloor: a range or a floor is below ids already handed out for
 	// the tag: max_id was lowered, a row or key was deleted and made again,
-	// or the bucket was replaced. No id is served from such a range.
-	ErrBelowFloor = wire.NewCodedError(wire.CodeBadRequest, "below the ids already issued")
+	// or the bucket was replaced. No id is served from such a range. An id
+	// request refused for it is a 503: the requester did nothing wrong, and
+	// the tag serves again once an operator restarts it at its floor (or
+	// another node may still hold a range of it). An operator's restart,
+	// create or max_id below the floor is a 400: the responder wraps it
+	// with ErrInvalid.
+	ErrBelowFloor = wire.NewCodedError(wire.CodeUnavailable, "below the ids already issued")
 	// ErrStoreChanged: the store is not the one this node served from (a KV
 	// bucket deleted and made again); auto-create is refused until an
 	// operator acts.

@@ -55,3 +55,36 @@ func CodeOf(err error) string {
 	}
 	return CodeInternal
 }
+
+// Code is one error code of the protocol and what a client does with it.
+type Code struct {
+	Code string
+	// Retryable: the refusal is about this node or this moment (no ids
+	// ready, store down, stopping, clock behind, a key another node may
+	// hold, a tag below the ids already issued until an operator restarts
+	// it), so asking again, here or on another node of the queue group,
+	// may succeed. Otherwise the same request gets the same answer.
+	Retryable bool
+}
+
+// Codes are every code a node answers with: the one list of which are
+// retryable. The Go client retries exactly these (plus timeouts and "no
+// responders"), and the README's table of codes says the same (a test of
+// package client checks both).
+var Codes = []Code{
+	{Code: CodeBadRequest},
+	{Code: CodeNotFound},
+	{Code: CodeUnavailable, Retryable: true},
+	{Code: CodeInternal},
+}
+
+// Retryable reports whether a request refused with code may succeed when
+// asked again (Codes).
+func Retryable(code string) bool {
+	for _, c := range Codes {
+		if c.Code == code {
+			return c.Retryable
+		}
+	}
+	return false
+}

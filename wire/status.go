@@ -25,6 +25,9 @@ type NodeStatus struct {
 	TagsCut  bool             `json:"tags_cut"`  // Tags was cut short
 	Ready    bool             `json:"ready"`     // what /readyz says
 	Problems []string         `json:"problems"`  // why not ready, or warnings
+	// Subjects says, for each kind of subject the node is set up for,
+	// whether it serves it now and can answer (/readyz/<subject>).
+	Subjects []SubjectStatus `json:"subjects,omitempty"`
 	// Mono lists the monotonic tags this node leads now (leaf.mono.<tag>).
 	Mono []string `json:"mono,omitempty"`
 	// Starting: the node is not serving yet. It answers from its first
@@ -47,6 +50,35 @@ type TagStatus struct {
 	RingLen   int             `json:"ring_len"`
 	RingCap   int             `json:"ring_cap"`
 	Taken     uint64          `json:"taken"` // ids taken from the ring
+	// Refused is why this node serves none of the tag's ids until an
+	// operator acts (an opaque tag whose key it lacks, a mode conflict, a
+	// store below the ids already issued): requests get a 503, and the
+	// node stays ready for every other tag.
+	Refused string `json:"refused,omitempty"`
+}
+
+// Subjects of SubjectStatus: the kinds of subject a node serves.
+const (
+	SubjectSegment   = "segment"   // leaf.segment.<tag>, in the queue group
+	SubjectSnowflake = "snowflake" // leaf.snowflake, in the queue group while the worker serves
+	SubjectMono      = "mono"      // leaf.mono.<tag> of the monotonic tags the node leads
+	SubjectPool      = "pool"      // the JetStream batch pool the node tops up
+)
+
+// SubjectStatus is one kind of subject on one node.
+type SubjectStatus struct {
+	Subject string `json:"subject"`
+	// Serving: the node is subscribed (in the queue group): requests reach
+	// it. A snowflake node waiting for its clock is not.
+	Serving bool `json:"serving"`
+	// Ready: serving, and it answers with ids (or, for the pool, can top
+	// it up). A tag refused for good does not make segment unready.
+	Ready    bool     `json:"ready"`
+	Problems []string `json:"problems,omitempty"` // why not, or warnings
+	// Probed counts the self-probes (wire.ProbeToken) this node's own
+	// subscription answered: it grows while the subject really reaches
+	// the node through the server.
+	Probed uint64 `json:"probed"`
 }
 
 // BufferStatus is one half of a tag's double buffer.

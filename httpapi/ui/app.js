@@ -118,7 +118,12 @@
           h('dt', null, 'requests'), h('dd', null, num(n.requests), ' ', h('span', {class: 'muted'}, rate(reqRate))),
           h('dt', null, 'errors'), h('dd', {class: n.errors > 0 ? 'warn' : null}, num(n.errors)),
           h('dt', null, 'tags'), h('dd', null, num((n.tags || []).length), n.tags_cut ? ' (cut)' : ''),
-          h('dt', null, 'clock'), h('dd', null, clock(n.unix_nano))),
+          h('dt', null, 'clock'), h('dd', null, clock(n.unix_nano)),
+          ...(n.subjects || []).flatMap((s) => [
+            h('dt', null, s.subject),
+            h('dd', {'data-subject': s.subject, title: (s.problems || []).join('; ') || null},
+              s.serving ? badge(s.ready, 'ready', 'not ready') : h('span', {class: 'badge'}, 'not serving'),
+              s.subject === 'pool' ? '' : h('span', {class: 'muted'}, ` · ${num(s.probed)} probes answered`))])),
         (n.problems || []).length > 0 &&
           h('ul', {class: 'problems'}, n.problems.map((p) => h('li', null, p))));
     });
@@ -170,7 +175,9 @@
     for (const [t, n] of list) {
       const r = counter('tag\u0000' + n.node + '\u0000' + t.tag, n, t.taken);
       if (f && !t.tag.toLowerCase().includes(f)) continue;
-      const state = t.last_error
+      const state = t.refused
+        ? h('span', {class: 'badge bad', title: t.refused}, 'refused')
+        : t.last_error
         ? h('span', {class: 'badge bad', title: t.last_error}, 'load failed')
         : t.loading ? h('span', {class: 'badge'}, 'loading') : h('span', {class: 'badge ok'}, 'ok');
       rows.push(h('tr', {'data-tag': t.tag, 'data-node': n.node},
