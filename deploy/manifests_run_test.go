@@ -612,7 +612,7 @@ func TestManifestsRun(t *testing.T) {
 			r := binaries.add(httpRewrite(t, env["LEAF_HTTP"], pod, run.local)).add(rewrite{
 				// The NATS Service in front of the cluster.
 				"nats.nats.svc.cluster.local:4222": hostPort(t, servers[i%len(servers)].ClientURL()),
-				"/var/lib/leafd":                   t.TempDir(), // the emptyDir volume
+				"/var/lib/leafd":                   t.TempDir(), // the pod's data claim
 			})
 			// secret.example.yaml's placeholder stands for the password the
 			// NATS servers have for the URL's user.

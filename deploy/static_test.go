@@ -387,9 +387,25 @@ func TestKubernetes(t *testing.T) {
 			Metadata struct{ Labels map[string]string }
 			Spec     struct {
 				Containers []k8sContainer
-				Volumes    []struct{ Name string }
+				Volumes    []struct {
+					Name     string
+					EmptyDir any `yaml:"emptyDir"`
+				}
 			}
 		}
+		VolumeClaimTemplates []struct {
+			Metadata struct{ Name string }
+			Spec     struct {
+				AccessModes []string `yaml:"accessModes"`
+				Resources   struct {
+					Requests map[string]string
+				}
+			}
+		} `yaml:"volumeClaimTemplates"`
+		Retention struct {
+			WhenDeleted string `yaml:"whenDeleted"`
+			WhenScaled  string `yaml:"whenScaled"`
+		} `yaml:"persistentVolumeClaimRetentionPolicy"`
 	}
 	so := objs["StatefulSet/leafd"]
 	decodeSpec(t, so, &sts)
@@ -495,14 +511,44 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("%s port %q is not the container's 8080 port", p[0], p[1])
 		}
 	}
-	vols := map[string]bool{}
+	vols := map[string]string{} // name -> "claim", "emptyDir" or "other"
 	for _, v := range sts.Template.Spec.Volumes {
-		vols[v.Name] = true
+		vols[v.Name] = "other"
+		if v.EmptyDir != nil {
+			vols[v.Name] = "emptyDir"
+		}
 	}
+	for _, vc := range sts.VolumeClaimTemplates {
+		vols[vc.Metadata.Name] = "claim"
+		if !slices.Equal(vc.Spec.AccessModes, []string{"ReadWriteOnce"}) || vc.Spec.Resources.Requests["storage"] == "" {
+			t.Errorf("volumeClaimTemplate %s: access modes %v, storage %q: want ReadWriteOnce and a size",
+				vc.Metadata.Name, vc.Spec.AccessModes, vc.Spec.Resources.Requests["storage"])
+		}
+	}
+	// The data directory holds the floors and the past time leases that
+	// keep a restarted pod from serving ids again: it must outlive the pod.
+	dataDir := "/var/lib/leafd"
+	if d := objs["ConfigMap/leafd-config"].Data["LEAF_DATA"]; d != "" {
+		dataDir = d
+	}
+	sawData := false
 	for _, m := range c.VolumeMounts {
-		if !vols[m.Name] {
+		kind, ok := vols[m.Name]
+		if !ok {
 			t.Errorf("volumeMount %s has no volume", m.Name)
 		}
+		if m.MountPath == dataDir {
+			sawData = true
+			if kind != "claim" {
+				t.Errorf("the data directory %s is on volume %s (%s), not a volumeClaimTemplate: its floors and leases would not outlive the pod", dataDir, m.Name, kind)
+			}
+		}
+	}
+	if !sawData {
+		t.Errorf("no volume is mounted on the data directory %s", dataDir)
+	}
+	if sts.Retention.WhenDeleted != "Retain" || sts.Retention.WhenScaled != "Retain" {
+		t.Errorf("persistentVolumeClaimRetentionPolicy %+v: the data claims must be retained when the StatefulSet is deleted or scaled down", sts.Retention)
 	}
 }
 

@@ -80,6 +80,20 @@ type Config struct {
 	// Logger receives 5xx answers (4xx at debug level). Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Observe, if set, is called once per request of an id route when it is
+	// answered (OPTIONS and a refused method are not id requests), for
+	// metrics; it must not block. Without it no time is taken per request.
+	Observe func(Observation)
+}
+
+// Observation is one answered request of an id route, reported to
+// Config.Observe.
+type Observation struct {
+	Engine string // "segment", "mono" or "snowflake"
+	Tag    string // the tag of a segment or mono request; "" for snowflake and for a malformed key
+	Code   int    // the HTTP status answered
+	IDs    int    // ids handed out
+	Took   time.Duration
 }
 
 // TagRow is one row of the store's table (Leaf's leaf_alloc, its /db page).
@@ -136,13 +150,13 @@ func (h *handler) routes() {
 	// Leaf's LeafController: @RequestMapping without a method.
 	m.HandleFunc("/api/segment/get/{key}", h.segmentID)
 	m.HandleFunc("/api/segment/get/{key}/{$}", h.segmentID) // Spring's trailing-slash match
-	m.HandleFunc("/api/segment/get/{$}", h.noKey)
+	m.HandleFunc("/api/segment/get/{$}", h.noKey("segment"))
 	m.HandleFunc("/api/mono/get/{key}", h.monoID)
 	m.HandleFunc("/api/mono/get/{key}/{$}", h.monoID)
-	m.HandleFunc("/api/mono/get/{$}", h.noKey)
+	m.HandleFunc("/api/mono/get/{$}", h.noKey("mono"))
 	m.HandleFunc("/api/snowflake/get/{key}", h.snowflakeID)
 	m.HandleFunc("/api/snowflake/get/{key}/{$}", h.snowflakeID)
-	m.HandleFunc("/api/snowflake/get/{$}", h.noKey)
+	m.HandleFunc("/api/snowflake/get/{$}", h.noKey("snowflake"))
 	// Leaf's LeafMonitorController.
 	m.HandleFunc("/decodeSnowflakeId", h.decode)
 	m.HandleFunc("GET /cache", redirect("./#tags"))
@@ -179,8 +193,25 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// fail answers err as one line of text with its status code.
-func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+// start is the start time of an id request: zero without Config.Observe.
+func (h *handler) start() time.Time {
+	if h.cfg.Observe == nil {
+		return time.Time{}
+	}
+	return h.cfg.Clock.Now()
+}
+
+// observe reports an id request to Config.Observe, if set.
+func (h *handler) observe(start time.Time, engine, tag string, code, ids int) {
+	if h.cfg.Observe == nil {
+		return
+	}
+	h.cfg.Observe(Observation{Engine: engine, Tag: tag, Code: code, IDs: ids, Took: h.cfg.Clock.Since(start)})
+}
+
+// fail answers err as one line of text with its status code, and returns
+// the code.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) int {
 	code := statusOf(err)
 	msg := oneLine(err.Error())
 	level := slog.LevelDebug
@@ -193,6 +224,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	http.Error(w, msg, code)
+	return code
 }
 
 // oneLine folds line breaks so that a message stays one line of text.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -551,5 +552,57 @@ func TestReadySubject(t *testing.T) {
 	none := serve(t, httpapi.Config{Logger: quiet})
 	if r := do(t, "GET", none.URL+"/readyz/segment", nil); r.code != 404 {
 		t.Errorf("without ReadySubject: %d %q, want 404", r.code, r.body)
+	}
+}
+
+// Every answered request of an id route reaches Config.Observe once, with
+// its engine, tag, status and ids, so HTTP clients show in the node's
+// request metrics; OPTIONS and refused methods are not id requests.
+func TestObserve(t *testing.T) {
+	n := newNode(t, map[string]int{"order": 100})
+	var mu sync.Mutex
+	var got []httpapi.Observation
+	cfg := n.config()
+	cfg.Mono = func(context.Context, wire.Tag, []int64) error { return segment.ErrNotReady }
+	cfg.Observe = func(o httpapi.Observation) {
+		if o.Took < 0 {
+			t.Errorf("%+v: negative time", o)
+		}
+		o.Took = 0
+		mu.Lock()
+		got = append(got, o)
+		mu.Unlock()
+	}
+	srv := serve(t, cfg)
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/api/segment/get/order"},
+		{"POST", "/api/segment/get/order/"},
+		{"GET", "/api/segment/get/nope"},
+		{"GET", "/api/segment/get/a.b"},
+		{"GET", "/api/segment/get/"},
+		{"GET", "/api/snowflake/get/x"},
+		{"GET", "/api/mono/get/m"},
+		{"OPTIONS", "/api/segment/get/order"},
+		{"TRACE", "/api/segment/get/order"},
+		{"GET", "/decodeSnowflakeId?snowflakeId=1"},
+	} {
+		do(t, req.method, srv.URL+req.path, nil)
+	}
+	off := httpapi.Config{Logger: quiet, Observe: cfg.Observe}
+	do(t, "GET", serve(t, off).URL+"/api/snowflake/get/x", nil)
+	want := []httpapi.Observation{
+		{Engine: "segment", Tag: "order", Code: 200, IDs: 1},
+		{Engine: "segment", Tag: "order", Code: 200, IDs: 1},
+		{Engine: "segment", Tag: "nope", Code: 404},
+		{Engine: "segment", Code: 400},
+		{Engine: "segment", Code: 400},
+		{Engine: "snowflake", Code: 200, IDs: 1},
+		{Engine: "mono", Tag: "m", Code: 503},
+		{Engine: "snowflake", Code: 501},
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Fatalf("observed\n%+v\nwant\n%+v", got, want)
 	}
 }

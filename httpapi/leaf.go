@@ -42,31 +42,36 @@ func (h *handler) segmentID(w http.ResponseWriter, r *http.Request) {
 // monoID is GET /api/mono/get/{key}: one id of a monotonic tag, as
 // segmentID answers one of a segment tag.
 func (h *handler) monoID(w http.ResponseWriter, r *http.Request) {
-	h.tagID(w, r, "monotonic", h.cfg.Mono)
+	h.tagID(w, r, "mono", h.cfg.Mono)
 }
 
-func (h *handler) tagID(w http.ResponseWriter, r *http.Request, kind string, take func(context.Context, wire.Tag, []int64) error) {
+// kindOf names an engine's ids in messages.
+var kindOf = map[string]string{"segment": "segment", "mono": "monotonic", "snowflake": "snowflake"}
+
+func (h *handler) tagID(w http.ResponseWriter, r *http.Request, engine string, take func(context.Context, wire.Tag, []int64) error) {
 	if !idMethod(w, r) {
 		return
 	}
+	start := h.start()
 	key := r.PathValue("key")
 	if take == nil {
-		h.fail(w, r, fmt.Errorf("%s ids are %w", kind, errDisabled))
+		h.observe(start, engine, "", h.fail(w, r, fmt.Errorf("%s ids are %w", kindOf[engine], errDisabled)), 0)
 		return
 	}
 	tag, err := wire.ParseTag(key)
 	if err != nil {
-		h.fail(w, r, err)
+		h.observe(start, engine, "", h.fail(w, r, err), 0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	var dst [1]int64
 	if err := take(ctx, tag, dst[:]); err != nil {
-		h.fail(w, r, err)
+		h.observe(start, engine, tag.String(), h.fail(w, r, err), 0)
 		return
 	}
 	writeID(w, dst[0])
+	h.observe(start, engine, tag.String(), http.StatusOK, 1)
 }
 
 // snowflakeID is Leaf's GET /api/snowflake/get/{key}. Leaf ignores the key
@@ -75,23 +80,28 @@ func (h *handler) snowflakeID(w http.ResponseWriter, r *http.Request) {
 	if !idMethod(w, r) {
 		return
 	}
+	start := h.start()
 	if h.cfg.Snowflake == nil {
-		h.fail(w, r, fmt.Errorf("snowflake ids are %w", errDisabled))
+		h.observe(start, "snowflake", "", h.fail(w, r, fmt.Errorf("snowflake ids are %w", errDisabled)), 0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	var dst [1]int64
 	if err := h.cfg.Snowflake(ctx, dst[:]); err != nil {
-		h.fail(w, r, err)
+		h.observe(start, "snowflake", "", h.fail(w, r, err), 0)
 		return
 	}
 	writeID(w, dst[0])
+	h.observe(start, "snowflake", "", http.StatusOK, 1)
 }
 
-// noKey answers /api/…/get/ without a key (Leaf: a bare 404).
-func (h *handler) noKey(w http.ResponseWriter, r *http.Request) {
-	h.fail(w, r, fmt.Errorf("%w: missing key: use %s{key}", errBadRequest, r.URL.Path))
+// noKey answers /api/{engine}/get/ without a key (Leaf: a bare 404).
+func (h *handler) noKey(engine string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := h.start()
+		h.observe(start, engine, "", h.fail(w, r, fmt.Errorf("%w: missing key: use %s{key}", errBadRequest, r.URL.Path)), 0)
+	}
 }
 
 // writeID writes id as Leaf does: the decimal number alone, no newline.

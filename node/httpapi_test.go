@@ -96,3 +96,58 @@ func TestLeafHTTPAPI(t *testing.T) {
 		t.Fatalf("metrics = %d", code)
 	}
 }
+
+// Ids taken over Leaf's HTTP API count in the request metrics as ids taken
+// over NATS do (ids issued, requests by code, latency), and the HTTP
+// endpoints of requests_total tell the two transports apart.
+func TestHTTPMetrics(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	n := startNode(t, node.Config{Name: "httpmetrics", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 6}})
+	waitServing(t, n)
+	base := "http://" + n.HTTPAddr()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for range 3 {
+		if code, body := get("/api/segment/get/web"); code != 200 {
+			t.Fatalf("segment = %d %s", code, body)
+		}
+	}
+	for range 2 {
+		if code, body := get("/api/snowflake/get/x"); code != 200 {
+			t.Fatalf("snowflake = %d %s", code, body)
+		}
+	}
+	if code, body := get("/api/segment/get/a.b"); code != 400 {
+		t.Fatalf("bad key = %d %s", code, body)
+	}
+	_, body := get("/metrics")
+	for _, want := range []string{
+		`leafmq_ids_issued_total{engine="segment"} 3`,
+		`leafmq_ids_issued_total{engine="snowflake"} 2`,
+		`leafmq_segment_ids_issued_total{tag="web"} 3`,
+		`leafmq_id_requests_total{code="200",engine="segment"} 3`,
+		`leafmq_id_requests_total{code="400",engine="segment"} 1`,
+		`leafmq_id_requests_total{code="200",engine="snowflake"} 2`,
+		`leafmq_request_duration_seconds_count{engine="segment"} 4`,
+		`leafmq_request_duration_seconds_count{engine="snowflake"} 2`,
+		`leafmq_requests_total{endpoint="http-segment"} 4`,
+		`leafmq_request_errors_total{endpoint="http-segment"} 1`,
+		`leafmq_requests_total{endpoint="http-snowflake"} 2`,
+		`leafmq_request_errors_total{endpoint="http-snowflake"} 0`,
+		`leafmq_requests_total{endpoint="segment"} 0`,
+		`leafmq_requests_total{endpoint="snowflake"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafmq/leafmq/httpapi"
 	"github.com/leafmq/leafmq/responder"
 )
 
@@ -28,7 +30,22 @@ type liveMetrics struct {
 	tagMu    sync.Mutex
 	tagCount atomic.Int64
 	tags     sync.Map // tag -> prometheus.Counter
+
+	// http counts the HTTP API's id requests per engine, for the
+	// collector's requests_total, request_errors_total and
+	// request_processing_seconds_total under endpoint "http-<engine>"
+	// (the NATS endpoints' counts come from the micro service's stats).
+	http map[string]*httpCounts
 }
+
+// httpCounts are one HTTP id route's counts; they only grow.
+type httpCounts struct {
+	requests, errors atomic.Uint64
+	nanos            atomic.Int64
+}
+
+// httpEngines are the engines of the HTTP API's id routes.
+var httpEngines = []string{"segment", "snowflake", "mono"}
 
 func newLiveMetrics() *liveMetrics {
 	m := &liveMetrics{
@@ -65,6 +82,10 @@ func newLiveMetrics() *liveMetrics {
 	m.sfOK = m.reqCodes.WithLabelValues("snowflake", "200")
 	m.segIDs = m.ids.WithLabelValues("segment")
 	m.sfIDs = m.ids.WithLabelValues("snowflake")
+	m.http = make(map[string]*httpCounts, len(httpEngines))
+	for _, e := range httpEngines {
+		m.http[e] = new(httpCounts)
+	}
 	return m
 }
 
@@ -97,6 +118,27 @@ func (m *liveMetrics) observe(o responder.Observation) {
 		}
 	}
 	m.reqCodes.WithLabelValues(o.Engine, o.Code).Inc()
+}
+
+// observeHTTP is the HTTP API's Observe hook. Its requests count in the
+// same series as NATS requests (ids issued, requests by code, latency), so
+// dashboards and alerts see HTTP-only clients; endpoint "http-<engine>" of
+// requests_total tells the transports apart without a label that would
+// split every existing series. A mono request over HTTP is a NATS request
+// to the tag's leader, which counts it there: here it counts only as an
+// HTTP request, so that its ids are not counted twice.
+func (m *liveMetrics) observeHTTP(o httpapi.Observation) {
+	if c := m.http[o.Engine]; c != nil {
+		c.requests.Add(1)
+		if o.Code != 200 {
+			c.errors.Add(1)
+		}
+		c.nanos.Add(int64(o.Took))
+	}
+	if o.Engine == "mono" {
+		return
+	}
+	m.observe(responder.Observation{Engine: o.Engine, Tag: o.Tag, Code: strconv.Itoa(o.Code), IDs: o.IDs, Took: o.Took})
 }
 
 func (m *liveMetrics) tag(tag string) prometheus.Counter {

@@ -58,7 +58,7 @@ func newCollector(n *Node) *collector {
 	}
 	return &collector{
 		n:        n,
-		requests: d("requests_total", "Requests answered by endpoint.", "endpoint"),
+		requests: d("requests_total", "Requests answered by endpoint (the NATS micro endpoints; http-segment, http-snowflake, http-mono: the HTTP API's id routes).", "endpoint"),
 		errors:   d("request_errors_total", "Requests answered with an error, by endpoint (worker-errors: requests a worker finished, of any endpoint: a store outage's 503s).", "endpoint"),
 		procSecs: d("request_processing_seconds_total", "Time spent in handlers, by endpoint.", "endpoint"),
 		asyncErr: d("worker_request_errors_total", "Requests answered with an error by a worker (also in request_errors_total{endpoint=\"worker-errors\"})."),
@@ -150,6 +150,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(e.NumRequests), e.Name)
 			ch <- prometheus.MustNewConstMetric(c.procSecs, prometheus.CounterValue, e.ProcessingTime.Seconds(), e.Name)
 		}
+	}
+	for _, e := range httpEngines {
+		hc, name := n.met.http[e], "http-"+e
+		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(hc.requests.Load()), name)
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(hc.errors.Load()), name)
+		ch <- prometheus.MustNewConstMetric(c.procSecs, prometheus.CounterValue, float64(hc.nanos.Load())/1e9, name)
 	}
 	if src := n.sf.src; src != nil {
 		cur := src.State()

@@ -3,6 +3,9 @@ package node_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +210,62 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 	}
 	startNode(t, node.Config{Name: "served-again", NATS: node.NATSConfig{URL: url}, DataDir: dirA, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
 	refused("the node that served it, restarted on its data directory")
+}
+
+// TestOpaqueDomainEnd: a node serves an opaque tag up to the last id of
+// its domain, over NATS and HTTP, each id once, then answers both with a
+// 400 that says the domain is used up (a client does not retry a 400).
+func TestOpaqueDomainEnd(t *testing.T) {
+	t.Parallel()
+	n := startNode(t, node.Config{Name: "domain", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	nc := natstest.Connect(t, n.ClientURL())
+	const left = 250 // the last range reaches past the domain's end
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "tiny", Step: 100, MaxID: 1<<20 - left, Mode: "opaque", Width: 20})
+	key, _ := opaque.ParseKey(testOpaqueKey)
+	perm, _ := key.Perm("tiny", 20)
+	seen := map[int64]bool{}
+	add := func(id int64) {
+		t.Helper()
+		seq, err := perm.Sequence(id)
+		if err != nil || seq < 1<<20-left || seen[id] {
+			t.Fatalf("id %d (sequence %d, %v) repeated or not among the last %d of the domain", id, seq, err, left)
+		}
+		seen[id] = true
+	}
+	for len(seen) < left/2 {
+		ids, err := takeReady(nc, "tiny", 1, len(seen)%2 == 0)
+		if err != nil {
+			t.Fatalf("after %d ids: %v", len(seen), err)
+		}
+		add(ids[0])
+	}
+	for {
+		resp, err := http.Get("http://" + n.HTTPAddr() + "/api/segment/get/tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			if resp.StatusCode != 400 || !strings.Contains(string(b), "domain exhausted") {
+				t.Fatalf("after %d ids: HTTP %d %s, want 400 domain exhausted", len(seen), resp.StatusCode, b)
+			}
+			break
+		}
+		id, err := strconv.ParseInt(string(b), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(id)
+		if len(seen) > left {
+			t.Fatal("more ids than the domain has left")
+		}
+	}
+	if len(seen) != left {
+		t.Fatalf("served %d ids, want the %d left in the domain", len(seen), left)
+	}
+	_, natsErr := takeReady(nc, "tiny", 1, false)
+	if !errors.Is(natsErr, wire.ErrBadRequest) || !strings.Contains(natsErr.Error(), "domain exhausted") {
+		t.Fatalf("NATS after the domain's end: %v, want a 400 domain exhausted", natsErr)
+	}
 }

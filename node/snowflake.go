@@ -240,6 +240,16 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	now := cfg.snowClock()
+	// Before checkLayout records the layout in the data directory: a layout
+	// that cannot make ids is refused without becoming the one the next
+	// start must match.
+	if err := layout.Usable(now.Now()); err != nil {
+		if errors.Is(err, snowflake.ErrExpired) {
+			return fmt.Errorf("%w: choose a later epoch (--snowflake-epoch) or more time bits", err)
+		}
+		return fmt.Errorf("%w: %w: --snowflake-epoch must not be after the present", ErrConfig, err)
+	}
 	if err := n.checkLayout(layout); err != nil {
 		return err
 	}
@@ -247,17 +257,12 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		return err
 	}
 	n.sf.layout = layout
-	now := cfg.snowClock()
 	n.sf.now = now.Now
 	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
 		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
 	}
 	left := layout.Remaining(now.Now())
 	n.log.Info("snowflake layout", "layout", layout.String(), "expires", layout.Expires(), "left", left.Round(time.Hour))
-	if left == 0 {
-		return fmt.Errorf("%w: the layout %s ran out of time bits at %v: choose a later epoch (--snowflake-epoch) or more time bits",
-			snowflake.ErrExpired, layout, layout.Expires().UTC())
-	}
 	if left < cfg.Snowflake.LayoutWarn {
 		msg := fmt.Sprintf("the snowflake layout %s runs out of time bits at %v (%v from now): choose a later epoch or more time bits before then",
 			layout, layout.Expires().UTC(), left.Round(time.Hour))

@@ -269,5 +269,6 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		cfg.Snowflake = n.sf.ring.Next
 	}
 	cfg.Mono = n.askMono
+	cfg.Observe = n.met.observeHTTP
 	return httpapi.New(cfg)
 }

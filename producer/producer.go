@@ -289,7 +289,13 @@ func (p *Producer) newRing(tr *tagRing, size int) (*ringbuf.Ring[int64], error) 
 		Fill:           func(ctx context.Context, dst []int64) (int, error) { return p.fill(ctx, tr, dst) },
 		FillLock:       tr.order,
 		OnFillError: func(err error) {
-			if !errors.Is(err, context.Canceled) {
+			switch {
+			case errors.Is(err, context.Canceled):
+			case errors.Is(err, segment.ErrDomainExhausted):
+				// For good, and said once by the engine; every request
+				// after it would repeat it here.
+				p.log.Debug("ring refill failed", "tag", tr.tag, "err", err)
+			default:
 				p.log.Warn("ring refill failed", "tag", tr.tag, "err", err)
 			}
 		},

@@ -24,8 +24,12 @@ const maxEmptyLoads = 16
 // of which order the initialisation before any read.
 type span struct {
 	lo, end int64 // ids [lo, end); lo >= 1; lo >= end means no id at all
+	top     int64 // Alloc.End: the store's max_id after the allocation; above end when end was clamped to an opaque domain
 	mark    int64 // taking the id mark-1 starts loading the next segment
 	step    int   // Alloc.Step
+	// final, when set, is the error once this span is used up: an opaque
+	// tag's domain ends within it (end was clamped to the domain).
+	final error
 
 	// cursor is the next id to hand out. Callers reserve [old, old+k) with
 	// one atomic add, so the ranges of concurrent callers never overlap
@@ -37,7 +41,12 @@ type span struct {
 }
 
 func newSpan(a Alloc, loadFactor float64) *span {
-	s := &span{lo: max(a.Start(), 1), end: a.End(), step: a.Step}
+	return newSpanTo(a, loadFactor, a.End())
+}
+
+// newSpanTo is newSpan with the ids cut off at end (<= a.End()).
+func newSpanTo(a Alloc, loadFactor float64, end int64) *span {
+	s := &span{lo: max(a.Start(), 1), end: end, top: a.End(), step: a.Step}
 	s.mark = s.end
 	if s.lo < s.end {
 		s.mark = s.lo + markCount(s.end-s.lo, loadFactor)
@@ -176,6 +185,7 @@ type tagBuf struct {
 	failures  int           // failed load attempts since the last success
 	lastLoad  time.Time     // Config.Clock at the last successful load
 	lastErr   error         // error of the last attempt; nil after a success
+	exhausted error         // set with a span whose final is set: no more loads, and the answer once the spans are used up
 	changed   chan struct{} // closed and replaced whenever an attempt finishes
 	firstSeen bool          // firstDone is closed
 }
@@ -216,7 +226,7 @@ func (t *tagBuf) triggerLoad() {
 // startLoadLocked starts the loader unless one runs or the next segment is
 // already there.
 func (t *tagBuf) startLoadLocked() {
-	if t.loading || t.removed || t.next != nil {
+	if t.loading || t.removed || t.next != nil || t.exhausted != nil {
 		return
 	}
 	if m := t.mode.Load(); m != nil && m.refuse != nil {
@@ -289,6 +299,9 @@ func (t *tagBuf) loadLoop() {
 			e.log.Debug("segment: loaded", "tag", t.name, "start", ev.Start, "end", ev.End, "step", ev.Step, "took", ev.Took)
 			e.emit(ev)
 			t.mu.Lock()
+			if s.final != nil {
+				t.exhausted = s.final
+			}
 			if cur := t.cur.Load(); cur.remaining() == 0 {
 				if cur != nil {
 					t.pos ^= 1
@@ -376,6 +389,8 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	began := e.clock.Now()
 	var a Alloc
 	var err error
+	var end int64  // where the span's ids end when not at a.End() (an opaque domain's end)
+	var last error // the span's final
 	floor := e.cfg.Floors.Floor(t.name)
 	own := floor
 	if e.cfg.PeerFloor != nil {
@@ -422,9 +437,23 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 			e.log.Error("segment: recording the tag's floor", "tag", t.name, "end", a.End(), "err", ferr)
 		}
 		if m := t.mode.Load(); err == nil && m.perm != nil && a.End()-1 > m.perm.Max() {
-			err = fmt.Errorf("%w: opaque tag %q has used up its %d-bit domain: the store granted [%d,%d), past %d",
-				ErrMode, t.name, m.mode.Width, a.Start(), a.End(), m.perm.Max())
-			t.mode.Store(&tagMode{mode: m.mode, perm: m.perm, refuse: err})
+			// The ids of an opaque tag are its sequence numbers [1, Max]
+			// permuted. A range that reaches past Max is served up to Max
+			// and no further; the store's max_id and this node's floor stay
+			// at the range's end, past the domain, so no later load, here or
+			// on another node, after a restart or not, can start inside it.
+			domain := m.perm.Max() + 1
+			if a.Start() >= domain {
+				err = fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its sequence is at %d, past %d)",
+					ErrDomainExhausted, t.name, m.mode.Width, a.Start(), m.perm.Max())
+				t.mode.Store(&tagMode{mode: m.mode, perm: m.perm, refuse: err})
+			} else {
+				last = fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its last range was [%d,%d), cut at %d)",
+					ErrDomainExhausted, t.name, m.mode.Width, a.Start(), a.End(), domain)
+				end = domain
+				e.log.Warn("segment: an opaque tag's domain ends within this range", "tag", t.name, "width", m.mode.Width,
+					"start", a.Start(), "end", a.End(), "ids_left", domain-max(a.Start(), 1))
+			}
 		}
 	}
 	if err != nil {
@@ -460,7 +489,12 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	}
 	ev.Start, ev.End, ev.Step = a.Start(), a.End(), a.Step
 	ev.Mode = t.mode.Load().mode.String()
-	return newSpan(a, e.cfg.LoadFactor), ev, nil
+	if end == 0 {
+		return newSpan(a, e.cfg.LoadFactor), ev, nil
+	}
+	sp := newSpanTo(a, e.cfg.LoadFactor, end)
+	sp.final = last
+	return sp, ev, nil
 }
 
 // retire stops the tag (no load, no take) and reports its unserved top.
@@ -515,12 +549,12 @@ func (t *tagBuf) retire(deadline time.Time) (Unserved, bool) {
 	}
 	switch {
 	case next != nil:
-		u.From, u.To = next.end, next.lo
+		u.From, u.To = next.top, next.lo
 		if cur != nil && cur.end == next.lo { // no one reserved between them
 			u.To = curFree
 		}
 	case cur != nil:
-		u.From, u.To = cur.end, curFree
+		u.From, u.To = cur.top, curFree
 	default:
 		return Unserved{}, false
 	}

@@ -624,6 +624,10 @@ func (e *Engine) reserveWait(ctx context.Context, tp **tagBuf, tag wire.Tag, max
 			}
 			return 0, 0, fmt.Errorf("%w: %q (dropped from the cache)", ErrUnknownTag, tag)
 		}
+		if err := t.exhausted; err != nil {
+			t.mu.Unlock()
+			return 0, 0, err
+		}
 		t.startLoadLocked()
 		if t.sleeping {
 			// The last load failed and the loader is backing off: no

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -69,13 +70,15 @@ func TestFloorRefusesLoweredMaxID(t *testing.T) {
 			t.Fatalf("id %d served at or above the floor %d: from a refused range", id, floor)
 		}
 	}
-	refused := false
-	for _, ev := range rec.Events() {
-		refused = refused || errors.Is(ev.Err, segment.ErrBelowFloor)
-	}
-	if !refused {
-		t.Fatal("no LoadEvent reported ErrBelowFloor")
-	}
+	// The loader reports the failed load after it wakes the callers.
+	testenv.Eventually(t, "a LoadEvent reporting ErrBelowFloor", 10*time.Second, func() bool {
+		for _, ev := range rec.Events() {
+			if errors.Is(ev.Err, segment.ErrBelowFloor) {
+				return true
+			}
+		}
+		return false
+	})
 
 	// The operator restarts the tag at the floor the error names (or the
 	// row's max_id, which the refused load advanced, if that is higher).

@@ -70,6 +70,13 @@ func (m Mode) Equal(o Mode) bool {
 // is malformed. Nothing was changed.
 var ErrMode = wire.NewCodedError(wire.CodeBadRequest, "tag mode")
 
+// ErrDomainExhausted: an opaque tag has handed out every id of its domain
+// (2^width - 1 of them); no node will serve another. The code is 400, not a
+// retryable 503: asking again, here or elsewhere, cannot succeed. Widening
+// the domain would be another permutation, which could repeat ids: the
+// way on is a new tag.
+var ErrDomainExhausted = wire.NewCodedError(wire.CodeBadRequest, "opaque tag domain exhausted")
+
 // ErrNoKey: this node has not the key an opaque tag was created with (no
 // key, or another one). Another node may have it, so the error is a 503:
 // clients ask again, and the queue group may send them to a node that can

@@ -185,7 +185,9 @@ func TestOpaqueTagWithoutKeyRefused(t *testing.T) {
 	}
 }
 
-// TestOpaqueWidthExhausted: no id beyond the tag's width is served.
+// TestOpaqueWidthExhausted: an opaque tag serves every id left in its
+// domain, the last range cut at the domain's end, then answers
+// ErrDomainExhausted (a 400: not retried) and takes no more ranges.
 func TestOpaqueWidthExhausted(t *testing.T) {
 	k := testKey(t)
 	s := memstore.New()
@@ -194,25 +196,36 @@ func TestOpaqueWidthExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := modeEngine(t, s, keyOpaque(k))
-	got := 0
+	p, _ := k.Perm("small", 20)
+	seen := map[int64]bool{}
 	for {
 		id, err := e.Next(context.Background(), wire.MustTag("small"))
 		if err != nil {
-			if !errors.Is(err, segment.ErrMode) {
-				t.Fatalf("after %d ids: %v, want ErrMode (domain used up)", got, err)
+			if !errors.Is(err, segment.ErrDomainExhausted) || wire.CodeOf(err) != wire.CodeBadRequest {
+				t.Fatalf("after %d ids: %v, want ErrDomainExhausted (code 400)", len(seen), err)
 			}
 			break
 		}
-		if id < 1 || id >= 1<<20 {
-			t.Fatalf("id %d outside 20 bits", id)
+		seq, err := p.Sequence(id)
+		if err != nil || seq < 1<<20-15 || seen[id] {
+			t.Fatalf("id %d (sequence %d, %v) repeated or not among the last 15 of the domain", id, seq, err)
 		}
-		got++
-		if got > 20 {
+		seen[id] = true
+		if len(seen) > 15 {
 			t.Fatal("more ids than the domain has left")
 		}
 	}
-	if got != 10 {
-		t.Fatalf("served %d ids, want the 10 of the one range inside the domain", got)
+	if len(seen) != 15 {
+		t.Fatalf("served %d ids, want the 15 left in the domain", len(seen))
+	}
+	allocs := s.Allocations()
+	for range 3 {
+		if _, err := e.Next(context.Background(), wire.MustTag("small")); !errors.Is(err, segment.ErrDomainExhausted) {
+			t.Fatalf("asked again: %v, want ErrDomainExhausted", err)
+		}
+	}
+	if n := s.Allocations(); n != allocs {
+		t.Fatalf("%d more ranges taken for an exhausted tag", n-allocs)
 	}
 }
 

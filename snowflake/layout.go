@@ -223,6 +223,27 @@ func (l Layout) Remaining(now time.Time) time.Duration {
 	return e.Sub(now)
 }
 
+// Usable reports whether l can make ids at now: an error wrapping
+// ErrInvalidLayout when its epoch is after now (every id would be out of
+// range until the epoch comes), ErrExpired when its time bits have run out
+// by now, or the layout's own ErrInvalidLayout. A source refuses to start
+// on a layout that cannot make ids rather than serve nothing but errors.
+func (l Layout) Usable(now time.Time) error {
+	s, err := l.spec()
+	if err != nil {
+		return err
+	}
+	if tick := s.units(now) - s.epoch; tick < 0 {
+		return fmt.Errorf("%w: epoch %s is %v in the future (now %s): no id can be made before it",
+			ErrInvalidLayout, s.l.Epoch.UTC().Format(time.RFC3339Nano), s.l.Epoch.Sub(now).Round(s.l.TimeUnit),
+			now.UTC().Format(time.RFC3339Nano))
+	} else if tick > s.maxTick {
+		return fmt.Errorf("%w: the layout %s ran out of time bits at %s (now %s)",
+			ErrExpired, l, s.expires().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
 // Compose makes the id of (t, worker, seq); t is rounded down to its tick.
 // The error wraps ErrInvalidLayout or ErrOutOfRange.
 func (l Layout) Compose(t time.Time, worker, seq int64) (int64, error) {

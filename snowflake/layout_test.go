@@ -2,6 +2,7 @@ package snowflake_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +169,50 @@ func FuzzDecompose(f *testing.F) {
 			t.Fatalf("Decompose(%d).Time = %v outside the layout", id, d.Time)
 		}
 	})
+}
+
+// A layout can make ids from its epoch up to its expiry; before the epoch
+// and from the expiry on, Usable says why not.
+func TestUsable(t *testing.T) {
+	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := snowflake.Layout{TimeBits: 20, WorkerBits: 10, SequenceBits: 33, Epoch: epoch} // 2^20 ms: 17m28.576s
+	sec := snowflake.UidGenLayout(epoch)
+	tests := []struct {
+		name   string
+		layout snowflake.Layout
+		now    time.Time
+		want   error // nil: usable
+	}{
+		{"at the epoch", ms, epoch, nil},
+		{"last tick", ms, ms.Expires().Add(-time.Millisecond), nil},
+		{"a tick before the epoch", ms, epoch.Add(-time.Millisecond), snowflake.ErrInvalidLayout},
+		{"under a tick before the epoch", ms, epoch.Add(-time.Microsecond), snowflake.ErrInvalidLayout},
+		{"a year before the epoch", ms, epoch.AddDate(-1, 0, 0), snowflake.ErrInvalidLayout},
+		{"at expiry", ms, ms.Expires(), snowflake.ErrExpired},
+		{"after expiry", ms, ms.Expires().Add(time.Hour), snowflake.ErrExpired},
+		{"seconds: within the epoch's second", sec, epoch.Add(999 * time.Millisecond), nil},
+		{"seconds: before the epoch", sec, epoch.Add(-time.Millisecond), snowflake.ErrInvalidLayout},
+		{"seconds: expired", sec, sec.Expires(), snowflake.ErrExpired},
+		{"invalid layout", snowflake.Layout{TimeBits: 40, WorkerBits: 10, SequenceBits: 12}, epoch, snowflake.ErrInvalidLayout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.layout.Usable(tt.now)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Usable = %v, want nil", err)
+				}
+				if _, err := tt.layout.Compose(tt.now, 0, 0); err != nil {
+					t.Fatalf("usable, yet Compose = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Usable = %v, want %v", err, tt.want)
+			}
+			if tt.want == snowflake.ErrInvalidLayout && tt.layout.Validate() == nil && !strings.Contains(err.Error(), "in the future") {
+				t.Errorf("Usable = %q, does not say the epoch is in the future", err)
+			}
+		})
+	}
 }

@@ -253,7 +253,9 @@ func (src *Source) fenceDue(c *claim) bool {
 // Source's lease and clock goroutine. If the clock is behind the worker's
 // last lease by at most MaxStartWait the Source starts Waiting and serves
 // once the clock has passed it; by more, StartSource fails with an error
-// wrapping ErrClockBackwards.
+// wrapping ErrClockBackwards. A layout that cannot make ids at Clock's now
+// (an epoch in the future, time bits run out) fails before any registry
+// is opened (Layout.Usable).
 func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	if cfg.Open == nil {
 		return nil, fmt.Errorf("%w: SourceConfig.Open is required", ErrInvalidConfig)
@@ -265,6 +267,9 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 	cfg.Layout = s.l
 	cfg.Clock = clock.Or(cfg.Clock)
 	cfg.Monotonic = clock.Or(cfg.Monotonic)
+	if err := s.l.Usable(cfg.Clock.Now()); err != nil {
+		return nil, err
+	}
 	if cfg.LeaseAhead == 0 {
 		cfg.LeaseAhead = DefaultLeaseAhead
 	}

@@ -390,6 +390,15 @@ func TestStartSourceInvalidConfig(t *testing.T) {
 		{"lease shorter than 4 s ticks", func(c *snowflake.SourceConfig) { c.Layout = snowflake.UidGenLayout(t0.Truncate(time.Second)) }, snowflake.ErrInvalidConfig},
 		{"borrow beyond half the lease", func(c *snowflake.SourceConfig) { c.BorrowAhead = testLeaseAhead/2 + time.Millisecond }, snowflake.ErrInvalidConfig},
 		{"MaxStartWait negative", func(c *snowflake.SourceConfig) { c.MaxStartWait = -time.Second }, snowflake.ErrInvalidConfig},
+		{"epoch in the future", func(c *snowflake.SourceConfig) {
+			c.Layout = snowflake.Layout{TimeBits: 51, WorkerBits: 10, SequenceBits: 2, Epoch: ms0.Add(time.Hour)}
+		}, snowflake.ErrInvalidLayout},
+		{"epoch a tick ahead", func(c *snowflake.SourceConfig) {
+			c.Layout = snowflake.Layout{TimeBits: 51, WorkerBits: 10, SequenceBits: 2, Epoch: ms0.Add(time.Millisecond)}
+		}, snowflake.ErrInvalidLayout},
+		{"time bits run out", func(c *snowflake.SourceConfig) {
+			c.Layout = snowflake.Layout{TimeBits: 20, WorkerBits: 10, SequenceBits: 33, Epoch: ms0.Add(-(1 << 20) * time.Millisecond)}
+		}, snowflake.ErrExpired},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

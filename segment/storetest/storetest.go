@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"github.com/leafmq/leafmq/wire"
+	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,6 +54,7 @@ func Run(t *testing.T, f Factory) {
 		{"ModeSurvivesDelete", testModeSurvivesDelete},
 		{"ModeInvalid", testModeInvalid},
 		{"Overflow", testOverflow},
+		{"OpaqueDomainEnd", testOpaqueDomainEnd},
 		{"ConcurrentNoOverlap", testConcurrent},
 		{"ContextCanceled", testContextCanceled},
 		{"Closed", testClosed},
@@ -591,6 +595,119 @@ func testOverflow(t *testing.T, s segment.Store) {
 	if err != nil || a.MaxID != top {
 		t.Fatalf("NextStep to the top = %+v, %v", a, err)
 	}
+}
+
+// seqPerm is an opaque tag's Permuter that hands out the sequence numbers
+// themselves, so that a test reads which ones were served; it counts the
+// ones outside [1, Max] (the real one panics on them).
+type seqPerm struct {
+	max     int64
+	outside *atomic.Int64
+}
+
+func (p seqPerm) Permute(seq int64) int64 {
+	if seq < 1 || seq > p.max {
+		p.outside.Add(1)
+	}
+	return seq
+}
+
+func (p seqPerm) Max() int64 { return p.max }
+
+// testOpaqueDomainEnd: an engine on the store serves an opaque tag up to
+// the last id of its domain, from a last range that reaches past it, and
+// not one id beyond; then it answers ErrDomainExhausted, a 400 (asking
+// again cannot help). The unserved ids of that last range go back to the
+// store (HandBacker) and a restarted engine serves exactly those; without
+// a hand-back, or after it, the store's max_id stays at or past the
+// domain's end, so no restart serves an id again.
+func testOpaqueDomainEnd(t *testing.T, s segment.Store) {
+	const width, step = 20, 10
+	domain := int64(1) << width // sequence numbers [1, domain)
+	tag := wire.MustTag("edge")
+	mustCreate(t, s, segment.Tag{Name: tag, MaxID: domain - 25, Step: step,
+		Mode: segment.Mode{Kind: segment.KindOpaque, Width: width, KeyID: "k1"}})
+	var outside atomic.Int64
+	engine := func() *segment.Engine {
+		e, err := segment.New(segment.Config{
+			Store: s, RefreshInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Opaque: func(_ string, m segment.Mode) (segment.Permuter, error) {
+				return seqPerm{max: 1<<m.Width - 1, outside: &outside}, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	seen := map[int64]bool{}
+	take := func(e *segment.Engine, n int) error {
+		for range n {
+			id, err := e.Next(ctx(t), tag)
+			if err != nil {
+				return err
+			}
+			if seen[id] {
+				t.Fatalf("id %d served twice", id)
+			}
+			seen[id] = true
+		}
+		return nil
+	}
+	exhausted := func(err error, what string) {
+		t.Helper()
+		if !errors.Is(err, segment.ErrDomainExhausted) || wire.CodeOf(err) != wire.CodeBadRequest {
+			t.Fatalf("%s: %v (code %q), want ErrDomainExhausted, code 400", what, err, wire.CodeOf(err))
+		}
+	}
+
+	// 17 of the 25 ids left: into the second range, with the third (cut
+	// at the domain's end) loaded or loading.
+	e := engine()
+	if err := take(e, 17); err != nil {
+		t.Fatal(err)
+	}
+	hb, handsBack := s.(segment.HandBacker)
+	if handsBack {
+		for _, u := range e.Retire() {
+			if u.Tag == tag {
+				if err := hb.HandBack(ctx(t), u.Tag, u.From, u.To); err != nil && !errors.Is(err, segment.ErrMoved) {
+					t.Fatalf("HandBack(%d, %d): %v", u.From, u.To, err)
+				}
+			}
+		}
+	}
+	_ = e.Close()
+
+	e = engine() // a restart
+	defer e.Close()
+	err := take(e, 100)
+	exhausted(err, "after the domain's last id")
+	exhausted(take(e, 1), "asked again")
+	if n := outside.Load(); n != 0 {
+		t.Fatalf("%d sequence numbers outside [1, %d] served", n, domain-1)
+	}
+	for id := range seen {
+		if id < domain-25 || id >= domain {
+			t.Errorf("id %d outside [%d, %d)", id, domain-25, domain)
+		}
+	}
+	if handsBack && len(seen) != 25 {
+		t.Errorf("served %d ids, want all 25 left in the domain", len(seen))
+	}
+	row, err := s.Get(ctx(t), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.MaxID < domain {
+		t.Errorf("max_id %d after the domain is used up, want at least %d: a restart would serve ids again", row.MaxID, domain)
+	}
+	e3 := engine()
+	defer e3.Close()
+	exhausted(take(e3, 1), "a third engine")
 }
 
 func testConcurrent(t *testing.T, s segment.Store) {
