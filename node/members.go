@@ -53,7 +53,18 @@ type members struct {
 	mu  sync.Mutex
 	rec wire.Member
 	rev uint64 // the revision of this node's key as it last wrote it; 0: none yet
+
+	// made is when the bucket this node joined was made (its stream's
+	// creation time); ownServer: the node runs the NATS server that holds
+	// it (the embedded one). See complete.
+	made      time.Time
+	ownServer bool
 }
+
+// memberRead bounds one read of wire.MembersBucket: a read that no
+// replica answers fails in seconds and the check is tried again, instead
+// of holding a start for its whole attempt.
+const memberRead = 5 * time.Second
 
 // joinMembers writes this node's key and keeps it fresh until close.
 // Its renewals run on clk's ticker.
@@ -86,6 +97,7 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 	}
 	if st, err := m.kv.Status(cctx); err == nil {
 		if b, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			m.made = b.StreamInfo().Created
 			switch {
 			case b.StreamInfo().Config.Storage == jetstream.MemoryStorage:
 				log.Warn("members: the bucket is in memory (made by an older leafd): a restart of its server empties it; delete it once while no node starts, and the next renewal makes it on disk",
@@ -234,37 +246,95 @@ func (m *members) close(ctx context.Context) error {
 // keys: a member silent for a check is passed over only if its key is
 // still old after the check waited (lapsed).
 func (m *members) others(ctx context.Context, want func(wire.Member) bool) (map[string]string, error) {
+	out, _, err := m.list(ctx, want)
+	return out, err
+}
+
+// list is others, and whether the list holds every live node that could
+// answer (members.complete).
+//
+// Every read goes to the bucket's stream leader, each within memberRead:
+// a direct get may be routed to any replica, one cut off from the rest
+// of the cluster among them, and went unanswered for the whole attempt.
+func (m *members) list(ctx context.Context, want func(wire.Member) bool) (_ map[string]string, complete bool, _ error) {
 	if m == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	m.mu.Lock()
-	self, kv := m.rec.Instance, m.kv
+	self := m.rec.Instance
 	m.mu.Unlock()
-	keys, err := kv.ListKeys(ctx)
+	info, err := m.info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("members: list: %w", err)
+		return nil, false, fmt.Errorf("members: list: %w", err)
 	}
 	out := map[string]string{}
-	for key := range keys.Keys() {
-		if key == self {
+	for subject := range info.State.Subjects {
+		key := strings.TrimPrefix(subject, memberPrefix)
+		if key == self || key == subject {
 			continue
 		}
-		e, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // gone meanwhile
-		}
+		e, err := m.get(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("members: get %s: %w", key, err)
+			return nil, false, fmt.Errorf("members: get %s: %w", key, err)
+		}
+		if e == nil {
+			continue // gone meanwhile, or a delete marker
 		}
 		var rec wire.Member
-		if json.Unmarshal(e.Value(), &rec) != nil || rec.Instance != key {
+		if json.Unmarshal(e.Data, &rec) != nil || rec.Instance != key {
 			continue
 		}
 		if want == nil || want(rec) {
 			out[key] = rec.Node
 		}
 	}
-	return out, nil
+	return out, m.complete(info), nil
+}
+
+// memberPrefix is the subject prefix of the keys of wire.MembersBucket.
+const memberPrefix = "$KV." + wire.MembersBucket + "."
+
+// complete reports whether a listing of the bucket as info describes it
+// holds every live node that could answer a check, so that a check need
+// wait for no one else. Every node writes its key (acknowledged) before it
+// lists the others, and answers from before it writes its key: of two
+// nodes that start together, the one that lists second sees the other's
+// key and waits for its answer. That holds for keys the bucket keeps. A
+// bucket made less than memberTTL ago (by hand, or by a renewal after it
+// was deleted) may still lack the keys of live nodes that have not
+// written theirs again: not complete, unless it is the bucket this node
+// made or found at its join on the NATS server it runs itself (the
+// embedded one: every member writes its key through that server, whose
+// store is on this node's locked data directory).
+func (m *members) complete(info *jetstream.StreamInfo) bool {
+	if info.TimeStamp.Sub(info.Created) >= memberTTL {
+		return true
+	}
+	return m.ownServer && info.Created.Equal(m.made)
+}
+
+// info is the bucket's stream info with its keys' subjects, from the
+// stream leader.
+func (m *members) info(ctx context.Context) (*jetstream.StreamInfo, error) {
+	rctx, cancel := context.WithTimeout(ctx, memberRead)
+	defer cancel()
+	st, err := m.js.Stream(rctx, "KV_"+wire.MembersBucket)
+	if err != nil {
+		return nil, err
+	}
+	return st.Info(rctx, jetstream.WithSubjectFilter(memberPrefix+">"))
+}
+
+// get reads key from the bucket's stream leader; nil when there is no
+// such key (or it was deleted).
+func (m *members) get(ctx context.Context, key string) (*jskv.StoredMsg, error) {
+	rctx, cancel := context.WithTimeout(ctx, memberRead)
+	defer cancel()
+	e, err := jskv.MsgGet(rctx, m.js.Conn(), jskv.GetSubject(m.js, wire.MembersBucket), jskv.MsgGetRequest{LastFor: memberPrefix + key})
+	if err != nil || e == nil || e.Deleted() {
+		return nil, err
+	}
+	return e, nil
 }
 
 // lapsed returns those of insts (members that did not answer a check)
@@ -281,23 +351,26 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 	m.mu.Lock()
 	self, kv := m.rec.Instance, m.kv
 	m.mu.Unlock()
-	own, err := kv.Get(ctx, self)
+	own, err := m.get(ctx, self)
+	if err == nil && own == nil {
+		err = jetstream.ErrKeyNotFound
+	}
 	if err != nil {
 		return nil, fmt.Errorf("members: get %s: %w", self, err)
 	}
 	gone := map[string]bool{}
 	for _, inst := range insts {
-		e, err := kv.Get(ctx, inst)
+		e, err := m.get(ctx, inst)
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			gone[inst] = true // said goodbye meanwhile
 		case err != nil:
 			return nil, fmt.Errorf("members: get %s: %w", inst, err)
-		case own.Created().Sub(e.Created()) > memberTTL:
+		case e == nil:
+			gone[inst] = true // said goodbye meanwhile
+		case own.Time.Sub(e.Time) > memberTTL:
 			// Gone only once its key is deleted on the revision read: a
 			// renewal that landed since makes the delete fail, and the
 			// member counts as alive (helper-34, read).
-			if err := kv.Delete(ctx, inst, jetstream.LastRevision(e.Revision())); err != nil {
+			if err := kv.Delete(ctx, inst, jetstream.LastRevision(e.Sequence)); err != nil {
 				m.log.Info("members: a silent member's key was not deleted; still waited for", "instance", inst, "err", err)
 				continue
 			}
@@ -317,12 +390,17 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 // created a tag afresh beside loaded peers (chaos op-kv-bucket-join).
 func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Duration, want func(wire.Member) bool,
 	each func(*nats.Msg)) error {
-	expect, err := n.members.others(ctx, want)
+	expect, complete, err := n.members.list(ctx, want)
 	if err != nil {
 		// Not the window alone: a node that cannot tell whom to wait for
 		// does not decide (helper-29 deleted leaf_nodes under a slow peer:
 		// 9,749 duplicates). The next renewal makes the bucket again.
 		return fmt.Errorf("%w: %v", ErrPeersSilent, err)
+	}
+	if complete {
+		// Every node that could answer is listed: the check ends once
+		// they all have, with no fixed window (members.complete).
+		window = 0
 	}
 	ectx, cancel := context.WithTimeout(ctx, window+memberTTL)
 	defer cancel()

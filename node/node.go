@@ -222,6 +222,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 			n.log.Warn("members: no JetStream: the checks against live nodes gather for their window only", "err", err)
 			return nil
 		}
+		if m != nil {
+			m.ownServer = n.ns != nil
+		}
 		n.members = m
 		return err
 	})
@@ -317,13 +320,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.await(ctx, "registering a snowflake worker", n.startSnowflake); err != nil {
 		return nil, err
 	}
-	// The name once more, seconds after the first check: in a NATS
-	// cluster a starting node's subscription reaches the other servers a
-	// route's latency later, and two nodes started together on two servers
-	// both missed it (helper-23: 4 of 4 with 10 ms routes). Now both see
-	// each other.
-	if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
-		return nil, err
+	// Without JetStream (no members), the name once more, seconds after
+	// the first check: in a NATS cluster a starting node's subscription
+	// reaches the other servers a route's latency later, and two nodes
+	// started together on two servers both missed it in their windows
+	// (helper-23: 4 of 4 with 10 ms routes). A member needs no second
+	// check: of two nodes started together, the one that lists the members
+	// second waits for the other's answer, asking again every second
+	// until its subscription has reached every server (gatherPeers).
+	if n.members == nil {
+		if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
+			return nil, err
+		}
 	}
 	rc := responder.Config{
 		Conn:      n.nc,

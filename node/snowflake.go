@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,11 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Registries of --worker-registry.
@@ -271,7 +275,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
 	}
 	if cfg.Snowflake.PeerClockMax > 0 {
-		pc, err := ask.PeerClocks(ctx, n.nc, 500*time.Millisecond, now.Now)
+		pc, err := n.peerClocks(ctx, now.Now)
 		if err != nil {
 			return err
 		}
@@ -460,6 +464,58 @@ func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) 
 		}
 	}
 	return nil
+}
+
+// peerClockWindow is how long a starting node gathers the live nodes'
+// clocks (leaf.admin.time).
+const peerClockWindow = 500 * time.Millisecond
+
+// peerClocks is ask.PeerClocks for a starting node: it gathers for
+// peerClockWindow at most, and ends as soon as every other member listed
+// in wire.MembersBucket answered when that list holds every live node
+// (members.complete): a lone node does not wait the window out. Only
+// serving nodes answer the time; the clock check is a guard against a
+// clock far off, not a guard against duplicates.
+func (n *Node) peerClocks(ctx context.Context, now func() time.Time) (ask.PeerClock, error) {
+	if n.members == nil {
+		return ask.PeerClocks(ctx, n.nc, peerClockWindow, now)
+	}
+	others, complete, err := n.members.list(ctx, nil)
+	if err != nil || !complete {
+		return ask.PeerClocks(ctx, n.nc, peerClockWindow, now)
+	}
+	expect := make(map[string]bool, len(others))
+	for _, name := range others {
+		expect[name] = true
+	}
+	gctx, cancel := context.WithTimeout(ctx, peerClockWindow)
+	defer cancel()
+	var pc ask.PeerClock
+	var sum time.Duration
+	sent := now()
+	_, err = ask.GatherExpect(gctx, n.nc, wire.TimeSubject, 0, expect, func(m *nats.Msg) string {
+		var t wire.NodeTime
+		_ = json.Unmarshal(m.Data, &t)
+		return t.Node
+	}, func(m *nats.Msg) {
+		got := now()
+		var t wire.NodeTime
+		if json.Unmarshal(m.Data, &t) != nil || t.UnixNano == 0 {
+			return
+		}
+		mid := sent.Add(got.Sub(sent) / 2)
+		off := time.Unix(0, t.UnixNano).Sub(mid)
+		pc.Peers = append(pc.Peers, t.Node)
+		sum += off
+		pc.Max = max(pc.Max, off.Abs())
+	})
+	if err != nil {
+		return ask.PeerClock{}, fmt.Errorf("peer clocks: %w", err)
+	}
+	if len(pc.Peers) > 0 {
+		pc.Offset = sum / time.Duration(len(pc.Peers))
+	}
+	return pc, nil
 }
 
 // peerClockEvery is how often a serving node compares its clock with its
