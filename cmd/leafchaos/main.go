@@ -40,6 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Freeze, "freeze", 0, "how long a freeze-* fault keeps its process SIGSTOPped; past every TTL (default 13s: the KV claim TTL and ZooKeeper session timeout are 10s)")
 	fs.DurationVar(&cfg.HostsFor, "hosts-for", 0, "how long the hosts of a hosts-* fault (and a freeze's taker) serve (default 8s)")
 	fs.DurationVar(&cfg.NetFor, "net-for", 0, "how long a net-* fault lasts (default 4s)")
+	fs.BoolVar(&cfg.Goals, "availability-goals", false, "fail the run when, once a fault's recovery time has passed after its heal, under 99.9% of a class of requests get ids within 1s, or a node says it serves what it does not answer; faults are spaced to judge each")
 	fs.BoolVar(&list, "list-faults", false, "print every fault, one a line, and exit")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the clients' and faults' randomness (default the time)")
 	fs.StringVar(&cfg.WorkDir, "dir", "", "work directory (default a fresh temp dir, removed unless --keep)")

@@ -20,7 +20,7 @@ const (
 	maxWarmup      = 10 * time.Second       // load before the first fault
 	maxCooldown    = 15 * time.Second       // load after the last fault starts... at least
 	faultSpacing   = 40 * time.Second       // in long runs: about one fault this often
-	natsDownFor    = 3 * time.Second        // a killed nats-server stays down this long
+	natsDownFor    = 9 * time.Second        // a killed nats-server stays down this long: a restart, not a blip
 	clockStepAfter = 5 * time.Second        // the clock drills step this long after the start
 	clockOffset    = 800 * time.Millisecond // clock-slow and clock-fast: off by this (under the peer check's 1s)
 )
@@ -95,6 +95,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	mainFaults, opFaults := splitFaults(cfg.Faults)
 	span := cfg.Duration + time.Minute + estimate(&cfg, mainFaults)
 	l.tl = newTimeline(t0.UnixNano(), span, max(100*time.Millisecond, span/20000))
+	l.av = newAvailTL(t0.UnixNano(), span)
 	spaces := addKinds(l, &cfg, t0)
 	log.Info("chaos: load and faults", "duration", cfg.Duration, "rate", cfg.Rate, "pool_rate", cfg.PoolRate, "seed", cfg.Seed)
 	// The load runs for Duration, longer if the schedule has not injected
@@ -129,8 +130,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); progress(loadCtx, &cfg, l, f, t0) }()
+	pr := newProber(c, l, &cfg, spaces)
+	proberDone := make(chan struct{})
+	go func() { defer close(proberDone); pr.run(loadCtx) }()
 	fwg.Wait()
 	<-progressDone
+	<-proberDone
 	end := l.stopAt.Load()
 	if end == 0 {
 		end = time.Now().UnixNano()
@@ -138,7 +143,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	f.mu.Lock()
 	f.results = append(f.results, ot.results...)
 	f.mu.Unlock()
-	return buildReport(ctx, &cfg, c, l, f, spaces, ot, t0, time.Unix(0, end)), nil
+	return buildReport(ctx, &cfg, c, l, f, pr, spaces, ot, t0, time.Unix(0, end)), nil
 }
 
 // addKinds sets up what the clients ask for: per tag singles and batches,
@@ -160,6 +165,7 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 		}
 		k := &kind{name: name, subject: subject, batch: batch, pool: isPool, engine: eng, space: space(sp),
 			weight: weight, stats: newKindStats(start), subj: subj[subject], client: strings.HasPrefix(subject, clientPrefix)}
+		k.class = classOf(k)
 		if isPool {
 			l.pools = append(l.pools, k)
 			return
@@ -196,6 +202,23 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 		add(pool.SnowflakeSubject+" take", pool.SnowflakeSubject, engPool, "snowflake", false, true, 0)
 	}
 	return spaces
+}
+
+// classOf is the availability class of a kind of request.
+func classOf(k *kind) int {
+	switch {
+	case k.pool:
+		return clsPool
+	case k.engine == engMono:
+		return clsMono
+	case k.client && k.engine == engSnowflake:
+		return clsClientSnowflake
+	case k.client:
+		return clsClientSegment
+	case k.engine == engSnowflake:
+		return clsSnowflake
+	}
+	return clsSegment
 }
 
 // waitPools waits until each pool stream and consumer exists, so the first
@@ -315,6 +338,13 @@ func (f *faulter) run(soft, ctx context.Context) {
 		if settle := prevDone.Add(f.cfg.Timeout + time.Second); at.Before(settle) {
 			at = settle
 		}
+		// Judged runs give each fault its recovery time and goalSustain
+		// more of calm before the next one strikes.
+		if f.cfg.Goals && i > 0 {
+			if settle := prevDone.Add(recoveryGoal(f.faults[(i-1)%len(f.faults)]) + goalSustain + f.cfg.Timeout); at.Before(settle) {
+				at = settle
+			}
+		}
 		if i >= len(plan) && i >= len(f.faults) {
 			return
 		}
@@ -340,6 +370,7 @@ func (f *faulter) run(soft, ctx context.Context) {
 		kind := f.faults[i%len(f.faults)]
 		r := &FaultResult{Kind: kind, Track: trackMain, at: time.Now()}
 		r.InFlight = f.l.inflight.Load()
+		f.l.strikes.Add(1)
 		f.mu.Lock()
 		f.now = kind
 		f.results = append(f.results, r)
@@ -379,7 +410,12 @@ func estimate(cfg *Config, faults []string) time.Duration {
 	var t time.Duration
 	for _, f := range faults {
 		t += cfg.Timeout + time.Second + 10*time.Second
+		if cfg.Goals {
+			t += recoveryGoal(f) + goalSustain
+		}
 		switch {
+		case f == FaultKillNATS:
+			t += natsDownFor
 		case f == FaultPauseDB:
 			t += cfg.DBPause
 		case strings.HasPrefix(f, "freeze-"):

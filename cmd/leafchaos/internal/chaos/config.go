@@ -39,6 +39,13 @@ type Config struct {
 	HostsFor time.Duration // how long the extra hosts serve; default 8s
 	NetFor   time.Duration // how long a network fault lasts; default 4s
 	Seed     int64         // of the clients' and the faults' randomness; default the time
+	// Goals: the run fails when, after a fault heals and the recovery
+	// time named for it has passed, fewer than 99.9% of the requests of a
+	// class are answered with ids within 1 s (see recoveryGoal), or a node
+	// says it serves what it does not answer; the schedule then leaves
+	// each fault that recovery time plus goalSustain of calm. Without it
+	// the figures are reported, not judged.
+	Goals bool
 
 	Repo     string // the leafmq checkout (scripts/, cmd/leafd); default found from the working directory up
 	WorkDir  string // everything the run writes; default a fresh temp dir, removed unless Keep

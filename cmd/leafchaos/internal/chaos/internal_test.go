@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -264,7 +265,7 @@ func TestSummarize(t *testing.T) {
 		{Kind: "kill-leafd", Injected: 2, Requests: 200, Answered: 196, AnsweredShare: 0.98, Duplicates: 4, Refusals: 1, Errors: 1},
 		{Kind: "op-sql-row-del", Injected: 1, Requests: 50, Answered: 20, AnsweredShare: 0.4, Refusals: 30, FloorViolations: 2},
 	}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("summarize = %+v\nwant %+v", got, want)
 	}
 }

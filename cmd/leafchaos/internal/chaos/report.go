@@ -54,6 +54,13 @@ type Report struct {
 	Faults   []*FaultResult `json:"faults"`
 	ByKind   []KindSummary  `json:"by_fault_kind"`
 	Problems []string       `json:"problems"` // unexpected exits, faults that could not be injected
+	// Nodes: each main leafd asked one by one, every second, whether it
+	// says it serves and whether it does (prober).
+	Nodes []NodeReport `json:"nodes"`
+	// Goals: the availability goals were enforced (Config.Goals); else
+	// GoalMisses are reported only.
+	Goals      bool     `json:"goals_enforced"`
+	GoalMisses []string `json:"goal_misses"`
 }
 
 // SpaceReport is one id space: a segment tag or snowflake.
@@ -100,6 +107,10 @@ type KindSummary struct {
 	Refusals        int64 `json:"refusals"`
 	FloorViolations int64 `json:"floor_violations"`
 	Errors          int   `json:"injection_errors"`
+	// GoalS is the recovery time named for the kind (recoveryGoal);
+	// Avail its figures by class of request (main track only).
+	GoalS float64     `json:"recovery_goal_s,omitempty"`
+	Avail []KindAvail `json:"availability,omitempty"`
 }
 
 // FaultResult is one injected fault and what the clients saw around it.
@@ -149,6 +160,12 @@ type FaultResult struct {
 	Notes           []string `json:"notes,omitempty"`
 	// Answered: for an operator fault, its own requests answered.
 	Answered int64 `json:"answered,omitempty"`
+	// HealS: the fault healed (the process back, the link open) this long
+	// after it struck; GoalS: the recovery time named for it; Avail: by
+	// class of request, during it and after its heal (main track only).
+	HealS float64      `json:"heal_s,omitempty"`
+	GoalS float64      `json:"recovery_goal_s,omitempty"`
+	Avail []ClassAvail `json:"availability,omitempty"`
 
 	at, done           time.Time
 	pauseFrom, pauseTo time.Time
@@ -161,10 +178,10 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *faulter, spaces map[string]*idSpace, ops *opTrack, t0, end time.Time) *Report {
+func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *faulter, pr *prober, spaces map[string]*idSpace, ops *opTrack, t0, end time.Time) *Report {
 	r := &Report{Started: t0, DurationS: end.Sub(t0).Seconds(), Rate: cfg.Rate, PoolRate: max(cfg.PoolRate, 0),
 		Seed: cfg.Seed, DBPauseS: cfg.DBPause.Seconds(), Errors: map[string]int64{}, Dropped: l.dropped.Load(),
-		Failures: []string{}, Problems: []string{}}
+		Failures: []string{}, Problems: []string{}, Goals: cfg.Goals, GoalMisses: []string{}}
 	if cfg.Keep {
 		r.WorkDir = c.dir
 	}
@@ -277,6 +294,7 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		if fr.done.IsZero() {
 			fr.done = end
 		}
+		availability(l.av, fr, to)
 		from, upTo := fr.at.UnixNano(), to.UnixNano()
 		fr.AtS = fr.at.Sub(t0).Seconds()
 		fr.TookS = fr.done.Sub(fr.at).Seconds()
@@ -337,6 +355,23 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		r.Refusals += fr.Refusals
 	}
 	r.ByKind = summarize(r.Faults)
+	// The nodes, one by one: a lie counts apart while a fault or its
+	// recovery time lasts.
+	r.Nodes = pr.report(t0, func(t int64) bool {
+		for _, fr := range mainRes {
+			if t >= fr.at.UnixNano() && t < fr.done.Add(recoveryGoal(fr.Kind)).UnixNano() {
+				return true
+			}
+		}
+		return false
+	})
+	r.GoalMisses = append(r.GoalMisses, goalFailures(mainRes)...)
+	for _, n := range r.Nodes {
+		for _, check := range slices.Sorted(maps.Keys(n.Persistent)) {
+			r.GoalMisses = append(r.GoalMisses, fmt.Sprintf("node %s said it serves %s and did not answer it in %d rounds in a row outside every fault",
+				n.Node, check, n.Persistent[check]+1))
+		}
+	}
 	if unblamed > 0 {
 		r.ByKind = append(r.ByKind, KindSummary{Kind: "(before any fault)", Duplicates: unblamed})
 	}
@@ -371,6 +406,9 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 	if r.OK == 0 {
 		r.Failures = append(r.Failures, "no request succeeded")
 	}
+	if cfg.Goals && len(r.GoalMisses) > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d availability goals missed", len(r.GoalMisses)))
+	}
 	r.Pass = len(r.Failures) == 0
 	return r
 }
@@ -395,6 +433,7 @@ func summarize(faults []*FaultResult) []KindSummary {
 		} else {
 			s.Answered += fr.Sent - min(fr.Failed, fr.Sent)
 		}
+		s.GoalS = fr.GoalS
 		s.Duplicates += fr.Duplicates
 		s.Refusals += fr.Refusals
 		s.FloorViolations += fr.FloorViolations
@@ -404,6 +443,13 @@ func summarize(faults []*FaultResult) []KindSummary {
 	}
 	for i := range out {
 		out[i].AnsweredShare = ratio(out[i].Answered, out[i].Requests)
+		var of []*FaultResult
+		for _, fr := range faults {
+			if fr.Kind == out[i].Kind {
+				of = append(of, fr)
+			}
+		}
+		out[i].Avail = summarizeAvail(of)
 	}
 	return out
 }
@@ -488,6 +534,10 @@ func (r *Report) WriteText(w io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	r.writeByKind(w)
+	fmt.Fprintln(w)
+	r.writeAvail(w)
+	fmt.Fprintln(w)
+	r.writeNodes(w)
 	for _, f := range r.Faults {
 		for _, ex := range f.FloorExamples {
 			fmt.Fprintf(w, "FLOOR: %s at %.1fs: %s\n", f.Kind, f.AtS, ex)
@@ -506,6 +556,90 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "PROBLEM: %s\n", p)
 	}
+}
+
+// writeAvail prints, per fault kind of the main track and class of
+// request, the share answered with ids during the fault, the worst
+// recovery after its heal, and what the silent and refused requests were.
+func (r *Report) writeAvail(w io.Writer) {
+	fmt.Fprintf(w, "availability by fault kind: ids answered during the fault (from the strike to the heal) / recovery: from the heal until %.1f%% are\n", 100*goalShare)
+	fmt.Fprintf(w, "answered with ids within %v for the rest of the window to the next fault (worst injection; '>' not within the window); goal: the recovery time named for the fault\n", goalLatency)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "fault kind\theal\tgoal")
+	for _, c := range classNames {
+		fmt.Fprintf(tw, "\t%s", c)
+	}
+	fmt.Fprintln(tw, "\tmeanwhile (not ids: refused / silent)\tafter goal")
+	heal := map[string]float64{}
+	window := map[string]float64{}
+	for _, f := range r.Faults {
+		heal[f.Kind] = max(heal[f.Kind], f.HealS)
+		window[f.Kind] = max(window[f.Kind], f.WindowS-f.HealS)
+	}
+	for _, k := range r.ByKind {
+		if len(k.Avail) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.1fs\t%.0fs", k.Kind, heal[k.Kind], k.GoalS)
+		var refused, silent int64
+		judged, missed := 0, 0
+		for _, c := range classNames {
+			i := slices.IndexFunc(k.Avail, func(a KindAvail) bool { return a.Class == c })
+			if i < 0 {
+				fmt.Fprint(tw, "\t-")
+				continue
+			}
+			a := k.Avail[i]
+			refused += a.During.Refused
+			silent += a.During.Silent
+			judged += a.Judged
+			missed += a.GoalMissed
+			rec := fmt.Sprintf("%.1fs", a.MaxRecoveryS)
+			if a.Unrecovered > 0 {
+				rec = fmt.Sprintf(">%.0fs", window[k.Kind])
+			}
+			fmt.Fprintf(tw, "\t%.1f%% / %s", 100*a.During.OKShare(), rec)
+		}
+		verdict := "not judged"
+		if judged > 0 {
+			verdict = "met"
+			if missed > 0 {
+				verdict = fmt.Sprintf("MISSED %d of %d", missed, judged)
+			}
+		}
+		fmt.Fprintf(tw, "\t%d / %d\t%s\n", refused, silent, verdict)
+	}
+	_ = tw.Flush()
+	for _, m := range r.GoalMisses {
+		fmt.Fprintf(w, "GOAL: %s\n", m)
+	}
+}
+
+// writeNodes prints what the prober found of each node.
+func (r *Report) writeNodes(w io.Writer) {
+	fmt.Fprintln(w, "nodes asked one by one (every second: /readyz, leaf.admin.status, a segment and a snowflake id from the node, its queue subscriptions in /connz):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "node\trounds\tready\tsaid it serves, did not: in faults\twhen healed\ttwo rounds in a row")
+	for _, n := range r.Nodes {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", n.Node, n.Rounds, n.ReadyRounds, counts(n.LiesInFaults), counts(n.LiesHealed), counts(n.Persistent))
+	}
+	_ = tw.Flush()
+	for _, n := range r.Nodes {
+		for _, ex := range n.Examples {
+			fmt.Fprintf(w, "  %s: %s\n", n.Node, ex)
+		}
+	}
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // writeByKind prints the per-kind table.
