@@ -41,6 +41,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.HostsFor, "hosts-for", 0, "how long the hosts of a hosts-* fault (and a freeze's taker) serve (default 8s)")
 	fs.DurationVar(&cfg.NetFor, "net-for", 0, "how long a net-* fault lasts (default 4s)")
 	fs.BoolVar(&cfg.Goals, "availability-goals", false, "fail the run when, once a fault's recovery time has passed after its heal, under 99.9% of a class of requests get ids within 1s, or a node says it serves what it does not answer; faults are spaced to judge each")
+	fs.BoolVar(&cfg.Overlap, "overlap", false, "two lanes of faults at the same time, leafd processes' and the rest: every fault in about half the time, availability figures blended (quick runs; not with --availability-goals)")
+	fs.DurationVar(&cfg.OpPhase, "op-phase", 0, "how long each phase of an operator scenario takes ids (default 2s)")
 	fs.BoolVar(&list, "list-faults", false, "print every fault, one a line, and exit")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the clients' and faults' randomness (default the time)")
 	fs.StringVar(&cfg.WorkDir, "dir", "", "work directory (default a fresh temp dir, removed unless --keep)")

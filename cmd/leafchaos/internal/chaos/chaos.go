@@ -287,25 +287,67 @@ type faulter struct {
 	spaces map[string]*idSpace // where ids taken by the harness itself go
 	cycled chan struct{}       // closed once each fault was injected (or the run ends)
 	late   atomic.Bool         // the first cycle ran past Duration's cool-down
-	counts map[string]int      // injections so far, by kind
 
 	mu      sync.Mutex
-	now     string
+	now     []string       // the fault under way in each lane, "" none
+	counts  map[string]int // injections so far, by kind
 	results []*FaultResult
+}
+
+// intN is f.rng.IntN for the lanes, which draw at the same time.
+func (f *faulter) intN(n int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rng.IntN(n)
+}
+
+// count is how many faults of kind were injected so far.
+func (f *faulter) count(kind string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[kind]
 }
 
 func (f *faulter) current() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.now == "" {
+	var now []string
+	for _, k := range f.now {
+		if k != "" {
+			now = append(now, k)
+		}
+	}
+	if len(now) == 0 {
 		return "-"
 	}
-	return f.now
+	return strings.Join(now, "+")
 }
 
-// run injects the main track's faults from warm-up until the cool-down
-// before soft ends, and past it until each fault was injected once (closing
-// f.cycled then). A fault under way is finished under ctx.
+// lanes splits the main track's schedule: one lane, or with
+// Config.Overlap two that strike at the same time — lane 0 the faults that
+// stop or restart the main leafd processes (kill, freeze, clock), lane 1
+// the rest (NATS, MariaDB, ZooKeeper, the network, more hosts). No two
+// faults then act on one process at once, and the lanes take about as
+// long.
+func lanes(faults []string, overlap bool) [][]string {
+	if !overlap {
+		return [][]string{faults}
+	}
+	out := make([][]string, 2)
+	for _, k := range faults {
+		lane := 1
+		switch {
+		case k == FaultKillLeafd, k == FaultFreezeLeafdKV, k == FaultFreezeLeafdZK, strings.HasPrefix(k, "clock-"):
+			lane = 0
+		}
+		out[lane] = append(out[lane], k)
+	}
+	return out
+}
+
+// run injects the main track's faults, lane by lane at the same time
+// (lanes), and closes f.cycled once every lane injected each of its faults
+// (or the run ends).
 func (f *faulter) run(soft, ctx context.Context) {
 	defer func() {
 		select {
@@ -314,19 +356,53 @@ func (f *faulter) run(soft, ctx context.Context) {
 			close(f.cycled)
 		}
 	}()
-	if len(f.faults) == 0 {
+	f.counts = map[string]int{}
+	ls := lanes(f.faults, f.cfg.Overlap)
+	f.now = make([]string, len(ls))
+	var wg sync.WaitGroup
+	cycled := make([]chan struct{}, len(ls))
+	for i, faults := range ls {
+		cycled[i] = make(chan struct{})
+		wg.Add(1)
+		go func() { defer wg.Done(); f.lane(soft, ctx, i, faults, cycled[i]) }()
+	}
+	for _, ch := range cycled {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-f.cycled:
+	default:
+		close(f.cycled)
+	}
+	wg.Wait()
+}
+
+// lane injects faults from warm-up until the cool-down before soft ends,
+// and past it until each was injected once (closing cycled then). A fault
+// under way is finished under ctx.
+func (f *faulter) lane(soft, ctx context.Context, lane int, faults []string, cycled chan struct{}) {
+	defer func() {
+		select {
+		case <-cycled:
+		default:
+			close(cycled)
+		}
+	}()
+	if len(faults) == 0 {
 		return
 	}
-	f.counts = map[string]int{}
 	d := f.cfg.Duration
 	warm := min(maxWarmup, d/10)
 	cool := min(maxCooldown, d/8)
-	plan := schedule(d, warm, cool, len(f.faults))
+	plan := schedule(d, warm, cool, len(faults))
 	last := f.t0.Add(d - cool)
 	var prevDone time.Time
 	for i := 0; ; i++ {
-		if i == len(f.faults) {
-			close(f.cycled)
+		if i == len(faults) {
+			close(cycled)
 		}
 		at := f.t0.Add(warm)
 		if i < len(plan) {
@@ -341,14 +417,14 @@ func (f *faulter) run(soft, ctx context.Context) {
 		// Judged runs give each fault its recovery time and goalSustain
 		// more of calm before the next one strikes.
 		if f.cfg.Goals && i > 0 {
-			if settle := prevDone.Add(recoveryGoal(f.faults[(i-1)%len(f.faults)]) + goalSustain + f.cfg.Timeout); at.Before(settle) {
+			if settle := prevDone.Add(recoveryGoal(faults[(i-1)%len(faults)]) + goalSustain + f.cfg.Timeout); at.Before(settle) {
 				at = settle
 			}
 		}
-		if i >= len(plan) && i >= len(f.faults) {
+		if i >= len(plan) && i >= len(faults) {
 			return
 		}
-		if i >= len(f.faults) { // the first cycle is done: only within Duration
+		if i >= len(faults) { // the first cycle is done: only within Duration
 			select {
 			case <-soft.Done():
 				return
@@ -367,24 +443,24 @@ func (f *faulter) run(soft, ctx context.Context) {
 				f.late.Store(true)
 			}
 		}
-		kind := f.faults[i%len(f.faults)]
-		r := &FaultResult{Kind: kind, Track: trackMain, at: time.Now()}
+		kind := faults[i%len(faults)]
+		r := &FaultResult{Kind: kind, Track: trackMain, Lane: lane, at: time.Now()}
 		r.InFlight = f.l.inflight.Load()
 		f.l.strikes.Add(1)
 		f.mu.Lock()
-		f.now = kind
+		f.now[lane] = kind
 		f.results = append(f.results, r)
 		f.mu.Unlock()
-		f.cfg.Logger.Info("chaos: fault", "kind", kind, "at", time.Since(f.t0).Round(time.Millisecond))
+		f.cfg.Logger.Info("chaos: fault", "kind", kind, "lane", lane, "at", time.Since(f.t0).Round(time.Millisecond))
 		if err := f.inject(ctx, kind, r); err != nil {
 			r.Error = err.Error()
 			f.c.problem("fault %s: %v", kind, err)
 		}
-		f.counts[kind]++
 		r.done = time.Now()
 		prevDone = r.done
 		f.mu.Lock()
-		f.now = ""
+		f.counts[kind]++
+		f.now[lane] = ""
 		f.mu.Unlock()
 	}
 }
@@ -433,7 +509,7 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 	c := f.c
 	switch kind {
 	case FaultKillLeafd:
-		i := f.rng.IntN(len(c.leafds))
+		i := f.intN(len(c.leafds))
 		r.Target = c.leafds[i].name
 		c.leafds[i].kill9()
 		return f.restartChecked(ctx, i, r, 0)
@@ -447,7 +523,7 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		r.pauseTo = time.Now()
 		return syscall.Kill(c.dbPID, syscall.SIGCONT)
 	case FaultKillNATS:
-		i := f.rng.IntN(len(c.nats))
+		i := f.intN(len(c.nats))
 		r.Target = c.nats[i].name
 		c.nats[i].kill9()
 		sleep(ctx, natsDownFor)
@@ -471,7 +547,7 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		if kind == FaultClockBack1 || kind == FaultClockBack10 {
 			by = -by
 		}
-		i := f.rng.IntN(len(c.leafds))
+		i := f.intN(len(c.leafds))
 		l := c.leafds[i]
 		step := fmt.Sprintf("%v@%v", by, clockStepAfter)
 		if by > 0 {
@@ -494,7 +570,7 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		if kind == FaultClockFast {
 			by = clockOffset
 		}
-		i := f.rng.IntN(len(c.leafds))
+		i := f.intN(len(c.leafds))
 		l := c.leafds[i]
 		r.Target = fmt.Sprintf("%s (%s), --fault-clock-offset %v", l.name, l.registry, by)
 		l.stop(10 * time.Second)

@@ -261,6 +261,9 @@ func (p *prober) report(t0 time.Time, inFault func(t int64) bool) []NodeReport {
 			now := map[string]bool{}
 			for check, why := range lies {
 				if fault {
+					if nr.LiesInFaults[check] == 0 && len(nr.Examples) < 10 {
+						nr.Examples = append(nr.Examples, fmt.Sprintf("%.1fs %s (in a fault): %s", time.Unix(0, r.at).Sub(t0).Seconds(), check, firstLine(why)))
+					}
 					nr.LiesInFaults[check]++
 					continue
 				}

@@ -61,7 +61,21 @@ type Report struct {
 	// GoalMisses are reported only.
 	Goals      bool     `json:"goals_enforced"`
 	GoalMisses []string `json:"goal_misses"`
+	// Calm: by class of request, what was sent from CalmFromS — calmAfter
+	// past the heal of the main track's last fault — to the end of the load.
+	CalmFromS float64      `json:"calm_from_s"`
+	Calm      []ClassShare `json:"calm"`
 }
+
+// ClassShare is one class of request over a stretch of time.
+type ClassShare struct {
+	Class string `json:"class"`
+	Share
+}
+
+// calmAfter: the calm at the end of a run is counted from this long after
+// the last heal.
+const calmAfter = 5 * time.Second
 
 // SpaceReport is one id space: a segment tag or snowflake.
 type SpaceReport struct {
@@ -163,9 +177,15 @@ type FaultResult struct {
 	// HealS: the fault healed (the process back, the link open) this long
 	// after it struck; GoalS: the recovery time named for it; Avail: by
 	// class of request, during it and after its heal (main track only).
-	HealS float64      `json:"heal_s,omitempty"`
-	GoalS float64      `json:"recovery_goal_s,omitempty"`
-	Avail []ClassAvail `json:"availability,omitempty"`
+	HealS float64 `json:"heal_s,omitempty"`
+	// Lane: with Config.Overlap, 0 for the faults of leafd processes, 1
+	// for the infrastructure's; Overlapped: the other lane's faults that
+	// struck between this one and the next of its lane (their figures
+	// blend).
+	Lane       int          `json:"lane,omitempty"`
+	Overlapped []string     `json:"overlapped,omitempty"`
+	GoalS      float64      `json:"recovery_goal_s,omitempty"`
+	Avail      []ClassAvail `json:"availability,omitempty"`
 
 	at, done           time.Time
 	pauseFrom, pauseTo time.Time
@@ -294,7 +314,20 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		if fr.done.IsZero() {
 			fr.done = end
 		}
-		availability(l.av, fr, to)
+		laneNext := end
+		for _, nx := range mainRes[i+1:] {
+			if nx.Lane == fr.Lane {
+				laneNext = nx.at
+				break
+			}
+		}
+		fr.Overlapped = nil
+		for _, o := range mainRes {
+			if o.Lane != fr.Lane && o.at.Before(laneNext) && (o.done.IsZero() || o.done.After(fr.at)) {
+				fr.Overlapped = append(fr.Overlapped, o.Kind)
+			}
+		}
+		availability(l.av, fr, laneNext)
 		from, upTo := fr.at.UnixNano(), to.UnixNano()
 		fr.AtS = fr.at.Sub(t0).Seconds()
 		fr.TookS = fr.done.Sub(fr.at).Seconds()
@@ -344,6 +377,19 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 			a, b := fr.pauseFrom.UnixNano(), fr.pauseTo.UnixNano()
 			fr.PauseSegmentSent = tl.sum(tl.sentOK[engSegment], a, b) + tl.sum(tl.sentKO[engSegment], a, b)
 			fr.PauseShare = 1 - ratio(fr.PauseSegmentFailed, fr.PauseSegmentSent)
+		}
+	}
+	calm := t0
+	for _, fr := range mainRes {
+		if fr.done.After(calm) {
+			calm = fr.done
+		}
+	}
+	calm = calm.Add(calmAfter)
+	r.CalmFromS = calm.Sub(t0).Seconds()
+	for c := range numClasses {
+		if sh := l.av.sum(c, calm.UnixNano(), end.UnixNano()); sh.Sent > 0 {
+			r.Calm = append(r.Calm, ClassShare{Class: classNames[c], Share: sh})
 		}
 	}
 	for _, fr := range r.Faults {
@@ -572,15 +618,21 @@ func (r *Report) writeAvail(w io.Writer) {
 	fmt.Fprintln(tw, "\tmeanwhile (not ids: refused / silent)\tafter goal")
 	heal := map[string]float64{}
 	window := map[string]float64{}
+	overlapped := map[string]bool{}
 	for _, f := range r.Faults {
 		heal[f.Kind] = max(heal[f.Kind], f.HealS)
 		window[f.Kind] = max(window[f.Kind], f.WindowS-f.HealS)
+		overlapped[f.Kind] = overlapped[f.Kind] || len(f.Overlapped) > 0
 	}
 	for _, k := range r.ByKind {
 		if len(k.Avail) == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.1fs\t%.0fs", k.Kind, heal[k.Kind], k.GoalS)
+		name := k.Kind
+		if overlapped[k.Kind] {
+			name += " *"
+		}
+		fmt.Fprintf(tw, "%s\t%.1fs\t%.0fs", name, heal[k.Kind], k.GoalS)
 		var refused, silent int64
 		judged, missed := 0, 0
 		for _, c := range classNames {
@@ -596,7 +648,7 @@ func (r *Report) writeAvail(w io.Writer) {
 			missed += a.GoalMissed
 			rec := fmt.Sprintf("%.1fs", a.MaxRecoveryS)
 			if a.Unrecovered > 0 {
-				rec = fmt.Sprintf(">%.0fs", window[k.Kind])
+				rec = fmt.Sprintf(">%.1fs", window[k.Kind])
 			}
 			fmt.Fprintf(tw, "\t%.1f%% / %s", 100*a.During.OKShare(), rec)
 		}
@@ -610,6 +662,17 @@ func (r *Report) writeAvail(w io.Writer) {
 		fmt.Fprintf(tw, "\t%d / %d\t%s\n", refused, silent, verdict)
 	}
 	_ = tw.Flush()
+	fmt.Fprintf(w, "after the last heal (from %.1fs to the end):", r.CalmFromS)
+	for _, c := range r.Calm {
+		fmt.Fprintf(w, " %s %.2f%% of %d", c.Class, 100*c.OKShare(), c.Sent)
+	}
+	fmt.Fprintln(w)
+	for _, k := range r.ByKind {
+		if overlapped[k.Kind] {
+			fmt.Fprintln(w, "* another fault struck in its window (--overlap): the figures blend both")
+			break
+		}
+	}
 	for _, m := range r.GoalMisses {
 		fmt.Fprintf(w, "GOAL: %s\n", m)
 	}
