@@ -531,7 +531,11 @@ func (o *opTrack) floor(ctx context.Context, store, tag string) (int64, error) {
 	if store == "mysql" {
 		var m int64
 		err := o.retryDB(ctx, func(ctx context.Context) error {
-			return o.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m)
+			err := o.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m)
+			if errors.Is(err, sql.ErrNoRows) { // deleted by the act: an answer, not a database to wait for
+				m, err = 0, nil
+			}
+			return err
 		})
 		return m, err
 	}
