@@ -301,6 +301,32 @@ func (f *faulter) intN(n int) int {
 	return f.rng.IntN(n)
 }
 
+// pickLeafd picks a main leafd at random among cand (nil: all) that no
+// other lane's fault holds, waiting for one if all are held, and holds it:
+// the caller unlocks its busy.
+func (f *faulter) pickLeafd(ctx context.Context, cand []int) int {
+	if cand == nil {
+		for i := range f.c.leafds {
+			cand = append(cand, i)
+		}
+	}
+	for {
+		start := f.intN(len(cand))
+		for k := range cand {
+			i := cand[(start+k)%len(cand)]
+			if f.c.leafds[i].busy.TryLock() {
+				return i
+			}
+		}
+		if ctx.Err() != nil {
+			i := cand[start]
+			f.c.leafds[i].busy.Lock()
+			return i
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
 // count is how many faults of kind were injected so far.
 func (f *faulter) count(kind string) int {
 	f.mu.Lock()
@@ -325,10 +351,11 @@ func (f *faulter) current() string {
 
 // lanes splits the main track's schedule: one lane, or with
 // Config.Overlap two that strike at the same time — lane 0 the faults that
-// stop or restart the main leafd processes (kill, freeze, clock), lane 1
-// the rest (NATS, MariaDB, ZooKeeper, the network, more hosts). No two
-// faults then act on one process at once, and the lanes take about as
-// long.
+// freeze or restart a main leafd on a changed clock, lane 1 the rest
+// (NATS, MariaDB, ZooKeeper, the network, more hosts, a leafd killed), so
+// that the lanes take about as long. No two faults act on one leafd at
+// once (pickLeafd); NATS, MariaDB and ZooKeeper are struck by lane 1
+// only.
 func lanes(faults []string, overlap bool) [][]string {
 	if !overlap {
 		return [][]string{faults}
@@ -337,7 +364,7 @@ func lanes(faults []string, overlap bool) [][]string {
 	for _, k := range faults {
 		lane := 1
 		switch {
-		case k == FaultKillLeafd, k == FaultFreezeLeafdKV, k == FaultFreezeLeafdZK, strings.HasPrefix(k, "clock-"):
+		case k == FaultFreezeLeafdKV, k == FaultFreezeLeafdZK, strings.HasPrefix(k, "clock-"):
 			lane = 0
 		}
 		out[lane] = append(out[lane], k)
@@ -509,7 +536,8 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 	c := f.c
 	switch kind {
 	case FaultKillLeafd:
-		i := f.intN(len(c.leafds))
+		i := f.pickLeafd(ctx, nil)
+		defer c.leafds[i].busy.Unlock()
 		r.Target = c.leafds[i].name
 		c.leafds[i].kill9()
 		return f.restartChecked(ctx, i, r, 0)
@@ -547,7 +575,8 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		if kind == FaultClockBack1 || kind == FaultClockBack10 {
 			by = -by
 		}
-		i := f.intN(len(c.leafds))
+		i := f.pickLeafd(ctx, nil)
+		defer c.leafds[i].busy.Unlock()
 		l := c.leafds[i]
 		step := fmt.Sprintf("%v@%v", by, clockStepAfter)
 		if by > 0 {
@@ -561,7 +590,7 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		// Hold until the step has happened and the node's clock has
 		// caught up with the time it used, then put it back on the real
 		// clock (so later restarts pass the peer clock check).
-		hold := clockStepAfter - time.Duration(r.Recovery*float64(time.Second)) + by.Abs() + 3*time.Second
+		hold := clockStepAfter - time.Duration(r.Recovery*float64(time.Second)) + by.Abs() + time.Second
 		sleep(ctx, hold)
 		l.stop(10 * time.Second)
 		return f.restartChecked(ctx, i, r, 0)
@@ -570,7 +599,8 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		if kind == FaultClockFast {
 			by = clockOffset
 		}
-		i := f.intN(len(c.leafds))
+		i := f.pickLeafd(ctx, nil)
+		defer c.leafds[i].busy.Unlock()
 		l := c.leafds[i]
 		r.Target = fmt.Sprintf("%s (%s), --fault-clock-offset %v", l.name, l.registry, by)
 		l.stop(10 * time.Second)

@@ -16,9 +16,9 @@ import (
 // (AllFaults; the load goes on until each was injected) at 1000 req/s on a
 // real 3-node NATS cluster, MariaDB, ZooKeeper and three leafd processes,
 // with the shortest holds that still reach each fault — freezes past every
-// TTL (12s), a MariaDB pause of 5s, network faults of 2s, hosts serving 2s
+// TTL (12s), a MariaDB pause of 3s, network faults of 1s, hosts serving 2s
 // — and the main track in two lanes at the same time (Config.Overlap:
-// leafd processes' faults beside the infrastructure's), so that it takes
+// freezes and clock restarts of leafds beside the rest), so that it takes
 // about 4 minutes. It fails on a duplicate id, a segment id below an
 // issued floor, a monotonic id out of order, a crash or a fault that
 // could not be injected. Availability is printed per fault and class of
@@ -43,12 +43,12 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	rep, err := chaos.Run(ctx, chaos.Config{
-		Duration:      120 * time.Second,
+		Duration:      90 * time.Second,
 		Rate:          1000,
 		Timeout:       1500 * time.Millisecond,
 		Freeze:        12 * time.Second,
-		DBPause:       5 * time.Second,
-		NetFor:        2 * time.Second,
+		DBPause:       3 * time.Second,
+		NetFor:        time.Second,
 		HostsFor:      2 * time.Second,
 		Overlap:       true,
 		OpPhase:       time.Second,

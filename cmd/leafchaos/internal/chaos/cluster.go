@@ -45,6 +45,9 @@ type leafd struct {
 	// not a problem of the run.
 	tolerant atomic.Bool
 	exited   atomic.Bool
+	// busy is held by the fault acting on a main leafd (pickLeafd), so
+	// that two lanes never restart or freeze one process at once.
+	busy sync.Mutex
 }
 
 // cluster is everything the run starts. Its close stops all of it.

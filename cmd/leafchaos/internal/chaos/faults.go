@@ -154,7 +154,8 @@ func (f *faulter) freezeLeafd(ctx context.Context, kind string, r *FaultResult) 
 	if len(cand) == 0 {
 		return fmt.Errorf("no leafd on registry %s", want)
 	}
-	i := cand[f.intN(len(cand))]
+	i := f.pickLeafd(ctx, cand)
+	defer c.leafds[i].busy.Unlock()
 	l := c.leafds[i]
 	pid := l.pid()
 	if pid == 0 {

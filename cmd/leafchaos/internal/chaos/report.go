@@ -376,6 +376,9 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		if !fr.pauseFrom.IsZero() {
 			a, b := fr.pauseFrom.UnixNano(), fr.pauseTo.UnixNano()
 			fr.PauseSegmentSent = tl.sum(tl.sentOK[engSegment], a, b) + tl.sum(tl.sentKO[engSegment], a, b)
+			// Sent is counted to the timeline's resolution, failures
+			// exactly: a short pause can count more failures than sends.
+			fr.PauseSegmentSent = max(fr.PauseSegmentSent, fr.PauseSegmentFailed)
 			fr.PauseShare = 1 - ratio(fr.PauseSegmentFailed, fr.PauseSegmentSent)
 		}
 	}
