@@ -40,6 +40,9 @@ const (
 	// minJudged: a stretch shorter than this after a fault's recovery time
 	// is reported, not judged (a quick run packs its faults).
 	minJudged = 2 * time.Second
+	// recoverySustain: full service counts from a moment only if it
+	// lasts this long (recovery).
+	recoverySustain = 5 * time.Second
 	// availBucket is the resolution of the availability timeline.
 	availBucket = 100 * time.Millisecond
 )
@@ -183,32 +186,38 @@ func (tl *availTL) first(t int64) int {
 }
 
 // recovery is how long after heal the requests of class reached full
-// service for good within [heal, end): the start of the first bucket from
-// which every stretch up to end has at least goalShare answered with ids
-// within goalLatency. ok is false when no such moment leaves at least
-// minJudged before end (not recovered within the window).
+// service within [heal, end): the start of the first bucket from which
+// the next recoverySustain (or the rest of the window, if shorter but at
+// least minJudged) has at least goalShare answered with ids within
+// goalLatency. ok is false when there is no such moment.
 func (tl *availTL) recovery(class int, heal, end int64) (after time.Duration, ok bool) {
 	lo := tl.first(heal)
 	hi := lo
 	for hi < len(tl.c[class]) && tl.t0+int64(hi)*tl.bucket < end {
 		hi++
 	}
-	var sent, fast int64
-	from := hi // the earliest bucket from which every suffix is good
-	for i := hi - 1; i >= lo; i-- {
+	// prefix sums of sent and fast over [lo, hi)
+	sent := make([]int64, hi-lo+1)
+	fast := make([]int64, hi-lo+1)
+	for i := lo; i < hi; i++ {
 		b := &tl.c[class][i]
-		sent += b.sent.Load()
-		fast += b.fast.Load()
-		if float64(fast) < goalShare*float64(sent) {
+		sent[i-lo+1] = sent[i-lo] + b.sent.Load()
+		fast[i-lo+1] = fast[i-lo] + b.fast.Load()
+	}
+	w := int(recoverySustain / availBucket)
+	minW := int(minJudged / availBucket)
+	for i := lo; i < hi; i++ {
+		j := min(i+w, hi)
+		if j-i < minW {
 			break
 		}
-		from = i
+		n, f := sent[j-lo]-sent[i-lo], fast[j-lo]-fast[i-lo]
+		if float64(f) >= goalShare*float64(n) {
+			at := tl.t0 + int64(i)*tl.bucket
+			return time.Duration(max(at-heal, 0)), true
+		}
 	}
-	at := tl.t0 + int64(from)*tl.bucket
-	if time.Duration(end-at) < minJudged {
-		return 0, false
-	}
-	return time.Duration(max(at-heal, 0)), true
+	return 0, false
 }
 
 // ClassAvail is one class of request around one injection of a fault.
@@ -217,7 +226,7 @@ type ClassAvail struct {
 	During Share  `json:"during"` // sent from the fault to its heal
 	After  Share  `json:"after"`  // sent from the heal to the next fault (or the end)
 	// RecoveryS: from the heal to full service (goalShare within 1 s for
-	// the rest of the window); Recovered false: not within the window.
+	// recoverySustain); Recovered false: not within the window.
 	RecoveryS float64 `json:"recovery_s"`
 	Recovered bool    `json:"recovered"`
 	// AfterGoal: sent from the heal plus the fault's recovery goal to the

@@ -37,6 +37,10 @@ func TestAvailRecovery(t *testing.T) {
 			fill(tl, clsSegment, 8, 20, 10, 0)
 		}, heal: 5, end: 20, want: 3, wantOK: true},
 		{name: "a third silent to the end", setup: func(tl *availTL) { fill(tl, clsSnowflake, 0, 20, 9, 3) }, heal: 5, end: 20, wantOK: false},
+		{name: "one blip after recovery", setup: func(tl *availTL) {
+			fill(tl, clsSegment, 5, 20, 10, 0)
+			tl.record(clsSegment, sec(15), sec(16.5), CodeTimeout, false)
+		}, heal: 5, end: 20, want: 0, wantOK: true},
 		{name: "recovered too close to the end", setup: func(tl *availTL) {
 			fill(tl, clsSegment, 0, 19, 10, 5)
 			fill(tl, clsSegment, 19, 20, 10, 0)

@@ -101,8 +101,8 @@
 // counts apart. For each fault of the main track and each class the
 // report has the share answered during the fault (strike to heal: the
 // process back, the link open), after its heal, and the recovery: from
-// the heal to the first moment from which 99.9% of the requests sent up to
-// the next fault of its lane got ids within 1 s. Each fault kind has a
+// the heal to the first moment from which 99.9% of the requests sent in
+// the next 5 s (before the next fault of its lane) got ids within 1 s. Each fault kind has a
 // recovery time it is held to (recoveryGoal: claim TTL + --lease-ahead
 // where a worker claim can lapse, 5 s where none can); with Config.Goals
 // (make soak) the run fails when a class answers under 99.9% within 1 s

@@ -612,7 +612,7 @@ func (r *Report) WriteText(w io.Writer) {
 // recovery after its heal, and what the silent and refused requests were.
 func (r *Report) writeAvail(w io.Writer) {
 	fmt.Fprintf(w, "availability by fault kind: ids answered during the fault (from the strike to the heal) / recovery: from the heal until %.1f%% are\n", 100*goalShare)
-	fmt.Fprintf(w, "answered with ids within %v for the rest of the window to the next fault (worst injection; '>' not within the window); goal: the recovery time named for the fault\n", goalLatency)
+	fmt.Fprintf(w, "answered with ids within %v for %v (worst injection; '>' not within the window to the next fault); goal: the recovery time named for the fault\n", goalLatency, recoverySustain)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "fault kind\theal\tgoal")
 	for _, c := range classNames {
