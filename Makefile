@@ -72,10 +72,11 @@ chaos: build
 	$(GO) build -o $(BIN)/leafchaos ./cmd/leafchaos
 	$(BIN)/leafchaos --duration $(DURATION) --leafd $(BIN)/leafd --json $(BIN)/chaos-report.json $(CHAOS_ARGS)
 
-## soak: the long chaos soak mixing every fault (DURATION=30m by default; leafchaos --list-faults lists them)
+## soak: the long chaos soak mixing every fault (DURATION=30m by default; leafchaos --list-faults lists them);
+## it fails when availability after a fault's heal misses its goal (--availability-goals)
 soak: build
 	$(GO) build -o $(BIN)/leafchaos ./cmd/leafchaos
-	$(BIN)/leafchaos --duration $(if $(filter command line,$(origin DURATION)),$(DURATION),30m) --leafd $(BIN)/leafd --json $(BIN)/soak-report.json $(CHAOS_ARGS)
+	$(BIN)/leafchaos --duration $(if $(filter command line,$(origin DURATION)),$(DURATION),30m) --availability-goals --leafd $(BIN)/leafd --json $(BIN)/soak-report.json $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(BIN) $(DIST)

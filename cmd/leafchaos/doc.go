@@ -7,14 +7,19 @@
 // commit replies, and (on a cluster of its own) operator errors — and checks
 // that no id was ever handed out twice, and that no node hands out a
 // segment id below a range already issued after a restart or an operator's
-// act. See package cmd/leafchaos/internal/chaos.
+// act. It measures availability per fault and class of request (during
+// the fault, after its heal, the time to 99.9% answered within 1 s) and
+// asks each node one by one whether it serves what it says it serves. See
+// package cmd/leafchaos/internal/chaos.
 //
 //	leafchaos [--duration 3m] [--rate 3000] [--faults a,b,...] [--freeze 13s]
-//	          [--hosts-for 8s] [--net-for 4s] [--json report.json] [--keep] ...
+//	          [--hosts-for 8s] [--net-for 4s] [--availability-goals] [--overlap]
+//	          [--json report.json] [--keep] ...
 //
 // --list-faults prints every fault and exits. Exit codes: 0 pass, 1 the run
 // failed (a duplicate, a segment id below an issued floor, a crash, a fault
-// not injected) or could not start, 2 bad arguments. Ctrl-C ends the load
+// not injected; with --availability-goals, a goal missed) or could not
+// start, 2 bad arguments. Ctrl-C ends the load
 // early; everything started is stopped and the ids taken so far are still
 // checked.
 //

@@ -20,7 +20,7 @@ const (
 	maxWarmup      = 10 * time.Second       // load before the first fault
 	maxCooldown    = 15 * time.Second       // load after the last fault starts... at least
 	faultSpacing   = 40 * time.Second       // in long runs: about one fault this often
-	natsDownFor    = 3 * time.Second        // a killed nats-server stays down this long
+	natsDownFor    = 9 * time.Second        // a killed nats-server stays down this long: a restart, not a blip
 	clockStepAfter = 5 * time.Second        // the clock drills step this long after the start
 	clockOffset    = 800 * time.Millisecond // clock-slow and clock-fast: off by this (under the peer check's 1s)
 )
@@ -95,6 +95,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	mainFaults, opFaults := splitFaults(cfg.Faults)
 	span := cfg.Duration + time.Minute + estimate(&cfg, mainFaults)
 	l.tl = newTimeline(t0.UnixNano(), span, max(100*time.Millisecond, span/20000))
+	l.av = newAvailTL(t0.UnixNano(), span)
 	spaces := addKinds(l, &cfg, t0)
 	log.Info("chaos: load and faults", "duration", cfg.Duration, "rate", cfg.Rate, "pool_rate", cfg.PoolRate, "seed", cfg.Seed)
 	// The load runs for Duration, longer if the schedule has not injected
@@ -129,8 +130,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}()
 	progressDone := make(chan struct{})
 	go func() { defer close(progressDone); progress(loadCtx, &cfg, l, f, t0) }()
+	pr := newProber(c, l, &cfg, spaces)
+	proberDone := make(chan struct{})
+	go func() { defer close(proberDone); pr.run(loadCtx) }()
 	fwg.Wait()
 	<-progressDone
+	<-proberDone
 	end := l.stopAt.Load()
 	if end == 0 {
 		end = time.Now().UnixNano()
@@ -138,7 +143,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	f.mu.Lock()
 	f.results = append(f.results, ot.results...)
 	f.mu.Unlock()
-	return buildReport(ctx, &cfg, c, l, f, spaces, ot, t0, time.Unix(0, end)), nil
+	return buildReport(ctx, &cfg, c, l, f, pr, spaces, ot, t0, time.Unix(0, end)), nil
 }
 
 // addKinds sets up what the clients ask for: per tag singles and batches,
@@ -160,6 +165,7 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 		}
 		k := &kind{name: name, subject: subject, batch: batch, pool: isPool, engine: eng, space: space(sp),
 			weight: weight, stats: newKindStats(start), subj: subj[subject], client: strings.HasPrefix(subject, clientPrefix)}
+		k.class = classOf(k)
 		if isPool {
 			l.pools = append(l.pools, k)
 			return
@@ -196,6 +202,23 @@ func addKinds(l *load, cfg *Config, t0 time.Time) map[string]*idSpace {
 		add(pool.SnowflakeSubject+" take", pool.SnowflakeSubject, engPool, "snowflake", false, true, 0)
 	}
 	return spaces
+}
+
+// classOf is the availability class of a kind of request.
+func classOf(k *kind) int {
+	switch {
+	case k.pool:
+		return clsPool
+	case k.engine == engMono:
+		return clsMono
+	case k.client && k.engine == engSnowflake:
+		return clsClientSnowflake
+	case k.client:
+		return clsClientSegment
+	case k.engine == engSnowflake:
+		return clsSnowflake
+	}
+	return clsSegment
 }
 
 // waitPools waits until each pool stream and consumer exists, so the first
@@ -264,25 +287,94 @@ type faulter struct {
 	spaces map[string]*idSpace // where ids taken by the harness itself go
 	cycled chan struct{}       // closed once each fault was injected (or the run ends)
 	late   atomic.Bool         // the first cycle ran past Duration's cool-down
-	counts map[string]int      // injections so far, by kind
 
 	mu      sync.Mutex
-	now     string
+	now     []string       // the fault under way in each lane, "" none
+	counts  map[string]int // injections so far, by kind
 	results []*FaultResult
+}
+
+// intN is f.rng.IntN for the lanes, which draw at the same time.
+func (f *faulter) intN(n int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rng.IntN(n)
+}
+
+// pickLeafd picks a main leafd at random among cand (nil: all) that no
+// other lane's fault holds, waiting for one if all are held, and holds it:
+// the caller unlocks its busy.
+func (f *faulter) pickLeafd(ctx context.Context, cand []int) int {
+	if cand == nil {
+		for i := range f.c.leafds {
+			cand = append(cand, i)
+		}
+	}
+	for {
+		start := f.intN(len(cand))
+		for k := range cand {
+			i := cand[(start+k)%len(cand)]
+			if f.c.leafds[i].busy.TryLock() {
+				return i
+			}
+		}
+		if ctx.Err() != nil {
+			i := cand[start]
+			f.c.leafds[i].busy.Lock()
+			return i
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// count is how many faults of kind were injected so far.
+func (f *faulter) count(kind string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[kind]
 }
 
 func (f *faulter) current() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.now == "" {
+	var now []string
+	for _, k := range f.now {
+		if k != "" {
+			now = append(now, k)
+		}
+	}
+	if len(now) == 0 {
 		return "-"
 	}
-	return f.now
+	return strings.Join(now, "+")
 }
 
-// run injects the main track's faults from warm-up until the cool-down
-// before soft ends, and past it until each fault was injected once (closing
-// f.cycled then). A fault under way is finished under ctx.
+// lanes splits the main track's schedule: one lane, or with
+// Config.Overlap two that strike at the same time — lane 0 the faults that
+// freeze or restart a main leafd on a changed clock, lane 1 the rest
+// (NATS, MariaDB, ZooKeeper, the network, more hosts, a leafd killed), so
+// that the lanes take about as long. No two faults act on one leafd at
+// once (pickLeafd); NATS, MariaDB and ZooKeeper are struck by lane 1
+// only.
+func lanes(faults []string, overlap bool) [][]string {
+	if !overlap {
+		return [][]string{faults}
+	}
+	out := make([][]string, 2)
+	for _, k := range faults {
+		lane := 1
+		switch {
+		case k == FaultFreezeLeafdKV, k == FaultFreezeLeafdZK, strings.HasPrefix(k, "clock-"):
+			lane = 0
+		}
+		out[lane] = append(out[lane], k)
+	}
+	return out
+}
+
+// run injects the main track's faults, lane by lane at the same time
+// (lanes), and closes f.cycled once every lane injected each of its faults
+// (or the run ends).
 func (f *faulter) run(soft, ctx context.Context) {
 	defer func() {
 		select {
@@ -291,19 +383,53 @@ func (f *faulter) run(soft, ctx context.Context) {
 			close(f.cycled)
 		}
 	}()
-	if len(f.faults) == 0 {
+	f.counts = map[string]int{}
+	ls := lanes(f.faults, f.cfg.Overlap)
+	f.now = make([]string, len(ls))
+	var wg sync.WaitGroup
+	cycled := make([]chan struct{}, len(ls))
+	for i, faults := range ls {
+		cycled[i] = make(chan struct{})
+		wg.Add(1)
+		go func() { defer wg.Done(); f.lane(soft, ctx, i, faults, cycled[i]) }()
+	}
+	for _, ch := range cycled {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-f.cycled:
+	default:
+		close(f.cycled)
+	}
+	wg.Wait()
+}
+
+// lane injects faults from warm-up until the cool-down before soft ends,
+// and past it until each was injected once (closing cycled then). A fault
+// under way is finished under ctx.
+func (f *faulter) lane(soft, ctx context.Context, lane int, faults []string, cycled chan struct{}) {
+	defer func() {
+		select {
+		case <-cycled:
+		default:
+			close(cycled)
+		}
+	}()
+	if len(faults) == 0 {
 		return
 	}
-	f.counts = map[string]int{}
 	d := f.cfg.Duration
 	warm := min(maxWarmup, d/10)
 	cool := min(maxCooldown, d/8)
-	plan := schedule(d, warm, cool, len(f.faults))
+	plan := schedule(d, warm, cool, len(faults))
 	last := f.t0.Add(d - cool)
 	var prevDone time.Time
 	for i := 0; ; i++ {
-		if i == len(f.faults) {
-			close(f.cycled)
+		if i == len(faults) {
+			close(cycled)
 		}
 		at := f.t0.Add(warm)
 		if i < len(plan) {
@@ -315,10 +441,17 @@ func (f *faulter) run(soft, ctx context.Context) {
 		if settle := prevDone.Add(f.cfg.Timeout + time.Second); at.Before(settle) {
 			at = settle
 		}
-		if i >= len(plan) && i >= len(f.faults) {
+		// Judged runs give each fault its recovery time and goalSustain
+		// more of calm before the next one strikes.
+		if f.cfg.Goals && i > 0 {
+			if settle := prevDone.Add(recoveryGoal(faults[(i-1)%len(faults)]) + goalSustain + f.cfg.Timeout); at.Before(settle) {
+				at = settle
+			}
+		}
+		if i >= len(plan) && i >= len(faults) {
 			return
 		}
-		if i >= len(f.faults) { // the first cycle is done: only within Duration
+		if i >= len(faults) { // the first cycle is done: only within Duration
 			select {
 			case <-soft.Done():
 				return
@@ -337,23 +470,24 @@ func (f *faulter) run(soft, ctx context.Context) {
 				f.late.Store(true)
 			}
 		}
-		kind := f.faults[i%len(f.faults)]
-		r := &FaultResult{Kind: kind, Track: trackMain, at: time.Now()}
+		kind := faults[i%len(faults)]
+		r := &FaultResult{Kind: kind, Track: trackMain, Lane: lane, at: time.Now()}
 		r.InFlight = f.l.inflight.Load()
+		f.l.strikes.Add(1)
 		f.mu.Lock()
-		f.now = kind
+		f.now[lane] = kind
 		f.results = append(f.results, r)
 		f.mu.Unlock()
-		f.cfg.Logger.Info("chaos: fault", "kind", kind, "at", time.Since(f.t0).Round(time.Millisecond))
+		f.cfg.Logger.Info("chaos: fault", "kind", kind, "lane", lane, "at", time.Since(f.t0).Round(time.Millisecond))
 		if err := f.inject(ctx, kind, r); err != nil {
 			r.Error = err.Error()
 			f.c.problem("fault %s: %v", kind, err)
 		}
-		f.counts[kind]++
 		r.done = time.Now()
 		prevDone = r.done
 		f.mu.Lock()
-		f.now = ""
+		f.counts[kind]++
+		f.now[lane] = ""
 		f.mu.Unlock()
 	}
 }
@@ -379,7 +513,12 @@ func estimate(cfg *Config, faults []string) time.Duration {
 	var t time.Duration
 	for _, f := range faults {
 		t += cfg.Timeout + time.Second + 10*time.Second
+		if cfg.Goals {
+			t += recoveryGoal(f) + goalSustain
+		}
 		switch {
+		case f == FaultKillNATS:
+			t += natsDownFor
 		case f == FaultPauseDB:
 			t += cfg.DBPause
 		case strings.HasPrefix(f, "freeze-"):
@@ -397,7 +536,8 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 	c := f.c
 	switch kind {
 	case FaultKillLeafd:
-		i := f.rng.IntN(len(c.leafds))
+		i := f.pickLeafd(ctx, nil)
+		defer c.leafds[i].busy.Unlock()
 		r.Target = c.leafds[i].name
 		c.leafds[i].kill9()
 		return f.restartChecked(ctx, i, r, 0)
@@ -411,7 +551,7 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		r.pauseTo = time.Now()
 		return syscall.Kill(c.dbPID, syscall.SIGCONT)
 	case FaultKillNATS:
-		i := f.rng.IntN(len(c.nats))
+		i := f.intN(len(c.nats))
 		r.Target = c.nats[i].name
 		c.nats[i].kill9()
 		sleep(ctx, natsDownFor)
@@ -435,7 +575,8 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		if kind == FaultClockBack1 || kind == FaultClockBack10 {
 			by = -by
 		}
-		i := f.rng.IntN(len(c.leafds))
+		i := f.pickLeafd(ctx, nil)
+		defer c.leafds[i].busy.Unlock()
 		l := c.leafds[i]
 		step := fmt.Sprintf("%v@%v", by, clockStepAfter)
 		if by > 0 {
@@ -449,7 +590,7 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		// Hold until the step has happened and the node's clock has
 		// caught up with the time it used, then put it back on the real
 		// clock (so later restarts pass the peer clock check).
-		hold := clockStepAfter - time.Duration(r.Recovery*float64(time.Second)) + by.Abs() + 3*time.Second
+		hold := clockStepAfter - time.Duration(r.Recovery*float64(time.Second)) + by.Abs() + time.Second
 		sleep(ctx, hold)
 		l.stop(10 * time.Second)
 		return f.restartChecked(ctx, i, r, 0)
@@ -458,7 +599,8 @@ func (f *faulter) inject(ctx context.Context, kind string, r *FaultResult) error
 		if kind == FaultClockFast {
 			by = clockOffset
 		}
-		i := f.rng.IntN(len(c.leafds))
+		i := f.pickLeafd(ctx, nil)
+		defer c.leafds[i].busy.Unlock()
 		l := c.leafds[i]
 		r.Target = fmt.Sprintf("%s (%s), --fault-clock-offset %v", l.name, l.registry, by)
 		l.stop(10 * time.Second)

@@ -15,17 +15,24 @@ import (
 // TestChaosShort is the quick soak: every fault kind of the model once
 // (AllFaults; the load goes on until each was injected) at 1000 req/s on a
 // real 3-node NATS cluster, MariaDB, ZooKeeper and three leafd processes,
-// with the shortest holds that still reach each fault: freezes past every
-// TTL (12s), network faults of 2s, hosts serving 4s. It fails on a
-// duplicate id, a segment id below an issued floor, a monotonic id out of
-// order, a crash or a fault that could not be injected; availability,
-// refusals and recovery are reported, not asserted.
+// with the shortest holds that still reach each fault — freezes past every
+// TTL (12s), a MariaDB pause of 3s, network faults of 1s, hosts serving 2s
+// — and the main track in two lanes at the same time (Config.Overlap:
+// freezes and clock restarts of leafds beside the rest), so that it takes
+// about 4 minutes. It fails on a duplicate id, a segment id below an
+// issued floor, a monotonic id out of order, a crash or a fault that
+// could not be injected. Availability is printed per fault and class of
+// request and not asserted but for one thing: a correct node answers
+// again once every fault has healed, so each class answers at least
+// calmMinShare of what it is asked in the calm at the end. The goals
+// (99.9% within 1 s after each fault's recovery time) are the soak's to
+// enforce (make soak): on two loaded cores a short window proves little.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos: a 5-minute soak; not in -short")
+		t.Skip("chaos: a 4-minute soak; not in -short")
 	}
 	if os.Getenv(testenv.EnvMySQLDSN) == "" && !testenv.Required() {
-		t.Skip("chaos: a 5-minute soak that runs under make test (LEAF_TEST_MYSQL_DSN unset)")
+		t.Skip("chaos: a 4-minute soak that runs under make test (LEAF_TEST_MYSQL_DSN unset)")
 	}
 	if err := chaos.Available(); err != nil {
 		if testenv.Required() {
@@ -36,13 +43,15 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	rep, err := chaos.Run(ctx, chaos.Config{
-		Duration:      150 * time.Second,
+		Duration:      90 * time.Second,
 		Rate:          1000,
 		Timeout:       1500 * time.Millisecond,
 		Freeze:        12 * time.Second,
-		DBPause:       11 * time.Second,
-		NetFor:        2 * time.Second,
-		HostsFor:      4 * time.Second,
+		DBPause:       3 * time.Second,
+		NetFor:        time.Second,
+		HostsFor:      2 * time.Second,
+		Overlap:       true,
+		OpPhase:       time.Second,
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Progress:      t.Output(),
 		ProgressEvery: 20 * time.Second,
@@ -67,4 +76,15 @@ func TestChaosShort(t *testing.T) {
 	if !rep.Pass {
 		t.Errorf("run failed: %v", rep.Failures)
 	}
+	for _, c := range rep.Calm {
+		if c.Sent >= 50 && c.OKShare() < calmMinShare {
+			t.Errorf("%s: %.1f%% of %d requests answered with ids after every fault had healed (want ≥ %.0f%%)",
+				c.Class, 100*c.OKShare(), c.Sent, 100*calmMinShare)
+		}
+	}
 }
+
+// calmMinShare: after every fault healed, a node that keeps a subject it
+// no longer answers (a subscription nothing serves) loses a third or more
+// of it; a slow moment of two loaded cores, a few percent at most.
+const calmMinShare = 0.9

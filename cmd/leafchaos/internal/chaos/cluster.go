@@ -45,6 +45,9 @@ type leafd struct {
 	// not a problem of the run.
 	tolerant atomic.Bool
 	exited   atomic.Bool
+	// busy is held by the fault acting on a main leafd (pickLeafd), so
+	// that two lanes never restart or freeze one process at once.
+	busy sync.Mutex
 }
 
 // cluster is everything the run starts. Its close stops all of it.
@@ -56,6 +59,7 @@ type cluster struct {
 	nats     []*proc
 	urls     []string // the NATS URLs leafd gets: through the proxies
 	natsAddr []string // host:port of each nats-server, for the harness's own clients
+	natsMon  []string // host:port of each nats-server's monitoring (/connz)
 	leafds   []*leafd
 	extras   []*leafd // takers and hosts, started and stopped by faults
 	dbDir    string
@@ -129,11 +133,12 @@ func goBuild(ctx context.Context, repo, out, pkg string) error {
 // the servers advertise neither their routes (a gossiped route would bypass
 // the proxies) nor their client URLs (leafd only knows the proxies).
 func (c *cluster) startNATS(ctx context.Context) error {
-	ports, err := freePorts(3 * numNATS)
+	ports, err := freePorts(4 * numNATS)
 	if err != nil {
 		return err
 	}
-	dead := ports[2*numNATS] // nothing listens there: the advertised route address
+	dead := ports[2*numNATS]
+	mon := ports[3*numNATS:] // nothing listens there: the advertised route address
 	for i := range numNATS {
 		name := fmt.Sprintf("n%d", i+1)
 		dir := filepath.Join(c.dir, "nats", name)
@@ -153,6 +158,7 @@ func (c *cluster) startNATS(ctx context.Context) error {
 		}
 		conf := fmt.Sprintf(`server_name: %q
 listen: "127.0.0.1:%d"
+http: "127.0.0.1:%d"
 jetstream {
   store_dir: %q
   max_memory_store: 256MB
@@ -165,7 +171,7 @@ cluster {
   no_advertise: true
   routes: [%s]
 }
-`, name, ports[i], filepath.Join(dir, "js"), ports[numNATS+i], dead, strings.Join(quoteAll(routes), ", "))
+`, name, ports[i], mon[i], filepath.Join(dir, "js"), ports[numNATS+i], dead, strings.Join(quoteAll(routes), ", "))
 		path := filepath.Join(dir, "nats.conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return err
@@ -175,6 +181,7 @@ cluster {
 		p.onExit = c.onExit
 		c.nats = append(c.nats, p)
 		c.natsAddr = append(c.natsAddr, fmt.Sprintf("127.0.0.1:%d", ports[i]))
+		c.natsMon = append(c.natsMon, fmt.Sprintf("127.0.0.1:%d", mon[i]))
 		addr, err := c.net.add(fmt.Sprintf("nats-%d", i+1), c.natsAddr[i])
 		if err != nil {
 			return err

@@ -39,6 +39,21 @@ type Config struct {
 	HostsFor time.Duration // how long the extra hosts serve; default 8s
 	NetFor   time.Duration // how long a network fault lasts; default 4s
 	Seed     int64         // of the clients' and the faults' randomness; default the time
+	// Goals: the run fails when, after a fault heals and the recovery
+	// time named for it has passed, fewer than 99.9% of the requests of a
+	// class are answered with ids within 1 s (see recoveryGoal), or a node
+	// says it serves what it does not answer; the schedule then leaves
+	// each fault that recovery time plus goalSustain of calm. Without it
+	// the figures are reported, not judged.
+	Goals bool
+	// Overlap runs the main track in two lanes at the same time (see
+	// lanes): each fault kind is still injected, in about half the time,
+	// but a fault's availability figures blend with the other lane's.
+	// For quick runs; it cannot go with Goals.
+	Overlap bool
+	// OpPhase: how long each phase of an operator scenario takes ids;
+	// default 2s.
+	OpPhase time.Duration
 
 	Repo     string // the leafmq checkout (scripts/, cmd/leafd); default found from the working directory up
 	WorkDir  string // everything the run writes; default a fresh temp dir, removed unless Keep
@@ -238,6 +253,9 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.OpPhase == 0 {
+		c.OpPhase = 2 * time.Second
+	}
 	if c.ProgressEvery == 0 {
 		c.ProgressEvery = 10 * time.Second
 	}
@@ -256,6 +274,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: db pause %v must be 0-10m", ErrConfig, c.DBPause)
 	case c.Freeze < time.Second || c.Freeze > 10*time.Minute || c.HostsFor < time.Second || c.NetFor < time.Second:
 		return fmt.Errorf("%w: freeze, hosts-for and net-for must be 1s-10m", ErrConfig)
+	case c.Goals && c.Overlap:
+		return fmt.Errorf("%w: availability goals are judged one fault at a time, not with overlap", ErrConfig)
+	case c.OpPhase < 500*time.Millisecond || c.OpPhase > time.Minute:
+		return fmt.Errorf("%w: op phase %v must be 500ms-1m", ErrConfig, c.OpPhase)
 	case c.Step < 1 || c.Step > segment.MaxStep:
 		return fmt.Errorf("%w: step %d", ErrConfig, c.Step)
 	case c.MaxStep < 1 || c.MaxStep > segment.MaxStep:

@@ -31,10 +31,12 @@
 // The main track strikes the main cluster one fault at a time, spread
 // evenly from a warm-up to a cool-down, cycling through the main faults of
 // Config.Faults; the load goes on past Duration until each was injected
-// once. The faults (constants Fault…):
+// once. With Config.Overlap (quick runs) it runs as two lanes at the same
+// time: the faults that stop or restart a main leafd, and the rest. The
+// faults (constants Fault…):
 //
 //   - crash: kill -9 of a random leafd (restarted with the same flags), of a
-//     nats-server (restarted a few seconds later), of ZooKeeper (started
+//     nats-server (restarted 9 s later, on its data), of ZooKeeper (started
 //     again on the same port and data);
 //   - freeze, SIGSTOP for Config.Freeze (past the KV claim TTL and the
 //     ZooKeeper session timeout, 10 s each) then SIGCONT: MariaDB
@@ -86,8 +88,37 @@
 // share answered, the longest time without a successful answer and the
 // errors by code (400, 404, 503, 500, timeout, no_responders, bad_reply,
 // pool_empty, pool_used); per tag the ids in each time window (the trend);
-// and per fault the requests in flight when it struck, the failures it
-// cost and when they ended.
+// per fault the requests in flight when it struck, the failures it
+// cost and when they ended; and the availability figures below.
+//
+// # Availability
+//
+// Every request is also counted by class (bare segment, bare snowflake,
+// segment, snowflake and the monotonic tag through the Go client, pool
+// takes) and by the 100 ms in which it was sent: ids, ids within 1 s, an
+// error answer (a wire code, no responders, an empty pool) or silence (no
+// answer within the deadline); a request in flight when a fault struck
+// counts apart. For each fault of the main track and each class the
+// report has the share answered during the fault (strike to heal: the
+// process back, the link open), after its heal, and the recovery: from
+// the heal to the first moment from which 99.9% of the requests sent in
+// the next 5 s (before the next fault of its lane) got ids within 1 s. Each fault kind has a
+// recovery time it is held to (recoveryGoal: claim TTL + --lease-ahead
+// where a worker claim can lapse, 5 s where none can); with Config.Goals
+// (make soak) the run fails when a class answers under 99.9% within 1 s
+// from that time on, and the schedule leaves each fault that time and
+// goalSustain more before the next one.
+//
+// A prober asks each main leafd every second, one by one, whether it says
+// it serves (/readyz, its answer to leaf.admin.status, in the snowflake
+// queue group or not) and whether it does: one segment and one snowflake
+// id from the node itself (its Leaf HTTP API), and, from every
+// nats-server's /connz, the queue subscriptions its connections hold — a
+// subscription held twice takes its share of the queue group's requests
+// whether or not anything answers them. The report has, per node, the
+// rounds in which it said it serves and did not, in faults and after
+// them; with Goals, two such rounds in a row outside every fault fail the
+// run. The ids the prober takes are checked like every other.
 //
 // # Lifecycle
 //

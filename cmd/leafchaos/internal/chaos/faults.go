@@ -102,7 +102,7 @@ func (f *faulter) injectMore(ctx context.Context, kind string, r *FaultResult) e
 	case FaultFreezeLeafdKV, FaultFreezeLeafdZK:
 		return f.freezeLeafd(ctx, kind, r)
 	case FaultFreezeNATS:
-		i := f.rng.IntN(len(c.nats))
+		i := f.intN(len(c.nats))
 		r.Target = fmt.Sprintf("%s for %v", c.nats[i].name, f.cfg.Freeze)
 		pid := c.nats[i].pid()
 		if pid == 0 {
@@ -154,7 +154,8 @@ func (f *faulter) freezeLeafd(ctx context.Context, kind string, r *FaultResult) 
 	if len(cand) == 0 {
 		return fmt.Errorf("no leafd on registry %s", want)
 	}
-	i := cand[f.rng.IntN(len(cand))]
+	i := f.pickLeafd(ctx, cand)
+	defer c.leafds[i].busy.Unlock()
 	l := c.leafds[i]
 	pid := l.pid()
 	if pid == 0 {
@@ -305,7 +306,7 @@ func (f *faulter) hosts(ctx context.Context, kind string, r *FaultResult) error 
 		case FaultHostsZKNA:
 			args = append(args, "--worker-registry", "zk", "--zk", c.leafdZK, "--zk-name", "leafchaos")
 		}
-		dir := filepath.Join(c.dir, "hosts", fmt.Sprintf("%s-%d-%s", kind, f.counts[kind], host))
+		dir := filepath.Join(c.dir, "hosts", fmt.Sprintf("%s-%d-%s", kind, f.count(kind), host))
 		hs = append(hs, c.newExtra(fmt.Sprintf("host-%s", host), dir, fmt.Sprintf("%s:%d", host, port), args))
 	}
 	r.Target = fmt.Sprintf("leafd on 127.0.0.2 and 127.0.0.3, --http <host>:%d, identical flags (%s)", port, strings.TrimPrefix(kind, "hosts-"))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -98,6 +99,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad max step", cfg: Config{Repo: "/x", MaxStep: -1}, err: ErrConfig},
 		{name: "freeze too short", cfg: Config{Repo: "/x", Freeze: time.Millisecond}, err: ErrConfig},
 		{name: "net fault too short", cfg: Config{Repo: "/x", NetFor: time.Millisecond}, err: ErrConfig},
+		{name: "goals with overlap", cfg: Config{Repo: "/x", Goals: true, Overlap: true}, err: ErrConfig},
+		{name: "op phase too short", cfg: Config{Repo: "/x", OpPhase: time.Millisecond}, err: ErrConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,6 +173,27 @@ func TestSchedule(t *testing.T) {
 				t.Errorf("last fault at %v, in the cool-down", last)
 			}
 		})
+	}
+}
+
+func TestLanes(t *testing.T) {
+	main, _ := splitFaults(AllFaults)
+	if got := lanes(main, false); len(got) != 1 || !slices.Equal(got[0], main) {
+		t.Errorf("one lane = %v", got)
+	}
+	got := lanes(main, true)
+	if len(got) != 2 || len(got[0])+len(got[1]) != len(main) {
+		t.Fatalf("two lanes = %v", got)
+	}
+	for _, k := range got[0] {
+		if !strings.HasPrefix(k, "freeze-leafd-") && !strings.HasPrefix(k, "clock-") {
+			t.Errorf("lane 0 has %s: it must only freeze or restart main leafds", k)
+		}
+	}
+	for _, k := range got[1] {
+		if strings.HasPrefix(k, "freeze-leafd-") || strings.HasPrefix(k, "clock-") {
+			t.Errorf("lane 1 has %s", k)
+		}
 	}
 }
 
@@ -264,7 +288,7 @@ func TestSummarize(t *testing.T) {
 		{Kind: "kill-leafd", Injected: 2, Requests: 200, Answered: 196, AnsweredShare: 0.98, Duplicates: 4, Refusals: 1, Errors: 1},
 		{Kind: "op-sql-row-del", Injected: 1, Requests: 50, Answered: 20, AnsweredShare: 0.4, Refusals: 30, FloorViolations: 2},
 	}
-	if !slices.Equal(got, want) {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("summarize = %+v\nwant %+v", got, want)
 	}
 }

@@ -28,6 +28,7 @@ type kind struct {
 	pool    bool // pool.Take of subject
 	client  bool // through the Go client (retries, failover), without prefetch
 	engine  int
+	class   int // clsSegment…: the row of the availability figures
 	space   *idSpace
 	weight  int
 	stats   *kindStats // of this kind
@@ -45,6 +46,10 @@ type load struct {
 	pools   []*kind          // pool kinds, taken in turn
 	total   int              // sum of weights
 	tl      *timeline
+	av      *availTL
+	// strikes counts the faults struck so far: a request that sees it
+	// change between its send and its answer was in flight when one struck.
+	strikes atomic.Int64
 
 	errMu   sync.Mutex
 	errLog  []failure // every failure, up to maxFailures
@@ -210,6 +215,7 @@ func (l *load) request(nc *nats.Conn, k *kind, n int, buf []int64) []int64 {
 	k.stats.sent.Add(1)
 	k.subj.sent.Add(1)
 	l.inflight.Add(1)
+	strikes := l.strikes.Load()
 	sent := time.Now().UnixNano()
 	reply, err := nc.RequestMsg(msg, l.cfg.Timeout)
 	done := time.Now().UnixNano()
@@ -233,7 +239,7 @@ func (l *load) request(nc *nats.Conn, k *kind, n int, buf []int64) []int64 {
 			code = CodeBadReply
 		}
 	}
-	l.outcome(k, sent, done, code, err, buf)
+	l.outcome(k, sent, done, strikes, code, err, buf)
 	return buf
 }
 
@@ -248,6 +254,7 @@ func (l *load) viaClient(cl *client.Client, k *kind, n int, buf []int64) []int64
 	k.stats.sent.Add(1)
 	k.subj.sent.Add(1)
 	l.inflight.Add(1)
+	strikes := l.strikes.Load()
 	sent := time.Now().UnixNano()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*l.cfg.Timeout)
 	var ids []int64
@@ -285,7 +292,7 @@ func (l *load) viaClient(cl *client.Client, k *kind, n int, buf []int64) []int64
 	default:
 		code = CodeOther
 	}
-	l.outcome(k, sent, done, code, err, buf)
+	l.outcome(k, sent, done, strikes, code, err, buf)
 	return buf
 }
 
@@ -294,6 +301,7 @@ func (l *load) take(ctx context.Context, js jetstream.JetStream, k *kind) {
 	k.stats.sent.Add(1)
 	k.subj.sent.Add(1)
 	l.inflight.Add(1)
+	strikes := l.strikes.Load()
 	sent := time.Now().UnixNano()
 	// Not ctx: a take under way finishes (or its batch would be a gap
 	// counted as a failure); the wait bounds it.
@@ -319,7 +327,7 @@ func (l *load) take(ctx context.Context, js jetstream.JetStream, k *kind) {
 	default:
 		code = CodeOther
 	}
-	l.outcome(k, sent, done, code, err, ids)
+	l.outcome(k, sent, done, strikes, code, err, ids)
 }
 
 // failure is one failed request, for the per-fault breakdown.
@@ -332,7 +340,10 @@ type failure struct {
 // maxFailures bounds the failure log (a dead cluster fails every request).
 const maxFailures = 500_000
 
-func (l *load) outcome(k *kind, sent, done int64, code string, err error, ids []int64) {
+// outcome records a request sent at unix ns sent and answered (or given
+// up) at done; strikes is l.strikes as it was when it was sent.
+func (l *load) outcome(k *kind, sent, done, strikes int64, code string, err error, ids []int64) {
+	l.av.record(k.class, sent, done, code, l.strikes.Load() != strikes)
 	if code != "" {
 		msg := ""
 		if err != nil {

@@ -224,7 +224,7 @@ func (f *faulter) net(ctx context.Context, fault string, r *FaultResult) error {
 	if !ok {
 		return fmt.Errorf("unknown fault %q", fault)
 	}
-	k := f.rng.IntN(numNATS)
+	k := f.intN(numNATS)
 	proxies := linkProxies(link, k)
 	r.Target = fmt.Sprintf("%s on %s for %v", kind, strings.Join(proxies, ","), f.cfg.NetFor)
 	n := f.c.net

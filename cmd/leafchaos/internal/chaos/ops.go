@@ -33,10 +33,9 @@ const (
 )
 
 const (
-	opPhase   = 2 * time.Second // each phase of an operator scenario takes ids this long
-	opStep    = 100             // step of an operator scenario's tag: many ranges in a short phase
-	opZKName  = "leafchaos-op"  // the operator track's --zk-name
-	opWorkers = 4               // request workers of a phase
+	opStep    = 100            // step of an operator scenario's tag: many ranges in a short phase
+	opZKName  = "leafchaos-op" // the operator track's --zk-name
+	opWorkers = 4              // request workers of a phase
 	// opRestartLatency is how far (each way) node 1 of op-kv-bucket-restart
 	// is from NATS: its restart then takes seconds.
 	opRestartLatency = 50 * time.Millisecond
@@ -403,7 +402,7 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 	if o.startAll(ctx, nodes, r) == 0 {
 		return errors.New("no node started before the act")
 	}
-	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, false, r)
+	o.phase(ctx, o.nc, tag, spec.registry, o.cfg.OpPhase, 0, false, r)
 	if kind == FaultOpKVBucketRestart {
 		// Node 2 leaves: only the restarting node 1 remembers the tag.
 		nodes[1].stop(10 * time.Second)
@@ -435,7 +434,7 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 		nodes = append(nodes, l)
 		o.startAll(ctx, nodes[2:], r)
 	}
-	o.phase(ctx, o.nc, tag, spec.registry, opPhase, 0, true, r)
+	o.phase(ctx, o.nc, tag, spec.registry, o.cfg.OpPhase, 0, true, r)
 	heal() // the restarts below as in every scenario
 	before, berr := o.floor(ctx, spec.store, tag)
 	stopAll(nodes)
@@ -462,7 +461,7 @@ func (o *opTrack) scenario(ctx context.Context, kind string, r *FaultResult) err
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("floor of %s after the act: %d", tag, floor))
 	if o.startAll(ctx, nodes, r) > 0 {
-		o.phase(ctx, o.nc, tag, spec.registry, opPhase, floor, true, r)
+		o.phase(ctx, o.nc, tag, spec.registry, o.cfg.OpPhase, floor, true, r)
 	}
 	return nil
 }
@@ -532,7 +531,11 @@ func (o *opTrack) floor(ctx context.Context, store, tag string) (int64, error) {
 	if store == "mysql" {
 		var m int64
 		err := o.retryDB(ctx, func(ctx context.Context) error {
-			return o.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m)
+			err := o.db.QueryRowContext(ctx, "SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", tag).Scan(&m)
+			if errors.Is(err, sql.ErrNoRows) { // deleted by the act: an answer, not a database to wait for
+				m, err = 0, nil
+			}
+			return err
 		})
 		return m, err
 	}
@@ -706,17 +709,17 @@ func (o *opTrack) sharedData(ctx context.Context, tag string, r *FaultResult) er
 	if nc1 == nil {
 		return errors.New("cannot connect to the first node's NATS")
 	}
-	o.phase(ctx, nc1, tag, "kv-shared", opPhase, 0, false, r)
+	o.phase(ctx, nc1, tag, "kv-shared", o.cfg.OpPhase, 0, false, r)
 	// The act: a second leafd on the same directory.
 	var wg sync.WaitGroup
 	if _, err := o.c.startExtra(ctx, nodes[1], 1); err != nil {
 		r.Refusals++
 		r.Notes = append(r.Notes, nodes[1].name+" refused to start: "+firstLine(err.Error()))
-		o.phase(ctx, nc1, tag, "kv-shared", opPhase, 0, true, r)
+		o.phase(ctx, nc1, tag, "kv-shared", o.cfg.OpPhase, 0, true, r)
 	} else if nc2 := connect(urls[1]); nc2 != nil {
 		wg.Add(2)
-		go func() { defer wg.Done(); o.phase(ctx, nc1, tag, "kv-shared", opPhase, 0, true, r) }()
-		go func() { defer wg.Done(); o.phase(ctx, nc2, tag, "kv-shared", opPhase, 0, true, r) }()
+		go func() { defer wg.Done(); o.phase(ctx, nc1, tag, "kv-shared", o.cfg.OpPhase, 0, true, r) }()
+		go func() { defer wg.Done(); o.phase(ctx, nc2, tag, "kv-shared", o.cfg.OpPhase, 0, true, r) }()
 		wg.Wait()
 	}
 	stopAll(nodes)
@@ -727,6 +730,6 @@ func (o *opTrack) sharedData(ctx context.Context, tag string, r *FaultResult) er
 		r.Notes = append(r.Notes, nodes[0].name+" refused to start again: "+firstLine(err.Error()))
 		return nil
 	}
-	o.phase(ctx, nc1, tag, "kv-shared", opPhase, floor, true, r)
+	o.phase(ctx, nc1, tag, "kv-shared", o.cfg.OpPhase, floor, true, r)
 	return nil
 }

@@ -54,7 +54,28 @@ type Report struct {
 	Faults   []*FaultResult `json:"faults"`
 	ByKind   []KindSummary  `json:"by_fault_kind"`
 	Problems []string       `json:"problems"` // unexpected exits, faults that could not be injected
+	// Nodes: each main leafd asked one by one, every second, whether it
+	// says it serves and whether it does (prober).
+	Nodes []NodeReport `json:"nodes"`
+	// Goals: the availability goals were enforced (Config.Goals); else
+	// GoalMisses are reported only.
+	Goals      bool     `json:"goals_enforced"`
+	GoalMisses []string `json:"goal_misses"`
+	// Calm: by class of request, what was sent from CalmFromS — calmAfter
+	// past the heal of the main track's last fault — to the end of the load.
+	CalmFromS float64      `json:"calm_from_s"`
+	Calm      []ClassShare `json:"calm"`
 }
+
+// ClassShare is one class of request over a stretch of time.
+type ClassShare struct {
+	Class string `json:"class"`
+	Share
+}
+
+// calmAfter: the calm at the end of a run is counted from this long after
+// the last heal.
+const calmAfter = 5 * time.Second
 
 // SpaceReport is one id space: a segment tag or snowflake.
 type SpaceReport struct {
@@ -100,6 +121,10 @@ type KindSummary struct {
 	Refusals        int64 `json:"refusals"`
 	FloorViolations int64 `json:"floor_violations"`
 	Errors          int   `json:"injection_errors"`
+	// GoalS is the recovery time named for the kind (recoveryGoal);
+	// Avail its figures by class of request (main track only).
+	GoalS float64     `json:"recovery_goal_s,omitempty"`
+	Avail []KindAvail `json:"availability,omitempty"`
 }
 
 // FaultResult is one injected fault and what the clients saw around it.
@@ -149,6 +174,18 @@ type FaultResult struct {
 	Notes           []string `json:"notes,omitempty"`
 	// Answered: for an operator fault, its own requests answered.
 	Answered int64 `json:"answered,omitempty"`
+	// HealS: the fault healed (the process back, the link open) this long
+	// after it struck; GoalS: the recovery time named for it; Avail: by
+	// class of request, during it and after its heal (main track only).
+	HealS float64 `json:"heal_s,omitempty"`
+	// Lane: with Config.Overlap, 0 for the faults of leafd processes, 1
+	// for the infrastructure's; Overlapped: the other lane's faults that
+	// struck between this one and the next of its lane (their figures
+	// blend).
+	Lane       int          `json:"lane,omitempty"`
+	Overlapped []string     `json:"overlapped,omitempty"`
+	GoalS      float64      `json:"recovery_goal_s,omitempty"`
+	Avail      []ClassAvail `json:"availability,omitempty"`
 
 	at, done           time.Time
 	pauseFrom, pauseTo time.Time
@@ -161,10 +198,10 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *faulter, spaces map[string]*idSpace, ops *opTrack, t0, end time.Time) *Report {
+func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *faulter, pr *prober, spaces map[string]*idSpace, ops *opTrack, t0, end time.Time) *Report {
 	r := &Report{Started: t0, DurationS: end.Sub(t0).Seconds(), Rate: cfg.Rate, PoolRate: max(cfg.PoolRate, 0),
 		Seed: cfg.Seed, DBPauseS: cfg.DBPause.Seconds(), Errors: map[string]int64{}, Dropped: l.dropped.Load(),
-		Failures: []string{}, Problems: []string{}}
+		Failures: []string{}, Problems: []string{}, Goals: cfg.Goals, GoalMisses: []string{}}
 	if cfg.Keep {
 		r.WorkDir = c.dir
 	}
@@ -277,6 +314,20 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		if fr.done.IsZero() {
 			fr.done = end
 		}
+		laneNext := end
+		for _, nx := range mainRes[i+1:] {
+			if nx.Lane == fr.Lane {
+				laneNext = nx.at
+				break
+			}
+		}
+		fr.Overlapped = nil
+		for _, o := range mainRes {
+			if o.Lane != fr.Lane && o.at.Before(laneNext) && (o.done.IsZero() || o.done.After(fr.at)) {
+				fr.Overlapped = append(fr.Overlapped, o.Kind)
+			}
+		}
+		availability(l.av, fr, laneNext)
 		from, upTo := fr.at.UnixNano(), to.UnixNano()
 		fr.AtS = fr.at.Sub(t0).Seconds()
 		fr.TookS = fr.done.Sub(fr.at).Seconds()
@@ -325,7 +376,23 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		if !fr.pauseFrom.IsZero() {
 			a, b := fr.pauseFrom.UnixNano(), fr.pauseTo.UnixNano()
 			fr.PauseSegmentSent = tl.sum(tl.sentOK[engSegment], a, b) + tl.sum(tl.sentKO[engSegment], a, b)
+			// Sent is counted to the timeline's resolution, failures
+			// exactly: a short pause can count more failures than sends.
+			fr.PauseSegmentSent = max(fr.PauseSegmentSent, fr.PauseSegmentFailed)
 			fr.PauseShare = 1 - ratio(fr.PauseSegmentFailed, fr.PauseSegmentSent)
+		}
+	}
+	calm := t0
+	for _, fr := range mainRes {
+		if fr.done.After(calm) {
+			calm = fr.done
+		}
+	}
+	calm = calm.Add(calmAfter)
+	r.CalmFromS = calm.Sub(t0).Seconds()
+	for c := range numClasses {
+		if sh := l.av.sum(c, calm.UnixNano(), end.UnixNano()); sh.Sent > 0 {
+			r.Calm = append(r.Calm, ClassShare{Class: classNames[c], Share: sh})
 		}
 	}
 	for _, fr := range r.Faults {
@@ -337,6 +404,23 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		r.Refusals += fr.Refusals
 	}
 	r.ByKind = summarize(r.Faults)
+	// The nodes, one by one: a lie counts apart while a fault or its
+	// recovery time lasts.
+	r.Nodes = pr.report(t0, func(t int64) bool {
+		for _, fr := range mainRes {
+			if t >= fr.at.UnixNano() && t < fr.done.Add(recoveryGoal(fr.Kind)).UnixNano() {
+				return true
+			}
+		}
+		return false
+	})
+	r.GoalMisses = append(r.GoalMisses, goalFailures(mainRes)...)
+	for _, n := range r.Nodes {
+		for _, check := range slices.Sorted(maps.Keys(n.Persistent)) {
+			r.GoalMisses = append(r.GoalMisses, fmt.Sprintf("node %s said it serves %s and did not answer it in %d rounds in a row outside every fault",
+				n.Node, check, n.Persistent[check]+1))
+		}
+	}
 	if unblamed > 0 {
 		r.ByKind = append(r.ByKind, KindSummary{Kind: "(before any fault)", Duplicates: unblamed})
 	}
@@ -371,6 +455,9 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 	if r.OK == 0 {
 		r.Failures = append(r.Failures, "no request succeeded")
 	}
+	if cfg.Goals && len(r.GoalMisses) > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d availability goals missed", len(r.GoalMisses)))
+	}
 	r.Pass = len(r.Failures) == 0
 	return r
 }
@@ -395,6 +482,7 @@ func summarize(faults []*FaultResult) []KindSummary {
 		} else {
 			s.Answered += fr.Sent - min(fr.Failed, fr.Sent)
 		}
+		s.GoalS = fr.GoalS
 		s.Duplicates += fr.Duplicates
 		s.Refusals += fr.Refusals
 		s.FloorViolations += fr.FloorViolations
@@ -404,6 +492,13 @@ func summarize(faults []*FaultResult) []KindSummary {
 	}
 	for i := range out {
 		out[i].AnsweredShare = ratio(out[i].Answered, out[i].Requests)
+		var of []*FaultResult
+		for _, fr := range faults {
+			if fr.Kind == out[i].Kind {
+				of = append(of, fr)
+			}
+		}
+		out[i].Avail = summarizeAvail(of)
 	}
 	return out
 }
@@ -488,6 +583,10 @@ func (r *Report) WriteText(w io.Writer) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	r.writeByKind(w)
+	fmt.Fprintln(w)
+	r.writeAvail(w)
+	fmt.Fprintln(w)
+	r.writeNodes(w)
 	for _, f := range r.Faults {
 		for _, ex := range f.FloorExamples {
 			fmt.Fprintf(w, "FLOOR: %s at %.1fs: %s\n", f.Kind, f.AtS, ex)
@@ -506,6 +605,107 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "PROBLEM: %s\n", p)
 	}
+}
+
+// writeAvail prints, per fault kind of the main track and class of
+// request, the share answered with ids during the fault, the worst
+// recovery after its heal, and what the silent and refused requests were.
+func (r *Report) writeAvail(w io.Writer) {
+	fmt.Fprintf(w, "availability by fault kind: ids answered during the fault (from the strike to the heal) / recovery: from the heal until %.1f%% are\n", 100*goalShare)
+	fmt.Fprintf(w, "answered with ids within %v for %v (worst injection; '>' not within the window to the next fault); goal: the recovery time named for the fault\n", goalLatency, recoverySustain)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "fault kind\theal\tgoal")
+	for _, c := range classNames {
+		fmt.Fprintf(tw, "\t%s", c)
+	}
+	fmt.Fprintln(tw, "\tmeanwhile (not ids: refused / silent)\tafter goal")
+	heal := map[string]float64{}
+	window := map[string]float64{}
+	overlapped := map[string]bool{}
+	for _, f := range r.Faults {
+		heal[f.Kind] = max(heal[f.Kind], f.HealS)
+		window[f.Kind] = max(window[f.Kind], f.WindowS-f.HealS)
+		overlapped[f.Kind] = overlapped[f.Kind] || len(f.Overlapped) > 0
+	}
+	for _, k := range r.ByKind {
+		if len(k.Avail) == 0 {
+			continue
+		}
+		name := k.Kind
+		if overlapped[k.Kind] {
+			name += " *"
+		}
+		fmt.Fprintf(tw, "%s\t%.1fs\t%.0fs", name, heal[k.Kind], k.GoalS)
+		var refused, silent int64
+		judged, missed := 0, 0
+		for _, c := range classNames {
+			i := slices.IndexFunc(k.Avail, func(a KindAvail) bool { return a.Class == c })
+			if i < 0 {
+				fmt.Fprint(tw, "\t-")
+				continue
+			}
+			a := k.Avail[i]
+			refused += a.During.Refused
+			silent += a.During.Silent
+			judged += a.Judged
+			missed += a.GoalMissed
+			rec := fmt.Sprintf("%.1fs", a.MaxRecoveryS)
+			if a.Unrecovered > 0 {
+				rec = fmt.Sprintf(">%.1fs", window[k.Kind])
+			}
+			fmt.Fprintf(tw, "\t%.1f%% / %s", 100*a.During.OKShare(), rec)
+		}
+		verdict := "not judged"
+		if judged > 0 {
+			verdict = "met"
+			if missed > 0 {
+				verdict = fmt.Sprintf("MISSED %d of %d", missed, judged)
+			}
+		}
+		fmt.Fprintf(tw, "\t%d / %d\t%s\n", refused, silent, verdict)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "after the last heal (from %.1fs to the end):", r.CalmFromS)
+	for _, c := range r.Calm {
+		fmt.Fprintf(w, " %s %.2f%% of %d", c.Class, 100*c.OKShare(), c.Sent)
+	}
+	fmt.Fprintln(w)
+	for _, k := range r.ByKind {
+		if overlapped[k.Kind] {
+			fmt.Fprintln(w, "* another fault struck in its window (--overlap): the figures blend both")
+			break
+		}
+	}
+	for _, m := range r.GoalMisses {
+		fmt.Fprintf(w, "GOAL: %s\n", m)
+	}
+}
+
+// writeNodes prints what the prober found of each node.
+func (r *Report) writeNodes(w io.Writer) {
+	fmt.Fprintln(w, "nodes asked one by one (every second: /readyz, leaf.admin.status, a segment and a snowflake id from the node, its queue subscriptions in /connz):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "node\trounds\tready\tsaid it serves, did not: in faults\twhen healed\ttwo rounds in a row")
+	for _, n := range r.Nodes {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", n.Node, n.Rounds, n.ReadyRounds, counts(n.LiesInFaults), counts(n.LiesHealed), counts(n.Persistent))
+	}
+	_ = tw.Flush()
+	for _, n := range r.Nodes {
+		for _, ex := range n.Examples {
+			fmt.Fprintf(w, "  %s: %s\n", n.Node, ex)
+		}
+	}
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
 }
 
 // writeByKind prints the per-kind table.
