@@ -92,6 +92,18 @@ type ClaimTTLer interface {
 	ClaimTTL() time.Duration
 }
 
+// StopRecorder is implemented by a Registry that keeps a stop record
+// (LeaseFile): at a graceful stop, the last time the worker used. A
+// restart of the same worker id on the same data directory then waits only
+// past that time instead of past the whole time lease, provided nothing
+// leased the worker id since (the registry's lease is still the one of the
+// stop). Source.Close calls RecordStop once its generator can make no more
+// ids, before it closes the registry; a crash leaves no record, and the
+// restart waits out the whole lease.
+type StopRecorder interface {
+	RecordStop(worker int64, used time.Time) error
+}
+
 // Static is a Registry with a worker id from configuration. It keeps leases
 // in memory only, so a restarted node learns nothing of its previous leases:
 // give it Config.LastIssued from elsewhere, or use it only where clocks are
