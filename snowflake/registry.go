@@ -31,7 +31,9 @@ type Registration struct {
 	Worker int64
 	// LastLease is the highest time lease ever recorded for this worker id,
 	// by this node or any earlier holder; zero if none. The generator must
-	// not issue ids until its clock is past it (Config.LastIssued).
+	// not issue ids until its clock is past it (Config.LastIssued). A
+	// LeaseFile with a stop record that still holds reports the last time
+	// used instead (StopRecorder): a bound just as safe, and lower.
 	LastLease time.Time
 	// Fresh: the registry had recorded nothing at all when it was opened
 	// (a bucket never written), so no process has served any of its worker
