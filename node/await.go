@@ -80,8 +80,9 @@ func (n *Node) await(ctx context.Context, phase string, step func(context.Contex
 }
 
 // transient reports whether err may pass by itself: no answer in time, no
-// responders yet, a JetStream or store that is (temporarily) unavailable,
-// a connection refused.
+// responders yet (a stream without a leader publishes "no response from
+// stream"), a JetStream or store that is (temporarily) unavailable, a
+// connection refused.
 func transient(err error) bool {
 	if errors.Is(err, ErrConfig) {
 		return false
@@ -93,5 +94,6 @@ func transient(err error) bool {
 	var ne net.Error
 	return errors.Is(err, segment.ErrUnavailable) || errors.Is(err, snowflake.ErrRegistryUnavailable) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrNoServers) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
 }

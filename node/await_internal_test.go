@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/mysql"
@@ -23,6 +24,7 @@ func TestTransient(t *testing.T) {
 		{fmt.Errorf("listing tags: %w", segment.ErrUnavailable), true},
 		{fmt.Errorf("x: %w", nats.ErrTimeout), true},
 		{fmt.Errorf("x: %w", nats.ErrNoResponders), true},
+		{fmt.Errorf("kv create: %w", jetstream.ErrNoStreamResponse), true}, // the stream has no leader yet
 		{fmt.Errorf("connect to nats: %w", nats.ErrNoServers), true},
 		{fmt.Errorf("connect to nats: %w", nats.ErrAuthorization), false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/fsutil"
 )
 
 // ErrDataDirInUse: another live leafd holds the data directory.
@@ -30,7 +33,8 @@ const floorFileName = "segment-floors.json"
 // kernel drops them when the process dies, so a kill -9 leaves no stale
 // lock; DataDir/leafd.lock only names the holder (pid, name, start time).
 type dirLock struct {
-	dirs []*os.File
+	dir  string
+	dirs []*os.File // dirs[0]: dir's own lock
 	info *os.File
 }
 
@@ -38,7 +42,7 @@ type dirLock struct {
 // them, or fails with an error wrapping ErrDataDirInUse that names the
 // holder.
 func lockDataDir(dir, store, name string) (*dirLock, error) {
-	l := &dirLock{}
+	l := &dirLock{dir: dir}
 	for _, d := range []string{dir, store} {
 		if d == "" {
 			continue
@@ -115,4 +119,75 @@ func (l *dirLock) Close() error {
 	}
 	l.dirs = nil
 	return errors.Join(errs...)
+}
+
+// instanceFileName is the file under DataDir that names the process that
+// runs on it: its instance (its key in wire.MembersBucket) and where it
+// ran (instanceRecord).
+const instanceFileName = "instance.json"
+
+// instanceRecord places an instance: the host's boot (Linux's boot_id,
+// new at every boot and on every host, shared by the containers of one
+// kernel) and the data directory's device and inode (another directory,
+// a copy among them, has others).
+type instanceRecord struct {
+	Instance string `json:"instance"`
+	Boot     string `json:"boot"`
+	Dev      uint64 `json:"dev"`
+	Ino      uint64 `json:"ino"`
+}
+
+// bootID reads the kernel's boot id; "" where there is none.
+var bootID = func() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// takeOver records instance as the one running on the locked data
+// directory and returns the instance that ran on it before, if that one is
+// known to be dead: it ran in this very directory (same device and inode)
+// during this boot of this kernel, and this process holds the directory's
+// flock, which the kernel frees only when its holder exits. Its members
+// key may then go at once instead of lapsing. A record from elsewhere (a
+// data directory copied to another host, or beside another live node on
+// this one, or an earlier boot) gives "": that instance may be alive.
+func (l *dirLock) takeOver(instance string) string {
+	if l == nil || len(l.dirs) == 0 {
+		return ""
+	}
+	here, ok := l.place()
+	if !ok {
+		return ""
+	}
+	path := filepath.Join(l.dir, instanceFileName)
+	var prev instanceRecord
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &prev) != nil ||
+		prev.Boot != here.Boot || prev.Dev != here.Dev || prev.Ino != here.Ino || prev.Instance == instance {
+		prev.Instance = ""
+	}
+	here.Instance = instance
+	b, _ := json.Marshal(here)
+	_ = fsutil.WriteFile(path, b) // not written: the next start waits this instance's key out
+	return prev.Instance
+}
+
+// place is where the locked data directory is: this boot, its device and
+// inode; ok is false where the boot cannot be told.
+func (l *dirLock) place() (instanceRecord, bool) {
+	boot := bootID()
+	if boot == "" {
+		return instanceRecord{}, false
+	}
+	fi, err := l.dirs[0].Stat()
+	if err != nil {
+		return instanceRecord{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return instanceRecord{}, false
+	}
+	return instanceRecord{Boot: boot, Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, true // Dev and Ino are not uint64 on every platform
 }

@@ -3,6 +3,7 @@ package node_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/segment/kvstore"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // leafdProc is a leafd started from its built binary, as users start it.
@@ -380,5 +382,69 @@ func TestPeerLayoutMismatchRefused(t *testing.T) {
 	}
 	if err := try(node.Config{Name: "same", Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3}}); err != nil {
 		t.Fatalf("a node with the same layout and registry: %v", err)
+	}
+}
+
+// TestCrashRestartFast: leafd killed (kill -9) and started again on its
+// data directory serves at once: its previous instance's key in the
+// members bucket, which no process renews any more, is deleted at the
+// start (the directory's lock proves that instance dead) instead of being
+// waited out for the members' TTL (10 s).
+func TestCrashRestartFast(t *testing.T) {
+	t.Parallel()
+	bin := testenv.Build(t, "cmd/leafd")
+	dir := t.TempDir()
+	args := []string{"--data", dir, "--nats-listen", "127.0.0.1:-1", "--http", "off", "--worker-registry", "off"}
+	startLeafd(t, bin, nil, args...).kill(t)
+	start := time.Now()
+	p := startLeafd(t, bin, nil, args...)
+	took := time.Since(start)
+	t.Logf("restarted after kill -9 in %v", took)
+	if took > 5*time.Second {
+		t.Fatalf("restart after kill -9 took %v: the dead instance's members key was waited out\n%s", took, p.stderr)
+	}
+}
+
+// TestCopiedDataDirKeepsLiveMember: a data directory copied while its node
+// runs (a second host with the same configuration and name, started from
+// a copy) names that live node's instance in its record; the copy's node
+// must not take it for its own dead predecessor and delete its members
+// key, whatever becomes of its own start.
+func TestCopiedDataDirKeepsLiveMember(t *testing.T) {
+	t.Parallel()
+	srv := natstest.RunServer(t)
+	cfg := node.Config{Name: "twin", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), HTTP: node.HTTPConfig{Addr: "off"}}
+	startNode(t, cfg)
+	rec, err := os.ReadFile(filepath.Join(cfg.DataDir, "instance.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inst struct {
+		Instance string `json:"instance"`
+	}
+	if err := json.Unmarshal(rec, &inst); err != nil || inst.Instance == "" {
+		t.Fatalf("instance record %s: %v", rec, err)
+	}
+	copyDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(copyDir, "instance.json"), rec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := cfg
+	b.DataDir = copyDir
+	if n, err := tryStart(t, b, 15*time.Second); err == nil {
+		_ = n.Close(context.Background())
+	}
+	js, err := jetstream.New(natstest.Connect(t, srv.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, wire.MembersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, inst.Instance); err != nil {
+		t.Fatalf("the live node's members key %s: %v", inst.Instance, err)
 	}
 }

@@ -241,6 +241,33 @@ func (m *members) close(ctx context.Context) error {
 	return err
 }
 
+// dropDead deletes the key of inst, a member known to be dead (the
+// instance that ran on this node's data directory before, dirLock.takeOver),
+// on the revision read: the others stop waiting for it at once instead of
+// for its key to lapse. A dead process writes no more, so only a write
+// that was under way as it died can land since, and then the delete fails
+// and the key lapses as any other.
+func (m *members) dropDead(ctx context.Context, inst string) {
+	if m == nil || inst == "" {
+		return
+	}
+	m.mu.Lock()
+	self, kv := m.rec.Instance, m.kv
+	m.mu.Unlock()
+	if inst == self {
+		return
+	}
+	e, err := m.get(ctx, inst)
+	if err != nil || e == nil {
+		return
+	}
+	if err := kv.Delete(ctx, inst, jetstream.LastRevision(e.Sequence)); err != nil {
+		m.log.Info("members: the key of this data directory's previous instance was not deleted; it lapses", "instance", inst, "err", err)
+		return
+	}
+	m.log.Info("members: deleted the key of this data directory's previous instance (it is dead: this node holds the directory's lock)", "instance", inst)
+}
+
 // others returns the members other than this one whose record matches
 // want, by instance (with their names, for errors), however old their
 // keys: a member silent for a check is passed over only if its key is

@@ -161,6 +161,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		}
 		n.log.Warn("running without a data directory lock", "err", err)
 	}
+	prev := n.lock.takeOver(n.instance) // dead: its members key goes at the join
 	// Live at once, ready once started: a backend that does not answer yet
 	// (NATS itself, a NATS cluster electing its JetStream leader, a
 	// database starting beside leafd) is waited for, not fatal.
@@ -226,6 +227,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 			m.ownServer = n.ns != nil
 		}
 		n.members = m
+		if err == nil {
+			m.dropDead(ctx, prev)
+		}
 		return err
 	})
 	if err != nil {

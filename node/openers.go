@@ -79,7 +79,11 @@ func (n *Node) kvRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 	}
 	dir := filepath.Join(cfg.DataDir, "snowflake")
 	return func(ctx context.Context) (snowflake.Registry, error) {
-		r, err := kvlease.Open(ctx, js, layout, kvlease.Options{Replicas: cfg.Store.KVReplicas, Node: cfg.Name})
+		// The worker ids this data directory stopped gracefully with come
+		// first: a restart that gets its own back waits only past the
+		// last time it used (its stop record), not out a whole lease.
+		r, err := kvlease.Open(ctx, js, layout, kvlease.Options{Replicas: cfg.Store.KVReplicas, Node: cfg.Name,
+			Prefer: snowflake.StoppedWorkers(dir, RegistryKV)})
 		if err != nil {
 			return nil, err
 		}

@@ -500,3 +500,71 @@ func wipeRegistry(t *testing.T, cfg node.Config) {
 		rm("/snowflake/" + cfg.Registry.ZKName)
 	}
 }
+
+// TestGracefulRestartSnowflake: a node stopped gracefully and started
+// again on its data directory gets its worker id back and serves
+// snowflake ids as soon as it has started: it waits only past the last
+// time it used (its stop record), not out its time lease. A client takes
+// ids all along, across three restarts; none repeats.
+func TestGracefulRestartSnowflake(t *testing.T) {
+	t.Parallel()
+	for _, reg := range []string{node.RegistryKV, node.RegistryStatic} {
+		t.Run(reg, func(t *testing.T) {
+			s := natstest.RunServer(t)
+			cfg := node.Config{Name: "alone", NATS: node.NATSConfig{URL: s.ClientURL()}, DataDir: t.TempDir(),
+				Registry: node.RegistryConfig{Kind: reg, WorkerID: 9}}
+			n := startNode(t, cfg)
+			waitServing(t, n)
+			worker := n.Snowflake().Worker()
+
+			var (
+				all  []int64
+				stop = make(chan struct{})
+				done = make(chan error, 1)
+			)
+			go func() {
+				nc, err := nats.Connect(s.ClientURL())
+				if err != nil {
+					done <- err
+					return
+				}
+				defer nc.Close()
+				for {
+					select {
+					case <-stop:
+						done <- nil
+						return
+					default:
+					}
+					if ids, err := takeFrom(nc, wire.SnowflakeSubject, 500, true); err == nil {
+						all = append(all, ids...)
+					}
+				}
+			}()
+			for i := range 3 {
+				time.Sleep(200 * time.Millisecond)
+				if err := n.Close(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				n = startNode(t, cfg)
+				if st, w := n.Snowflake().State(), n.Snowflake().Worker(); st != snowflake.StateServing || w != worker {
+					t.Errorf("restart %d: snowflake %v with worker %d, want serving with worker %d", i+1, st, w, worker)
+				}
+				waitServing(t, n)
+			}
+			time.Sleep(200 * time.Millisecond)
+			close(stop)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			seen := make(map[int64]bool, len(all))
+			for _, id := range all {
+				if seen[id] {
+					t.Fatalf("id %d issued twice (of %d)", id, len(all))
+				}
+				seen[id] = true
+			}
+			t.Logf("%d ids, worker %d", len(all), worker)
+		})
+	}
+}

@@ -63,8 +63,12 @@
 // CachedUidGenerator borrows future seconds; Next waits tick by tick when
 // Fill has none. A restarted Source never reissues an id: it starts waiting
 // until its clock has passed the last lease (or fails to start when that is
-// more than SourceConfig.MaxStartWait away). Every change of state is
-// reported to SourceConfig.OnEvent.
+// more than SourceConfig.MaxStartWait away). After a graceful stop (Close)
+// on a registry with a stop record (LeaseFile), the wait ends at the last
+// time the stopped Source used instead, provided the registry's lease is
+// still the one of the stop: a process that used the worker id in between
+// leased past it. Every change of state is reported to
+// SourceConfig.OnEvent.
 //
 // # Fencing
 //

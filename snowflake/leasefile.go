@@ -19,6 +19,13 @@ import (
 // temporary file, synced, renamed), and Register reports the later of the
 // file's lease and the registry's. The file belongs to one worker id: a
 // Register that gets another id ignores it (and the next Lease replaces it).
+//
+// It keeps a stop record too (StopRecorder): a graceful stop writes the
+// last time the worker used beside the lease. The next Register of that
+// worker id reports that time instead of the lease when the registry's
+// lease is still the file's (a process that used the worker id since
+// leased past it: its ids come after the lease it found), and removes the
+// record, durably, before it returns: a record is used once.
 type LeaseFile struct {
 	Registry
 	pathFor func(worker int64) string
@@ -29,8 +36,16 @@ type LeaseFile struct {
 }
 
 type leaseFileData struct {
-	Worker int64     `json:"worker"`
-	Lease  time.Time `json:"lease"`
+	Worker int64       `json:"worker"`
+	Lease  time.Time   `json:"lease"`
+	Stop   *stopRecord `json:"stop,omitempty"`
+}
+
+// stopRecord is what a graceful stop leaves: the worker used no time after
+// Used, and its lease was Lease (the file's then).
+type stopRecord struct {
+	Used  time.Time `json:"used"`
+	Lease time.Time `json:"lease"`
 }
 
 // NewLeaseFile wraps reg with the lease file at path.
@@ -79,21 +94,63 @@ func (f *LeaseFile) Register(ctx context.Context) (Registration, error) {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return Registration{}, fmt.Errorf("snowflake: lease file %s is corrupt (remove it only if the clock is known to be past every id issued): %w", f.path, err)
 	}
-	if d.Worker == r.Worker {
-		f.last = d.Lease
-		if d.Lease.After(r.LastLease) {
-			r.LastLease = d.Lease
+	if d.Worker != r.Worker {
+		return r, nil
+	}
+	f.last = d.Lease
+	used, stopped := f.stoppedAt(d, r)
+	if d.Lease.After(r.LastLease) {
+		r.LastLease = d.Lease
+	}
+	if d.Stop != nil {
+		// Used once, and gone from the disk before anything is served: a
+		// later start (after a crash of this one) finds no record.
+		b, _ := json.Marshal(leaseFileData{Worker: d.Worker, Lease: d.Lease})
+		if err := fsutil.WriteFile(f.path, b); err != nil {
+			stopped = false
 		}
+	}
+	if stopped {
+		r.LastLease = used
 	}
 	return r, nil
 }
 
-// Lease implements Registry: the file first, then the registry.
+// stoppedAt is the time of d's stop record, if it still tells the last
+// time the worker used: the record's lease is the file's, and the
+// registry's lease is that lease too. A registry lease above it means a
+// process leased the worker id after the stop (and may have used time up
+// to its lease); one below it, or a registration that reports only this
+// process's own record (Partial), means the registry cannot tell. Static
+// keeps no lease across a restart: for it the file is the whole record.
+// The time is at most the lease: both bound the time used.
+func (f *LeaseFile) stoppedAt(d leaseFileData, r Registration) (time.Time, bool) {
+	st := d.Stop
+	if st == nil || st.Used.IsZero() || !st.Lease.Equal(d.Lease) || r.Partial {
+		return time.Time{}, false
+	}
+	_, static := f.Registry.(*Static)
+	if !r.LastLease.Equal(d.Lease) && !(static && r.LastLease.IsZero()) {
+		return time.Time{}, false
+	}
+	if st.Used.After(d.Lease) {
+		return d.Lease, true
+	}
+	return st.Used, true
+}
+
+// Lease implements Registry: the file first, then the registry. until is
+// rounded up to a whole millisecond, the precision the registries keep
+// (KV, WORKER_NODE), so that the registry's lease equals the file's and a
+// stop record can tell whether another process leased since.
 func (f *LeaseFile) Lease(ctx context.Context, until time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.w < 0 {
 		return ErrNotRegistered
+	}
+	if ms := until.Truncate(time.Millisecond); ms.Before(until) {
+		until = ms.Add(time.Millisecond)
 	}
 	if until.After(f.last) {
 		b, _ := json.Marshal(leaseFileData{Worker: f.w, Lease: until.UTC()})
@@ -105,21 +162,68 @@ func (f *LeaseFile) Lease(ctx context.Context, until time.Time) error {
 	return f.Registry.Lease(ctx, until)
 }
 
+// RecordStop implements StopRecorder: it writes the stop record (used,
+// and the file's lease) into the lease file of worker, synced, before it
+// returns. Nothing is recorded before the first lease.
+func (f *LeaseFile) RecordStop(worker int64, used time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.w < 0 || worker != f.w {
+		return fmt.Errorf("%w: stop record of worker %d", ErrNotRegistered, worker)
+	}
+	if f.last.IsZero() || used.IsZero() {
+		return nil
+	}
+	lease := f.last.UTC()
+	b, _ := json.Marshal(leaseFileData{Worker: f.w, Lease: lease, Stop: &stopRecord{Used: used.UTC(), Lease: lease}})
+	if err := fsutil.WriteFile(f.path, b); err != nil {
+		return fmt.Errorf("snowflake: stop record: %w", err)
+	}
+	return nil
+}
+
+// StoppedWorkers lists the worker ids whose lease files in dir under
+// prefix (NewLeaseFiles) hold a stop record: the ids this data directory
+// stopped gracefully with, which a registry that picks among free ids
+// (KV) offers first, so that a restart gets its own worker id back and
+// the shorter wait with it.
+func StoppedWorkers(dir, prefix string) []int64 {
+	var out []int64
+	for _, p := range leaseFilePaths(dir, prefix) {
+		if d, ok := readLeaseFile(p, prefix); ok && d.Stop != nil {
+			out = append(out, d.Worker)
+		}
+	}
+	return out
+}
+
+// leaseFilePaths are the paths of the lease files in dir under prefix.
+func leaseFilePaths(dir, prefix string) []string {
+	paths, _ := filepath.Glob(filepath.Join(dir, prefix+"-*.json"))
+	return paths
+}
+
+// readLeaseFile reads the lease file at p, if it is one of prefix's and
+// names the worker of its name.
+func readLeaseFile(p, prefix string) (leaseFileData, bool) {
+	var d leaseFileData
+	b, err := os.ReadFile(p)
+	if err != nil || json.Unmarshal(b, &d) != nil || d.Worker < 0 || filepath.Base(p) != fmt.Sprintf("%s-%d.json", prefix, d.Worker) {
+		return leaseFileData{}, false
+	}
+	return d, true
+}
+
 // ReadLeaseFiles reads the lease files NewLeaseFiles keeps in dir under
 // prefix: each worker id this host held, with the last lease it recorded.
 // A node reports them as its past worker ids after a restart, when its
 // memory of them is gone but ids of them made ahead of the clock may still
 // lie in the future. Files it cannot read are skipped.
 func ReadLeaseFiles(dir, prefix string) map[int64]time.Time {
-	paths, _ := filepath.Glob(filepath.Join(dir, prefix+"-*.json"))
 	out := map[int64]time.Time{}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var d leaseFileData
-		if json.Unmarshal(b, &d) != nil || d.Worker < 0 || filepath.Base(p) != fmt.Sprintf("%s-%d.json", prefix, d.Worker) {
+	for _, p := range leaseFilePaths(dir, prefix) {
+		d, ok := readLeaseFile(p, prefix)
+		if !ok {
 			continue
 		}
 		if d.Lease.After(out[d.Worker]) {
@@ -128,3 +232,5 @@ func ReadLeaseFiles(dir, prefix string) map[int64]time.Time {
 	}
 	return out
 }
+
+var _ StopRecorder = (*LeaseFile)(nil)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,9 @@ func TestLeaseFileSurvivesRestart(t *testing.T) {
 		t.Fatalf("file made before any lease: %v", err)
 	}
 	until := t0.Add(time.Hour)
+	// The file, and the registry, get whole milliseconds, rounded up (t0
+	// is not one).
+	kept := until.Truncate(time.Millisecond).Add(time.Millisecond)
 	leaseTo(t, lf, until)
 	leaseTo(t, lf, until.Add(-time.Minute)) // never backwards
 	if err := lf.Close(); err != nil {
@@ -77,8 +81,8 @@ func TestLeaseFileSurvivesRestart(t *testing.T) {
 		Worker int64     `json:"worker"`
 		Lease  time.Time `json:"lease"`
 	}
-	if err := json.Unmarshal(b, &d); err != nil || d.Worker != 7 || !d.Lease.Equal(until) {
-		t.Fatalf("file %s = %+v (%v), want worker 7 lease %v", b, d, err, until)
+	if err := json.Unmarshal(b, &d); err != nil || d.Worker != 7 || !d.Lease.Equal(kept) {
+		t.Fatalf("file %s = %+v (%v), want worker 7 lease %v", b, d, err, kept)
 	}
 	entries, err := os.ReadDir(filepath.Dir(path))
 	if err != nil || len(entries) != 1 {
@@ -87,8 +91,8 @@ func TestLeaseFileSurvivesRestart(t *testing.T) {
 
 	// Restarted: a new Static knows nothing, the file does.
 	lf = newLeaseFile(t, 7, path)
-	if reg := register(t, lf); !reg.LastLease.Equal(until) {
-		t.Fatalf("Register after restart: LastLease %v, want %v", reg.LastLease, until)
+	if reg := register(t, lf); !reg.LastLease.Equal(kept) {
+		t.Fatalf("Register after restart: LastLease %v, want %v", reg.LastLease, kept)
 	}
 	// A registry that knows a later lease wins over the file.
 	st, _ := snowflake.NewStatic(smallLayout, 7)
@@ -113,9 +117,10 @@ func TestLeaseFileOtherWorker(t *testing.T) {
 	if reg := register(t, lf); reg.Worker != 4 || !reg.LastLease.IsZero() {
 		t.Fatalf("Register of worker 4 over worker 3's file = %+v, want no lease", reg)
 	}
-	leaseTo(t, lf, t0.Add(time.Minute))
-	if reg := register(t, newLeaseFile(t, 4, path)); !reg.LastLease.Equal(t0.Add(time.Minute)) {
-		t.Errorf("worker 4 restarted: LastLease %v, want %v", reg.LastLease, t0.Add(time.Minute))
+	minute := t0.Add(time.Minute).Truncate(time.Millisecond) // a whole ms: kept as it is
+	leaseTo(t, lf, minute)
+	if reg := register(t, newLeaseFile(t, 4, path)); !reg.LastLease.Equal(minute) {
+		t.Errorf("worker 4 restarted: LastLease %v, want %v", reg.LastLease, minute)
 	}
 	if reg := register(t, newLeaseFile(t, 3, path)); !reg.LastLease.IsZero() {
 		t.Errorf("worker 3 after worker 4's lease: LastLease %v, want none", reg.LastLease)
@@ -298,5 +303,207 @@ func TestReadLeaseFiles(t *testing.T) {
 	got := snowflake.ReadLeaseFiles(dir, "kv")
 	if len(got) != 1 || !got[3].Equal(at) {
 		t.Fatalf("ReadLeaseFiles = %v, want worker 3 at %v only", got, at)
+	}
+}
+
+// TestLeaseFilesGracefulRestart: a Source stopped gracefully (Close) and
+// started again on the same lease files, with the clock still well behind
+// its time lease, serves at once: it waits only past the last time it
+// used. After a crash (the file as it was before Close: no stop record)
+// the restart waits out the whole lease. No id repeats.
+func TestLeaseFilesGracefulRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := newBackend(5)
+	b.ttl = 7 * time.Second
+	b.leasedBefore()
+	open := func(ctx context.Context) (snowflake.Registry, error) {
+		r, err := b.Open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return snowflake.NewLeaseFiles(r, dir, "kv"), nil
+	}
+	clock := &fakeClock{t: t0}
+	seen := newIssued(t)
+	start := func() *snowflake.Source {
+		t.Helper()
+		src, _, _ := startSource(t, b, clock, func(c *snowflake.SourceConfig) { c.Open = open })
+		return src
+	}
+	src := start()
+	waitState(t, src, snowflake.StateServing)
+	var last time.Time
+	take := func(from string) {
+		t.Helper()
+		ids := fill(t, src, 10)
+		if len(ids) == 0 {
+			t.Fatalf("%s: no ids", from)
+		}
+		seen.add(from, ids...)
+		last = smallLayout.Decompose(ids[len(ids)-1]).Time
+	}
+	take("first")
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lease := b.lease(5)
+	if !lease.After(last.Add(testLeaseAhead / 2)) {
+		t.Fatalf("lease %v, last id at %v: the test needs the lease well ahead", lease, last)
+	}
+
+	clock.Set(last.Add(2 * time.Millisecond))
+	src = start()
+	if st := src.State(); st != snowflake.StateServing {
+		t.Fatalf("after a graceful stop, at %v (the last id at %v, the lease %v): state %v, want serving",
+			clock.Now(), last, lease, st)
+	}
+	take("after a graceful restart")
+
+	// A crash: the lease file as it was before Close.
+	path := filepath.Join(dir, "kv-5.json")
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lease = b.lease(5)
+	clock.Set(last.Add(2 * time.Millisecond))
+	src = start()
+	if st := src.State(); st != snowflake.StateWaiting {
+		t.Fatalf("after a crash: state %v, want waiting (for the lease %v)", st, lease)
+	}
+	clock.Set(lease.Add(time.Millisecond))
+	waitState(t, src, snowflake.StateServing)
+	waitFor(t, "ids after the crash", func() bool {
+		n, err := src.Fill(context.Background(), make([]int64, 1))
+		return err == nil && n > 0
+	})
+	take("after a crash")
+}
+
+// TestLeaseFileStopRecord: the stop record shortens the wait of the next
+// Register of its worker id only while nothing can have used the worker
+// since the stop, and only once.
+func TestLeaseFileStopRecord(t *testing.T) {
+	lease := t0.Add(time.Hour).Truncate(time.Millisecond)
+	used := t0.Add(time.Minute)
+	for _, c := range []struct {
+		name string
+		// between runs after the graceful stop, on the registry that
+		// remembers leases (st) and the lease file's path.
+		between func(t *testing.T, st *snowflake.Static, path string)
+		static  bool // the registry is a bare Static, which remembers nothing
+		wipe    bool // the registry forgot the lease (a ClaimTTLer: KV, WORKER_NODE)
+		used    time.Time
+		want    time.Time
+	}{
+		{name: "graceful stop", used: used, want: used},
+		{name: "used past the lease", used: lease.Add(time.Second), want: lease},
+		{name: "static registry", static: true, used: used, want: used},
+		{name: "leased since by another process", used: used, want: lease.Add(time.Minute),
+			between: func(t *testing.T, st *snowflake.Static, _ string) { leaseTo(t, st, lease.Add(time.Minute)) }},
+		{name: "registry wiped", used: used, want: lease, wipe: true},
+		{name: "record edited", used: used, want: lease.Add(time.Second),
+			between: func(t *testing.T, _ *snowflake.Static, path string) {
+				editLeaseFile(t, path, func(d map[string]any) { d["lease"] = lease.Add(time.Second) })
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "kv-7.json")
+			st := newStatic(t, 7)
+			wrap := func() *snowflake.LeaseFile {
+				if c.static {
+					return snowflake.NewLeaseFile(newStatic(t, 7), path)
+				}
+				return snowflake.NewLeaseFile(ttlStatic{st}, path)
+			}
+			lf := wrap()
+			register(t, lf)
+			leaseTo(t, lf, lease)
+			if err := lf.RecordStop(7, c.used); err != nil {
+				t.Fatal(err)
+			}
+			if got := snowflake.StoppedWorkers(filepath.Dir(path), "kv"); !slices.Equal(got, []int64{7}) {
+				t.Errorf("StoppedWorkers = %v, want [7]", got)
+			}
+			if c.between != nil {
+				c.between(t, st, path)
+			}
+			if c.wipe {
+				st = newStatic(t, 7)
+			}
+			if got := register(t, wrap()).LastLease; !got.Equal(c.want) {
+				t.Errorf("Register after the stop: LastLease %v, want %v", got, c.want)
+			}
+			// Used once: the next start (after a crash of that one) waits
+			// out the whole lease.
+			if got := snowflake.StoppedWorkers(filepath.Dir(path), "kv"); len(got) != 0 {
+				t.Errorf("StoppedWorkers after the Register = %v, want none", got)
+			}
+			if got := register(t, wrap()).LastLease; got.Before(lease) {
+				t.Errorf("Register again: LastLease %v, want at least the lease %v", got, lease)
+			}
+		})
+	}
+}
+
+// A stop record is written only for the worker id registered, after a
+// lease; a Register of another worker id ignores it.
+func TestLeaseFileStopRecordOtherWorker(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lease.json")
+	lf := newLeaseFile(t, 3, path)
+	if err := lf.RecordStop(3, t0); !errors.Is(err, snowflake.ErrNotRegistered) {
+		t.Errorf("RecordStop before Register = %v, want ErrNotRegistered", err)
+	}
+	register(t, lf)
+	if err := lf.RecordStop(4, t0); !errors.Is(err, snowflake.ErrNotRegistered) {
+		t.Errorf("RecordStop of another worker = %v, want ErrNotRegistered", err)
+	}
+	if err := lf.RecordStop(3, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stop record before any lease: %v", err)
+	}
+	leaseTo(t, lf, t0.Add(time.Hour))
+	if err := lf.RecordStop(3, t0); err != nil {
+		t.Fatal(err)
+	}
+	if reg := register(t, newLeaseFile(t, 4, path)); !reg.LastLease.IsZero() {
+		t.Errorf("worker 4 over worker 3's stop record: LastLease %v, want none", reg.LastLease)
+	}
+}
+
+func newStatic(tb testing.TB, worker int64) *snowflake.Static {
+	tb.Helper()
+	st, err := snowflake.NewStatic(smallLayout, worker)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+// editLeaseFile rewrites the lease file at path through edit.
+func editLeaseFile(tb testing.TB, path string, edit func(map[string]any)) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := map[string]any{}
+	if err := json.Unmarshal(b, &d); err != nil {
+		tb.Fatal(err)
+	}
+	edit(d)
+	if b, err = json.Marshal(d); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		tb.Fatal(err)
 	}
 }

@@ -31,7 +31,9 @@ type Registration struct {
 	Worker int64
 	// LastLease is the highest time lease ever recorded for this worker id,
 	// by this node or any earlier holder; zero if none. The generator must
-	// not issue ids until its clock is past it (Config.LastIssued).
+	// not issue ids until its clock is past it (Config.LastIssued). A
+	// LeaseFile with a stop record that still holds reports the last time
+	// used instead (StopRecorder): a bound just as safe, and lower.
 	LastLease time.Time
 	// Fresh: the registry had recorded nothing at all when it was opened
 	// (a bucket never written), so no process has served any of its worker
@@ -90,6 +92,18 @@ type Registry interface {
 // A Registry that does not implement it (Static) has no such bound.
 type ClaimTTLer interface {
 	ClaimTTL() time.Duration
+}
+
+// StopRecorder is implemented by a Registry that keeps a stop record
+// (LeaseFile): at a graceful stop, the last time the worker used. A
+// restart of the same worker id on the same data directory then waits only
+// past that time instead of past the whole time lease, provided nothing
+// leased the worker id since (the registry's lease is still the one of the
+// stop). Source.Close calls RecordStop once its generator can make no more
+// ids, before it closes the registry; a crash leaves no record, and the
+// restart waits out the whole lease.
+type StopRecorder interface {
+	RecordStop(worker int64, used time.Time) error
 }
 
 // Static is a Registry with a worker id from configuration. It keeps leases

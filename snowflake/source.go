@@ -898,7 +898,34 @@ func (src *Source) Close() error {
 	<-src.done
 	src.closeStale()
 	if c != nil {
+		src.recordStop(c)
 		return c.reg.Close()
 	}
 	return nil
+}
+
+// recordStop gives c's registry, if it keeps a stop record
+// (StopRecorder), the last time c's generator used. c is dead, so no id of
+// it is served from here on: a Fill that raced with Close finds c dead
+// after its Borrow and discards what it made, and Last takes the
+// generator's lock, so it covers every Borrow that ran before. A claim
+// that was lost, or lapsed, gets no record: another process may hold the
+// worker id.
+func (src *Source) recordStop(c *claim) {
+	sr, ok := c.reg.(StopRecorder)
+	if !ok || src.lapsed(c) {
+		return
+	}
+	select {
+	case <-c.reg.Lost():
+		return
+	default:
+	}
+	used := c.gen.Last()
+	if used.IsZero() {
+		return
+	}
+	if err := sr.RecordStop(c.worker, used); err != nil {
+		src.log.Warn("snowflake: no stop record: a restart waits out the whole time lease", "worker", c.worker, "err", err)
+	}
 }

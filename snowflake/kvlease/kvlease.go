@@ -53,6 +53,13 @@ type Options struct {
 	// Node names this node in the claim value, for operators. Default the
 	// empty string.
 	Node string
+	// Prefer are worker ids Register tries first, in order, before its
+	// scan from a random id: those a restarting node stopped gracefully
+	// with (snowflake.StoppedWorkers), so that it gets its own back, with
+	// its stop record. A preferred id is claimed like any other (a Create
+	// that fails while another node holds it); ids outside the layout are
+	// skipped.
+	Prefer []int64
 	// Clock times the claim's refreshes and the retries' pauses, and
 	// stamps the values written. Default clock.Real, whose readings carry
 	// the monotonic clock the refresher measures the TTL on.
@@ -217,11 +224,13 @@ func claimKey(w int64) string { return "w" + strconv.FormatInt(w, 10) }
 func leaseKey(w int64) string { return "t" + strconv.FormatInt(w, 10) }
 
 // Register implements snowflake.Registry: it claims the first free worker
-// id scanning from a random start (kv.Create of w<id> with a per-key TTL,
-// which fails if another node holds it), fences out earlier holders by
-// writing its own owner token into the id's lease key (compare-and-swap;
-// the lease it replaces is LastLease) and starts refreshing the claim. Called again, it returns the same worker
-// (or, once Lost is closed, an error wrapping snowflake.ErrNotRegistered).
+// id of Options.Prefer, else the first scanning from a random start
+// (kv.Create of w<id> with a per-key TTL, which fails if another node
+// holds it), fences out earlier holders by writing its own owner token
+// into the id's lease key (compare-and-swap; the lease it replaces is
+// LastLease) and starts refreshing the claim. Called again, it returns the
+// same worker (or, once Lost is closed, an error wrapping
+// snowflake.ErrNotRegistered).
 func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error) {
 	if err := ctx.Err(); err != nil {
 		return snowflake.Registration{}, fmt.Errorf("kvlease: register: %w", err)
@@ -251,8 +260,21 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	worker, rev := int64(-1), uint64(0)
 	var last time.Time
 	var deleted []string // ids whose lease key an operator deleted
-	for i := int64(0); i < n && worker < 0; i++ {
-		id := (start + i) % n
+	var tried map[int64]bool
+	for i := -int64(len(r.opts.Prefer)); i < n && worker < 0; i++ {
+		var id int64
+		if i < 0 {
+			id = r.opts.Prefer[i+int64(len(r.opts.Prefer))]
+			if id < 0 || id >= n || tried[id] {
+				continue
+			}
+			if tried == nil {
+				tried = map[int64]bool{}
+			}
+			tried[id] = true
+		} else if id = (start + i) % n; tried[id] {
+			continue
+		}
 		err := retry(cctx, r.opts.Clock, func() (bool, error) {
 			var err error
 			rev, err = r.kv.Create(cctx, claimKey(id), val, jetstream.KeyTTL(r.opts.TTL))

@@ -284,3 +284,49 @@ func refreshers() int {
 		return strings.Count(dump, "kvlease.(*Registry).refresh(")
 	}
 }
+
+// TestPrefer: Register claims the first free id of Options.Prefer (ids out
+// of range or held by a live registration skipped), with its lease; with
+// none free it scans as without.
+func TestPrefer(t *testing.T) {
+	js := newJS(t, natstest.RunServer(t))
+	l := layout16()
+	a := open(t, js, l, kvlease.Options{Node: "a"})
+	ra, err := a.Register(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := (ra.Worker + 5) % 16
+	b := open(t, js, l, kvlease.Options{Node: "b", Prefer: []int64{w}})
+	rb, err := b.Register(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Worker != w {
+		t.Fatalf("Register with Prefer [%d] = worker %d", w, rb.Worker)
+	}
+	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	if err := b.Lease(ctx(t), until); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, js, l, kvlease.Options{Node: "c", Prefer: []int64{-1, 16, ra.Worker, w}})
+	rc, err := c.Register(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Worker != w || !rc.LastLease.Equal(until) {
+		t.Fatalf("Register with Prefer [-1 16 %d(held) %d] = worker %d lease %v, want %d lease %v",
+			ra.Worker, w, rc.Worker, rc.LastLease, w, until)
+	}
+	d := open(t, js, l, kvlease.Options{Node: "d", Prefer: []int64{ra.Worker, w}})
+	rd, err := d.Register(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd.Worker == ra.Worker || rd.Worker == w {
+		t.Fatalf("Register with every preferred id held = worker %d", rd.Worker)
+	}
+}
