@@ -131,8 +131,8 @@ func TestDataDirInUse(t *testing.T) {
 		t.Fatalf("leafd on a store linked to a live one's: %v; want data directory in use, naming %s", err, want)
 	}
 	// The lock is the directory's own, not a file an operator can remove
-	// as "stale" (the adversary's second leafd then served 1.5M duplicate
-	// ids from the same JetStream store).
+	// as "stale" (a second leafd would then serve the same ids from the
+	// same JetStream store).
 	if err := os.Remove(filepath.Join(dir, "leafd.lock")); err != nil {
 		t.Fatal(err)
 	}
@@ -316,8 +316,8 @@ func TestWarnsOnUnreplicatedStreams(t *testing.T) {
 
 // A data directory remembers the snowflake layout it made ids with: a
 // restart with another epoch (or unit, or bits) would map later times onto
-// earlier ids (the adversary's run: 703k duplicates after moving the epoch
-// 10 s later), so it is refused.
+// earlier ids (moving the epoch 10 s later repeats ids already made), so it
+// is refused.
 func TestLayoutChangeRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -30,9 +30,8 @@ const peerWindow = 300 * time.Millisecond
 
 // window is how long the node gathers the live nodes' answers: peerWindow
 // plus twice its own round trip to its server (a question and its answers
-// cross the node's link twice: a node 200 ms from NATS heard no peer in
-// 300 ms and took a worker id a live node served; helper-23 counted
-// 35,635,702 duplicates), at most 5 s.
+// cross the node's link twice: a node 200 ms from NATS hears no peer in
+// 300 ms and would take a worker id a live node serves), at most 5 s.
 func (n *Node) window() time.Duration {
 	rtt, err := n.nc.RTT()
 	if err != nil {
@@ -73,7 +72,7 @@ func (n *Node) checkName(ctx context.Context) error {
 	if err != nil {
 		// Start asks again. Going on unasked (a connection that closed
 		// under the gather) would let a second process under this name
-		// pass every check below (helper-30, read).
+		// pass every check below.
 		return fmt.Errorf("%w: asking whether a live node has this name: %v", ErrPeersSilent, err)
 	}
 	for _, p := range peers {

@@ -55,8 +55,8 @@ func TestSameNameRefused(t *testing.T) {
 // unreachable a node registers from its cache file (Leaf's
 // workerID.properties), which no owner znode guards. Another host with the
 // same --zk-addr that reaches ZooKeeper gets the same worker id. Whichever
-// starts second must see the other serving it and refuse; an adversary
-// counted 59,214 duplicates when both served.
+// starts second must see the other serving it and refuse: both serving
+// would repeat each other's ids.
 func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
@@ -113,9 +113,9 @@ func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 // '$KV.leaf_workers.w0'`, and t0): the node loses worker 0 and claims
 // another; the next node gets worker 0 with no lease on record. The first
 // node may have made ids of worker 0 up to its last lease, and says so in
-// its status (Past): the newcomer must not serve below it. An adversary
-// counted 20,073 duplicates when it served at once (a layout in seconds,
-// ids borrowed ahead of the clock).
+// its status (Past): the newcomer must not serve below it. Served at once,
+// it would repeat the first node's ids (a layout in seconds, ids borrowed
+// ahead of the clock).
 //
 // Restarted in between (its memory of worker w gone), the first node
 // reports w from its lease files in the data directory.
@@ -241,9 +241,8 @@ func startTogether(t *testing.T, cfgs ...node.Config) ([]*node.Node, []error) {
 // worker id at the same moment, by a registration no registry guards (one
 // static --worker-id here; ZooKeeper's cache file, or two registries, in
 // the field), each ask the live nodes before serving. A node answered
-// leaf.admin.status only once it served, so neither saw the other: an
-// adversary counted 36,939,805 duplicates with two hosts started together
-// from one --zk-addr's cache file. A starting node answers from its first
+// leaf.admin.status only once it served, so neither saw the other (two
+// hosts started together from one --zk-addr's cache file). A starting node answers from its first
 // connection with the worker id it is registering: of two, the later asks
 // after the earlier's claim and refuses (both may, never neither).
 func TestWorkerRegisteredTogether(t *testing.T) {
@@ -278,9 +277,8 @@ func TestWorkerRegisteredTogether(t *testing.T) {
 
 // TestSameNameStartedTogether (issue #12): two processes under one --name
 // started at the same moment; neither was up to answer the other's check
-// (an adversary then lowered max_id twice and got 1,000 duplicate segment
-// ids, the two taking each other's floors for their own). At most one
-// starts.
+// (with max_id lowered twice the two would take each other's floors for
+// their own and repeat segment ids). At most one starts.
 func TestSameNameStartedTogether(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
@@ -342,8 +340,8 @@ func leasedBefore(t *testing.T, url, spec, unit string) {
 // erased (`nats stream purge KV_leaf_workers --subject …w0` and t0) and its
 // holder stopped: no live node reports it, and the registry has no lease.
 // The holder made ids up to its time lease, ahead of the clock under load;
-// the next node on that id must start above them. Served at once, it
-// repeated them (helper-20: 29,403 duplicates).
+// the next node on that id must start above them: served at once, it
+// would repeat them.
 func TestErasedWorkerOfStoppedHolder(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
@@ -444,11 +442,10 @@ func borrowAhead(t *testing.T, n *node.Node, count int) (snowflake.Layout, time.
 // clock, and whose lease the next node cannot read, is waited out:
 //   - cache: the next node has the same --zk-addr and starts from its
 //     cache file while ZooKeeper is down; the file has its own older
-//     lease, not the one the stopped holder wrote in ZooKeeper
-//     (helper-25: 24,261 duplicates when it served at once);
+//     lease, not the one the stopped holder wrote in ZooKeeper, so
+//     serving at once would repeat the holder's ids;
 //   - wiped: an operator removed /snowflake/<name>, the worker id comes
-//     back with a new znode, whose creation time was taken for a lease
-//     (helper-25: 32,551 duplicates).
+//     back with a new znode, whose creation time is no lease.
 func TestZKStoppedHolderWaitedOut(t *testing.T) {
 	t.Parallel()
 	for _, fault := range []string{"cache", "wiped"} {

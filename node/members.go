@@ -80,15 +80,15 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 		Description: "leafmq: one key per live node, renewed every few seconds",
 		History:     1,
 		// No TTL: keys do not expire by themselves. With one, a server
-		// down for most of the TTL dropped the keys of live members as it
-		// came back, and a newcomer listed no one while a slow member
-		// wrote its key again (helper-32's DUP-3: up to 17,259
-		// duplicates after 8.7-9.6 s down). A silent member whose key
-		// has aged past memberTTL is passed over instead (gatherPeers).
+		// down for most of the TTL would drop the keys of live members as
+		// it came back, and a newcomer would list no one while a slow
+		// member wrote its key again (TestMemberOutlivesServerDowntime).
+		// A silent member whose key has aged past memberTTL is passed
+		// over instead (gatherPeers).
 		// On disk: a server restarted after kill -9 (or a crash) keeps
-		// the keys. In memory, the bucket came back empty and a newcomer
-		// took itself for alone while a slow member renewed (helper-30's
-		// DUP-2: 980-1,234 duplicates after a replaced alloc bucket).
+		// the keys. In memory, the bucket would come back empty and a
+		// newcomer would take itself for alone while a slow member
+		// renewed (TestMembersSurviveServerRestart).
 		Storage:  jetstream.FileStorage,
 		Replicas: replicas,
 	}, clock: clk, log: log, stop: make(chan struct{}), rec: rec}
@@ -126,8 +126,8 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 // fail at the server, and the key is written again only once the node has
 // read where it stands: a node whose link carries its own messages but not
 // the server's answers (a one-way blackhole) stops renewing, and its key
-// lapses within memberTTL. Renewed blindly, it stayed a member that never
-// answered and held every start back (helper-29: six minutes).
+// lapses within memberTTL. Renewed blindly, it would stay a member that
+// never answers and hold every start back.
 func (m *members) put(ctx context.Context) error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
@@ -203,8 +203,8 @@ func (m *members) renew() {
 
 // renewOnce writes this node's key again. A renewal after a lost answer
 // is three round trips (Update, Get, Create): it has the whole memberTTL
-// (with half of it, a node 0.85 s from NATS never wrote its key again
-// while it served: helper-32).
+// (with half of it, a node 0.85 s from NATS would never write its key
+// again while it serves).
 func (m *members) renewOnce() error {
 	ctx, cancel := context.WithTimeout(context.Background(), memberTTL)
 	defer cancel()
@@ -396,7 +396,7 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 		case own.Time.Sub(e.Time) > memberTTL:
 			// Gone only once its key is deleted on the revision read: a
 			// renewal that landed since makes the delete fail, and the
-			// member counts as alive (helper-34, read).
+			// member counts as alive.
 			if err := kv.Delete(ctx, inst, jetstream.LastRevision(e.Sequence)); err != nil {
 				m.log.Info("members: a silent member's key was not deleted; still waited for", "instance", inst, "err", err)
 				continue
@@ -412,16 +412,17 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 // again every second). A member that still did not answer and whose key
 // was written within memberTTL (server time) makes the check fail with
 // ErrPeersSilent; one whose key is older is gone (lapsed). Taking a
-// slow answer for no node was how a node 200 ms from NATS took a worker id
-// a live node served (helper-23: 16,672,580 duplicates) and how a newcomer
-// created a tag afresh beside loaded peers (chaos op-kv-bucket-join).
+// slow answer for no node would let a node 200 ms from NATS take a worker
+// id a live node serves, and a newcomer create a tag afresh beside loaded
+// peers (TestSlowPeerIsWaitedFor, chaos op-kv-bucket-join).
 func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Duration, want func(wire.Member) bool,
 	each func(*nats.Msg)) error {
 	expect, complete, err := n.members.list(ctx, want)
 	if err != nil {
 		// Not the window alone: a node that cannot tell whom to wait for
-		// does not decide (helper-29 deleted leaf_nodes under a slow peer:
-		// 9,749 duplicates). The next renewal makes the bucket again.
+		// does not decide (leaf_nodes deleted under a slow peer:
+		// TestUnlistableMembersDecideNothing). The next renewal makes the
+		// bucket again.
 		return fmt.Errorf("%w: %v", ErrPeersSilent, err)
 	}
 	if complete {

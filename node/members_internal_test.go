@@ -22,7 +22,7 @@ import (
 // acknowledgement was lost) makes the conditional write fail; the node
 // then reads the key and goes on — which a node that cannot hear the
 // server cannot do, so its key lapses instead of being renewed blindly
-// (helper-29: a one-way blackhole held every start for six minutes). A key
+// (a member behind a one-way blackhole would hold every start back). A key
 // gone (lapsed, purged) is made again.
 func TestMemberWritesAreFenced(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
@@ -86,12 +86,11 @@ func (d deafKV) Get(context.Context, string) (jetstream.KeyValueEntry, error) {
 	return nil, errNoAnswer
 }
 
-// TestDeafMemberLapses (helper-29's F3): a node that cannot hear the
-// server must not keep its key alive, or every check waits for a member
-// that never answers (a start held back six minutes). Its first write
-// after the link went deaf is stored (it cannot know), every later one is
-// refused by the server, so the key lapses with its TTL. Written blindly
-// (kv.Put), each renewal was stored again.
+// TestDeafMemberLapses: a node that cannot hear the server must not keep
+// its key alive, or every check waits for a member that never answers.
+// Its first write after the link went deaf is stored (it cannot know),
+// every later one is refused by the server, so the key lapses with its
+// TTL. Written blindly (kv.Put), each renewal would be stored again.
 func TestDeafMemberLapses(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -124,11 +123,10 @@ func (d deafKV) Put(ctx context.Context, key string, v []byte) (uint64, error) {
 	return 0, errNoAnswer
 }
 
-// TestUnlistableMembersDecideNothing (helper-29's F2): a node that cannot
-// list the members (leaf_nodes deleted by hand, its server down) does not
-// fall back to the window, in which a slow peer goes unheard (9,749
-// duplicates): the check fails as unavailable, and Start or the client
-// asks again.
+// TestUnlistableMembersDecideNothing: a node that cannot list the members
+// (leaf_nodes deleted by hand, its server down) does not fall back to the
+// window, in which a slow peer goes unheard: the check fails as
+// unavailable, and Start or the client asks again.
 func TestUnlistableMembersDecideNothing(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -154,10 +152,10 @@ func TestUnlistableMembersDecideNothing(t *testing.T) {
 	}
 }
 
-// TestMembersSurviveServerRestart (helper-30's DUP-2): the server holding
-// leaf_nodes is killed and comes back; the members' keys are still there
-// before any of them renews. In memory, the bucket came back empty: a
-// newcomer's check then listed no one and skipped a slow live member.
+// TestMembersSurviveServerRestart: the server holding leaf_nodes is killed
+// and comes back; the members' keys are still there before any of them
+// renews. In memory, the bucket would come back empty: a newcomer's check
+// would list no one and skip a slow live member.
 func TestMembersSurviveServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
@@ -200,13 +198,13 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// TestMemberOutlivesServerDowntime (helper-32's DUP-3): the server holding
-// leaf_nodes is down for longer than a member's key may age; the member is
-// alive (it only could not renew), so its key must still be listed when
-// the server is back, and a check must wait for its answer. With the
-// bucket's TTL, the keys expired as the server came back and a newcomer
-// listed no one (up to 17,259 duplicates after 8.7-9.6 s down). A member
-// that stays silent is passed over once its key is old (lapsed).
+// TestMemberOutlivesServerDowntime: the server holding leaf_nodes is down
+// for longer than a member's key may age; the member is alive (it only
+// could not renew), so its key must still be listed when the server is
+// back, and a check must wait for its answer. With a TTL on the bucket,
+// the keys would expire as the server came back and a newcomer would list
+// no one. A member that stays silent is passed over once its key is old
+// (lapsed).
 func TestMemberOutlivesServerDowntime(t *testing.T) {
 	old := memberTTL
 	memberTTL = 2 * time.Second
@@ -284,7 +282,7 @@ func (r renewingKV) Delete(ctx context.Context, key string, o ...jetstream.KVDel
 	return r.KeyValue.Delete(ctx, key, o...)
 }
 
-// TestLapsedMemberRenewingIsKept (helper-34, read): a silent member whose
+// TestLapsedMemberRenewingIsKept: a silent member whose
 // key is old is gone only if its key is deleted on the revision read; a
 // renewal that lands in between keeps it (the check still waits for it).
 func TestLapsedMemberRenewingIsKept(t *testing.T) {

@@ -19,10 +19,8 @@ import (
 // TestSlowPeerIsWaitedFor (issue #12): a live node whose answers take
 // longer than the checks' window — far from NATS, behind cluster routes
 // with latency, on a loaded host — was taken for no node at all: a second
-// --name, a worker id a live node served (helper-23: 16,672,580 duplicate
-// snowflake ids with 200 ms routes), a tag's floors (chaos
-// op-kv-bucket-join on a loaded machine: a newcomer created the tag again
-// from 1). Every node keeps a key in wire.MembersBucket, and the checks
+// --name, a worker id a live node served (with 200 ms routes), a tag's
+// floors (a newcomer would create the tag again from 1). Every node keeps a key in wire.MembersBucket, and the checks
 // wait for every member: here a member under the name "twin" answers its
 // status only after 1.2 s, four times the window, and a node named "twin"
 // refuses to start, naming it. A member that never answers holds the

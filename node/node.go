@@ -204,8 +204,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// answers leaf.admin.floor.<tag> before its responder runs, and its
 	// record says so (Serving), so a newcomer's auto-create waits for it.
 	// Answering only once the responder ran, a restarting node 30-50 ms
-	// from NATS was skipped for seconds while its engine held a range
-	// (helper-30: 3,900-4,170 duplicates after a replaced bucket).
+	// from NATS would be skipped for seconds while its engine held a range
+	// (TestRestartingNodeFloorsHeard).
 	n.stops.push("floor answers", func(context.Context) error { n.stopFloorAnswers(); return nil })
 	if err := n.answerFloors(); err != nil {
 		return nil, err
@@ -213,9 +213,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// A member from here: it answers leaf.admin.status (answerStarting).
 	n.stops.push("members", func(ctx context.Context) error { return n.members.close(ctx) })
 	// Tried again while JetStream does not answer (a cluster electing its
-	// leader, the bucket's server restarting): a node that gave up stayed
-	// no member for good, and slow answers of its went unheard
-	// (helper-29: 10,000 duplicate segment ids). Only a NATS without
+	// leader, the bucket's server restarting): a node that gave up would
+	// stay no member for good, and slow answers of its would go unheard.
+	// Only a NATS without
 	// JetStream leaves the node without members.
 	err = n.await(ctx, "joining the live nodes (leaf_nodes)", func(ctx context.Context) error {
 		m, err := joinMembers(ctx, n.nc, cfg.Store.KVReplicas, wire.Member{Node: cfg.Name, Instance: n.instance, Serving: true}, n.clock, n.log)
@@ -327,8 +327,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// Without JetStream (no members), the name once more, seconds after
 	// the first check: in a NATS cluster a starting node's subscription
 	// reaches the other servers a route's latency later, and two nodes
-	// started together on two servers both missed it in their windows
-	// (helper-23: 4 of 4 with 10 ms routes). A member needs no second
+	// started together on two servers can both miss it in their windows
+	// (even with 10 ms routes). A member needs no second
 	// check: of two nodes started together, the one that lists the members
 	// second waits for the other's answer, asking again every second
 	// until its subscription has reached every server (gatherPeers).
@@ -441,8 +441,8 @@ func (n *Node) startNATS() error {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		// The handshake is three trips one way: nats.go's 2 s default
-		// left a node 0.7 s from NATS unable to connect, or to reconnect
-		// once it lost its server (helper-32).
+		// leaves a node 0.7 s from NATS unable to connect, or to reconnect
+		// once it lost its server.
 		nats.Timeout(natsConnectTimeout),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {

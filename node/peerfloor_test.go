@@ -69,8 +69,8 @@ func allocBucket(t *testing.T, nc *nats.Conn) (jetstream.KeyValue, context.Conte
 }
 
 // The store can forget a tag entirely — its key deleted twice, so only
-// markers are left in the bucket's history (the adversary's "deldel": an
-// operator's script retried) — but the live nodes have not: a restart (or
+// markers are left in the bucket's history (an operator's script
+// retried) — but the live nodes have not: a restart (or
 // a create) below the highest floor any live node reports is refused,
 // naming that node; at it, it works.
 func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
@@ -124,7 +124,7 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 	}
 }
 
-// The adversary's "put2": an operator writes a lowered max_id twice with
+// An operator writes a lowered max_id twice with
 // `nats kv put` (the bucket's history then holds no higher revision), at
 // the lower of two nodes' floors. The node with the lower floor must not
 // serve the ids the other served: it heard the other's floor
@@ -258,15 +258,15 @@ func TestLateNodeLearnsPeerFloors(t *testing.T) {
 	takeAll("after the row was lowered twice and a node joined", 60, true)
 }
 
-// TestRestartingNodeFloorsHeard (helper-30's DUP-1): a node restarting on
-// its data directory holds ranges of a tag (its floor file; engine.Start
-// loads more) long before its responder runs — here it hangs registering
-// a snowflake worker with ZooKeeper, as a node 30-50 ms from NATS spent
-// seconds in its start's round trips. The alloc bucket is replaced and a
-// newcomer is asked for the tag: it must hear the restarting node's floor
-// and refuse, not create the tag at 1. Before, the restarting member's
-// record said it did not serve yet, the newcomer did not wait for it, and
-// nobody answered its floor (3,900-4,170 duplicates per run).
+// TestRestartingNodeFloorsHeard: a node restarting on its data directory
+// holds ranges of a tag (its floor file; engine.Start loads more) long
+// before its responder runs — here it hangs registering a snowflake worker
+// with ZooKeeper, as a node 30-50 ms from NATS spends seconds in its
+// start's round trips. The alloc bucket is replaced and a newcomer is
+// asked for the tag: it must hear the restarting node's floor and refuse,
+// not create the tag at 1. So the restarting member's record says it
+// serves (the newcomer waits for it) and it answers its floors from
+// before it joins.
 func TestRestartingNodeFloorsHeard(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)

@@ -86,7 +86,7 @@ func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64,
 	if err != nil {
 		// Start asks again, for any failure of the gather: a node that
 		// went on without its peers' floors could take a range below one
-		// of them (helper-30, read).
+		// of them.
 		p.close()
 		return nil, fmt.Errorf("%w: asking the live nodes for their floors: %v", ErrPeersSilent, err)
 	}

@@ -80,9 +80,8 @@ func TestStartWaitsForJetStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// And it is a member: its first write of its key in leaf_nodes failed
-	// (no meta leader), and a node that gave up then stayed no member for
-	// good, its slow answers unheard by the others' checks (helper-29:
-	// 10,000 duplicate segment ids).
+	// (no meta leader), and a node that gave up then would stay no member
+	// for good, its slow answers unheard by the others' checks.
 	if !isMember(t, nc, "early") {
 		t.Fatal("leafd started during the election serves but has no key in leaf_nodes")
 	}

@@ -348,9 +348,10 @@ func (p *Producer) grow(tr *tagRing, old *ringbuf.Ring[int64]) {
 	// Move what is left before the new ring fills itself, so its ids come
 	// out before the fresh ones. One take, one CAS: a request that still
 	// holds old gets either ids below all of them or none (and then waits
-	// for the order lock). Moved a chunk at a time, a request took ids
-	// above a chunk in flight, and its next request got the chunk's lower
-	// ones from the new ring (helper-23: 59 drops in 20 growing tags).
+	// for the order lock). Moved a chunk at a time, a request could take
+	// ids above a chunk in flight, and its next request get the chunk's
+	// lower ones from the new ring
+	// (TestConcurrentRequestsIncreaseWhileGrowing).
 	buf := make([]int64, old.Cap())
 	if n, err := old.TakeN(buf); err == nil {
 		r.PutN(buf[:n])

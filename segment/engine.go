@@ -766,8 +766,8 @@ func (e *Engine) autoCreate(tag wire.Tag) (Tag, error) {
 			// A live node's floor may be of the tag as another node
 			// created it while the check waited for a slow member: then
 			// the store has it now, at or above that floor. Refused
-			// without a second look, a new tag answered 404 "deleted" for
-			// NegativeTTL (helper-30's L1).
+			// without a second look, a new tag would answer 404 "deleted"
+			// for NegativeTTL.
 			var pf *PeerFloorError
 			if errors.As(err, &pf) {
 				if row, gerr := e.store.Get(e.ctx, tag); gerr == nil && row.MaxID >= pf.Floor {

@@ -915,7 +915,7 @@ func TestAutoCreate(t *testing.T) {
 		}
 	})
 	t.Run("created by another node during the check", func(t *testing.T) {
-		// helper-30's L1: a slow check hears the floor of the node that
+		// A slow check hears the floor of the node that
 		// created and loaded the tag meanwhile. The tag is in the store
 		// now: load it, not a 404 "deleted" (cached for NegativeTTL).
 		s := newTestStore()

@@ -202,8 +202,7 @@ func TestSourceWaitsOutUnknownWorker(t *testing.T) {
 
 	// No live process serves the worker: one that held it and stopped
 	// made ids up to its lease, LeaseAhead past a clock up to ClockSkew
-	// ahead (helper-20: 29,403 duplicates when the next node served at
-	// once).
+	// ahead, which the next node would repeat if it served at once.
 	b = newBackend(-1)
 	b.ttl = time.Second
 	src, clock, _ = startSource(t, b, nil, func(c *snowflake.SourceConfig) { c.ClockSkew = skew })
@@ -236,9 +235,8 @@ func TestSourceWaitsOutUnknownWorker(t *testing.T) {
 // behind one queue group — gives a worker id that a live node serves. The
 // Source asks (Holder) after every registration, whatever the lease, and
 // refuses it, naming the holder; it serves once the holder is gone. Without
-// the question both serve the worker: an adversary counted 237,718
-// duplicates after /snowflake was wiped and a node restarted with
-// ZooKeeper unreachable.
+// the question both serve the worker (as after /snowflake was wiped and a
+// node restarted with ZooKeeper unreachable).
 func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	b := newBackend(3)
 	b.setLease(3, t0.Add(-time.Minute)) // a lease on record: NewWorker is not asked
@@ -331,8 +329,8 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 // worker records; the node loses the id and claims another, and the next
 // process gets the erased id with no lease on record. The node that lost
 // it may have made ids of it up to its last lease (Past), so the newcomer
-// starts above the lease that node reports (PeerLease). Without it an
-// adversary counted 20,073 duplicates (ids borrowed ahead of the clock).
+// starts above the lease that node reports (PeerLease). Without it the
+// newcomer would repeat ids the node borrowed ahead of the clock.
 func TestSourceTakesPeerLease(t *testing.T) {
 	// The node that lost worker 0 reports it in Past.
 	b := newBackend(0)
@@ -373,7 +371,7 @@ func TestSourceTakesPeerLease(t *testing.T) {
 // TestSourcePeerLeaseUnasked: a registration whose live processes could
 // not be asked for their past leases of the worker fails (the node's start
 // tries again): taken for "no peer lease", the worker would serve before
-// a lease a live node reports (helper-30, read: the error was dropped).
+// a lease a live node reports.
 func TestSourcePeerLeaseUnasked(t *testing.T) {
 	unasked := errors.New("gather: nats: connection closed")
 	cfg := sourceConfig(newBackend(0), &fakeClock{t: t0}, &eventLog{})

@@ -402,10 +402,10 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		// erased; or only this process's own record of it (Partial). A
 		// process that served it and has stopped made ids at most
 		// BorrowAhead past its clock, which ran at most ClockSkew ahead
-		// of this one (helper-20 erased a worker's records, stopped its
-		// holder and started another node: 29,403 duplicates; helper-25
-		// started a node from its ZooKeeper cache file just after another
-		// host with the same identity stopped: 24,261). One that still
+		// of this one (a worker's records erased, its holder stopped and
+		// another node started on it; a node started from its ZooKeeper
+		// cache file just after another host with the same identity
+		// stopped). One that still
 		// serves it stops when its claim lapses, a ClaimTTL from now at
 		// most. A registry that had recorded nothing (Fresh) had no
 		// holder.

@@ -1289,7 +1289,7 @@ func TestSourceLeaveBeforeLeaseRunsOut(t *testing.T) {
 // A registry that hangs (a JetStream KV whose stream is electing a leader,
 // say) rather than failing fast: the Source still steps down while its
 // lease holds, on the real clock, instead of serving until the lease has
-// run out and answering 503 (found by the chaos soak's nats-server kill).
+// run out and answering 503 (as while a nats-server is killed).
 func TestSourceLeaveBeforeLeaseRunsOutHanging(t *testing.T) {
 	b := newBackend(-1)
 	src, _, log := startSource(t, b, nil, func(c *snowflake.SourceConfig) {

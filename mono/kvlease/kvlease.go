@@ -186,8 +186,8 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 // the watch (see watch). The watch must have delivered every message the
 // stream holds up to its last sequence now, the key's last among them: a
 // follower cut off from NATS while the holder renewed, whose missed
-// renewals were then purged with the key, has not (helper-23: 20,271
-// calls out of order when it trusted what it had seen before the cut). A
+// renewals were then purged with the key, has not, and must not trust
+// what it saw before the cut (TestFollowerAwayWaits). A
 // bucket made again (found so, or when the watch does not catch up in
 // time) gets a whole TTL and a new watch.
 func (l *Lease) wait(ctx context.Context, tag string, kept []*jskv.StoredMsg, entry time.Time) (time.Duration, error) {
@@ -270,7 +270,7 @@ func (l *Lease) kept(ctx context.Context, tag string) ([]*jskv.StoredMsg, error)
 // released reports whether the messages kept for a key (oldest first)
 // show that its holder let go: the last is a Release's marker that names
 // the holder and revision of the record right before it (a marker written
-// by hand without them, 6,842 calls out of order, does not pass).
+// by hand without them does not pass).
 func released(kept []*jskv.StoredMsg) bool {
 	if len(kept) < 2 {
 		return false
@@ -290,9 +290,8 @@ func released(kept []*jskv.StoredMsg) bool {
 
 // checkBucket refuses a bucket that expires values on its own (a max age,
 // as `nats kv add --ttl` sets): a lease there expires while its holder
-// still serves, and the holder loses it at every renewal. An adversary
-// made the bucket again with a 1s max age (32,785 calls out of order
-// before leases were judged by the watch).
+// still serves, and the holder loses it at every renewal
+// (TestMaxAgeBucketRefused: the bucket made again with a 1s max age).
 func (l *Lease) checkBucket(ctx context.Context) error {
 	st, err := l.kv.Status(ctx)
 	if err != nil {

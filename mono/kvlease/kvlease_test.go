@@ -125,9 +125,8 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 // holder or its TTL only when the bucket shows it. An operator's value put
 // with a short TTL over a live lease (`nats kv put` with a per-message
 // TTL), whose expiry the server marks as any other; a release marker
-// written by hand: each leaves a holder that still serves, and Acquire must wait a TTL. An
-// adversary broke order with the first (1,998 calls out of order) and the
-// second (6,842) before the bucket kept the record behind a marker.
+// written by hand: each leaves a holder that still serves, and Acquire must wait a TTL.
+// Both break order unless the bucket keeps the record behind a marker.
 func TestAcquireAfterForgedFreeWaits(t *testing.T) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
@@ -197,9 +196,8 @@ func TestAcquireAfterForgedFreeWaits(t *testing.T) {
 		next(tag, fmt.Sprintf("a release marker by hand %v", msg.Header))
 	}
 
-	// The server's TTL marker forged (helper-22: two of them push the
-	// holder's record out of the key's history, 52,346 calls out of order;
-	// one with a rollup clears it, 53,182).
+	// The server's TTL marker forged: two of them push the holder's record
+	// out of the key's history; one with a rollup clears it.
 	for i, forged := range []nats.Header{
 		{"Nats-Marker-Reason": {"MaxAge"}},
 		{"Nats-Marker-Reason": {"MaxAge"}, "Nats-Rollup": {"sub"}},
@@ -254,8 +252,7 @@ func TestOpenKeepsHistory(t *testing.T) {
 // add leaf_mono --ttl 1s`, made again under running nodes) expires a lease
 // while its holder serves, and the server's marker looks like the
 // holder's own expiry. Open refuses such a bucket, and so does Acquire in
-// one made again under a running Lease. An adversary broke order this way
-// (32,785 calls out of order).
+// one made again under a running Lease, or order breaks.
 func TestMaxAgeBucketRefused(t *testing.T) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
@@ -295,8 +292,7 @@ func TestMaxAgeBucketRefused(t *testing.T) {
 // lowered below the lease's (`--marker-ttl 1s`), two puts push the
 // holder's record out and expire before its lease. Acquire trusts a TTL
 // marker only while the bucket keeps two messages per key and a marker TTL
-// of at least the lease's (helper-21: 41,273 and 29,840 calls out of
-// order before).
+// of at least the lease's.
 func TestStreamEditWaits(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -313,9 +309,9 @@ func TestStreamEditWaits(t *testing.T) {
 }
 
 // streamEditWaits edits the stream, puts over a live lease, and with
-// restore puts the settings back before the next Acquire (helper-22: the
-// settings were read when the next leader acquired, not when the puts were
-// stored; 17,451 and 7,066 calls out of order).
+// restore puts the settings back before the next Acquire: the settings
+// that count are those in force when the puts were stored, not when the
+// next leader acquires.
 func streamEditWaits(t *testing.T, edit func(*jetstream.StreamConfig), puts int, restore bool) {
 	s := natstest.RunServer(t)
 	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
@@ -435,12 +431,12 @@ func TestBucketMadeAgainWaits(t *testing.T) {
 	}
 }
 
-// TestFollowerAwayWaits (helper-23's M1): a follower stops hearing the
+// TestFollowerAwayWaits: a follower stops hearing the
 // bucket (cut off from NATS) while the holder renews; the key is then
 // purged with its renewals (`nats stream purge KV_leaf_mono --subject
 // '$KV.leaf_mono.TAG'`, no marker). What the follower saw last is older
-// than the holder's last renewal: it must wait out the renewals it missed
-// (20,271 calls out of order when it trusted what it had seen).
+// than the holder's last renewal: it must wait out the renewals it missed,
+// not trust what it had seen.
 func TestFollowerAwayWaits(t *testing.T) {
 	s := natstest.RunServer(t)
 	ctx := t.Context()

@@ -19,9 +19,9 @@ import (
 // bucket says now (a TTL marker, a delete, nothing), a holder renewed no
 // later than the last record of its key this process saw arrive, so it
 // stops serving within a TTL of that arrival. Markers the server writes
-// and markers written by hand look alike (a helper forged the server's
-// TTL marker, and edited the stream's settings around a hand put; 52,346
-// and 17,451 calls out of order), so none of them is taken for proof.
+// and markers written by hand look alike (the server's TTL marker can be
+// forged, and the stream's settings edited around a hand put), so none of
+// them is taken for proof.
 //
 // Only an unbroken run of deliveries counts: a gap in the stream's
 // sequence (a message removed before this process got it, around a

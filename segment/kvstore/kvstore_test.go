@@ -670,8 +670,8 @@ func TestOperatorLowersMaxID(t *testing.T) {
 		t.Fatalf("NextStep after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
 	// An operator's own later write must not push the evidence out of the
-	// history (the adversary's "putstep" and "putmax": 8k and 36k
-	// duplicates from a node with a lower floor).
+	// history (a step or max_id written after it: else a node with a lower
+	// floor repeats ids).
 	if err := s.SetStep(ctx, wire.MustTag("low"), 20); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("SetStep after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
@@ -697,8 +697,8 @@ func TestOperatorLowersMaxID(t *testing.T) {
 // lowered max_id. A row put by hand with a handed_back_from of its own
 // choosing must not pass for one: only a handed_back_from equal to the
 // max_id of the revision right before it is a hand-back (HandBack writes
-// conditionally on that revision). An adversary's single `nats kv put`
-// with a forged handed_back_from passed the lowered-row check before.
+// conditionally on that revision), so a single `nats kv put` with a
+// forged handed_back_from does not pass the lowered-row check.
 func TestForgedHandBackIsLowered(t *testing.T) {
 	s, kv, last, ctx := servedTag(t, "forge")
 	for _, from := range []int64{1 << 40, last.End() - 1, last.End() + 1} {

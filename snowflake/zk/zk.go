@@ -461,7 +461,7 @@ func (r *Registry) WaitFree(ctx context.Context) error {
 // since holds its creation time, which is no one's lease: after
 // /snowflake/<name> was removed, the new znode of a worker id that a
 // stopped process served must not hide that there is no lease on record
-// (helper-25: 32,551 duplicates).
+// (TestNewZnodeHasNoLease).
 func (r *Registry) fence(ctx context.Context, path string, worker int64, created bool) (endpoint, int64, int32, error) {
 	cached := r.cachedLease(worker)
 	lp := r.leasePath(worker)

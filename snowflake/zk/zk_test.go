@@ -299,7 +299,7 @@ func TestCacheFile(t *testing.T) {
 
 	// A process that lost its claim in ZooKeeper (NoCacheRegister) does
 	// not take the worker back from the cache: another process with this
-	// Addr may hold it now (issue #12: 600k duplicates after a partition).
+	// Addr may hold it now (issue #12: after a partition).
 	noCache := o
 	noCache.NoCacheRegister = true
 	if _, err := open(t, down, snowflake.LeafLayout(), noCache).Register(ctxT(t)); !errors.Is(err, snowflake.ErrRegistryUnavailable) {
@@ -827,9 +827,8 @@ func TestSequenceRestart(t *testing.T) {
 // creation time, which is no one's lease: LastLease is zero, so that the
 // Source waits out a stopped holder of the worker id. After an operator
 // removed /snowflake/<name> whole, the worker id a stopped node served
-// comes back with a new znode; reported as a lease of now, it let the next
-// node serve at once, below the stopped node's last ids (helper-25: 32,551
-// duplicates).
+// comes back with a new znode; reported as a lease of now, it would let
+// the next node serve at once, below the stopped node's last ids.
 func TestNewZnodeHasNoLease(t *testing.T) {
 	servers := []string{testenv.ZooKeeper(t)}
 	name := testenv.RandomName("nolease_", 6)

@@ -153,7 +153,8 @@ const (
 	// each way; node 2 stops, node 1 stops gracefully and starts again on
 	// its data directory, and while it is still starting (its engine has
 	// loaded the tag, it is not ready yet) leaf_alloc is deleted and made
-	// again and the newcomer is asked for the tag (helper-30's DUP-1).
+	// again and the newcomer is asked for the tag (the case of
+	// TestRestartingNodeFloorsHeard).
 	FaultOpKVBucketRestart = "op-kv-bucket-restart"
 )
 
