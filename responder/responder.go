@@ -374,11 +374,32 @@ func (r *Responder) handleSegment(req micro.Request) {
 		r.finish(j)
 		return
 	}
-	select {
-	case r.jobs <- j: // blocks when every worker is busy: back-pressure, not an unbounded queue
-	case <-r.ctx.Done():
-		r.observe(start, "segment", tag.String(), r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed)), 0)
+	if err := r.enqueue(j); err != nil {
+		r.observe(start, "segment", tag.String(), r.fail(req, err), 0)
 		r.bufs.Put(bp)
+	}
+}
+
+// ErrBusy answers a request that needs a worker when every worker is busy
+// and the queue is full: a 503, so the client asks again (NATS may route
+// the retry to another node).
+var ErrBusy = wire.NewCodedError(wire.CodeUnavailable, "node busy")
+
+// enqueue hands j to the workers without waiting. The subscription
+// goroutine that calls it serves every tag of its subject, ring hits
+// included: blocking it on a full queue (all workers waiting on slow
+// loads or new tags' checks) would leave every request of the subject
+// unanswered until a worker frees up. The queue holds 4 jobs a worker,
+// so a full one is an overload, answered at once with ErrBusy.
+func (r *Responder) enqueue(j job) error {
+	if r.ctx.Err() != nil {
+		return fmt.Errorf("%w: node is stopping", segment.ErrClosed)
+	}
+	select {
+	case r.jobs <- j:
+		return nil
+	default:
+		return fmt.Errorf("%w: %d requests wait for %d workers", ErrBusy, len(r.jobs), r.cfg.Workers)
 	}
 }
 

@@ -376,3 +376,49 @@ func TestObserveTookOnTheClock(t *testing.T) {
 		t.Fatalf("observed %+v, want 3 ids of demo taking 1s (two readings of the clock)", o)
 	}
 }
+
+// More requests for slow tags than the workers and their queue hold do not
+// stall the subject: a ring hit of another tag is answered at once, and
+// the requests past the queue get a 503 at once, not silence.
+func TestFullQueueAnswersBusy(t *testing.T) {
+	nc, _, c := setupCounter(t)
+	const slow = 32 + 4*32 + 40 // workers, their queue, and more
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range slow {
+		if err := nc.PublishRequest("leaf.segment.slow", inbox, []byte("5")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	busy := 0
+	for busy < 40 {
+		m, err := replies.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%d busy answers, then: %v", busy, err)
+		}
+		if err := wire.ReplyError(m); !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "busy") {
+			t.Fatalf("answer while the queue is full: %v, want a 503 busy", err)
+		}
+		busy++
+	}
+	msg := nats.NewMsg("leaf.segment.demo")
+	if _, err := nc.RequestMsg(msg, time.Second); err != nil {
+		t.Fatalf("a ring hit while every worker waits: %v", err)
+	}
+	close(c.release)
+	for range slow - busy {
+		m, err := replies.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wire.ReplyError(m); err != nil {
+			t.Fatalf("a queued slow request: %v", err)
+		}
+	}
+}

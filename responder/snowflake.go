@@ -159,10 +159,8 @@ func (r *Responder) handleSnowflake(req micro.Request) {
 		r.finish(j)
 		return
 	}
-	select {
-	case r.jobs <- j:
-	case <-r.ctx.Done():
-		r.observe(start, "snowflake", "", r.fail(req, fmt.Errorf("%w: node is stopping", segment.ErrClosed)), 0)
+	if err := r.enqueue(j); err != nil {
+		r.observe(start, "snowflake", "", r.fail(req, err), 0)
 		r.bufs.Put(bp)
 	}
 }
