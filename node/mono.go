@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -266,6 +267,29 @@ func (m *monoServer) balance() {
 	if len(lead) > share {
 		m.log.Info("mono: yielding tags above this node's share", "leading", len(lead), "share", share, "nodes", len(nodes))
 	}
+}
+
+// servingNow counts the tags this node leads and serves now, and names
+// those it leads but may not serve yet: a new leader answers 503 until the
+// lease of the leader before it has surely run out (mono.Grant.Wait), and
+// readiness must say so rather than count the tag as served.
+func (m *monoServer) servingNow() (serving int, waiting []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for tag, t := range m.tags {
+		t.mu.Lock()
+		leading := t.sub != nil
+		t.mu.Unlock()
+		switch {
+		case !leading || t.l == nil:
+		case t.l.Leading():
+			serving++
+		default:
+			waiting = append(waiting, tag)
+		}
+	}
+	slices.Sort(waiting)
+	return serving, waiting
 }
 
 func (m *monoServer) onLeading(tag string, t *monoTag, leading bool) {

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -169,5 +172,53 @@ func TestSelfProbeCatchesSilentSubject(t *testing.T) {
 	}
 	if answered(wire.SubjectSnowflake) <= 3 {
 		t.Error("snowflake probes stopped too")
+	}
+}
+
+// A node that takes a monotonic tag's lease over waits until the lease of
+// the leader before it has surely run out, answering 503 meanwhile:
+// /readyz/mono must not say ready while every request of its only tag gets
+// a 503. The lease is deleted by hand, so the holder loses it and takes it
+// again with that wait.
+func TestMonoTakeoverWaitNotReady(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	n := startNode(t, node.Config{Name: "mt", NATS: node.NATSConfig{URL: s.ClientURL()}})
+	nc := natstest.Connect(t, s.ClientURL())
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "mt", Step: 50, Mode: "mono"})
+	testenv.Eventually(t, "mt served", 30*time.Second, func() bool {
+		code, _ := httpGet(t, n, "/readyz/mono")
+		return code == 200 && askOnce(nc, wire.MonoPrefix+"mt") == nil
+	})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), "leaf_mono")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(context.Background(), "mt"); err != nil {
+		t.Fatal(err)
+	}
+	refused, lied := 0, 0
+	for deadline := time.Now().Add(25 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		code, _ := httpGet(t, n, "/readyz/mono")
+		err := askOnce(nc, wire.MonoPrefix+"mt")
+		if errors.Is(err, wire.ErrUnavailable) {
+			refused++
+			if code == 200 {
+				lied++
+			}
+		}
+		if err == nil && refused > 0 {
+			break // served again after the wait
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no 503 after the lease was deleted: the takeover wait was not seen")
+	}
+	if lied > 0 {
+		t.Errorf("/readyz/mono said 200 at %d of the %d requests refused with 503 during the takeover wait", lied, refused)
 	}
 }

@@ -232,8 +232,13 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		subjects = append(subjects, sf)
 	}
 	if m := n.mono.Load(); m != nil {
-		subjects = append(subjects, wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
-			Ready: m.leading.Load() > 0 && connected, Problems: offline, Probed: m.probed.Load()})
+		serving, waiting := m.servingNow()
+		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
+			Ready: serving > 0 && connected, Problems: offline, Probed: m.probed.Load()}
+		for _, tag := range waiting {
+			ms.Problems = append(ms.Problems, "mono: "+tag+": taking over, no ids until the last leader's lease has run out")
+		}
+		subjects = append(subjects, ms)
 	}
 	if n.pool != nil {
 		subjects = append(subjects, wire.SubjectStatus{Subject: wire.SubjectPool, Serving: true, Ready: connected, Problems: offline})
