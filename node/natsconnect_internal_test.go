@@ -92,3 +92,40 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 		t.Fatalf("the far member's key after its renewal: %v", err)
 	}
 }
+
+// TestBlackholedLinkIsNoticed: a link to NATS that swallows every byte
+// (a partition that resets nothing) is noticed within pingEvery times
+// pingsOut and a little: the connection is then down, so readiness says so
+// and the client reconnects (to another server of a cluster). With
+// nats.go's default pings (2 minutes, two out) the node stayed ready and
+// subscribed for minutes while no request reached it.
+func TestBlackholedLinkIsNoticed(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "nats", "127.0.0.1:0", strings.TrimPrefix(s.ClientURL(), "nats://"))
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	n := &Node{cfg: Config{Name: "cut", NATS: NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
+	if err := n.startNATS(); err != nil {
+		t.Fatal(err)
+	}
+	defer n.nc.Close()
+	for _, stream := range []string{"upstream", "downstream"} {
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(`{"name":"cut-` + stream + `","type":"timeout","stream":"` + stream +
+			`","toxicity":1,"attributes":{"timeout":0}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := time.Now()
+	within := pingEvery*time.Duration(pingsOut+1) + 5*time.Second
+	for n.nc.IsConnected() {
+		if time.Since(cut) > within {
+			t.Fatalf("still connected %v after the link went silent", time.Since(cut).Round(time.Second))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("noticed after %v", time.Since(cut).Round(100*time.Millisecond))
+}

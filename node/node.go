@@ -434,6 +434,17 @@ func (n *Node) storeKind() string {
 // natsConnectTimeout bounds one connection's handshake to NATS.
 const natsConnectTimeout = 10 * time.Second
 
+// A connection whose server has not answered pingsOut pings sent every
+// pingEvery is given up as stale and made again (to another server of a
+// cluster): a link that swallows bytes, or a frozen server, is otherwise
+// noticed only by nats.go's default pings, after minutes in which the
+// node says it is ready and NATS routes requests to it that nobody
+// answers. A ping every few seconds costs nothing next to the requests.
+const (
+	pingEvery = 5 * time.Second
+	pingsOut  = 2
+)
+
 func (n *Node) startNATS() error {
 	url := n.cfg.NATS.URL
 	opts := []nats.Option{
@@ -444,6 +455,8 @@ func (n *Node) startNATS() error {
 		// leaves a node 0.7 s from NATS unable to connect, or to reconnect
 		// once it lost its server.
 		nats.Timeout(natsConnectTimeout),
+		nats.PingInterval(pingEvery),
+		nats.MaxPingsOutstanding(pingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				n.log.Warn("nats disconnected", "err", err)
@@ -474,8 +487,13 @@ func (n *Node) startNATS() error {
 			// it: a power cut must not roll max_id or a lease back
 			// (DESIGN invariant 2). The default syncs every 2 minutes.
 			SyncAlways: true,
-			NoSigs:     true,
-			NoLog:      true,
+			// As the deploy configs: a stuck client (a frozen leafd
+			// joined to this server) loses its subscriptions within
+			// seconds, not the default two minutes.
+			PingInterval: pingEvery,
+			MaxPingsOut:  pingsOut,
+			NoSigs:       true,
+			NoLog:        true,
 		})
 		if err != nil {
 			return fmt.Errorf("embedded nats-server: %w", err)

@@ -171,6 +171,8 @@ cluster {
   no_advertise: true
   routes: [%s]
 }
+ping_interval: "5s"
+ping_max: 2
 `, name, ports[i], mon[i], filepath.Join(dir, "js"), ports[numNATS+i], dead, strings.Join(quoteAll(routes), ", "))
 		path := filepath.Join(dir, "nats.conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
