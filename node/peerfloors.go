@@ -237,5 +237,13 @@ func (n *Node) peersFloor(ctx context.Context, tag wire.Tag, window time.Duratio
 			high, who = f.Floor, f.Node
 		}
 	})
+	// This node's own floor counts as a live node's: the gather waits for
+	// the other members only (and, with a complete list, for no window in
+	// which this node's own answer would arrive), and a restart or create
+	// below what this node issued is as wrong as below a peer's
+	// (TestReplacedBucketThroughLeafd).
+	if f := n.floors.Floor(tag.String()); f > high {
+		high, who = f, n.cfg.Name
+	}
 	return high, who, err
 }
