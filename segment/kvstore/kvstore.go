@@ -62,6 +62,7 @@ type Store struct {
 	nc      *nats.Conn
 	bucket  string
 	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
+	dirSubj string // any replica's batched get, for walk: <api prefix>DIRECT.GET.KV_<bucket>
 	keyPre  string // $KV.<bucket>.
 	history int64  // the bucket's history, as of Open
 	timeout time.Duration
@@ -135,6 +136,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		nc:      js.Conn(),
 		bucket:  opts.Bucket,
 		getSubj: jskv.GetSubject(js, opts.Bucket),
+		dirSubj: jskv.DirectSubject(js, opts.Bucket),
 		keyPre:  "$KV." + opts.Bucket + ".",
 		timeout: opts.Timeout,
 		owns:    opts.CloseConn,
@@ -687,9 +689,8 @@ func (s *Store) Incarnation(ctx context.Context) (string, error) {
 	return inc, nil
 }
 
-// Tags implements segment.Store. It walks the bucket's messages through the
-// stream leader (one request per stored message), so it sees every write
-// acknowledged before it started.
+// Tags implements segment.Store. It walks the bucket's messages (see walk),
+// so it sees every write acknowledged before it started.
 func (s *Store) Tags(ctx context.Context) ([]string, error) {
 	rows, _, err := s.walk(ctx, "tags")
 	if err != nil {
@@ -725,60 +726,142 @@ func (s *Store) Modes(ctx context.Context) (map[string]segment.Mode, error) {
 	return out, nil
 }
 
+// A walk reads the bucket in batches of walkBatch messages (at most
+// walkBytes of them) from any replica.
+const (
+	walkBatch = 1000
+	walkBytes = 1 << 20
+)
+
+// walkDirectFails is how many batched gets in a row may fail before a walk
+// reads the rest from the leader alone: a replica that takes a batch and
+// never answers would otherwise cost a timeout per message.
+const walkDirectFails = 2
+
 // walk reads every key's latest message: the live rows by tag, and the
 // mode keys by tag.
+//
+// It reads the messages in sequence order, so the last one seen for a key
+// is its value. The bulk comes in batched direct gets, which any replica
+// answers from what it has applied; the end is always confirmed by the
+// stream leader (STREAM.MSG.GET of the next message after the last one
+// seen), and a message the leader has where a lagging replica stopped is
+// read from the leader before the batches go on. So every write
+// acknowledged before the walk started is seen, or a later revision of the
+// same key is; writes during the walk may or may not be, as with any read
+// that takes time. It is not a snapshot: each key's value is the one it
+// had when the walk passed it.
+//
+// Options.Timeout bounds each step (a batch, or one request to the leader
+// with its retries), not the walk: a big bucket takes as many steps as it
+// needs, a retry goes on from the last message read, and only the
+// caller's context bounds the whole. A stream that does not answer
+// batched gets (direct gets not allowed, or an older server) is read from
+// the leader one message at a time.
 func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, modes map[string]segment.Mode, err error) {
 	if s.closed.Load() {
 		return nil, nil, closedErr(op)
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	rows, modes = make(map[string][]byte), make(map[string]segment.Mode)
-	seq := uint64(1)
-	var ferr error
-	err = s.retry(cctx, func() (bool, error) {
-		for {
-			m, err := s.msgGet(cctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
-			if err != nil {
-				return transient(err), err
-			}
-			if m == nil {
-				return false, nil
-			}
-			seq = m.Sequence + 1
-			// Messages come in sequence order, so the last one seen for a
-			// key is its current value.
-			key := strings.TrimPrefix(m.Subject, s.keyPre)
-			if tag, ok := strings.CutPrefix(key, "mode."); ok {
-				var md segment.Mode
-				if m.Deleted() {
-					delete(modes, tag)
-					continue
-				}
-				if err := json.Unmarshal(m.Data, &md); err != nil {
-					ferr = fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, key, err)
-					return false, ferr
-				}
-				modes[tag] = md
-				continue
-			}
-			if _, err := wire.ParseTag(key); err != nil {
-				continue // not a key of this package's
-			}
+	visit := func(m *jskv.StoredMsg) error {
+		key := strings.TrimPrefix(m.Subject, s.keyPre)
+		if tag, ok := strings.CutPrefix(key, "mode."); ok {
 			if m.Deleted() {
-				delete(rows, key)
-			} else {
-				rows[key] = m.Data
+				delete(modes, tag)
+				return nil
+			}
+			var md segment.Mode
+			if err := json.Unmarshal(m.Data, &md); err != nil {
+				return fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, key, err)
+			}
+			modes[tag] = md
+			return nil
+		}
+		if _, err := wire.ParseTag(key); err != nil {
+			return nil // not a key of this package's
+		}
+		if m.Deleted() {
+			delete(rows, key)
+		} else {
+			rows[key] = m.Data
+		}
+		return nil
+	}
+	seq := uint64(1) // the next sequence to read
+	direct, fails := true, 0
+	for {
+		if s.closed.Load() {
+			return nil, nil, closedErr(op)
+		}
+		if direct {
+			more, err := s.batch(ctx, &seq, visit)
+			switch {
+			case errors.Is(err, ErrCorrupt):
+				return nil, nil, err
+			case errors.Is(err, jskv.ErrNoBatch), errors.Is(err, jskv.ErrBadReply):
+				direct = false
+			case err != nil:
+				if ctx.Err() != nil {
+					return nil, nil, s.fail(ctx, ctx, op, "", err)
+				}
+				if fails++; fails >= walkDirectFails {
+					direct = false
+				}
+			case more:
+				fails = 0
+				continue
+			default:
+				fails = 0
 			}
 		}
+		m, err := s.next(ctx, op, seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		if m == nil {
+			return rows, modes, nil
+		}
+		if err := visit(m); err != nil {
+			return nil, nil, err
+		}
+		seq = m.Sequence + 1
+	}
+}
+
+// batch reads one batch of the walk from any replica, from *seq on, and
+// moves *seq past the last message read; more reports that the replica
+// has more. Options.Timeout bounds it.
+func (s *Store) batch(ctx context.Context, seq *uint64, visit func(*jskv.StoredMsg) error) (more bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return jskv.DirectBatch(cctx, s.nc, s.dirSubj, *seq, s.keyPre+">", walkBatch, walkBytes, func(m *jskv.StoredMsg) error {
+		if err := visit(m); err != nil {
+			return err
+		}
+		*seq = m.Sequence + 1
+		return nil
 	})
-	if err != nil && err == ferr {
-		return nil, nil, err
+}
+
+// next asks the stream leader for the first message of the bucket at or
+// after seq; nil when there is none. Options.Timeout bounds it, retries
+// included.
+func (s *Store) next(ctx context.Context, op string, seq uint64) (*jskv.StoredMsg, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var m *jskv.StoredMsg
+	err := s.retry(cctx, func() (bool, error) {
+		var err error
+		m, err = s.msgGet(cctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
+		return transient(err), err
+	})
+	if errors.Is(err, ErrCorrupt) {
+		return nil, err
 	}
 	if err != nil {
-		return nil, nil, s.fail(ctx, cctx, op, "", err)
+		return nil, s.fail(ctx, cctx, op, "", err)
 	}
-	return rows, modes, nil
+	return m, nil
 }
 
 // Close implements segment.Store. It is idempotent; later calls of every
