@@ -42,7 +42,9 @@ type Options struct {
 	Replicas int
 	// Timeout bounds every Store call, including its compare-and-swap
 	// retries; a call that does not finish in time returns an error wrapping
-	// segment.ErrUnavailable. It also bounds Open. Default 3s.
+	// segment.ErrUnavailable. It also bounds Open. Tags and Modes take as
+	// many steps as the bucket needs, and it bounds each step (see walk).
+	// Default 3s.
 	Timeout time.Duration
 	// CloseConn makes Close (and a failed Open) also close the NATS
 	// connection of the jetstream.JetStream given to Open. By default the
