@@ -228,3 +228,87 @@ func BenchmarkTags(b *testing.B) {
 		}
 	}
 }
+
+// lagging answers the direct gets of bucket's stream on nc as a replica
+// that has applied nothing after sequence upTo would: it reads the
+// leader's messages and stops at upTo.
+func lagging(t testing.TB, nc *nats.Conn, bucket string, upTo uint64) {
+	t.Helper()
+	type stored struct {
+		Subject string `json:"subject"`
+		Seq     uint64 `json:"seq"`
+		Header  []byte `json:"hdrs"`
+		Data    []byte `json:"data"`
+	}
+	sub, err := nc.Subscribe("$JS.API.DIRECT.GET.KV_"+bucket, func(req *nats.Msg) {
+		var r struct {
+			Seq     uint64 `json:"seq"`
+			NextFor string `json:"next_by_subj"`
+			Batch   int    `json:"batch"`
+		}
+		if json.Unmarshal(req.Data, &r) != nil {
+			return
+		}
+		sent := 0
+		for ; sent < r.Batch; sent++ {
+			body, _ := json.Marshal(map[string]any{"seq": r.Seq, "next_by_subj": r.NextFor})
+			reply, err := nc.Request("$JS.API.STREAM.MSG.GET.KV_"+bucket, body, 5*time.Second)
+			if err != nil {
+				return
+			}
+			var got struct{ Message *stored }
+			if json.Unmarshal(reply.Data, &got) != nil || got.Message == nil || got.Message.Seq > upTo {
+				break
+			}
+			m := nats.NewMsg(req.Reply)
+			if len(got.Message.Header) > 0 {
+				if m.Header, err = nats.DecodeHeadersMsg(got.Message.Header); err != nil {
+					return
+				}
+			}
+			m.Header.Set("Nats-Subject", got.Message.Subject)
+			m.Header.Set("Nats-Sequence", fmt.Sprint(got.Message.Seq))
+			m.Header.Set("Nats-Num-Pending", "1")
+			m.Data = got.Message.Data
+			_ = nc.PublishMsg(m)
+			r.Seq = got.Message.Seq + 1
+		}
+		end := nats.NewMsg(req.Reply)
+		if sent == 0 {
+			end.Header.Set("Status", "404")
+		} else {
+			end.Header.Set("Status", "204")
+			end.Header.Set("Nats-Num-Pending", fmt.Sprint(min(sent/r.Batch, 1)))
+		}
+		_ = nc.PublishMsg(end)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWalkLaggingReplica: a replica whose batches stop short of the
+// writes the leader acknowledged does not hide them: the walk reads them
+// from the leader.
+func TestWalkLaggingReplica(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	s := open(t, js, kvstore.Options{Bucket: "lag"})
+	ctx := testCtx(t)
+	st, err := js.Stream(ctx, "KV_lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.AllowDirect = false // the only answers are lagging's
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f := fill(t, js, "lag", 1500)
+	lagging(t, natstest.Connect(t, srv.ClientURL()), "lag", 1200)
+	f.check(t, s)
+}
