@@ -735,10 +735,12 @@ const (
 	walkBytes = 1 << 20
 )
 
-// walkDirectFails is how many batched gets in a row may fail before a walk
-// reads the rest from the leader alone: a replica that takes a batch and
-// never answers would otherwise cost a timeout per message.
-const walkDirectFails = 2
+// walkDirectWait bounds one batch (or Options.Timeout, if shorter). A
+// replica answers a batch in milliseconds; one that takes it and never
+// answers (cut off from the cluster, its interest not yet gone) must not
+// hold the walk for long. A batch given up on costs only a request to the
+// leader, so a short bound is safe.
+const walkDirectWait = time.Second
 
 // walk reads every key's latest message: the live rows by tag, and the
 // mode keys by tag.
@@ -758,8 +760,9 @@ const walkDirectFails = 2
 // with its retries), not the walk: a big bucket takes as many steps as it
 // needs, a retry goes on from the last message read, and only the
 // caller's context bounds the whole. A stream that does not answer
-// batched gets (direct gets not allowed, or an older server) is read from
-// the leader one message at a time.
+// batched gets (direct gets not allowed, an older server, a replica cut
+// off) is read from the leader one message at a time for the rest of the
+// walk.
 func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, modes map[string]segment.Mode, err error) {
 	if s.closed.Load() {
 		return nil, nil, closedErr(op)
@@ -790,7 +793,7 @@ func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, mo
 		return nil
 	}
 	seq := uint64(1) // the next sequence to read
-	direct, fails := true, 0
+	direct := true
 	for {
 		if s.closed.Load() {
 			return nil, nil, closedErr(op)
@@ -800,20 +803,17 @@ func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, mo
 			switch {
 			case errors.Is(err, ErrCorrupt):
 				return nil, nil, err
-			case errors.Is(err, jskv.ErrNoBatch), errors.Is(err, jskv.ErrBadReply):
-				direct = false
 			case err != nil:
 				if ctx.Err() != nil {
 					return nil, nil, s.fail(ctx, ctx, op, "", err)
 				}
-				if fails++; fails >= walkDirectFails {
-					direct = false
-				}
+				// No batches (direct gets not allowed, an older server),
+				// or a replica that did not answer one: the rest of this
+				// walk goes to the leader, rather than pay a wait per
+				// batch.
+				direct = false
 			case more:
-				fails = 0
 				continue
-			default:
-				fails = 0
 			}
 		}
 		m, err := s.next(ctx, op, seq)
@@ -832,9 +832,9 @@ func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, mo
 
 // batch reads one batch of the walk from any replica, from *seq on, and
 // moves *seq past the last message read; more reports that the replica
-// has more. Options.Timeout bounds it.
+// has more. walkDirectWait bounds it.
 func (s *Store) batch(ctx context.Context, seq *uint64, visit func(*jskv.StoredMsg) error) (more bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, min(s.timeout, walkDirectWait))
 	defer cancel()
 	return jskv.DirectBatch(cctx, s.nc, s.dirSubj, *seq, s.keyPre+">", walkBatch, walkBytes, func(m *jskv.StoredMsg) error {
 		if err := visit(m); err != nil {
