@@ -12,6 +12,10 @@
 // reads could never cause duplicates (every write is a compare-and-swap on
 // the revision read), only spurious "not found" answers and extra conflicts.
 //
+// DirectBatch is the exception, for reading a whole bucket: batched direct
+// gets from any replica, fast, whose end the reader confirms with the
+// leader.
+//
 // Everything here is safe for concurrent use.
 //
 // The room: floor 1 of the README's Layout; it imports only the standard

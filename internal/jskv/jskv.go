@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,11 +36,21 @@ func APISubject(js jetstream.JetStream, api string) string {
 	return prefix + api
 }
 
-// MsgGetRequest is the body of $JS.API.STREAM.MSG.GET.<stream>.
+// DirectSubject is the DIRECT.GET subject of a KV bucket's stream, with the
+// API prefix (or domain) js uses.
+func DirectSubject(js jetstream.JetStream, bucket string) string {
+	return APISubject(js, "DIRECT.GET.KV_"+bucket)
+}
+
+// MsgGetRequest is the body of $JS.API.STREAM.MSG.GET.<stream> and of
+// $JS.API.DIRECT.GET.<stream>. Batch and MaxBytes are for DIRECT.GET only:
+// the leader's STREAM.MSG.GET refuses them.
 type MsgGetRequest struct {
-	Seq     uint64 `json:"seq,omitempty"`
-	LastFor string `json:"last_by_subj,omitempty"`
-	NextFor string `json:"next_by_subj,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
+	LastFor  string `json:"last_by_subj,omitempty"`
+	NextFor  string `json:"next_by_subj,omitempty"`
+	Batch    int    `json:"batch,omitempty"`
+	MaxBytes int    `json:"max_bytes,omitempty"`
 }
 
 type msgGetResponse struct {
@@ -54,17 +65,24 @@ type StoredMsg struct {
 	Header   []byte    `json:"hdrs,omitempty"`
 	Data     []byte    `json:"data,omitempty"`
 	Time     time.Time `json:"time"`
+
+	// hdr is the decoded header of a message DirectBatch read, which
+	// arrives decoded; Header is then empty.
+	hdr nats.Header
 }
 
 // Deleted reports whether m is a delete or purge marker (KV-Operation) or a
 // server-written marker (per-key TTL, MaxAge) rather than a value.
 func (m *StoredMsg) Deleted() bool {
-	if len(m.Header) == 0 {
-		return false
-	}
-	h, err := nats.DecodeHeadersMsg(m.Header)
-	if err != nil {
-		return false
+	h := m.hdr
+	if h == nil {
+		if len(m.Header) == 0 {
+			return false
+		}
+		var err error
+		if h, err = nats.DecodeHeadersMsg(m.Header); err != nil {
+			return false
+		}
 	}
 	return h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != ""
 }
@@ -94,6 +112,70 @@ func MsgGet(ctx context.Context, nc *nats.Conn, subject string, req MsgGetReques
 		return nil, fmt.Errorf("%w: no message", ErrBadReply)
 	}
 	return resp.Message, nil
+}
+
+// ErrNoBatch: the stream does not answer batched direct gets (the stream
+// does not allow direct gets, or its servers do not know batches). The
+// reader should ask the leader instead.
+var ErrNoBatch = errors.New("no batched direct get")
+
+// numPendingHeader is the header of a batched direct get's replies that
+// counts the matching messages after the one it carries.
+const numPendingHeader = "Nats-Num-Pending"
+
+// DirectBatch asks any replica of the stream (on subject, see
+// DirectSubject) for up to batch messages whose subjects match filter, from
+// sequence seq on, and calls f on each, in sequence order. A replica
+// answers from what it has applied, which on a follower may lag the
+// leader's acknowledged writes: a reader that needs those confirms the end
+// with the leader (MsgGet). more reports that the replica holds further
+// messages after the last one f saw; false with a nil error also when it
+// holds none from seq on. An error from f ends the batch and is returned
+// as it is. ctx bounds the whole batch.
+func DirectBatch(ctx context.Context, nc *nats.Conn, subject string, seq uint64, filter string, batch, maxBytes int, f func(*StoredMsg) error) (more bool, err error) {
+	body, err := json.Marshal(MsgGetRequest{Seq: seq, NextFor: filter, Batch: batch, MaxBytes: maxBytes})
+	if err != nil {
+		return false, err
+	}
+	// An inbox of its own per batch: the replies of a batch given up on
+	// cannot be read as another's.
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return false, err
+	}
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return false, err
+		}
+		switch status := msg.Header.Get("Status"); status {
+		case "":
+		case "204": // end of batch
+			return msg.Header.Get(numPendingHeader) != "0", nil
+		case "404": // nothing matches from seq on
+			return false, nil
+		default: // 503: no responders (direct gets not allowed); 408 and others: a request it does not take
+			return false, fmt.Errorf("%w: status %s %s", ErrNoBatch, status, msg.Header.Get("Description"))
+		}
+		// A server that ignores batch answers one message without the
+		// batch headers.
+		if msg.Header.Get(numPendingHeader) == "" {
+			return false, fmt.Errorf("%w: a reply without %s", ErrNoBatch, numPendingHeader)
+		}
+		m := &StoredMsg{Subject: msg.Header.Get(jetstream.SubjectHeader), Data: msg.Data, hdr: msg.Header}
+		if m.Sequence, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil || m.Sequence < seq {
+			return false, fmt.Errorf("%w: direct get: sequence %q", ErrBadReply, msg.Header.Get(jetstream.SequenceHeader))
+		}
+		seq = m.Sequence + 1
+		if err := f(m); err != nil {
+			return false, err
+		}
+	}
 }
 
 // Conflict reports whether err is a compare-and-swap conflict. Clustered

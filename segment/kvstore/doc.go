@@ -68,9 +68,20 @@
 // allow "direct get", answered by any replica (the local one first), and a
 // follower may lag the write just acknowledged. Stale reads would not break
 // uniqueness (the CAS rejects them) but would make Get and Next report a
-// just-created tag as unknown. Tags walks the bucket through the leader too
-// (one request per stored key) instead of an R1 ordered consumer, which may
-// be placed on a lagging follower.
+// just-created tag as unknown.
+//
+// Tags and Modes walk the bucket's messages in sequence order, in batched
+// direct gets of 1,000 messages that any replica answers, and ask the
+// leader for the message after the last one seen before they end: where a
+// lagging follower stopped short, the leader's answer is read and the
+// batches go on from it. So every write acknowledged before the walk
+// started is seen (or a later revision of its key is), as with the leader
+// alone, at a batch's cost per thousand messages instead of a round trip
+// per message. The walk is not a snapshot: each key reads as it was when
+// the walk passed it. A stream that does not allow direct gets, or a
+// server without batched ones, is walked through the leader one message at
+// a time. An R1 ordered consumer (what ListKeys uses) is not used: it may
+// be placed on a lagging follower, with nothing to confirm its end.
 //
 // # Deleted tags
 //
@@ -105,7 +116,10 @@
 // # Errors and time limits
 //
 // Every call, its retries included, is bounded by Options.Timeout (default
-// 3s) and by the caller's context. No answer within the timeout, no
+// 3s) and by the caller's context. Tags and Modes are the exception: the
+// timeout bounds each step of their walk (a batch, or one request to the
+// leader with its retries), so a big bucket never fails them by its size
+// alone; only the caller's context bounds the whole walk. No answer within the timeout, no
 // responders, a closed or reconnecting connection, JetStream not enabled or
 // the bucket missing: an error wrapping segment.ErrUnavailable (and the NATS
 // error). The caller's context ending: an error wrapping ctx.Err(). Brief

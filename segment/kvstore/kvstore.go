@@ -42,7 +42,9 @@ type Options struct {
 	Replicas int
 	// Timeout bounds every Store call, including its compare-and-swap
 	// retries; a call that does not finish in time returns an error wrapping
-	// segment.ErrUnavailable. It also bounds Open. Default 3s.
+	// segment.ErrUnavailable. It also bounds Open. Tags and Modes take as
+	// many steps as the bucket needs, and it bounds each step (see walk).
+	// Default 3s.
 	Timeout time.Duration
 	// CloseConn makes Close (and a failed Open) also close the NATS
 	// connection of the jetstream.JetStream given to Open. By default the
@@ -62,6 +64,7 @@ type Store struct {
 	nc      *nats.Conn
 	bucket  string
 	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
+	dirSubj string // any replica's batched get, for walk: <api prefix>DIRECT.GET.KV_<bucket>
 	keyPre  string // $KV.<bucket>.
 	history int64  // the bucket's history, as of Open
 	timeout time.Duration
@@ -135,6 +138,7 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		nc:      js.Conn(),
 		bucket:  opts.Bucket,
 		getSubj: jskv.GetSubject(js, opts.Bucket),
+		dirSubj: jskv.DirectSubject(js, opts.Bucket),
 		keyPre:  "$KV." + opts.Bucket + ".",
 		timeout: opts.Timeout,
 		owns:    opts.CloseConn,
@@ -687,9 +691,8 @@ func (s *Store) Incarnation(ctx context.Context) (string, error) {
 	return inc, nil
 }
 
-// Tags implements segment.Store. It walks the bucket's messages through the
-// stream leader (one request per stored message), so it sees every write
-// acknowledged before it started.
+// Tags implements segment.Store. It walks the bucket's messages (see walk),
+// so it sees every write acknowledged before it started.
 func (s *Store) Tags(ctx context.Context) ([]string, error) {
 	rows, _, err := s.walk(ctx, "tags")
 	if err != nil {
@@ -725,60 +728,142 @@ func (s *Store) Modes(ctx context.Context) (map[string]segment.Mode, error) {
 	return out, nil
 }
 
+// A walk reads the bucket in batches of walkBatch messages (at most
+// walkBytes of them) from any replica.
+const (
+	walkBatch = 1000
+	walkBytes = 1 << 20
+)
+
+// walkDirectWait bounds one batch (or Options.Timeout, if shorter). A
+// replica answers a batch in milliseconds; one that takes it and never
+// answers (cut off from the cluster, its interest not yet gone) must not
+// hold the walk for long. A batch given up on costs only a request to the
+// leader, so a short bound is safe.
+const walkDirectWait = time.Second
+
 // walk reads every key's latest message: the live rows by tag, and the
 // mode keys by tag.
+//
+// It reads the messages in sequence order, so the last one seen for a key
+// is its value. The bulk comes in batched direct gets, which any replica
+// answers from what it has applied; the end is always confirmed by the
+// stream leader (STREAM.MSG.GET of the next message after the last one
+// seen), and a message the leader has where a lagging replica stopped is
+// read from the leader before the batches go on. So every write
+// acknowledged before the walk started is seen, or a later revision of the
+// same key is; writes during the walk may or may not be, as with any read
+// that takes time. It is not a snapshot: each key's value is the one it
+// had when the walk passed it.
+//
+// Options.Timeout bounds each step (a batch, or one request to the leader
+// with its retries), not the walk: a big bucket takes as many steps as it
+// needs, a retry goes on from the last message read, and only the
+// caller's context bounds the whole. A stream that does not answer
+// batched gets (direct gets not allowed, an older server, a replica cut
+// off) is read from the leader one message at a time for the rest of the
+// walk.
 func (s *Store) walk(ctx context.Context, op string) (rows map[string][]byte, modes map[string]segment.Mode, err error) {
 	if s.closed.Load() {
 		return nil, nil, closedErr(op)
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	rows, modes = make(map[string][]byte), make(map[string]segment.Mode)
-	seq := uint64(1)
-	var ferr error
-	err = s.retry(cctx, func() (bool, error) {
-		for {
-			m, err := s.msgGet(cctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
-			if err != nil {
-				return transient(err), err
+	visit := func(m *jskv.StoredMsg) error {
+		key := strings.TrimPrefix(m.Subject, s.keyPre)
+		if tag, ok := strings.CutPrefix(key, "mode."); ok {
+			if m.Deleted() {
+				delete(modes, tag)
+				return nil
 			}
-			if m == nil {
-				return false, nil
+			var md segment.Mode
+			if err := json.Unmarshal(m.Data, &md); err != nil {
+				return fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, key, err)
 			}
-			seq = m.Sequence + 1
-			// Messages come in sequence order, so the last one seen for a
-			// key is its current value.
-			key := strings.TrimPrefix(m.Subject, s.keyPre)
-			if tag, ok := strings.CutPrefix(key, "mode."); ok {
-				var md segment.Mode
-				if m.Deleted() {
-					delete(modes, tag)
-					continue
+			modes[tag] = md
+			return nil
+		}
+		if _, err := wire.ParseTag(key); err != nil {
+			return nil // not a key of this package's
+		}
+		if m.Deleted() {
+			delete(rows, key)
+		} else {
+			rows[key] = m.Data
+		}
+		return nil
+	}
+	seq := uint64(1) // the next sequence to read
+	direct := true
+	for {
+		if s.closed.Load() {
+			return nil, nil, closedErr(op)
+		}
+		if direct {
+			more, err := s.batch(ctx, &seq, visit)
+			switch {
+			case errors.Is(err, ErrCorrupt):
+				return nil, nil, err
+			case err != nil:
+				if ctx.Err() != nil {
+					return nil, nil, s.fail(ctx, ctx, op, "", err)
 				}
-				if err := json.Unmarshal(m.Data, &md); err != nil {
-					ferr = fmt.Errorf("%w: bucket %q key %q: %v", ErrCorrupt, s.bucket, key, err)
-					return false, ferr
-				}
-				modes[tag] = md
+				// No batches (direct gets not allowed, an older server),
+				// or a replica that did not answer one: the rest of this
+				// walk goes to the leader, rather than pay a wait per
+				// batch.
+				direct = false
+			case more:
 				continue
 			}
-			if _, err := wire.ParseTag(key); err != nil {
-				continue // not a key of this package's
-			}
-			if m.Deleted() {
-				delete(rows, key)
-			} else {
-				rows[key] = m.Data
-			}
 		}
+		m, err := s.next(ctx, op, seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		if m == nil {
+			return rows, modes, nil
+		}
+		if err := visit(m); err != nil {
+			return nil, nil, err
+		}
+		seq = m.Sequence + 1
+	}
+}
+
+// batch reads one batch of the walk from any replica, from *seq on, and
+// moves *seq past the last message read; more reports that the replica
+// has more. walkDirectWait bounds it.
+func (s *Store) batch(ctx context.Context, seq *uint64, visit func(*jskv.StoredMsg) error) (more bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, min(s.timeout, walkDirectWait))
+	defer cancel()
+	return jskv.DirectBatch(cctx, s.nc, s.dirSubj, *seq, s.keyPre+">", walkBatch, walkBytes, func(m *jskv.StoredMsg) error {
+		if err := visit(m); err != nil {
+			return err
+		}
+		*seq = m.Sequence + 1
+		return nil
 	})
-	if err != nil && err == ferr {
-		return nil, nil, err
+}
+
+// next asks the stream leader for the first message of the bucket at or
+// after seq; nil when there is none. Options.Timeout bounds it, retries
+// included.
+func (s *Store) next(ctx context.Context, op string, seq uint64) (*jskv.StoredMsg, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var m *jskv.StoredMsg
+	err := s.retry(cctx, func() (bool, error) {
+		var err error
+		m, err = s.msgGet(cctx, jskv.MsgGetRequest{Seq: seq, NextFor: s.keyPre + ">"})
+		return transient(err), err
+	})
+	if errors.Is(err, ErrCorrupt) {
+		return nil, err
 	}
 	if err != nil {
-		return nil, nil, s.fail(ctx, cctx, op, "", err)
+		return nil, s.fail(ctx, cctx, op, "", err)
 	}
-	return rows, modes, nil
+	return m, nil
 }
 
 // Close implements segment.Store. It is idempotent; later calls of every
