@@ -160,7 +160,7 @@ func erasedWorkerWaits(t *testing.T, restart bool) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "the first node on the other worker id", 30*time.Second, func() bool {
-		return a.Snowflake().Worker() == 1-w && a.Snowflake().State() == snowflake.StateServing
+		return a.Snowflake().Worker() == 1-w && a.Snowflake().State() == snowflake.StateServing && a.SnowflakeJoined()
 	})
 	// The lost worker's ids, borrowed ahead into the ring, are gone.
 	nc := natstest.Connect(t, s.ClientURL())
