@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -23,18 +24,8 @@ import (
 // lost its server would never reconnect.
 func TestConnectsFarFromNATS(t *testing.T) {
 	s := natstest.RunServer(t)
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "nats", "127.0.0.1:0", strings.TrimPrefix(s.ClientURL(), "nats://"))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
-	for _, stream := range []string{"upstream", "downstream"} {
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(`{"name":"far-` + stream + `","type":"latency","stream":"` + stream +
-			`","toxicity":1,"attributes":{"latency":800}}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p := proxyTo(t, s.ClientURL())
+	bothWays(t, p, "latency", "latency", 800)
 	n := &Node{cfg: Config{Name: "far", NATS: NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
 	if err := n.startNATS(); err != nil {
 		t.Fatalf("a node 0.8 s from NATS: %v", err)
@@ -51,12 +42,7 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 	direct := natstest.Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "nats", "127.0.0.1:0", strings.TrimPrefix(s.ClientURL(), "nats://"))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p := proxyTo(t, s.ClientURL())
 	n := &Node{cfg: Config{Name: "far", NATS: NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
 	if err := n.startNATS(); err != nil {
 		t.Fatal(err)
@@ -68,12 +54,7 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 	}
 	m.closed.Do(func() { close(m.stop) }) // renewals by hand
 	m.wg.Wait()
-	for _, stream := range []string{"upstream", "downstream"} {
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(`{"name":"far-` + stream + `","type":"latency","stream":"` + stream +
-			`","toxicity":1,"attributes":{"latency":900}}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bothWays(t, p, "latency", "latency", 900)
 	js, err := jetstream.New(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -102,23 +83,13 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 func TestBlackholedLinkIsNoticed(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "nats", "127.0.0.1:0", strings.TrimPrefix(s.ClientURL(), "nats://"))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p := proxyTo(t, s.ClientURL())
 	n := &Node{cfg: Config{Name: "cut", NATS: NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
 	if err := n.startNATS(); err != nil {
 		t.Fatal(err)
 	}
 	defer n.nc.Close()
-	for _, stream := range []string{"upstream", "downstream"} {
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(`{"name":"cut-` + stream + `","type":"timeout","stream":"` + stream +
-			`","toxicity":1,"attributes":{"timeout":0}}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bothWays(t, p, "timeout", "timeout", 0)
 	cut := time.Now()
 	within := pingEvery*time.Duration(pingsOut+1) + 5*time.Second
 	for n.nc.IsConnected() {
@@ -128,4 +99,28 @@ func TestBlackholedLinkIsNoticed(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("noticed after %v", time.Since(cut).Round(100*time.Millisecond))
+}
+
+// proxyTo starts a Toxiproxy proxy to the NATS server at url, stopped at
+// clean-up.
+func proxyTo(t *testing.T, url string) *toxiproxy.Proxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "nats", "127.0.0.1:0", strings.TrimPrefix(url, "nats://"))
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// bothWays adds a toxic of kind with one attribute to both directions of p.
+func bothWays(t *testing.T, p *toxiproxy.Proxy, kind, attr string, value int) {
+	t.Helper()
+	for _, stream := range []string{"upstream", "downstream"} {
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+			`{"name":"%s-%s","type":%q,"stream":%q,"toxicity":1,"attributes":{%q:%d}}`, kind, stream, kind, stream, attr, value))); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -490,32 +490,17 @@ func (n *Node) peerClocks(ctx context.Context, now func() time.Time) (ask.PeerCl
 	}
 	gctx, cancel := context.WithTimeout(ctx, peerClockWindow)
 	defer cancel()
-	var pc ask.PeerClock
-	var sum time.Duration
+	var c ask.ClockSum
 	sent := now()
 	_, err = ask.GatherExpect(gctx, n.nc, wire.TimeSubject, 0, expect, func(m *nats.Msg) string {
 		var t wire.NodeTime
 		_ = json.Unmarshal(m.Data, &t)
 		return t.Node
-	}, func(m *nats.Msg) {
-		got := now()
-		var t wire.NodeTime
-		if json.Unmarshal(m.Data, &t) != nil || t.UnixNano == 0 {
-			return
-		}
-		mid := sent.Add(got.Sub(sent) / 2)
-		off := time.Unix(0, t.UnixNano).Sub(mid)
-		pc.Peers = append(pc.Peers, t.Node)
-		sum += off
-		pc.Max = max(pc.Max, off.Abs())
-	})
+	}, func(m *nats.Msg) { c.Add(m, sent, now(), "") })
 	if err != nil {
 		return ask.PeerClock{}, fmt.Errorf("peer clocks: %w", err)
 	}
-	if len(pc.Peers) > 0 {
-		pc.Offset = sum / time.Duration(len(pc.Peers))
-	}
-	return pc, nil
+	return c.PeerClock(), nil
 }
 
 // peerClockEvery is how often a serving node compares its clock with its

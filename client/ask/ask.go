@@ -47,28 +47,47 @@ func PeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now fu
 // PeerClocksBut is PeerClocks without the answer of node self (a
 // serving node answers leaf.admin.time itself).
 func PeerClocksBut(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time, self string) (PeerClock, error) {
-	var pc PeerClock
-	var sum time.Duration
+	var c ClockSum
 	sent := now()
 	err := Gather(ctx, nc, wire.TimeSubject, window, func(msg *nats.Msg) {
-		got := now()
-		var t wire.NodeTime
-		if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 || (self != "" && t.Node == self) {
-			return
-		}
-		mid := sent.Add(got.Sub(sent) / 2)
-		off := time.Unix(0, t.UnixNano).Sub(mid)
-		pc.Peers = append(pc.Peers, t.Node)
-		sum += off
-		pc.Max = max(pc.Max, off.Abs())
+		c.Add(msg, sent, now(), self)
 	})
 	if err != nil {
 		return PeerClock{}, fmt.Errorf("peer clocks: %w", err)
 	}
-	if len(pc.Peers) > 0 {
-		pc.Offset = sum / time.Duration(len(pc.Peers))
+	return c.PeerClock(), nil
+}
+
+// ClockSum gathers leaf.admin.time answers (wire.NodeTime) into a
+// PeerClock, for gathers of other shapes than PeerClocks'. The zero value
+// is ready; not safe for concurrent use (gathers call back one at a time).
+type ClockSum struct {
+	pc  PeerClock
+	sum time.Duration
+}
+
+// Add counts the answer msg to a request sent at sent and received at
+// got, each peer's offset corrected by half the round trip; answers of
+// node self, and answers that are no NodeTime, are left out.
+func (c *ClockSum) Add(msg *nats.Msg, sent, got time.Time, self string) {
+	var t wire.NodeTime
+	if json.Unmarshal(msg.Data, &t) != nil || t.UnixNano == 0 || (self != "" && t.Node == self) {
+		return
 	}
-	return pc, nil
+	mid := sent.Add(got.Sub(sent) / 2)
+	off := time.Unix(0, t.UnixNano).Sub(mid)
+	c.pc.Peers = append(c.pc.Peers, t.Node)
+	c.sum += off
+	c.pc.Max = max(c.pc.Max, off.Abs())
+}
+
+// PeerClock is what the answers added so far say.
+func (c *ClockSum) PeerClock() PeerClock {
+	pc := c.pc
+	if len(pc.Peers) > 0 {
+		pc.Offset = c.sum / time.Duration(len(pc.Peers))
+	}
+	return pc
 }
 
 // Gather sends an empty request on subject and calls each with every reply
