@@ -33,6 +33,9 @@ type LeaseFile struct {
 	mu      sync.Mutex
 	w       int64     // worker of the registration, -1 before
 	last    time.Time // lease in the file
+	// above is the lease of a stop record this registration trusted: its
+	// first Lease goes past it (see Lease), zero once it has.
+	above time.Time
 }
 
 type leaseFileData struct {
@@ -82,7 +85,7 @@ func (f *LeaseFile) Register(ctx context.Context) (Registration, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.w, f.last, f.path = r.Worker, time.Time{}, f.pathFor(r.Worker)
+	f.w, f.last, f.path, f.above = r.Worker, time.Time{}, f.pathFor(r.Worker), time.Time{}
 	b, err := os.ReadFile(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -112,6 +115,7 @@ func (f *LeaseFile) Register(ctx context.Context) (Registration, error) {
 	}
 	if stopped {
 		r.LastLease = used
+		f.above = d.Lease
 	}
 	return r, nil
 }
@@ -152,6 +156,15 @@ func (f *LeaseFile) Lease(ctx context.Context, until time.Time) error {
 	if ms := until.Truncate(time.Millisecond); ms.Before(until) {
 		until = ms.Add(time.Millisecond)
 	}
+	if !f.above.IsZero() && !until.After(f.above) {
+		// A trusted stop record is a claim on the registry's lease
+		// staying what the record says. Raised past it before this
+		// process uses any time, the registry's lease no longer matches
+		// another copy of the record (a copied data directory): its
+		// process then waits past every lease, this one's included
+		// (TestLeaseFileStopRecordCopied).
+		until = f.above.Add(time.Millisecond)
+	}
 	if until.After(f.last) {
 		b, _ := json.Marshal(leaseFileData{Worker: f.w, Lease: until.UTC()})
 		if err := fsutil.WriteFile(f.path, b); err != nil {
@@ -159,7 +172,11 @@ func (f *LeaseFile) Lease(ctx context.Context, until time.Time) error {
 		}
 		f.last = until
 	}
-	return f.Registry.Lease(ctx, until)
+	if err := f.Registry.Lease(ctx, until); err != nil {
+		return err
+	}
+	f.above = time.Time{}
+	return nil
 }
 
 // RecordStop implements StopRecorder: it writes the stop record (used,

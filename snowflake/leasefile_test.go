@@ -507,3 +507,41 @@ func editLeaseFile(tb testing.TB, path string, edit func(map[string]any)) {
 		tb.Fatal(err)
 	}
 }
+
+// A stop record copied with the data directory is trusted by the first
+// process that registers the worker id after the stop, never by a second:
+// a process that trusted a record leases past the recorded lease before it
+// uses any time, so the registry's lease no longer matches any other copy.
+// Without that, the copy's process used time inside the stopped lease
+// without raising the registry's lease, and the original, restarted later
+// with its clock behind, trusted its own record and used the same times
+// again.
+func TestLeaseFileStopRecordCopied(t *testing.T) {
+	lease := t0.Add(time.Hour).Truncate(time.Millisecond)
+	used := t0.Add(time.Minute)
+	st := newStatic(t, 7)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	pathA, pathB := filepath.Join(dirA, "kv-7.json"), filepath.Join(dirB, "kv-7.json")
+	a := snowflake.NewLeaseFile(ttlStatic{st}, pathA)
+	register(t, a)
+	leaseTo(t, a, lease)
+	if err := a.RecordStop(7, used); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(pathA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pathB, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	copied := snowflake.NewLeaseFile(ttlStatic{st}, pathB)
+	if got := register(t, copied).LastLease; !got.Equal(used) {
+		t.Fatalf("the copy's Register: LastLease %v, want the recorded %v", got, used)
+	}
+	bLease := used.Add(time.Second) // inside the stopped lease
+	leaseTo(t, copied, bLease)
+	if got := register(t, snowflake.NewLeaseFile(ttlStatic{st}, pathA)).LastLease; got.Before(bLease) {
+		t.Fatalf("the original's Register after the copy used the worker: LastLease %v, below the copy's lease %v", got, bLease)
+	}
+}
