@@ -35,12 +35,12 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
 fi
 echo "== strace (node/: every reservation of the embedded store is fsynced)"
 command -v strace >/dev/null 2>&1 || apt_install strace
-echo "== Chromium (status page tests)"
-command -v chromium >/dev/null 2>&1 || apt_install chromium
 echo "== Node.js, npm, nats.c (docs/: the client programs of docs/clients.md; npm packages go to a temp dir)"
 { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || apt_install npm
 command -v pkg-config >/dev/null 2>&1 || apt_install pkg-config
 pkg-config --exists libnats 2>/dev/null || apt_install libnats-dev
+echo "== Chromium (status page tests)"
+command -v chromium >/dev/null 2>&1 || apt_install chromium
 LEAF_TEST_CHROMIUM=$(command -v chromium)
 export LEAF_TEST_CHROMIUM
 export LEAF_TEST_REQUIRE=1
