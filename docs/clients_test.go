@@ -40,7 +40,7 @@ func TestClientPrograms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs programs against a leafd")
 	}
-	n := node(t)
+	n := startNode(t)
 	nc, err := nats.Connect(n.natsURL)
 	if err != nil {
 		t.Fatal(err)

@@ -99,22 +99,15 @@ func codeBlocks(file, text string) []block {
 	return out
 }
 
-// The binaries, built once for the package's tests, and the leafd they
-// share; TestMain removes both.
+// The binaries, built once for the package's tests; TestMain removes them.
 var (
-	binDir   string
-	binOnce  sync.Once
-	binErr   error
-	nodeOnce sync.Once
-	theNode  *leafd
-	nodeErr  error
+	binDir  string
+	binOnce sync.Once
+	binErr  error
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if theNode != nil {
-		theNode.stop()
-	}
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}
@@ -153,17 +146,6 @@ type leafd struct {
 	exited  chan struct{}
 	data    string
 	stderr  *testenv.Buffer
-}
-
-// node returns the leafd this package's tests share, started on first use.
-func node(t testing.TB) *leafd {
-	t.Helper()
-	leafdBin, _ := bins(t)
-	nodeOnce.Do(func() { theNode, nodeErr = startLeafd(leafdBin) })
-	if nodeErr != nil {
-		t.Fatal(nodeErr)
-	}
-	return theNode
 }
 
 func startLeafd(bin string) (*leafd, error) {
