@@ -86,4 +86,11 @@ Global flags (before or after the command):
 
 Run 'leafctl COMMAND -h' for a command's flags.
 Exit codes: 0 ok, 1 request failed, 2 bad arguments.
+
+What the commands show, and why:
+  the commands, where leafctl connects  https://github.com/leafmq/leafmq/blob/main/README.md#leafctl
+  tag modes (create --mode)             https://github.com/leafmq/leafmq/blob/main/docs/ordering.md
+  events, nodes, pools, readiness       https://github.com/leafmq/leafmq/blob/main/docs/operations.md#monitoring
+  refusals (503, 404, 400) and faults   https://github.com/leafmq/leafmq/blob/main/docs/fault-model.md
+  ids from Go, JavaScript, C, any NATS  https://github.com/leafmq/leafmq/blob/main/docs/clients.md
 `
