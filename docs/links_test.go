@@ -300,3 +300,64 @@ func TestREADMEGoClientIsTested(t *testing.T) {
 		t.Error("README.md shows no Go client lines")
 	}
 }
+
+// faultNameRE is a chaos fault kind as the docs write it: a name, a glob
+// (net-*) or a brace list (net-{latency,reset}-nats).
+var faultNameRE = regexp.MustCompile("`((?:kill|pause|restart|freeze|hosts|net|clock|op)-[\\w{},*-]+)`")
+
+// Every chaos fault the docs name is one the harness injects
+// (leafchaos --list-faults), and the fault model names every one: a fault
+// renamed or added without its doc shows here.
+func TestDocsNameRealFaults(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "leafchaos")
+	if _, stderr, err := run(t, root, 5*time.Minute, "go", "build", "-o", bin, "./cmd/leafchaos"); err != nil {
+		t.Fatalf("go build leafchaos: %v %s", err, stderr)
+	}
+	out, stderr, err := run(t, ".", 30*time.Second, bin, "--list-faults")
+	if err != nil {
+		t.Fatalf("leafchaos --list-faults: %v %s", err, stderr)
+	}
+	faults := lines(out)
+	if len(faults) < 10 {
+		t.Fatalf("leafchaos --list-faults: %q", out)
+	}
+	inFaultModel := map[string]bool{}
+	for _, file := range markdownFiles(t) {
+		for _, m := range faultNameRE.FindAllStringSubmatch(readRepo(t, file), -1) {
+			matched := false
+			for _, name := range expandBraces(m[1]) {
+				re := regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(name), `\*`, `.*`) + "$")
+				for _, f := range faults {
+					if re.MatchString(f) {
+						matched = true
+						if file == "docs/fault-model.md" {
+							inFaultModel[f] = true
+						}
+					}
+				}
+			}
+			if !matched {
+				t.Errorf("%s names the chaos fault %s, which leafchaos --list-faults does not have", file, m[1])
+			}
+		}
+	}
+	for _, f := range faults {
+		if !inFaultModel[f] {
+			t.Errorf("docs/fault-model.md does not name the chaos fault %s", f)
+		}
+	}
+}
+
+// expandBraces expands the shell's {a,b} lists of s.
+func expandBraces(s string) []string {
+	i := strings.IndexByte(s, '{')
+	j := strings.IndexByte(s, '}')
+	if i < 0 || j < i {
+		return []string{s}
+	}
+	var out []string
+	for _, alt := range strings.Split(s[i+1:j], ",") {
+		out = append(out, expandBraces(s[:i]+alt+s[j+1:])...)
+	}
+	return out
+}
