@@ -4,20 +4,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 )
 
@@ -219,48 +216,14 @@ func checkLeafd(t *testing.T, n *leafd, c command, args []string) {
 		t.Logf("parsed by leafd (not run: it embeds a NATS server on the doc's fixed ports): %s", c)
 		return
 	}
-	httpAddr, err := freeAddr()
+	// launch gives it a free HTTP port and a temp data directory of its
+	// own, after the doc's (the last of a flag wins).
+	j, err := launch(leafdBin, t.TempDir(), replaceFlag(args, "--nats", n.natsURL)...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", c, err)
 	}
-	joined := replaceFlag(args, "--nats", n.natsURL)
-	joined = replaceFlag(joined, "--http", httpAddr)
-	joined = replaceFlag(joined, "--data", t.TempDir())
-	cmd := exec.Command(leafdBin, joined...)
-	var stderr testenv.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				t.Logf("ran, joined to the test's node: %s", c)
-				return
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("%s: leafd exited:\n%s", c, stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not ready in 60 s:\n%s", c, stderr.String())
-		}
-	}
+	j.stop()
+	t.Logf("ran, joined to the test's node: %s", c)
 }
 
 // replaceFlag sets --name's value in args (added when missing).

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -137,23 +138,22 @@ func bins(t testing.TB) (leafdBin, leafctlBin string) {
 	return filepath.Join(binDir, "leafd"), filepath.Join(binDir, "leafctl")
 }
 
-// leafd is a running leafd with its defaults (embedded nats-server and
-// JetStream KV store) on free loopback ports and a temp data directory.
+// leafd is a running leafd on free loopback ports.
 type leafd struct {
-	natsURL string // nats://127.0.0.1:PORT
+	natsURL string // nats://127.0.0.1:PORT: its embedded server's, or the one it joined
 	httpURL string // http://127.0.0.1:PORT
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	data    string
+	data    string // removed by stop when the leafd made it
+	ownData bool
 	stderr  *testenv.Buffer
 }
 
+// startLeafd starts a leafd with its defaults (embedded nats-server and
+// JetStream KV store) on free loopback ports and a temp data directory,
+// and waits until it is ready.
 func startLeafd(bin string) (*leafd, error) {
 	natsAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -161,39 +161,70 @@ func startLeafd(bin string) (*leafd, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &leafd{natsURL: "nats://" + natsAddr, httpURL: "http://" + httpAddr, data: data,
-		exited: make(chan struct{}), stderr: &testenv.Buffer{}}
-	n.cmd = exec.Command(bin, "--name", "docs", "--nats-listen", natsAddr, "--http", httpAddr, "--data", data)
-	n.cmd.Stdout, n.cmd.Stderr = n.stderr, n.stderr
-	if err := n.cmd.Start(); err != nil {
+	n, err := launch(bin, data, "--name", "docs", "--nats-listen", natsAddr)
+	if err != nil {
 		_ = os.RemoveAll(data)
 		return nil, err
 	}
+	n.natsURL, n.ownData = "nats://"+natsAddr, true
+	return n, nil
+}
+
+// launch starts bin with args on data and a free HTTP port, and waits
+// until /readyz answers 200.
+func launch(bin, data string, args ...string) (*leafd, error) {
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	n := &leafd{httpURL: "http://" + httpAddr, data: data, exited: make(chan struct{}), stderr: &testenv.Buffer{}}
+	n.cmd = exec.Command(bin, append(args, "--http", httpAddr, "--data", data)...)
+	n.cmd.Stdout, n.cmd.Stderr = n.stderr, n.stderr
+	if err := n.cmd.Start(); err != nil {
+		return nil, err
+	}
 	go func() { _ = n.cmd.Wait(); close(n.exited) }()
-	deadline := time.Now().Add(60 * time.Second)
+	if err := n.waitReady(60 * time.Second); err != nil {
+		n.stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+// waitReady waits until the node's /readyz answers 200.
+func (n *leafd) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
 	for {
-		resp, err := http.Get(n.httpURL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return n, nil
-			}
+		code, body := n.get("/readyz")
+		if code == http.StatusOK {
+			return nil
 		}
 		select {
 		case <-n.exited:
-			_ = os.RemoveAll(data)
-			return nil, fmt.Errorf("leafd exited before it was ready:\n%s", n.stderr)
+			return fmt.Errorf("leafd exited before it was ready:\n%s", n.stderr)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			n.stop()
-			return nil, fmt.Errorf("leafd not ready after 60 s:\n%s", n.stderr)
+			return fmt.Errorf("leafd not ready after %v (%d %s):\n%s", limit, code, body, n.stderr)
 		}
 	}
 }
 
+// get asks the node's HTTP port for path: the status code (0 when it
+// does not answer) and the body.
+func (n *leafd) get(path string) (int, string) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(n.httpURL + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
 // stop stops the node with SIGTERM (a graceful stop), or SIGKILL after
-// 30 s, and removes its data directory.
+// 30 s, and removes the data directory it made.
 func (n *leafd) stop() {
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -202,7 +233,15 @@ func (n *leafd) stop() {
 		_ = n.cmd.Process.Kill()
 		<-n.exited
 	}
-	_ = os.RemoveAll(n.data)
+	if n.ownData {
+		_ = os.RemoveAll(n.data)
+	}
+}
+
+// kill stops the node with SIGKILL, as a crash.
+func (n *leafd) kill() {
+	_ = n.cmd.Process.Kill()
+	<-n.exited
 }
 
 // freeAddr returns a loopback address whose port is free right now.
