@@ -120,23 +120,25 @@ func resolve(t *testing.T, from, target string) error {
 func TestLinks(t *testing.T) {
 	checked := 0
 	for _, file := range markdownFiles(t) {
-		for i, l := range prose(readRepo(t, file)) {
-			l = codeSpanRE.ReplaceAllString(l, "")
-			for _, m := range mdLinkRE.FindAllStringSubmatch(l, -1) {
-				target := m[2]
-				if rest, ok := strings.CutPrefix(target, repoURL); ok {
-					target = "/" + rest
-				}
-				switch {
-				case strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:"):
-					continue
-				case strings.HasPrefix(target, "/"): // from the repository's root
-					target = strings.Repeat("../", strings.Count(file, "/")) + strings.TrimPrefix(target, "/")
-				}
-				checked++
-				if err := resolve(t, file, target); err != nil {
-					t.Errorf("%s:%d: [%s](%s): %v", file, i+1, m[1], m[2], err)
-				}
+		// The whole text at once: a link's text may span lines.
+		text := codeSpanRE.ReplaceAllStringFunc(strings.Join(prose(readRepo(t, file)), "\n"), func(span string) string {
+			return strings.Repeat(" ", len(span))
+		})
+		for _, ix := range mdLinkRE.FindAllStringSubmatchIndex(text, -1) {
+			label, target := text[ix[2]:ix[3]], text[ix[4]:ix[5]]
+			line := 1 + strings.Count(text[:ix[0]], "\n")
+			if rest, ok := strings.CutPrefix(target, repoURL); ok {
+				target = "/" + rest
+			}
+			switch {
+			case strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:"):
+				continue
+			case strings.HasPrefix(target, "/"): // from the repository's root
+				target = strings.Repeat("../", strings.Count(file, "/")) + strings.TrimPrefix(target, "/")
+			}
+			checked++
+			if err := resolve(t, file, target); err != nil {
+				t.Errorf("%s:%d: [%s](%s): %v", file, line, strings.Join(strings.Fields(label), " "), text[ix[4]:ix[5]], err)
 			}
 		}
 	}
