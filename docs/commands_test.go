@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +37,7 @@ var notRun = map[string]string{
 	"sha256sum":  "needs the release archives of make dist; deploy/dist_test.go checks them and SHA256SUMS",
 	"tar":        "needs the release archives of make dist; deploy/dist_test.go checks their contents",
 	"mariadb":    "needs a MariaDB server named db; deploy/ and segment/mysql tests load deploy/schema.sql into a real MariaDB",
-	"curl":       "asks the compose deployment's leafd; node/ tests read /metrics",
+	"curl":       "asks a deployment's leafd or a profile; node/ tests read /metrics and /debug/pprof",
 	"grep":       "filters the output of the command before it",
 	"cp":         "makes an operator's file",
 	"source":     "reads an operator's file",
@@ -118,6 +120,18 @@ func checkCommand(t *testing.T, n *leafd, c command) {
 		checkNATSServer(t, c, args)
 	case prog == "go":
 		checkGo(t, c, args)
+	case prog == "curl" && loopbackAPI(args) != "":
+		path := loopbackAPI(args)
+		resp, err := http.Get(n.httpURL + path)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: GET %s = %d %s", c, path, resp.StatusCode, body)
+		}
+		t.Logf("ran: %s", c)
 	case strings.HasPrefix(c.argv[0], "scripts/") || strings.HasPrefix(c.argv[0], "./scripts/"):
 		checkScript(t, c, c.argv[0])
 	case notRun[prog] != "":
@@ -132,6 +146,26 @@ func checkCommand(t *testing.T, n *leafd, c command) {
 	for _, a := range c.argv {
 		checkSubst(t, c, a)
 	}
+}
+
+// loopbackAPI is the path of a curl command that asks a node on this
+// machine's loopback for ids or health (the test asks its own node), or "".
+func loopbackAPI(args []string) string {
+	for _, a := range args {
+		u, err := url.Parse(a)
+		if err != nil || u.Host == "" {
+			if u2, err2 := url.Parse("http://" + a); err2 == nil && !strings.HasPrefix(a, "-") {
+				u, err = u2, nil
+			}
+		}
+		if err != nil || u == nil || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
+			continue
+		}
+		if strings.HasPrefix(u.Path, "/api/") || u.Path == "/readyz" || u.Path == "/healthz" || u.Path == "/metrics" {
+			return u.RequestURI()
+		}
+	}
+	return ""
 }
 
 // checkSubst checks the repository's scripts a $(…) in word runs.

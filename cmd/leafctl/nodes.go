@@ -28,7 +28,8 @@ func gather(nc *nats.Conn, subject string, window time.Duration) ([]*nats.Msg, e
 type nodeRow struct {
 	Node     string        `json:"node"`
 	ID       string        `json:"id"`
-	Engine   string        `json:"engine"` // "main" or "snowflake"
+	Service  string        `json:"service"` // the micro service: leaf-segment or leaf-snowflake
+	Engine   string        `json:"engine"`  // "main" or "snowflake"
 	Version  string        `json:"version"`
 	Started  time.Time     `json:"started"`
 	Requests int           `json:"requests"`
@@ -91,7 +92,7 @@ func (nodesCmd) Run(c *cli, args []string) error {
 		if json.Unmarshal(m.Data, &st) != nil {
 			continue
 		}
-		r := nodeRow{ID: st.ID, Version: st.Version, Started: st.Started, RTT: rtt[st.ID], Engine: "main", Node: "?"}
+		r := nodeRow{ID: st.ID, Service: st.Name, Version: st.Version, Started: st.Started, RTT: rtt[st.ID], Engine: "main", Node: "?"}
 		if md := meta[st.ID]; md != nil {
 			r.Node = md["node"]
 			if md["engine"] != "" {
@@ -113,7 +114,7 @@ func (nodesCmd) Run(c *cli, args []string) error {
 		if rows[i].Node != rows[j].Node {
 			return rows[i].Node < rows[j].Node
 		}
-		return rows[i].Engine < rows[j].Engine
+		return rows[i].Service < rows[j].Service
 	})
 	if *asJSON {
 		return writeJSON(c, rows)
@@ -124,7 +125,7 @@ func (nodesCmd) Run(c *cli, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSERVICE\tVERSION\tUP\tREQUESTS\tERRORS\tAVG TIME\tID")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Node, r.Engine, r.Version,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Node, r.Service, r.Version,
 			time.Since(r.Started).Round(time.Second), r.Requests, r.Errors, r.AvgTime.Round(time.Microsecond), r.ID)
 	}
 	return tw.Flush()

@@ -50,7 +50,11 @@ func TestNodesPoolBatch(t *testing.T) {
 		stderr string
 	}{
 		{"nodes", []string{"nodes"}, 0, "ctl-pool", ""},
-		{"nodes snowflake", []string{"nodes"}, 0, "snowflake", ""},
+		// The SERVICE column names the micro services as nats micro ls
+		// and the README do.
+		{"nodes segment service", []string{"nodes"}, 0, "ctl-pool  leaf-segment", ""},
+		{"nodes snowflake service", []string{"nodes"}, 0, "ctl-pool  leaf-snowflake", ""},
+		{"nodes json service", []string{"nodes", "--json"}, 0, `"service": "leaf-snowflake"`, ""},
 		{"nodes json", []string{"nodes", "--json"}, 0, `"node": "ctl-pool"`, ""},
 		{"pool json", []string{"pool", "--json"}, 0, `"subject": "leaf.pool.snowflake"`, ""},
 		{"batch", []string{"batch", "demo"}, 0, "\n", ""},

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	neturl "net/url"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -73,7 +75,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		log.Error("leafd did not start", "err", err.Error())
 		return 1
 	}
-	fmt.Fprint(stdout, banner(cfg, n.ClientURL(), n.HTTPAddr()))
+	fmt.Fprint(stdout, banner(cfg, n.ClientURL(), n.HTTPAddr(), leafctlCommand()))
 	<-ctx.Done()
 	stop()
 	log.Info("leafd shutting down")
@@ -142,7 +144,7 @@ func probe(args []string, stderr io.Writer) int {
 // serve (and auto-create tags): every command names any other URL. Where
 // tags are not created on first use, no command names a tag that may not
 // exist.
-func banner(cfg node.Config, url, httpAddr string) string {
+func banner(cfg node.Config, url, httpAddr, leafctl string) string {
 	natsFlag, ctlFlag := "", ""
 	if url != nats.DefaultURL {
 		show := url
@@ -161,15 +163,18 @@ func banner(cfg node.Config, url, httpAddr string) string {
 		}
 	} else {
 		lines = []line{
-			{"go run ./cmd/leafctl tag list" + ctlFlag, "the tags it serves (tags are not created on first use)"},
+			{leafctl + " tag list" + ctlFlag, "the tags it serves (tags are not created on first use)"},
 			{"nats req leaf.segment.TAG ''" + natsFlag, "one id of TAG, a tag of that list"},
 		}
 	}
 	lines = append(lines, line{"nats req leaf.snowflake ''" + natsFlag, "one snowflake id"})
 	if cfg.Store.AutoCreates() {
-		lines = append(lines, line{"go run ./cmd/leafctl next demo -n 10" + ctlFlag, "ten ids (bin/leafctl after make build)"})
+		lines = append(lines, line{leafctl + " next demo -n 10" + ctlFlag, "ten ids"})
+		if httpAddr != "" {
+			lines = append(lines, line{"curl http://" + httpAddr + "/api/segment/get/demo", "one id from this node (Leaf's HTTP API)"})
+		}
 	}
-	lines = append(lines, line{"go run ./cmd/leafctl snowflake -n 3" + ctlFlag, "three snowflake ids (leafctl decode ID splits one)"})
+	lines = append(lines, line{leafctl + " snowflake -n 3" + ctlFlag, "three snowflake ids (leafctl decode ID splits one)"})
 	width := 0
 	for _, l := range lines {
 		width = max(width, len(l.cmd))
@@ -181,6 +186,34 @@ func banner(cfg node.Config, url, httpAddr string) string {
 	}
 	fmt.Fprintf(&b, "%s   Stop: Ctrl-C\n", metricsLine(httpAddr))
 	return b.String()
+}
+
+// leafctlCommand is how the banner runs leafctl: the leafctl beside this
+// leafd (bin/leafctl after make build, or an installed pair), else go run
+// in a source tree, else leafctl on the PATH.
+func leafctlCommand() string {
+	exe, _ := os.Executable()
+	wd, _ := os.Getwd()
+	return leafctlFrom(exe, wd)
+}
+
+func leafctlFrom(exe, wd string) string {
+	if exe != "" {
+		ctl := filepath.Join(filepath.Dir(exe), "leafctl")
+		if fi, err := os.Stat(ctl); err == nil && fi.Mode().IsRegular() {
+			if p, err := exec.LookPath("leafctl"); err == nil && p == ctl {
+				return "leafctl"
+			}
+			if rel, err := filepath.Rel(wd, ctl); err == nil && wd != "" && !strings.HasPrefix(rel, "..") {
+				return rel
+			}
+			return ctl
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(wd, "cmd", "leafctl")); err == nil && fi.IsDir() {
+		return "go run ./cmd/leafctl"
+	}
+	return "leafctl"
 }
 
 func metricsLine(addr string) string {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -178,7 +179,7 @@ func TestBannerCommands(t *testing.T) {
 		want    []string
 		mustNot []string
 	}{
-		{"default url", kv, "nats://127.0.0.1:4222", []string{"nats req leaf.segment.demo ''  ", "leafctl next demo -n 10  "}, []string{" -s ", "--nats"}},
+		{"default url", kv, "nats://127.0.0.1:4222", []string{"nats req leaf.segment.demo ''  ", "bin/leafctl next demo -n 10  "}, []string{" -s ", "--nats", "go run"}},
 		{"other url", kv, "nats://127.0.0.1:4333", []string{"nats req leaf.segment.demo '' -s nats://127.0.0.1:4333  ", "nats req leaf.snowflake '' -s nats://127.0.0.1:4333", "leafctl next demo -n 10 --nats nats://127.0.0.1:4333", "leafctl snowflake -n 3 --nats nats://127.0.0.1:4333"}, nil},
 		{"credentials in the url", kv, "nats://ctl:xxxxx@10.0.0.1:4222", []string{"-s nats://10.0.0.1:4222", "--nats nats://10.0.0.1:4222"}, []string{"-s nats://ctl", "--nats nats://ctl"}},
 		{"mysql", mysql, "nats://10.0.0.1:4222", []string{"leafctl tag list --nats nats://10.0.0.1:4222", "nats req leaf.segment.TAG '' -s nats://10.0.0.1:4222"}, []string{"demo"}},
@@ -186,7 +187,7 @@ func TestBannerCommands(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := banner(tc.cfg, tc.url, "")
+			b := banner(tc.cfg, tc.url, "", "bin/leafctl")
 			for _, w := range tc.want {
 				if !strings.Contains(b, w) {
 					t.Errorf("banner lacks %q:\n%s", w, b)
@@ -300,5 +301,39 @@ func TestJSONLogsOfTheBinary(t *testing.T) {
 	}
 	if !fromNATS || !shutdown {
 		t.Errorf("want records of the embedded nats-server (%v) and of the shutdown (%v):\n%s", fromNATS, shutdown, errOut.String())
+	}
+}
+
+// The banner's leafctl commands run the leafctl that came with this leafd:
+// bin/leafctl after make build, not go run or another leafctl on the PATH.
+func TestBannerLeafctl(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(filepath.Join(dir, "cmd", "leafctl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(bin, "leafd")
+	if got := leafctlFrom(exe, dir); got != "go run ./cmd/leafctl" {
+		t.Errorf("source tree without bin/leafctl: %q", got)
+	}
+	if got := leafctlFrom(exe, t.TempDir()); got != "leafctl" {
+		t.Errorf("no leafctl anywhere: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "leafctl"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := leafctlFrom(exe, dir); got != filepath.Join("bin", "leafctl") {
+		t.Errorf("make build's pair: %q", got)
+	}
+	other := t.TempDir()
+	if got := leafctlFrom(exe, other); got != filepath.Join(bin, "leafctl") {
+		t.Errorf("run from elsewhere: %q", got)
+	}
+	t.Setenv("PATH", bin)
+	if got := leafctlFrom(exe, other); got != "leafctl" {
+		t.Errorf("installed pair on the PATH: %q", got)
 	}
 }
