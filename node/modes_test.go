@@ -373,13 +373,15 @@ func TestModeRowDeletedOnMySQL(t *testing.T) {
 	}
 }
 
-// takeRetry takes n ids from subject, asking again for up to 20 s after
-// no responder or a 503 (a leader not elected yet, a busy machine).
+// takeRetry takes n ids from subject, asking again for up to 30 s after
+// no responder, no answer or a 503 (a leader not elected yet, a busy
+// machine), as the Go client does.
 func takeRetry(nc *nats.Conn, subject string, n int) ([]int64, error) {
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ids, err := takeFrom(nc, subject, n, true)
-		if err == nil || !errors.Is(err, wire.ErrUnavailable) && !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+		again := errors.Is(err, wire.ErrUnavailable) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)
+		if err == nil || !again || time.Now().After(deadline) {
 			return ids, err
 		}
 		time.Sleep(50 * time.Millisecond)
