@@ -24,11 +24,12 @@
 // on its JetStream store's (leafd.lock names the holder), so a second node
 // refuses at once with ErrDataDirInUse.
 //
-// Floors are shared: after each load a node announces its new floor of the
-// tag on leaf.floor.<tag> (with its JetStream KV store's incarnation), and
-// the engine refuses ranges below any floor a peer on the same store
-// announced; every node also answers leaf.admin.floor.<tag>, which tag
-// restart and create gather. On an external NATS the node warns
+// Floors are shared, on every store: after each load a node announces its
+// new floor of the tag and the tag's mode on leaf.floor.<tag> (with its
+// store's incarnation, where the store has one: JetStream KV), and the
+// engine serves no range below any floor a peer on the same store
+// announced, nor a tag in another mode than a peer's; every node also
+// answers leaf.admin.floor.<tag>, which tag restart and create gather. On an external NATS the node warns
 // at start about every stream it depends on that has one replica, and on
 // MySQL about settings under which a commit is not durable.
 //

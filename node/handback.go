@@ -19,9 +19,12 @@ import (
 // and in clients' caches were handed out, and stay so.
 //
 // Only a node that is alone does it: a live peer may have heard this
-// node's floors (leaf.floor.<tag>) and would refuse the next range, which
-// now starts below them. The node stops answering for its floors first,
-// so a node that starts meanwhile cannot learn them. Its own floor of the
+// node's floors (leaf.floor.<tag>), which stay above the max_id handed
+// back, and would take its next range above them, skipping the ids handed
+// back. A peer that did not answer (frozen, cut off) does so when it wakes
+// (segment.Config.PeerFloor): never an id twice, and never a tag refused
+// for good. The node stops answering for its floors first, so a node that
+// starts meanwhile cannot learn them. Its own floor of the
 // tag goes down to where its served ids end, fsynced, before the store's.
 // Called by Close once no request can reach the engine or the rings.
 func (n *Node) handBack(ctx context.Context) {
@@ -33,8 +36,7 @@ func (n *Node) handBack(ctx context.Context) {
 		Lower(tag string, floor int64) error
 	})
 	// A generous window: a peer missed here keeps this node's floors and
-	// refuses the tag's next ranges (never a repeat, but no ids) until
-	// max_id passes them.
+	// takes its next range above them, skipping the ids handed back.
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	nodes, err := ask.Status(actx, n.nc, time.Second)
 	cancel()

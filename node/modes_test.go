@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/wire"
@@ -267,5 +270,120 @@ func TestOpaqueDomainEnd(t *testing.T) {
 	_, natsErr := takeReady(nc, "tiny", 1, false)
 	if !errors.Is(natsErr, wire.ErrBadRequest) || !strings.Contains(natsErr.Error(), "domain exhausted") {
 		t.Fatalf("NATS after the domain's end: %v, want a 400 domain exhausted", natsErr)
+	}
+}
+
+// TestModeRowDeletedOnMySQL: an operator deletes the leaf_alloc_mode row of
+// an opaque tag, or of a monotonic one, while the node that served it is
+// alive: the store then reports the tag as plain segment. A node that
+// never served the tag learns its mode from that node (leaf.admin.floors)
+// and refuses it on leaf.segment.<tag> (plain ids could repeat permuted
+// ids already served; a monotonic tag's ids come from its leader only).
+// Once the row is back, the monotonic tag's leader serves it again, above
+// every id before.
+func TestModeRowDeletedOnMySQL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		req  wire.AdminRequest
+	}{
+		{"opaque", wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque", Width: 20}},
+		{"mono", wire.AdminRequest{Tag: "ticks", Step: 100, Mode: "mono"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := testenv.MySQL(t)
+			url := natstest.RunServer(t).ClientURL()
+			cfg := func(name string) node.Config {
+				return node.Config{Name: name, NATS: node.NATSConfig{URL: url}, Registry: node.RegistryConfig{Kind: node.RegistryOff},
+					Store: node.StoreConfig{MySQL: dsn, OpaqueKey: testOpaqueKey}}
+			}
+			startNode(t, cfg("served"))
+			nc := natstest.Connect(t, url)
+			admin(t, nc, wire.TagCreateSubject, tc.req)
+			tag := tc.req.Tag
+			seen := map[int64]bool{}
+			var last int64
+			add := func(what string, ids []int64) {
+				t.Helper()
+				for _, id := range ids {
+					if seen[id] {
+						t.Fatalf("%s: id %d handed out twice", what, id)
+					}
+					seen[id] = true
+					last = max(last, id)
+				}
+			}
+			subject := wire.SegmentPrefix + tag
+			if tc.req.Mode == "mono" {
+				subject = wire.MonoPrefix + tag
+			}
+			takeSome := func(what string) {
+				t.Helper()
+				for range 5 {
+					ids, err := takeRetry(nc, subject, 50)
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+					if tc.req.Mode == "mono" && ids[0] <= last {
+						t.Fatalf("%s: monotonic ids from %d after %d", what, ids[0], last)
+					}
+					add(what, ids)
+				}
+			}
+			takeSome("before")
+
+			db, err := sql.Open("mysql", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var kind string
+			if err := db.QueryRowContext(t.Context(), "SELECT kind FROM leaf_alloc_mode WHERE biz_tag = ?", tag).Scan(&kind); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(t.Context(), "DELETE FROM leaf_alloc_mode WHERE biz_tag = ?", tag); err != nil {
+				t.Fatal(err)
+			}
+
+			fresh := startNode(t, cfg("never-served"))
+			for range 3 {
+				resp, err := http.Get("http://" + fresh.HTTPAddr() + "/api/segment/get/" + tag)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					id, _ := strconv.ParseInt(string(body), 10, 64)
+					add("the node that never served it", []int64{id})
+					t.Fatalf("the node that never served %s tag %q serves it as plain segment ids: %s", tc.req.Mode, tag, body)
+				}
+				if resp.StatusCode != 400 || !strings.Contains(string(body), "mode") {
+					t.Fatalf("the node that never served it: HTTP %d %s; want a 400 about the tag's mode", resp.StatusCode, body)
+				}
+			}
+			if tc.req.Mode != "mono" {
+				return
+			}
+			if _, err := db.ExecContext(t.Context(), "INSERT INTO leaf_alloc_mode (biz_tag, kind) VALUES (?, ?)", tag, kind); err != nil {
+				t.Fatal(err)
+			}
+			takeSome("after the row came back")
+		})
+	}
+}
+
+// takeRetry takes n ids from subject, asking again for up to 30 s after
+// no responder, no answer or a 503 (a leader not elected yet, a busy
+// machine), as the Go client does.
+func takeRetry(nc *nats.Conn, subject string, n int) ([]int64, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ids, err := takeFrom(nc, subject, n, true)
+		again := errors.Is(err, wire.ErrUnavailable) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)
+		if err == nil || !again || time.Now().After(deadline) {
+			return ids, err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

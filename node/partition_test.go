@@ -19,13 +19,16 @@ import (
 )
 
 // cutProxy forwards TCP connections to a target until it is cut: then
-// it blackholes the link (blackhole) or drops it (close).
+// it blackholes the link (blackhole) or drops it (close). Frozen, it
+// holds every byte until thawed, as a SIGSTOPped process's kernel holds
+// them: neither side loses its connection or a message.
 type cutProxy struct {
-	ln    net.Listener
-	to    string
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
+	ln     net.Listener
+	to     string
+	mu     sync.Mutex
+	cut    bool
+	thawed chan struct{} // closed while not frozen
+	conns  []net.Conn
 }
 
 func newCutProxy(t *testing.T, to string) *cutProxy {
@@ -34,7 +37,8 @@ func newCutProxy(t *testing.T, to string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, to: to}
+	p := &cutProxy{ln: ln, to: to, thawed: make(chan struct{})}
+	close(p.thawed)
 	t.Cleanup(func() { p.close(); _ = ln.Close() })
 	go func() {
 		for {
@@ -78,11 +82,12 @@ func (p *cutProxy) copy(dst, src net.Conn) {
 			return
 		}
 		p.mu.Lock()
-		cut := p.cut
+		cut, thawed := p.cut, p.thawed
 		p.mu.Unlock()
 		if cut {
 			continue
 		}
+		<-thawed // frozen: this side reads no more, and what it read waits
 		if _, err := dst.Write(buf[:k]); err != nil {
 			_ = src.Close()
 			return
@@ -99,6 +104,24 @@ func (p *cutProxy) blackhole() {
 	p.cut = true
 }
 
+// freeze holds every byte in both directions until thaw.
+func (p *cutProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.thawed = make(chan struct{})
+}
+
+// thaw delivers what freeze held, and carries on.
+func (p *cutProxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+	default:
+		close(p.thawed)
+	}
+}
+
 // close drops every carried connection and refuses new ones.
 func (p *cutProxy) close() {
 	p.mu.Lock()
@@ -108,6 +131,11 @@ func (p *cutProxy) close() {
 		_ = c.Close()
 	}
 	p.conns = nil
+	select {
+	case <-p.thawed:
+	default:
+		close(p.thawed) // a frozen copy wakes to a closed connection
+	}
 }
 
 // cuttableCluster starts three routed nats-servers with JetStream; every

@@ -128,7 +128,7 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 // `nats kv put` (the bucket's history then holds no higher revision), at
 // the lower of two nodes' floors. The node with the lower floor must not
 // serve the ids the other served: it heard the other's floor
-// (leaf.floor.<tag>) and refuses ranges below it.
+// (leaf.floor.<tag>) and takes no range below it.
 func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)

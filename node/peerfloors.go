@@ -15,14 +15,18 @@ import (
 )
 
 // peerFloors keeps the highest floor each tag's other nodes announced on
-// leaf.floor.<tag> for the same store (its incarnation), so that the
-// engine refuses a range below one a peer served (segment.Config.PeerFloor).
-// Only stores with an incarnation (JetStream KV) take part: MySQL refuses a
-// lowered max_id in the allocation's own transaction.
+// leaf.floor.<tag>, and the mode they serve it in, so that the engine
+// never takes a range below a floor a peer served
+// (segment.Config.PeerFloor) nor serves a tag in another mode than a live
+// peer (segment.Config.PeerMode). Every store takes part: a store keeps a
+// tag's mode in a row an operator can delete, and only the nodes that
+// served the tag remember it then. A store with an incarnation (JetStream
+// KV) names it in every announcement, and floors of another incarnation do
+// not count; on a store without one (MySQL) the name is "" on every node.
 type peerFloors struct {
 	node     string
 	instance string // this process (wire.NodeStatus.Instance)
-	store    string // this node's store incarnation; "" disables
+	store    string // this node's store incarnation; "" for a store without one
 	max      int    // most tags kept
 	mu       sync.Mutex
 	m        map[string]int64
@@ -38,21 +42,22 @@ const startWindow = 250 * time.Millisecond
 // startPeerFloors subscribes to the announcements of the nodes on nc,
 // answers leaf.admin.floors with own's floors, and asks the live nodes for
 // theirs: a node that starts after its peers' last loads knows their
-// floors too. It returns nil (no peer floors) when the store has no
-// incarnation.
+// floors and modes too. A store's incarnation that cannot be read is an
+// ErrUnavailable (Start asks again): a node without its peers' floors and
+// modes could serve a range they served, or a tag in another mode.
 func (n *Node) startPeerFloors(ctx context.Context, own func() map[string]int64, ownModes func() map[string]string) (*peerFloors, error) {
-	is, ok := n.store.(segment.Incarnation)
-	if !ok {
-		return nil, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	inc, err := is.Incarnation(cctx)
-	if err != nil || inc == "" {
-		n.log.Warn("segment: no store incarnation: peer floors off", "err", err)
-		return nil, nil
+	var inc string
+	if is, ok := n.store.(segment.Incarnation); ok {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		inc, err = is.Incarnation(cctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the store's incarnation for the peer floors: %v", segment.ErrUnavailable, err)
+		}
 	}
 	p := &peerFloors{node: n.cfg.Name, instance: n.instance, store: inc, max: max(n.cfg.Store.MaxTags, 10_000), m: map[string]int64{}, modes: map[string]string{}}
+	var err error
 	p.sub, err = n.nc.Subscribe(wire.FloorAnnouncePrefix+"*", p.heard)
 	if err != nil {
 		return nil, err

@@ -391,21 +391,28 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	var err error
 	var end int64  // where the span's ids end when not at a.End() (an opaque domain's end)
 	var last error // the span's final
-	floor := e.cfg.Floors.Floor(t.name)
-	own := floor
+	own := e.cfg.Floors.Floor(t.name)
+	var peer int64
 	if e.cfg.PeerFloor != nil {
-		floor = max(floor, e.cfg.PeerFloor(t.name))
+		peer = e.cfg.PeerFloor(t.name)
 	}
+	floor := max(own, peer)
 	an, above := e.store.(AboveNexter)
-	switch {
-	case above && floor > 0:
-		// The store checks the floor before it advances: a refused load
-		// takes no range (see AboveNexter).
-		a, err = an.NextAbove(t.ctx, t.tag, step, floor)
-	case first && recalled == 0:
-		a, err = e.store.Next(t.ctx, t.tag)
-	default:
-		a, err = e.store.NextStep(t.ctx, t.tag, step)
+	reserve := func() (Alloc, error) {
+		switch {
+		case above && floor > 0:
+			// The store checks the floor before it advances: a refused load
+			// takes no range (see AboveNexter).
+			return an.NextAbove(t.ctx, t.tag, step, floor)
+		case first && recalled == 0:
+			return e.store.Next(t.ctx, t.tag)
+		default:
+			return e.store.NextStep(t.ctx, t.tag, step)
+		}
+	}
+	a, err = reserve()
+	if peer > own && t.raiseToPeer(a, err, own, peer) {
+		a, err = reserve()
 	}
 	if errors.Is(err, ErrBelowFloor) {
 		e.log.Error("segment: the store is below the tag's floor", "tag", t.name, "floor", floor, "err", err)
@@ -495,6 +502,49 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	sp := newSpanTo(a, e.cfg.LoadFactor, end)
 	sp.final = last
 	return sp, ev, nil
+}
+
+// raiseToPeer handles a load (a, err) that met the store below a peer's
+// floor of the tag but not below this node's own: it raises the store's
+// max_id to the peer's floor (Store.SetMaxID, which never lowers it) and
+// reports whether the load is to be made again, above that floor.
+//
+// Ids below a floor are issued or handed back; reserving above every
+// floor any node has seen can repeat none, it only skips ids. A peer's
+// floor may be above the store's max_id for good: the peer stopped
+// gracefully and handed back the unserved top of its last range while
+// this node was frozen or cut off and did not answer its check, so that
+// this node kept the floor it had heard. Refused, the tag would serve no
+// id until max_id passed that floor again (TestHandBackWhileAPeerIsFrozen).
+// A store below this node's own floor went back under ids this node
+// served (its own hand-back lowers its floor first): that stays refused,
+// for an operator to restart the tag.
+func (t *tagBuf) raiseToPeer(a Alloc, err error, own, peer int64) bool {
+	e := t.e
+	var at int64 // where the store's max_id stood
+	switch {
+	case errors.Is(err, ErrBelowFloor):
+		row, gerr := e.store.Get(t.ctx, t.tag)
+		if gerr != nil {
+			return false
+		}
+		at = row.MaxID
+	case err == nil && a.Start() < peer: // a store without NextAbove: this range is left unserved
+		at = a.Start()
+	default:
+		return false
+	}
+	if at < own || at >= peer {
+		return false
+	}
+	serr := e.store.SetMaxID(t.ctx, t.tag, peer)
+	if serr != nil && !errors.Is(serr, ErrInvalid) { // ErrInvalid: max_id passed the floor meanwhile
+		e.log.Warn("segment: raising max_id to a peer's floor", "tag", t.name, "floor", peer, "err", serr)
+		return false
+	}
+	e.log.Warn("segment: the store is below a floor another node announced (a hand-back this node did not hear, or max_id lowered); "+
+		"reserving above it: the ids between are skipped", "tag", t.name, "max_id", at, "peer_floor", peer, "own_floor", own)
+	return true
 }
 
 // retire stops the tag (no load, no take) and reports its unserved top.

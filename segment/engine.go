@@ -113,11 +113,15 @@ type Config struct {
 	// slog.Default(); pass slog.New(slog.DiscardHandler) for silence.
 	Logger *slog.Logger
 	// PeerFloor, if set, is the highest floor of tag that other nodes on
-	// the same store have announced (the node wires it to NATS). A load
-	// refuses a range below it as it refuses one below this node's own
-	// floor: a row lowered by hand and rewritten until the store's history
-	// forgot the higher max_id must not let this node serve ids another
-	// node served. Called from load goroutines; must not block.
+	// the same store have announced (the node wires it to NATS). No range
+	// below it is served: a row lowered by hand and rewritten until the
+	// store's history forgot the higher max_id must not let this node
+	// serve ids another node served. Unlike this node's own floor, a
+	// store whose max_id lies between the two is raised to the peer's
+	// floor (Store.SetMaxID) and the range taken above it: a peer's
+	// hand-back this node did not hear leaves max_id there for good
+	// (see tagBuf.raiseToPeer). Called from load goroutines; must not
+	// block.
 	PeerFloor func(tag string) int64
 	// CreateCheck, if set, is asked before AutoCreate creates a tag the
 	// store does not know; an error refuses the create. The node asks the

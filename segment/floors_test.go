@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +95,64 @@ func TestFloorRefusesLoweredMaxID(t *testing.T) {
 	waitLoads(t, e, "t", 3)
 	if id := next(t, e, "t"); id != floor {
 		t.Fatalf("first id after the restart = %d, want %d", id, floor)
+	}
+}
+
+// TestPeerFloorAboveStoreReservesAbove: a peer announced a floor above
+// the store's max_id and then handed back the top of its last range,
+// unheard by this node, so max_id stays below that floor for good. The
+// engine takes its next range above the peer's floor (the ids between
+// are skipped) instead of refusing the tag until max_id passes it; a
+// store below this node's own floor is still refused. With a store that
+// checks the floor in the allocation (AboveNexter) and with one that
+// does not.
+func TestPeerFloorAboveStoreReservesAbove(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(*testStore) segment.Store
+	}{
+		{"NextAbove", func(s *testStore) segment.Store { return s }},
+		{"no NextAbove", func(s *testStore) segment.Store { return struct{ segment.Store }{s} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore()
+			s.create(t, "t", 10)
+			var peer atomic.Int64
+			e := newEngine(t, segment.Config{Store: tc.wrap(s), RefreshInterval: -1, Sleep: newStepSleeper().Sleep,
+				PeerFloor: func(string) int64 { return peer.Load() }})
+			seen := map[int64]bool{}
+			for range 5 {
+				seen[next(t, e, "t")] = true
+			}
+			waitLoads(t, e, "t", 2)
+			own := e.Floor("t")
+			high := own + 1000
+			peer.Store(high)
+			var above int
+			for range 40 {
+				id := next(t, e, "t")
+				switch {
+				case seen[id]:
+					t.Fatalf("id %d handed out twice", id)
+				case id >= own && id < high:
+					t.Fatalf("id %d below the peer's floor %d", id, high)
+				case id >= high:
+					above++
+				}
+				seen[id] = true
+			}
+			if above == 0 {
+				t.Fatalf("no id above the peer's floor %d", high)
+			}
+
+			// Below this node's own floor: the store went back under ids
+			// this node served, and an operator restarts the tag.
+			s.Lower(wire.MustTag("t"), 1)
+			peer.Store(e.Floor("t") + 1000)
+			if err := takeAll(t, e, "t", seen); !errors.Is(err, segment.ErrBelowFloor) {
+				t.Fatalf("Next with max_id below this node's floor = %v, want ErrBelowFloor", err)
+			}
+		})
 	}
 }
 

@@ -39,12 +39,13 @@ const (
 	// store still remembers.
 	FloorPrefix = "leaf.admin.floor."
 	// FloorAnnouncePrefix + <tag> carries a node's new floor after each
-	// load (FloorAnnounce, no reply): nodes on the same store refuse
-	// ranges below any floor they heard.
+	// load (FloorAnnounce, no reply), on every store: nodes on the same
+	// store take no range below any floor they heard, and refuse a tag
+	// whose store mode is not the one announced.
 	FloorAnnouncePrefix = "leaf.floor."
-	// FloorsSubject is answered by every node on a store with an
-	// incarnation (no queue group) with all its floors (NodeFloors): a
-	// starting node learns the floors its peers announced before it came.
+	// FloorsSubject is answered by every node with a data directory (no
+	// queue group) with all its floors and modes (NodeFloors): a starting
+	// node learns the floors its peers announced before it came.
 	FloorsSubject = "leaf.admin.floors"
 	// EncodingHeader selects the reply encoding; EncodingBinary is its only
 	// value other than the default decimal text.
@@ -263,7 +264,7 @@ type NodeFloor struct {
 type FloorAnnounce struct {
 	Node     string `json:"node"`
 	Instance string `json:"instance,omitempty"` // as in NodeStatus: tells two processes under one name apart
-	Store    string `json:"store"`              // the store's incarnation: floors of another store do not count
+	Store    string `json:"store"`              // the store's incarnation ("" for a store without one: MySQL): floors of another do not count
 	Floor    int64  `json:"floor"`
 	// Mode is the tag's mode as the node serves it (segment.Mode's
 	// String: "segment", "mono", "opaque/53/<key id>"): a node that never
