@@ -102,9 +102,4 @@
 // refill in flight. Close cancels and waits for all of them, drops every
 // cached id and makes later calls return ErrClosed; it is idempotent and
 // does not close the NATS connection, which the caller owns.
-//
-// The room: floor 4 of the README's Layout; it imports internal/clock, pool,
-// segment, snowflake, wire, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no
-// arrow runs up).
 package client

@@ -19,8 +19,4 @@
 //
 // Time comes from Config.Clock (an internal/clock.Clock, the real clock by
 // default): each event's time and the rate limits' refill.
-//
-// The room: floor 2 of the README's Layout; it imports internal/clock, the
-// standard library and outside modules. No package it imports stands on its
-// floor or above (farm-studio look: no arrow runs up).
 package events

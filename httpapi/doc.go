@@ -37,8 +37,4 @@
 //
 // Time comes from Config.Clock (an internal/clock.Clock, the real clock by
 // default): /status.json's "time" and the age of its cached answer.
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// segment, snowflake, wire, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
 package httpapi

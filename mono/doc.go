@@ -23,8 +23,4 @@
 // Gaps are allowed (the rest of a range on failover); order and uniqueness
 // are not negotiable. While no node leads a tag, requests find no
 // responder and the client retries within its deadline.
-//
-// The room: above segment (it reserves ranges through segment.Store), beside
-// producer; the node wires a Leader per monotonic tag to the leaf.mono.<tag>
-// subject. It imports internal/clock, segment and the standard library.
 package mono

@@ -54,12 +54,4 @@
 // the zero-setup default. A segment store or worker registry is opened by
 // name through the tables of openers.go, the one place a name meets its
 // package.
-//
-// The room: floor 5 of the README's Layout; it imports client/ask, events,
-// httpapi, internal/buildinfo, internal/clock, internal/fsutil,
-// internal/natsauth, mono, mono/kvlease, opaque, pool, producer, responder,
-// segment, segment/kvstore, segment/mysql, snowflake, snowflake/dbworker,
-// snowflake/kvlease, snowflake/zk, wire, the standard library and outside
-// modules. No package it imports stands on its floor or above (farm-studio
-// look: no arrow runs up).
 package node

@@ -19,7 +19,4 @@
 // its KeyID, a hash that each opaque tag records when it is created, so
 // that a node with another key refuses to serve the tag instead of handing
 // out ids of another permutation, which could repeat ids already served.
-//
-// The room: above ff1, below node; it imports ff1 and the standard
-// library.
 package opaque

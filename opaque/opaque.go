@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/leafmq/leafmq/ff1"
+	"github.com/leafmq/leafmq/opaque/ff1"
 )
 
 // ErrKey: a key that cannot be used (not hex, not 16, 24 or 32 bytes, a

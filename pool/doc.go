@@ -23,9 +23,4 @@
 // batches. The stream refuses publishes beyond Depth per subject
 // (DiscardNew per subject), so the bound holds however many nodes fill at
 // once; ids of a refused batch are a gap.
-//
-// The room: floor 2 of the README's Layout; it imports internal/clock,
-// internal/jskv, wire, the standard library and outside modules. No package
-// it imports stands on its floor or above (farm-studio look: no arrow runs
-// up).
 package pool

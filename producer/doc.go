@@ -33,9 +33,4 @@
 // stays close to when it is handed out.
 //
 // A Producer and a Snowflake are safe for concurrent use.
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// ringbuf, segment, snowflake, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no arrow
-// runs up).
 package producer

@@ -41,10 +41,4 @@
 // Time comes from Config.Clock (an internal/clock.Clock, the real clock by
 // default): the leaf.admin.time answer, the Took of each Observation and
 // the polls of Stop's wait for in-flight requests.
-//
-// The room: floor 4 of the README's Layout; it imports client/ask,
-// internal/clock, opaque, segment, snowflake, wire, the standard library and
-// outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no
-// arrow runs up).
 package responder

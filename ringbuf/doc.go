@@ -88,8 +88,4 @@
 //	r.Start()
 //	defer r.Close()
 //	id, err := r.Take() // ErrEmpty if consumers outrun the refill
-//
-// The room: floor 1 of the README's Layout; it imports only the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
 package ringbuf

@@ -112,9 +112,4 @@
 // leafctl argument, a configuration); they do not check names again. Names
 // this package reads itself (a store's listing, the floor and step files)
 // are checked as they are read.
-//
-// The room: floor 2 of the README's Layout; it imports internal/clock,
-// internal/fsutil, wire, the standard library and outside modules. No package
-// it imports stands on its floor or above (farm-studio look: no arrow runs
-// up).
 package segment

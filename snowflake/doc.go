@@ -106,9 +106,4 @@
 // the registries' Options.Clock; the real clock by default): its readings
 // make the ticks and its tickers and timers drive the Source's loop, so a
 // test moves a clock.Fake instead of sleeping.
-//
-// The room: floor 2 of the README's Layout; it imports internal/clock,
-// internal/fsutil, wire, the standard library and outside modules. No package
-// it imports stands on its floor or above (farm-studio look: no arrow runs
-// up).
 package snowflake

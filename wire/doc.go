@@ -27,8 +27,4 @@
 // ErrInvalid is the same error), so errors.Is and the 400 are unchanged.
 //
 // Everything here is pure and safe for concurrent use.
-//
-// The room: floor 1 of the README's Layout; it imports only the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
 package wire

@@ -5,8 +5,4 @@
 // themselves; leafctl and the status page use it to show the cluster.
 //
 // It stands beside client; the serving side is package responder.
-//
-// The room: floor 3 of the README's Layout; it imports segment, wire, the
-// standard library and outside modules. No package it imports stands on its
-// floor or above (farm-studio look: no arrow runs up).
 package ask

@@ -22,9 +22,4 @@
 // start, 2 bad arguments. Ctrl-C ends the load
 // early; everything started is stopped and the ids taken so far are still
 // checked.
-//
-// The room: floor 6 of the README's Layout; it imports
-// cmd/leafchaos/internal/chaos, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no
-// arrow runs up).
 package main

@@ -13,10 +13,4 @@
 //
 // Exit codes: 0 success, 1 the request failed (the server's code and message
 // are printed), 2 bad arguments (usage is printed).
-//
-// The room: floor 6 of the README's Layout; it imports client, client/ask,
-// cmd/leafctl/internal/bench, events, internal/buildinfo, internal/natsauth,
-// pool, segment, snowflake, wire, the standard library and outside modules.
-// No package it imports stands on its floor or above (farm-studio look: no
-// arrow runs up).
 package main

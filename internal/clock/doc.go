@@ -16,8 +16,4 @@
 // Timers and tickers follow the semantics of Go 1.23's time.Timer: after
 // Stop returns, no stale value is received from C. Only what leafmq's code
 // uses is here (no Reset, no AfterFunc).
-//
-// The room: floor 1 of the README's Layout (the ground floor); it imports
-// only the standard library. Every package that measures or waits on time
-// may import it; it imports nothing of leafmq.
 package clock

@@ -17,8 +17,4 @@
 // leader.
 //
 // Everything here is safe for concurrent use.
-//
-// The room: floor 1 of the README's Layout; it imports only the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
 package jskv

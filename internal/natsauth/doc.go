@@ -36,8 +36,4 @@
 //
 // Flags binds a Config to a FlagSet; the other methods only read it, so a
 // parsed Config may be shared between goroutines.
-//
-// The room: floor 1 of the README's Layout; it imports only the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
 package natsauth

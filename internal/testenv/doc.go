@@ -33,8 +33,4 @@
 // is a guard against hangs, never a timing assertion.
 //
 // The helpers are safe to call from parallel tests.
-//
-// The room: floor 1 of the README's Layout; it imports only the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
 package testenv

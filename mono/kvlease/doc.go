@@ -22,9 +22,4 @@
 // taken at once: its marker comes a TTL after its last record.
 //
 // It stands beside segment/kvstore and snowflake/kvlease, on internal/jskv.
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// internal/jskv, mono, segment, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no arrow
-// runs up).
 package kvlease

@@ -127,9 +127,4 @@
 //
 // A Store is safe for concurrent use. It does not own the NATS connection
 // unless Options.CloseConn is set; it starts no goroutines.
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// internal/jskv, segment, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no arrow
-// runs up).
 package kvstore

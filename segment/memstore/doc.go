@@ -9,8 +9,4 @@
 //
 // A Store is safe for concurrent use. SetDown makes every call fail with
 // segment.ErrUnavailable, to test outages.
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// segment, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
 package memstore

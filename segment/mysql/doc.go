@@ -94,8 +94,4 @@
 //
 // A Store is safe for concurrent use, and any number of Stores (processes,
 // nodes) may share one table.
-//
-// The room: floor 3 of the README's Layout; it imports segment, the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
 package mysql

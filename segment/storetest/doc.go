@@ -10,8 +10,4 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Factory{New: func(t testing.TB) segment.Store { ... }})
 //	}
-//
-// The room: floor 3 of the README's Layout; it imports segment, the standard
-// library and outside modules. No package it imports stands on its floor or
-// above (farm-studio look: no arrow runs up).
 package storetest

@@ -78,8 +78,4 @@
 // Registry's lock while they talk to the database, so a concurrent Close
 // waits for them (at most Options.Timeout). The Registry starts no
 // goroutines.
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// snowflake, the standard library and outside modules. No package it imports
-// stands on its floor or above (farm-studio look: no arrow runs up).
 package dbworker

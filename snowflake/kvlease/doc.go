@@ -79,9 +79,4 @@
 // A Registry is safe for concurrent use. Register holds the Registry's
 // lock while it talks to the server, so a concurrent Close waits for it
 // (at most Options.Timeout).
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// internal/jskv, snowflake, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no arrow
-// runs up).
 package kvlease

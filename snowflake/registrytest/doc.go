@@ -14,8 +14,4 @@
 // The Fenced case (issue #12, path 4) needs Factory.Takeover: it freezes a
 // holder past its claim, lets another registry claim the same worker id,
 // wakes the first and checks that none of its Leases succeeds any more.
-//
-// The room: floor 3 of the README's Layout; it imports snowflake, the
-// standard library and outside modules. No package it imports stands on its
-// floor or above (farm-studio look: no arrow runs up).
 package registrytest

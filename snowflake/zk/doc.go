@@ -130,9 +130,4 @@
 // few Options.Timeout at most: Close ends a wait for another session's
 // owner znode at once, and that Register fails with an error wrapping
 // snowflake.ErrRegistryClosed). No goroutine of the Registry outlives Close.
-//
-// The room: floor 3 of the README's Layout; it imports internal/clock,
-// internal/fsutil, snowflake, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no arrow
-// runs up).
 package zk

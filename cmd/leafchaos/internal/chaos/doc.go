@@ -128,9 +128,4 @@
 // context is cancelled or a start fails; the proxies run in the harness's
 // own process and close with the cluster. Run is not meant to be called
 // concurrently with itself on the same work directory; Config is copied.
-//
-// The room: floor 5 of the README's Layout; it imports client, mono, pool,
-// segment, segment/mysql, wire, the standard library and outside modules. No
-// package it imports stands on its floor or above (farm-studio look: no
-// arrow runs up).
 package chaos

@@ -58,8 +58,4 @@
 // (workers, the progress writer, the echo's connection) and none outlives the
 // call. Options.Progress is written only from Run's own goroutine and only
 // before Run returns.
-//
-// The room: floor 5 of the README's Layout; it imports pool, wire, the
-// standard library and outside modules. No package it imports stands on its
-// floor or above (farm-studio look: no arrow runs up).
 package bench

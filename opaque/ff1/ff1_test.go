@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafmq/leafmq/ff1"
+	"github.com/leafmq/leafmq/opaque/ff1"
 )
 
 const digits = "0123456789abcdefghijklmnopqrstuvwxyz"

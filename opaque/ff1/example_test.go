@@ -3,7 +3,7 @@ package ff1_test
 import (
 	"fmt"
 
-	"github.com/leafmq/leafmq/ff1"
+	"github.com/leafmq/leafmq/opaque/ff1"
 )
 
 // The n-th id of an opaque tag: a 53-bit permutation (exact in JavaScript

@@ -10,6 +10,4 @@
 // to radix 2 and at most 64 bits, on uint64, with the per-tweak part of
 // the CBC-MAC computed once: ten AES block encryptions per value. Each is
 // tested to equal the other.
-//
-// The room: a ground-floor package; it imports only the standard library.
 package ff1
