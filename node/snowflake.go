@@ -18,6 +18,7 @@ import (
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/snowflake/kvlease"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -361,12 +362,30 @@ func (n *Node) onSnowflake(ev snowflake.Event) {
 	}
 }
 
-// applySnowflake keeps the responder in the snowflake queue group exactly
-// while the source serves.
+// snowflakeStay is how long a node that stopped serving snowflake stays
+// in the queue group answering 503 (see applySnowflake): the worker claim's
+// TTL and the lease ahead, within which the node serves again after a
+// registry outage that a majority outlives.
+func (n *Node) snowflakeStay() time.Duration {
+	return kvlease.DefaultTTL + n.cfg.Snowflake.LeaseAhead
+}
+
+// applySnowflake keeps the responder in the snowflake queue group while the
+// source serves. It joins only a serving source. A node that served and
+// stops serving stays in the group, answering a retryable 503 that says
+// why (snowflake.Source.NotServing), for up to snowflakeStay: what keeps it
+// from serving is most often the worker registry, which every node shares
+// (a JetStream stream electing a leader keeps every node from renewing
+// its time lease at once), and all leaving would turn the 503s into
+// silence. It leaves at once when its clock moved backwards (Paused: a
+// cause of its own, other nodes serve), and after snowflakeStay (a
+// registry down for good, a worker id it cannot get): then NATS sends its
+// share to the nodes that serve, or answers "no responders".
 func (n *Node) applySnowflake() {
 	defer n.sf.wg.Done()
 	t := n.clock.NewTicker(time.Second)
 	defer t.Stop()
+	var down time.Time // when the source was last seen to stop serving while joined
 	for {
 		select {
 		case <-n.sf.stop:
@@ -374,8 +393,18 @@ func (n *Node) applySnowflake() {
 		case <-n.sf.states:
 		case <-t.C():
 		}
-		on := n.sf.src.State() == snowflake.StateServing
+		st := n.sf.src.State()
+		on := st == snowflake.StateServing
 		was := n.SnowflakeJoined()
+		switch {
+		case on || !was:
+			down = time.Time{}
+		case down.IsZero():
+			down = n.clock.Now()
+			fallthrough
+		default:
+			on = st != snowflake.StatePaused && st != snowflake.StateClosed && n.clock.Since(down) < n.snowflakeStay()
+		}
 		if err := n.resp.SetSnowflake(on); err != nil {
 			n.log.Warn("snowflake queue group change failed", "join", on, "err", err)
 			continue

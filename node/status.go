@@ -214,14 +214,19 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 			sf.Probed = n.resp.Probed(wire.SubjectSnowflake)
 		}
 		ok := false
-		switch st := n.sf.src.State(); st {
-		case snowflake.StateServing:
+		switch st := n.sf.src.State(); {
+		case st != snowflake.StateServing && sf.Serving:
+			// In the queue group while not serving (applySnowflake): its
+			// requests get a 503 that says why.
+			msg := fmt.Sprintf("snowflake: %s: answering 503 for now: %v", st, n.sf.src.NotServing())
+			fatal, sf.Problems = append(fatal, msg), append(sf.Problems, msg)
+		case st == snowflake.StateServing:
 			ok = true
 			if lease := n.sf.src.Leased(); n.sf.now().After(lease) {
 				msg := fmt.Sprintf("snowflake: time lease expired at %s (worker registry unreachable?)", lease.UTC().Format(time.RFC3339))
 				fatal, sf.Problems, ok = append(fatal, msg), append(sf.Problems, msg), false
 			}
-		case snowflake.StateLost, snowflake.StateClosed:
+		case st == snowflake.StateLost, st == snowflake.StateClosed:
 			msg := "snowflake: " + st.String() + ": no worker id"
 			fatal, sf.Problems = append(fatal, msg), append(sf.Problems, msg)
 		default:

@@ -23,13 +23,15 @@
 // returns the lease it replaced as Registration.LastLease. With every id
 // claimed it fails with snowflake.ErrNoWorker.
 //
-// A goroutine keeps the claim alive: every Options.Refresh (default TTL/3)
+// A goroutine keeps the claim alive: every Options.Refresh (default TTL/5)
 // it publishes the claim again to $KV.<bucket>.w<N> with
 // WithExpectLastSequencePerSubject (the revision it wrote last) and
-// WithMsgTTL(TTL) — kv.Update would drop the TTL. If a refresh fails and
-// the next one could come after the claim expires, or the claim changed
-// under it, the Registry closes Lost before another node can take the id:
-// the node must stop issuing ids then. Close stops that goroutine, waits
+// WithMsgTTL(TTL) — kv.Update would drop the TTL. A refresh that fails is
+// tried again after Refresh/8 (a stream electing a new leader answers
+// nothing for a few seconds). If no refresh landed by a quarter of Refresh
+// before the claim expires, or the claim changed under it, the Registry
+// closes Lost before another node can take the id: the node must stop
+// issuing ids then. Close stops that goroutine, waits
 // for it, and purges w<N> so the id is free at once; t<N> stays.
 //
 // # Fencing
