@@ -13,6 +13,7 @@ import (
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/snowflake/kvlease"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -51,7 +52,8 @@ func (a answers) String() string {
 // the raft election timeout (4-9 s). Every bare leaf.snowflake request in
 // the 20 s after gets an answer (ids, or a retryable 503), never "no
 // responders"; a request in flight on the dead server may time out once.
-// From 20 s on, at least 99 of 100 requests get ids.
+// A node in the queue group that does not serve is not ready for
+// snowflake. From 20 s on, at least 99 of 100 requests get ids.
 func TestWorkerStreamLeaderDies(t *testing.T) {
 	t.Parallel()
 	servers, to0 := cuttableCluster(t)
@@ -108,15 +110,34 @@ func TestWorkerStreamLeaderDies(t *testing.T) {
 	to0.close()
 	servers[0].Shutdown()
 	var during answers
+	var lastRefused time.Duration
+	dishonest := 0
 	for time.Since(killed) < 20*time.Second {
+		refused := during.refused
 		during.ask(nc)
+		if during.refused > refused {
+			lastRefused = time.Since(killed)
+		}
+		// A node in the queue group that does not serve answers 503, and
+		// its readiness says so.
+		for _, n := range nodes[1:] {
+			if n.SnowflakeJoined() && n.Snowflake().State() != snowflake.StateServing {
+				if _, err := n.ReadySubject(wire.SubjectSnowflake); err == nil && n.Snowflake().State() != snowflake.StateServing {
+					dishonest++
+				}
+			}
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	var after answers
 	for range 100 {
 		after.ask(nc)
 	}
-	t.Logf("p0 (leader of %s) killed; 20 s after: %v; then: %v; new leader %s", stream, during, after, leader())
+	t.Logf("p0 (leader of %s) killed; 20 s after: %v (the last 503 %v after); then: %v; new leader %s",
+		stream, during, lastRefused.Round(time.Millisecond), after, leader())
+	if dishonest > 0 {
+		t.Errorf("%d times a node in the queue group that did not serve said it was ready for snowflake", dishonest)
+	}
 	if during.noResponders > 0 || during.timeouts > 1 || during.other > 0 {
 		t.Errorf("silence while the worker stream elected a leader: %v (%s)", during, during.lastOther)
 	}
