@@ -76,7 +76,13 @@
 // Compare-and-swap conflicts (10071, or 10164 on clustered streams) are
 // retried within Options.Timeout. JetStream that cannot be reached within
 // it gives an error wrapping snowflake.ErrRegistryUnavailable; bad options,
-// or an existing bucket without LimitMarkerTTL, ErrInvalid.
+// or an existing bucket without LimitMarkerTTL, ErrInvalid. Within a
+// Lease each request waits four write round trips (at least 250 ms, twice
+// as long after one that got no answer) before it is sent again: a request
+// the stream's old leader took with it is asked again of the new one. The
+// write round trip, measured from the writes that got an answer, is also
+// what LeaseTime reports (snowflake.LeaseTimer): a Source far from the
+// server leases further ahead and gives a renewal longer.
 //
 // A Registry is safe for concurrent use. Register holds the Registry's
 // lock while it talks to the server, so a concurrent Close waits for it
