@@ -100,7 +100,10 @@ type SourceConfig struct {
 	Monotonic clock.Clock
 	// LeaseAhead is how far ahead of the clock the persisted time lease
 	// reaches; it is renewed every LeaseAhead/4. A restarted worker waits up
-	// to this long for its clock to pass its last lease. Default 3s.
+	// to this long for its clock to pass its last lease. Default 3s. On a
+	// registry that is a LeaseTimer the lease reaches further by the time
+	// a renewal takes (at most LeaseAhead again). While renewals fail the
+	// Source serves on what it leased until LeaseAhead/8 before its end.
 	LeaseAhead time.Duration
 	// BorrowAhead is how far ahead of the clock ids may be made when they
 	// are taken faster than the layout's rate (UidGenerator's borrowing of
