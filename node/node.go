@@ -235,8 +235,69 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err != nil {
 		return nil, err
 	}
-	if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
-		return nil, err
+	// Independent checks run together: the name check, the snowflake
+	// worker's registration (its own checks against the live nodes) and
+	// the segment store with the live nodes' floors each wait for every
+	// member's answer, and none needs another's result. Nothing is served
+	// before all have passed (the responder starts below), and the tags
+	// load only once the name check passed, so a process refused for its
+	// name reserves no range. Stopping waits for every branch.
+	n.stops.push("snowflake source", func(context.Context) error {
+		if n.sf.src == nil {
+			return nil
+		}
+		return n.sf.src.Close()
+	})
+	n.stops.push("snowflake ring", func(context.Context) error {
+		if n.sf.ring == nil {
+			return nil
+		}
+		return n.sf.ring.Close()
+	})
+	bctx, cancelBranches := context.WithCancel(ctx)
+	defer cancelBranches()
+	branch := func(phase string, step func(context.Context) error) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- n.await(bctx, phase, step) }()
+		return done
+	}
+	nameDone := branch("checking the name against the live nodes", n.checkName)
+	sfDone := branch("registering a snowflake worker", n.startSnowflake)
+	var nameErr, sfErr error
+	nameIn, sfIn := false, false // the branch's result is in
+	waitName := func() error {
+		if !nameIn {
+			nameErr, nameIn = <-nameDone, true
+		}
+		return nameErr
+	}
+	waitAll := func() error {
+		if !sfIn {
+			sfErr, sfIn = <-sfDone, true
+		}
+		return errors.Join(waitName(), sfErr)
+	}
+	// snowflakeFailed is the snowflake branch's error if it ended with one.
+	snowflakeFailed := func() error {
+		if !sfIn {
+			select {
+			case sfErr = <-sfDone:
+				sfIn = true
+			default:
+			}
+		}
+		return sfErr
+	}
+	// fail stops the branches still running after err and returns the
+	// error to fail the start with: a refused name's, whatever else was
+	// met meanwhile, else err.
+	fail := func(err error) error {
+		cancelBranches()
+		_ = waitAll()
+		if nameErr != nil && !errors.Is(nameErr, context.Canceled) {
+			return nameErr
+		}
+		return err
 	}
 	n.stops.push("segment store", func(context.Context) error {
 		if n.store == nil {
@@ -244,8 +305,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		}
 		return n.store.Close()
 	})
-	if err := n.await(ctx, "opening the segment store", func(ctx context.Context) error { return stores[n.storeKind()](n, ctx) }); err != nil {
-		return nil, err
+	if err := n.await(bctx, "opening the segment store", func(ctx context.Context) error { return stores[n.storeKind()](n, ctx) }); err != nil {
+		return nil, fail(err)
 	}
 	// The steps are hints: a data directory that cannot be written costs
 	// them, not the node.
@@ -262,15 +323,23 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		n.stops.push("segment steps", closer(sf))
 	}
 	n.stops.push("peer floors", func(context.Context) error { n.peers.close(); return nil })
-	err = n.await(ctx, "asking the live nodes for their floors", func(ctx context.Context) (err error) {
+	err = n.await(bctx, "asking the live nodes for their floors", func(ctx context.Context) (err error) {
 		n.peers, err = n.startPeerFloors(ctx, own, ownModes)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, fail(err)
+	}
+	// The tags load once the name passed (a refused process reserves no
+	// range) and while the snowflake branch has not failed.
+	if err := waitName(); err != nil {
+		return nil, fail(err)
+	}
+	if err := snowflakeFailed(); err != nil {
+		return nil, fail(err)
 	}
 	if n.opaque, err = cfg.Store.opaqueKey(); err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
 	if n.opaque != nil {
 		n.log.Info("opaque tags: key loaded", "key_id", n.opaque.ID())
@@ -292,15 +361,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Clock:       n.clock,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
 	n.stops.push("segment engine", closer(n.engine))
-	if err := n.await(ctx, "loading the tags", n.engine.Start); err != nil {
-		return nil, fmt.Errorf("segment engine: %w", err)
+	if err := n.await(bctx, "loading the tags", n.engine.Start); err != nil {
+		return nil, fail(fmt.Errorf("segment engine: %w", err))
 	}
 	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log, OnEmpty: n.onEmpty, Clock: n.clock})
 	if err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
 	n.stops.push("producer", func(ctx context.Context) error {
 		n.peers.close() // before the hand-back: no node may learn this node's floors now
@@ -309,21 +378,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return n.prod.Close()
 	})
 	n.prod.Preload()
-	n.stops.push("snowflake source", func(context.Context) error {
-		if n.sf.src == nil {
-			return nil
-		}
-		return n.sf.src.Close()
-	})
-	n.stops.push("snowflake ring", func(context.Context) error {
-		if n.sf.ring == nil {
-			return nil
-		}
-		return n.sf.ring.Close()
-	})
-	if err := n.await(ctx, "registering a snowflake worker", n.startSnowflake); err != nil {
+	if err := waitAll(); err != nil {
 		return nil, err
 	}
+	cancelBranches()
 	// Without JetStream (no members), the name once more, seconds after
 	// the first check: in a NATS cluster a starting node's subscription
 	// reaches the other servers a route's latency later, and two nodes

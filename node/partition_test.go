@@ -139,10 +139,12 @@ func (p *cutProxy) close() {
 }
 
 // cuttableCluster starts three routed nats-servers with JetStream; every
-// route to server 0 runs through a cutProxy. cut blackholes server 0's
-// routes: the other two find out only when its pings go unanswered,
-// minutes later, and its clients stay connected to it.
-func cuttableCluster(t *testing.T) (servers []*server.Server, cut func()) {
+// route to server 0 runs through the cutProxy it returns. Its blackhole
+// cuts server 0 off: the other two find out only when its pings go
+// unanswered, minutes later, and its clients stay connected to it. Its
+// close, with server 0 shut down after it, is server 0 killed: no stepdown
+// of its raft leaders reaches the other two.
+func cuttableCluster(t *testing.T) (servers []*server.Server, to0 *cutProxy) {
 	t.Helper()
 	var ports []int
 	var lns []net.Listener
@@ -161,7 +163,7 @@ func cuttableCluster(t *testing.T) (servers []*server.Server, cut func()) {
 	// Server 0 solicits no other server and advertises its proxy: servers 1 and
 	// 2 route to it through the proxy, and to each other directly once
 	// server 0 has told them of each other.
-	to0 := newCutProxy(t, clusterAddr(0))
+	to0 = newCutProxy(t, clusterAddr(0))
 	route := &url.URL{Scheme: "nats", Host: to0.addr()}
 	routes := [][]*url.URL{{route}, {route}, {route}} // server 0's own: a route to itself is dropped, JetStream wants one
 	advertise := []string{to0.addr(), "", ""}
@@ -209,7 +211,7 @@ func cuttableCluster(t *testing.T) (servers []*server.Server, cut func()) {
 		}
 		return leaders == 1
 	})
-	return servers, to0.blackhole
+	return servers, to0
 }
 
 // TestStartOnTheMajoritySide: server 0 of three is cut off from the other
@@ -219,7 +221,7 @@ func cuttableCluster(t *testing.T) (servers []*server.Server, cut func()) {
 // leaf_nodes were routed to the cut-off replica and held each start
 // attempt for its whole 30 s.
 func TestStartOnTheMajoritySide(t *testing.T) {
-	servers, cut := cuttableCluster(t)
+	servers, to0 := cuttableCluster(t)
 	url := func(i int) string { return servers[i].ClientURL() }
 	cfg := func(name string, i int) node.Config {
 		return node.Config{Name: name, NATS: node.NATSConfig{URL: url(i)}, Store: node.StoreConfig{KVReplicas: 3}}
@@ -230,7 +232,7 @@ func TestStartOnTheMajoritySide(t *testing.T) {
 	if _, err := takeReady(nc, "split", 5, false); err != nil {
 		t.Fatal(err)
 	}
-	cut()
+	to0.blackhole()
 	// Past the claim TTL: the cut-off member's key has aged out, and the
 	// majority side has elected its leaders.
 	time.Sleep(12 * time.Second)

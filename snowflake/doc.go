@@ -50,7 +50,8 @@
 // A Source is what a node runs: a Generator on a worker id claimed from a
 // Registry (JetStream KV leases, ZooKeeper, a WORKER_NODE table, Static with
 // a LeaseFile), with the time lease kept ahead of the clock by a goroutine
-// (SourceConfig.LeaseAhead, renewed every quarter of it). Its states:
+// (SourceConfig.LeaseAhead, renewed every quarter of it; further ahead by
+// the time a renewal takes on a registry that is a LeaseTimer). Its states:
 //
 //	waiting  registered; the clock is behind the worker's last lease
 //	serving  handing out ids

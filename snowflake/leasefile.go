@@ -77,6 +77,15 @@ func (f *LeaseFile) ClaimTTL() time.Duration {
 	return 0
 }
 
+// LeaseTime implements LeaseTimer with the wrapped registry's (0 if it
+// does not know).
+func (f *LeaseFile) LeaseTime() time.Duration {
+	if t, ok := f.Registry.(LeaseTimer); ok {
+		return t.LeaseTime()
+	}
+	return 0
+}
+
 // Register implements Registry.
 func (f *LeaseFile) Register(ctx context.Context) (Registration, error) {
 	r, err := f.Registry.Register(ctx)

@@ -94,6 +94,14 @@ type ClaimTTLer interface {
 	ClaimTTL() time.Duration
 }
 
+// LeaseTimer is implemented by a Registry that knows how long a Lease call
+// takes on its link now (round trips to its backend, measured): a Source
+// leases that much further ahead and gives a renewal twice as long, so a
+// node far from its registry still serves. Zero: not known.
+type LeaseTimer interface {
+	LeaseTime() time.Duration
+}
+
 // StopRecorder is implemented by a Registry that keeps a stop record
 // (LeaseFile): at a graceful stop, the last time the worker used. A
 // restart of the same worker id on the same data directory then waits only

@@ -100,7 +100,10 @@ type SourceConfig struct {
 	Monotonic clock.Clock
 	// LeaseAhead is how far ahead of the clock the persisted time lease
 	// reaches; it is renewed every LeaseAhead/4. A restarted worker waits up
-	// to this long for its clock to pass its last lease. Default 3s.
+	// to this long for its clock to pass its last lease. Default 3s. On a
+	// registry that is a LeaseTimer the lease reaches further by the time
+	// a renewal takes (at most LeaseAhead again). While renewals fail the
+	// Source serves on what it leased until LeaseAhead/8 before its end.
 	LeaseAhead time.Duration
 	// BorrowAhead is how far ahead of the clock ids may be made when they
 	// are taken faster than the layout's rate (UidGenerator's borrowing of
@@ -125,7 +128,8 @@ type SourceConfig struct {
 	// ClockSkew ahead of this one, so the first id waits BorrowAhead +
 	// ClockSkew. If NewWorker is false (or nil), a live process may still
 	// serve it until its claim lapses: it waits ClaimTTL + LeaseAhead +
-	// ClockSkew.
+	// ClockSkew (2×LeaseAhead on a registry that is a LeaseTimer, whose
+	// leases reach further).
 	NewWorker func(ctx context.Context, worker int64) bool
 	// Holder is asked after every registration, whatever the registry,
 	// about the worker id it gave: it names a live process other than this
@@ -412,7 +416,7 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		var wait time.Duration
 		switch {
 		case src.cfg.NewWorker == nil || !src.cfg.NewWorker(ctx, r.Worker):
-			wait = ttl + src.cfg.LeaseAhead + max(src.cfg.ClockSkew, 0)
+			wait = ttl + src.reach(reg) + max(src.cfg.ClockSkew, 0)
 			src.log.Warn("snowflake: the registry has no time lease for this worker id: waiting out any process that may still serve it",
 				"worker", r.Worker, "wait", wait)
 		case !r.Fresh:
@@ -513,10 +517,25 @@ func (src *Source) emit(ev Event) {
 }
 
 // leaseHolds reports whether the persisted lease reaches more than a
-// quarter of LeaseAhead (one renewal interval) past now.
+// quarter of LeaseAhead (one renewal interval) past now: enough to resume
+// serving on without a renewal.
 func (src *Source) leaseHolds(now time.Time) bool {
 	c := src.cur.Load()
 	return c != nil && c.leased.Load()-now.UnixNano() > int64(src.cfg.LeaseAhead/4)
+}
+
+// stepDown is how long before its persisted lease runs out a serving
+// Source whose renewals fail stops serving: it serves on the time it
+// leased almost to the end (Fill never makes an id past the lease, so
+// this margin only gives the state room to change before Fill would
+// fail).
+func (src *Source) stepDown() time.Duration { return src.cfg.LeaseAhead / 8 }
+
+// leaseServes reports whether the persisted lease reaches more than
+// stepDown past now: a serving Source may go on serving.
+func (src *Source) leaseServes(now time.Time) bool {
+	c := src.cur.Load()
+	return c != nil && c.leased.Load()-now.UnixNano() > int64(src.stepDown())
 }
 
 // renew extends the persisted lease to now+LeaseAhead. With a ClaimTTL it
@@ -531,7 +550,11 @@ func (src *Source) renew(ctx context.Context, now time.Time) error {
 		src.lapse(c)
 		return fmt.Errorf("%w: %w", ErrNotRegistered, ErrClaimLapsed)
 	}
-	until := now.Add(src.cfg.LeaseAhead)
+	// A renewal expected to take e (LeaseTimer: a registry far away)
+	// leases e further ahead, so the lease still reaches LeaseAhead past
+	// the clock when it is confirmed, and gets twice e to finish.
+	e := src.leaseTime(c)
+	until := now.Add(src.cfg.LeaseAhead + e)
 	if held := c.leased.Load(); until.UnixNano() <= held {
 		if !src.fenceDue(c) {
 			return nil
@@ -540,12 +563,12 @@ func (src *Source) renew(ctx context.Context, now time.Time) error {
 	}
 	reg := c.reg
 	// A registry that hangs must not keep a serving Source past the point
-	// where it has to stop (its lease holding for less than LeaseAhead/4):
+	// where it has to stop (its lease holding for less than stepDown):
 	// bound the call by that point, so the caller can still step down in
 	// time.
-	timeout := src.cfg.LeaseAhead / 2
+	timeout := max(src.cfg.LeaseAhead/2, 2*e)
 	if src.State() == StateServing {
-		left := time.Duration(c.leased.Load()-now.UnixNano()) - src.cfg.LeaseAhead/4
+		left := time.Duration(c.leased.Load()-now.UnixNano()) - src.stepDown()
 		timeout = max(min(timeout, left), src.cfg.LeaseAhead/16)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -562,6 +585,27 @@ func (src *Source) renew(ctx context.Context, now time.Time) error {
 	}
 	raise(&c.leased, until.UnixNano())
 	return nil
+}
+
+// reach is how far past its clock a process's lease on reg may reach:
+// LeaseAhead, and up to as much again on a registry that times its leases
+// (leaseTime).
+func (src *Source) reach(reg Registry) time.Duration {
+	if _, ok := reg.(LeaseTimer); ok {
+		return 2 * src.cfg.LeaseAhead
+	}
+	return src.cfg.LeaseAhead
+}
+
+// leaseTime is how long a Lease of c's registry is expected to take
+// (LeaseTimer), at most LeaseAhead: a lease reaches at most twice
+// LeaseAhead past the clock (the wait of a worker id with no lease on
+// record counts on it).
+func (src *Source) leaseTime(c *claim) time.Duration {
+	if t, ok := c.reg.(LeaseTimer); ok {
+		return min(max(t.LeaseTime(), 0), src.cfg.LeaseAhead)
+	}
+	return 0
 }
 
 // run renews the lease, resumes a waiting or paused Source once its clock
@@ -645,14 +689,18 @@ func (src *Source) run() {
 				src.log.Warn("snowflake: time lease renewal failing", "err", err)
 			}
 			failing = true
-			// Stop serving (the node leaves the queue group) before the
-			// lease runs out, rather than answering 503 once it has; serve
-			// again as soon as a renewal works. The clock is read again:
-			// the failed call took time.
+			// Serve on the time already leased, and stop serving just
+			// before it runs out (Fill then fails with the cause, a
+			// retryable 503); serve again as soon as a renewal works. The
+			// clock is read again: the failed call took time.
 			now = src.cfg.Clock.Now()
-			if src.State() == StateServing && !src.leaseHolds(now) {
-				src.emit(Event{State: StateWaiting, Until: now, cause: fmt.Errorf("%w: %w", ErrLeaseFailed, err),
-					Reason: fmt.Sprintf("the time lease (up to %v) cannot be renewed: %v", src.Leased().UTC(), err)})
+			if src.State() == StateServing && !src.leaseServes(now) {
+				reason := fmt.Sprintf("the time lease (up to %v) cannot be renewed: %v", src.Leased().UTC(), err)
+				if e := src.leaseTime(c); e > src.cfg.LeaseAhead/4 {
+					// Say so where a slow link is the likely cause.
+					reason += fmt.Sprintf("; a renewal takes about %v here, beside a lease ahead of %v", e.Round(time.Millisecond), src.cfg.LeaseAhead)
+				}
+				src.emit(Event{State: StateWaiting, Until: now, cause: fmt.Errorf("%w: %w", ErrLeaseFailed, err), Reason: reason})
 			}
 			continue
 		}
@@ -757,6 +805,16 @@ func (src *Source) Holds() (worker int64, ok bool) {
 		return -1, false
 	}
 	return c.worker, true
+}
+
+// NotServing is nil while the Source serves, else the error a Fill gets
+// now: it wraps ErrNotServing and says why (a cause such as
+// ErrLeaseFailed, or until when the clock is waited for).
+func (src *Source) NotServing() error {
+	if st := src.State(); st != StateServing {
+		return src.notServing(st)
+	}
+	return nil
 }
 
 // notServing is the error for a Source that is not serving.

@@ -1322,3 +1322,50 @@ func TestSourceLeaveBeforeLeaseRunsOutHanging(t *testing.T) {
 	b.mu.Unlock()
 	waitState(t, src, snowflake.StateServing)
 }
+
+// slowRegistry is a registry whose Lease takes d, and says so
+// (snowflake.LeaseTimer), as a KV registry far from its server does.
+type slowRegistry struct {
+	snowflake.Registry
+	d time.Duration
+}
+
+func (r slowRegistry) LeaseTime() time.Duration { return r.d }
+
+func (r slowRegistry) Lease(ctx context.Context, until time.Time) error {
+	t := time.NewTimer(r.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", snowflake.ErrRegistryUnavailable, ctx.Err())
+	}
+	return r.Registry.Lease(ctx, until)
+}
+
+// TestSourceLeasesAheadOfSlowRegistry: a registry whose Lease takes 0.7 s,
+// more than half of a 1 s LeaseAhead (all a renewal was given), and says
+// so: the Source gives the renewal twice that, and leases 0.7 s further
+// ahead, so the lease still reaches LeaseAhead past the clock once it is
+// confirmed.
+func TestSourceLeasesAheadOfSlowRegistry(t *testing.T) {
+	b := newBackend(-1)
+	const d = 700 * time.Millisecond
+	src, _, _ := startSource(t, b, nil, func(c *snowflake.SourceConfig) {
+		c.LeaseAhead = time.Second
+		c.Open = func(ctx context.Context) (snowflake.Registry, error) {
+			r, err := b.Open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return slowRegistry{r, d}, nil
+		}
+	})
+	want := t0.Add(time.Second + d)
+	if got := b.lease(src.Worker()); !got.Equal(want) {
+		t.Fatalf("registry lease %v, want %v (LeaseAhead + the renewal's time past the clock)", got, want)
+	}
+	if got := src.Leased(); !got.Equal(want) {
+		t.Fatalf("Leased = %v, want %v", got, want)
+	}
+}

@@ -23,13 +23,15 @@
 // returns the lease it replaced as Registration.LastLease. With every id
 // claimed it fails with snowflake.ErrNoWorker.
 //
-// A goroutine keeps the claim alive: every Options.Refresh (default TTL/3)
+// A goroutine keeps the claim alive: every Options.Refresh (default TTL/5)
 // it publishes the claim again to $KV.<bucket>.w<N> with
 // WithExpectLastSequencePerSubject (the revision it wrote last) and
-// WithMsgTTL(TTL) — kv.Update would drop the TTL. If a refresh fails and
-// the next one could come after the claim expires, or the claim changed
-// under it, the Registry closes Lost before another node can take the id:
-// the node must stop issuing ids then. Close stops that goroutine, waits
+// WithMsgTTL(TTL) — kv.Update would drop the TTL. A refresh that fails is
+// tried again after Refresh/8 (a stream electing a new leader answers
+// nothing for a few seconds). If no refresh landed by a quarter of Refresh
+// before the claim expires, or the claim changed under it, the Registry
+// closes Lost before another node can take the id: the node must stop
+// issuing ids then. Close stops that goroutine, waits
 // for it, and purges w<N> so the id is free at once; t<N> stays.
 //
 // # Fencing
@@ -74,7 +76,13 @@
 // Compare-and-swap conflicts (10071, or 10164 on clustered streams) are
 // retried within Options.Timeout. JetStream that cannot be reached within
 // it gives an error wrapping snowflake.ErrRegistryUnavailable; bad options,
-// or an existing bucket without LimitMarkerTTL, ErrInvalid.
+// or an existing bucket without LimitMarkerTTL, ErrInvalid. Within a
+// Lease each request waits four write round trips (at least 250 ms, twice
+// as long after one that got no answer) before it is sent again: a request
+// the stream's old leader took with it is asked again of the new one. The
+// write round trip, measured from the writes that got an answer, is also
+// what LeaseTime reports (snowflake.LeaseTimer): a Source far from the
+// server leases further ahead and gives a renewal longer.
 //
 // A Registry is safe for concurrent use. Register holds the Registry's
 // lock while it talks to the server, so a concurrent Close waits for it

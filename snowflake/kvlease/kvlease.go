@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -44,7 +45,7 @@ type Options struct {
 	// id. Default 10s; at least 1s (the server's minimum message TTL),
 	// whole seconds (the server keeps TTLs in seconds).
 	TTL time.Duration
-	// Refresh is how often the claim key's TTL is renewed. Default TTL/3;
+	// Refresh is how often the claim key's TTL is renewed. Default TTL/5;
 	// must be below TTL/2.
 	Refresh time.Duration
 	// Timeout bounds Open, Register, Lease and Close (each call, retries
@@ -95,8 +96,43 @@ type Registry struct {
 	token      string    // this registration's owner token in t<worker>
 	fresh      bool      // the bucket had no message at all when opened
 
+	// trip is how long a write to the bucket takes (nanoseconds), from
+	// the writes that got an answer: up at once to a slower one, down a
+	// quarter of the way to a faster one. Calls that got none (a stream
+	// with no leader) do not count, so a leader election does not make
+	// it look like a slow link.
+	trip atomic.Int64
+
 	rand func(n int64) int64
 }
+
+// minTry is the shortest a Lease gives one request before it asks again
+// (a request a stream's old leader took with it is never answered).
+const minTry = 250 * time.Millisecond
+
+// observe counts d, the time one write to the bucket took, into trip.
+func (r *Registry) observe(d time.Duration) {
+	for {
+		old := r.trip.Load()
+		v := int64(d)
+		if v < old {
+			v = old - (old-v)/4
+		}
+		if r.trip.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// LeaseTime implements snowflake.LeaseTimer: a Lease is a read from the
+// stream leader and a compare-and-swap, two round trips of a write.
+func (r *Registry) LeaseTime() time.Duration { return 2 * time.Duration(r.trip.Load()) }
+
+// tryFor is how long a Lease waits for the answer to one request before
+// it asks again: four write round trips, at least minTry. A request sent
+// while the stream elects a leader is lost; the one after the election
+// is answered within a round trip.
+func (r *Registry) tryFor() time.Duration { return max(minTry, 4*time.Duration(r.trip.Load())) }
 
 // claim is the JSON value of a claim key w<id>.
 type claim struct {
@@ -205,7 +241,7 @@ func defaults(o *Options) error {
 		return fmt.Errorf("%w: ttl %v must be a whole number of seconds, at least 1s", ErrInvalid, o.TTL)
 	}
 	if o.Refresh == 0 {
-		o.Refresh = o.TTL / 3
+		o.Refresh = o.TTL / 5
 	}
 	if o.Refresh <= 0 || o.Refresh >= o.TTL/2 {
 		return fmt.Errorf("%w: refresh %v must be positive and below ttl/2 (%v)", ErrInvalid, o.Refresh, o.TTL/2)
@@ -277,7 +313,11 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		}
 		err := retry(cctx, r.opts.Clock, func() (bool, error) {
 			var err error
+			sent := r.opts.Clock.Now()
 			rev, err = r.kv.Create(cctx, claimKey(id), val, jetstream.KeyTTL(r.opts.TTL))
+			if err == nil {
+				r.observe(r.opts.Clock.Since(sent))
+			}
 			return transient(err), err
 		})
 		switch {
@@ -387,10 +427,25 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	defer cancel()
 	key := leaseKey(worker)
 	var holder leaseRec
+	try := r.tryFor()
 	err := retry(cctx, r.opts.Clock, func() (bool, error) {
-		rec, rev, err := r.readLease(cctx, worker)
+		// Each try is bounded, so that a request lost with a stream leader
+		// is asked again of the next one; a try that got no answer gives
+		// the next one twice as long (the writes may just be slow). A
+		// compare-and-swap whose answer was lost may have landed: the next
+		// try reads it back (still ours, high enough) and confirms.
+		tctx, tcancel := context.WithTimeout(cctx, try)
+		defer tcancel()
+		lost := func() bool {
+			if tctx.Err() != nil && cctx.Err() == nil {
+				try *= 2
+				return true
+			}
+			return false
+		}
+		rec, rev, err := r.readLease(tctx, worker)
 		if err != nil {
-			return transient(err), err
+			return transient(err) || lost(), err
 		}
 		if rec.Owner != token {
 			holder = rec
@@ -404,8 +459,12 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 		if err != nil {
 			return false, err
 		}
-		_, err = r.kv.Update(cctx, key, val, rev)
-		return conflict(err) || transient(err), err
+		sent := r.opts.Clock.Now()
+		_, err = r.kv.Update(tctx, key, val, rev)
+		if err == nil {
+			r.observe(r.opts.Clock.Since(sent))
+		}
+		return conflict(err) || transient(err) || lost(), err
 	})
 	if errors.Is(err, errFenced) && holder.deleted {
 		r.markLost()
@@ -487,22 +546,34 @@ func (r *Registry) Close() error {
 
 // refresh renews the claim key's TTL every Refresh by publishing its value
 // again, expecting the revision it last wrote. The claim expires at
-// ok+TTL, ok being when the last successful refresh was sent. If a refresh
-// fails and the next one could land after that, or the key changed under
-// us, it closes Lost and ends.
+// ok+TTL, ok being when the last successful refresh was sent, and no other
+// node can create the key before then. So it closes Lost at
+// ok+TTL-Refresh/4 at the latest, leaving the Source a quarter of Refresh
+// to stop, and ends; a refresh that lands later fails (the key changed),
+// and so does one after the key changed under us, which closes Lost too.
+// A refresh that fails is sent again after Refresh/8, not a whole Refresh
+// later, each try bounded by that deadline: the claim outlives a stream
+// that elects a new leader within most of the TTL.
 func (r *Registry) refresh(ctx context.Context, worker int64, rev uint64, ok time.Time) {
 	defer r.wg.Done()
 	subj := r.keyPre + claimKey(worker)
 	tick := r.opts.Clock.NewTicker(r.opts.Refresh)
 	defer tick.Stop()
+	again := r.opts.Refresh / 8
+	failed := false
 	for {
-		select {
-		case <-ctx.Done():
+		if !failed {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+			}
+		} else if clock.Sleep(ctx, r.opts.Clock, again) != nil {
 			return
-		case <-tick.C():
 		}
 		sent := r.opts.Clock.Now()
-		if sent.Add(r.opts.Refresh / 2).After(ok.Add(r.opts.TTL)) {
+		left := ok.Add(r.opts.TTL - r.opts.Refresh/4).Sub(sent)
+		if left <= 0 {
 			r.markLost() // too late already (a stalled process)
 			return
 		}
@@ -514,13 +585,14 @@ func (r *Registry) refresh(ctx context.Context, worker int64, rev uint64, ok tim
 			c.Lease = lease.UnixMilli()
 		}
 		val, _ := json.Marshal(c) // cannot fail: strings and ints
-		pctx, cancel := context.WithTimeout(ctx, min(r.opts.Timeout, r.opts.Refresh/2))
+		pctx, cancel := context.WithTimeout(ctx, min(r.opts.Timeout, r.opts.Refresh/2, left))
 		ack, err := r.js.Publish(pctx, subj, val,
 			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(r.opts.TTL))
 		cancel()
 		switch {
 		case err == nil:
-			rev, ok = ack.Sequence, sent
+			r.observe(r.opts.Clock.Since(sent))
+			rev, ok, failed = ack.Sequence, sent, false
 			r.mu.Lock()
 			r.rev = rev
 			r.mu.Unlock()
@@ -531,10 +603,7 @@ func (r *Registry) refresh(ctx context.Context, worker int64, rev uint64, ok tim
 			r.markLost() // expired and claimed again, or purged
 			return
 		}
-		if r.opts.Clock.Now().Add(r.opts.Refresh).After(ok.Add(r.opts.TTL)) {
-			r.markLost()
-			return
-		}
+		failed = true // the deadline is checked before the next try
 	}
 }
 
@@ -559,4 +628,5 @@ func (r *Registry) readLease(ctx context.Context, worker int64) (leaseRec, uint6
 var (
 	_ snowflake.Registry   = (*Registry)(nil)
 	_ snowflake.ClaimTTLer = (*Registry)(nil)
+	_ snowflake.LeaseTimer = (*Registry)(nil)
 )

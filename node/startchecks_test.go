@@ -1,0 +1,90 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/snowflake/kvlease"
+)
+
+// TestStartChecksRunTogether: the start's independent steps run together.
+// A node whose MySQL segment store does not answer yet (nothing listens on
+// its port) claims its snowflake worker id in the KV registry meanwhile,
+// so its start ends as soon as the store answers instead of registering
+// only then. Before, the worker was registered only once the store had
+// opened and the tags had loaded, one step after the other.
+func TestStartChecksRunTogether(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String() // a port nothing listens on
+	_ = ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		n, err := node.Start(ctx, node.Config{
+			Name:     "together",
+			NATS:     node.NATSConfig{URL: s.ClientURL()},
+			Store:    node.StoreConfig{MySQL: fmt.Sprintf("leaf:leaf@tcp(%s)/leaf", closed)},
+			Registry: node.RegistryConfig{Kind: node.RegistryKV},
+			DataDir:  t.TempDir(),
+			HTTP:     node.HTTPConfig{Addr: "127.0.0.1:0"},
+		}, nil)
+		if err == nil {
+			_ = n.Close(context.Background())
+		}
+		done <- err
+	}()
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := func() bool {
+		kctx, kcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer kcancel()
+		kv, err := js.KeyValue(kctx, kvlease.DefaultBucket)
+		if err != nil {
+			return false
+		}
+		keys, err := kv.Keys(kctx)
+		if err != nil {
+			return false
+		}
+		for _, k := range keys {
+			e, err := kv.Get(kctx, k)
+			if err != nil || k[0] != 'w' {
+				continue
+			}
+			var c struct{ Node string }
+			if json.Unmarshal(e.Value(), &c) == nil && c.Node == "together" {
+				return true
+			}
+		}
+		return false
+	}
+	testenv.Eventually(t, "a worker id claimed while the segment store does not answer", 20*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("start ended while the store did not answer: %v", err)
+		default:
+		}
+		return claimed()
+	})
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("started without its segment store")
+	}
+}
