@@ -28,7 +28,7 @@ func TestTransient(t *testing.T) {
 		{fmt.Errorf("connect to nats: %w", nats.ErrNoServers), true},
 		{fmt.Errorf("connect to nats: %w", nats.ErrAuthorization), false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
-		{fmt.Errorf("snowflake: open registry: %w: kvlease: open bucket leaf_workers: no answer in time: context deadline exceeded", snowflake.ErrRegistryUnavailable), true},
+		{fmt.Errorf("snowflake: open registry: %w: kvworker: open bucket leaf_workers: no answer in time: context deadline exceeded", snowflake.ErrRegistryUnavailable), true},
 		{fmt.Errorf("%w: bad flag", ErrConfig), false},
 		{fmt.Errorf("mysql store: %w", mysql.ErrAccess), false},
 		{fmt.Errorf("mysql store: %w", mysql.ErrSchema), false},

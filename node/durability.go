@@ -8,7 +8,7 @@ import (
 
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/segment/kvstore"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
 )
 
 // warnUnreplicated logs a warning for each JetStream stream an id depends
@@ -27,7 +27,7 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 		streams = append(streams, "KV_"+kvstore.DefaultBucket)
 	}
 	if n.cfg.Registry.Kind == RegistryKV {
-		streams = append(streams, "KV_"+kvlease.DefaultBucket)
+		streams = append(streams, "KV_"+kvworker.DefaultBucket)
 	}
 	if n.pool != nil {
 		streams = append(streams, pool.Stream)

@@ -14,7 +14,7 @@ import (
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/snowflake"
-	sfkv "github.com/leafmq/leafmq/snowflake/kvlease"
+	sfkv "github.com/leafmq/leafmq/snowflake/kvworker"
 	"github.com/leafmq/leafmq/wire"
 )
 

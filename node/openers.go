@@ -12,7 +12,7 @@ import (
 	"github.com/leafmq/leafmq/segment/mysql"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/snowflake/dbworker"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
 	"github.com/leafmq/leafmq/snowflake/zk"
 )
 
@@ -82,7 +82,7 @@ func (n *Node) kvRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 		// The worker ids this data directory stopped gracefully with come
 		// first: a restart that gets its own back waits only past the
 		// last time it used (its stop record), not out a whole lease.
-		r, err := kvlease.Open(ctx, js, layout, kvlease.Options{Replicas: cfg.Store.KVReplicas, Node: cfg.Name,
+		r, err := kvworker.Open(ctx, js, layout, kvworker.Options{Replicas: cfg.Store.KVReplicas, Node: cfg.Name,
 			Prefer: snowflake.StoppedWorkers(dir, RegistryKV)})
 		if err != nil {
 			return nil, err

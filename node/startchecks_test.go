@@ -13,7 +13,7 @@ import (
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
 )
 
 // TestStartChecksRunTogether: the start's independent steps run together.
@@ -55,7 +55,7 @@ func TestStartChecksRunTogether(t *testing.T) {
 	claimed := func() bool {
 		kctx, kcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer kcancel()
-		kv, err := js.KeyValue(kctx, kvlease.DefaultBucket)
+		kv, err := js.KeyValue(kctx, kvworker.DefaultBucket)
 		if err != nil {
 			return false
 		}

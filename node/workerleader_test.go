@@ -14,7 +14,7 @@ import (
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/snowflake"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -82,7 +82,7 @@ func TestWorkerStreamLeaderDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := "KV_" + kvlease.DefaultBucket
+	stream := "KV_" + kvworker.DefaultBucket
 	leader := func() string {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()

@@ -1,5 +1,5 @@
 // Package jskv holds what leafmq's JetStream KV backends (segment/kvstore
-// and snowflake/kvlease) share: reads through the stream leader, and the
+// and snowflake/kvworker) share: reads through the stream leader, and the
 // classification of JetStream errors into conflicts, transient failures and
 // an unreachable JetStream.
 //

@@ -21,5 +21,5 @@
 // leader serves (and reserves) nothing before it. A key that expired is
 // taken at once: its marker comes a TTL after its last record.
 //
-// It stands beside segment/kvstore and snowflake/kvlease, on internal/jskv.
+// It stands beside segment/kvstore and snowflake/kvworker, on internal/jskv.
 package kvlease

@@ -322,7 +322,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 			return fmt.Errorf("%w: dbworker: register: WORKER_NODE gave ID %d, beyond worker id %d of layout %s; "+
 				"disposable ids are never reused, so %d bits of worker id allow only %d starts over the table's life "+
 				"(UidGenerator's 22 bits allow about 4 million, Leaf's 10 only 1024): use a registry that reuses ids "+
-				"(zk, kvlease) or a layout with more worker bits",
+				"(zk, kvworker) or a layout with more worker bits",
 				snowflake.ErrNoWorker, worker, hi, r.layout, r.layout.WorkerBits, hi)
 		}
 		// Fence first, then read: a lease an earlier holder got confirmed

@@ -25,7 +25,7 @@
 // table's whole life, including UidGenerator's own rows. Once ID exceeds
 // the layout's MaxWorker, Register fails with snowflake.ErrNoWorker and
 // says so (the inserted row stays, as UidGenerator leaves its rows). Use a
-// registry that reuses ids (snowflake/zk, snowflake/kvlease) for Leaf's
+// registry that reuses ids (snowflake/zk, snowflake/kvworker) for Leaf's
 // layout, or reset the counter knowing what that means (below).
 //
 // # Time leases

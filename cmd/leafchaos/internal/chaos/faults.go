@@ -171,7 +171,7 @@ func (f *faulter) freezeLeafd(ctx context.Context, kind string, r *FaultResult) 
 	sleep(ctx, f.cfg.Freeze)
 	var unfill func()
 	if want == "kv" {
-		// kvlease claims the first free id from a random start: leave the
+		// kvworker claims the first free id from a random start: leave the
 		// taker no other choice than the frozen node's worker.
 		var note string
 		unfill, note = f.fillWorkers(ctx, l)
@@ -236,7 +236,7 @@ func lastWorker(l *leafd) int64 {
 var workerRE = regexp.MustCompile(`msg="snowflake worker registered" node=\S+ worker=(\d+)`)
 
 // fillWorkers claims, in the KV-lease bucket, every worker id but the one
-// frozen leafd l held (expired by now), the way kvlease does (a key w<id>
+// frozen leafd l held (expired by now), the way kvworker does (a key w<id>
 // with a per-key TTL), so that the next node to register gets l's worker.
 // The returned func purges those claims again.
 func (f *faulter) fillWorkers(ctx context.Context, l *leafd) (func(), string) {
@@ -246,12 +246,12 @@ func (f *faulter) fillWorkers(ctx context.Context, l *leafd) (func(), string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	kv, err := f.l.jss[0].KeyValue(ctx, kvleaseBucket)
+	kv, err := f.l.jss[0].KeyValue(ctx, kvworkerBucket)
 	if err != nil {
 		return nil, "kv lease bucket: " + err.Error()
 	}
 	var filled []string
-	for id := range int64(kvleaseWorkers) {
+	for id := range int64(kvworkerWorkers) {
 		if id == w {
 			continue
 		}
@@ -271,8 +271,8 @@ func (f *faulter) fillWorkers(ctx context.Context, l *leafd) (func(), string) {
 
 // The KV-lease registry's bucket and worker ids (Leaf's layout: 10 bits).
 const (
-	kvleaseBucket  = "leaf_workers"
-	kvleaseWorkers = 1024
+	kvworkerBucket  = "leaf_workers"
+	kvworkerWorkers = 1024
 )
 
 // hosts starts two more leafd "hosts" on 127.0.0.2 and 127.0.0.3 with

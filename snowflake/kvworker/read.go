@@ -1,4 +1,4 @@
-package kvlease
+package kvworker
 
 import (
 	"context"
@@ -49,13 +49,13 @@ func fail(ctx, cctx context.Context, op string, err error) error {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return fmt.Errorf("kvlease: %s: %w (%v)", op, ctx.Err(), err)
+		return fmt.Errorf("kvworker: %s: %w (%v)", op, ctx.Err(), err)
 	case cctx.Err() != nil:
-		return fmt.Errorf("%w: kvlease: %s: no answer in time: %v", snowflake.ErrRegistryUnavailable, op, err)
+		return fmt.Errorf("%w: kvworker: %s: no answer in time: %v", snowflake.ErrRegistryUnavailable, op, err)
 	case unavailable(err):
-		return fmt.Errorf("%w: kvlease: %s: %w", snowflake.ErrRegistryUnavailable, op, err)
+		return fmt.Errorf("%w: kvworker: %s: %w", snowflake.ErrRegistryUnavailable, op, err)
 	default:
-		return fmt.Errorf("kvlease: %s: %w", op, err)
+		return fmt.Errorf("kvworker: %s: %w", op, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package kvlease_test
+package kvworker_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/snowflake"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
 )
 
 func Example() {
@@ -23,7 +23,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	reg, err := kvlease.Open(ctx, js, snowflake.LeafLayout(), kvlease.Options{Node: "leafd-1"})
+	reg, err := kvworker.Open(ctx, js, snowflake.LeafLayout(), kvworker.Options{Node: "leafd-1"})
 	if err != nil {
 		log.Fatal(err)
 	}

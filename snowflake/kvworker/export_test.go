@@ -1,4 +1,4 @@
-package kvlease
+package kvworker
 
 // Freeze stops r's claim refresher without closing Lost, as when r's
 // process is stopped (SIGSTOP) past the TTL: the claim key expires while r

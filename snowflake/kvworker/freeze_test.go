@@ -1,4 +1,4 @@
-package kvlease_test
+package kvworker_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
 )
 
 // layout2 has two worker ids: with one held by a bystander, a second
@@ -30,7 +30,7 @@ func layout2() snowflake.Layout {
 // frozenRegistry is a Registry whose Lease calls block while it is frozen,
 // as every goroutine of a stopped process does.
 type frozenRegistry struct {
-	*kvlease.Registry
+	*kvworker.Registry
 	mu   sync.Mutex
 	wake chan struct{} // nil: not frozen
 }
@@ -117,7 +117,7 @@ func startOn(t *testing.T, reg snowflake.Registry, edit func(*snowflake.SourceCo
 
 // takeOver registers new registries until one gets worker (the other id
 // is held), which happens once the frozen holder's claim key expired.
-func takeOver(t *testing.T, js jetstream.JetStream, opts kvlease.Options, worker int64) (*kvlease.Registry, snowflake.Registration) {
+func takeOver(t *testing.T, js jetstream.JetStream, opts kvworker.Options, worker int64) (*kvworker.Registry, snowflake.Registration) {
 	t.Helper()
 	r2 := open(t, js, layout2(), opts)
 	var reg snowflake.Registration
@@ -158,7 +158,7 @@ func noIDsOf(t *testing.T, src *snowflake.Source, worker int64) {
 func TestFreezeFences(t *testing.T) {
 	srv := natstest.RunServer(t)
 	js := newJS(t, srv)
-	opts := kvlease.Options{TTL: time.Second}
+	opts := kvworker.Options{TTL: time.Second}
 	bystander := open(t, js, layout2(), opts)
 	r1 := &frozenRegistry{Registry: open(t, js, layout2(), opts)}
 	mono := &monoClock{t: time.Now()}
@@ -177,7 +177,7 @@ func TestFreezeFences(t *testing.T) {
 
 	// SIGSTOP: no Lease, no refresh; the claim key expires after 1s.
 	r1.freeze()
-	kvlease.Freeze(r1.Registry)
+	kvworker.Freeze(r1.Registry)
 	r2, reg2 := takeOver(t, js, opts, w)
 	if reg2.LastLease.Before(leased.Truncate(time.Millisecond)) {
 		t.Fatalf("new holder: LastLease %v, below the old holder's lease %v", reg2.LastLease, leased)
@@ -211,7 +211,7 @@ func TestFreezeFences(t *testing.T) {
 func TestTakeoverStopsSource(t *testing.T) {
 	srv := natstest.RunServer(t)
 	js := newJS(t, srv)
-	opts := kvlease.Options{TTL: time.Second}
+	opts := kvworker.Options{TTL: time.Second}
 	bystander := open(t, js, layout2(), opts)
 	r1 := open(t, js, layout2(), opts)
 	src := startOn(t, r1, nil)
@@ -219,7 +219,7 @@ func TestTakeoverStopsSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := src.Worker()
-	kvlease.Freeze(r1)
+	kvworker.Freeze(r1)
 	r2, _ := takeOver(t, js, opts, w)
 	if err := r2.Lease(ctx(t), time.Now().Add(time.Minute)); err != nil {
 		t.Fatalf("new holder: Lease: %v", err)
@@ -238,7 +238,7 @@ func TestTakeoverStopsSource(t *testing.T) {
 func TestDeletedLeaseKey(t *testing.T) {
 	srv := natstest.RunServer(t)
 	js := newJS(t, srv)
-	opts := kvlease.Options{TTL: time.Second}
+	opts := kvworker.Options{TTL: time.Second}
 	r1 := open(t, js, layout2(), opts)
 	reg1, err := r1.Register(ctx(t))
 	if err != nil {
@@ -251,7 +251,7 @@ func TestDeletedLeaseKey(t *testing.T) {
 	if _, err := bystander.Register(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx(t), kvlease.DefaultBucket)
+	kv, err := js.KeyValue(ctx(t), kvworker.DefaultBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package kvlease
+package kvworker
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const (
 )
 
 // ErrInvalid: bad Options, or a bucket that cannot hold per-key TTLs.
-var ErrInvalid = errors.New("invalid kvlease options")
+var ErrInvalid = errors.New("invalid kvworker options")
 
 // Options configures Open. The zero value is usable: every field has a
 // default.
@@ -269,16 +269,16 @@ func leaseKey(w int64) string { return "t" + strconv.FormatInt(w, 10) }
 // snowflake.ErrNotRegistered).
 func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error) {
 	if err := ctx.Err(); err != nil {
-		return snowflake.Registration{}, fmt.Errorf("kvlease: register: %w", err)
+		return snowflake.Registration{}, fmt.Errorf("kvworker: register: %w", err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return snowflake.Registration{}, fmt.Errorf("%w: kvlease: register", snowflake.ErrRegistryClosed)
+		return snowflake.Registration{}, fmt.Errorf("%w: kvworker: register", snowflake.ErrRegistryClosed)
 	}
 	if r.registered {
 		if r.isLost() {
-			return snowflake.Registration{}, fmt.Errorf("%w: kvlease: register: claim of worker %d lost; open a new Registry", snowflake.ErrNotRegistered, r.worker)
+			return snowflake.Registration{}, fmt.Errorf("%w: kvworker: register: claim of worker %d lost; open a new Registry", snowflake.ErrNotRegistered, r.worker)
 		}
 		return snowflake.Registration{Worker: r.worker, LastLease: r.lease}, nil
 	}
@@ -347,7 +347,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 			why = fmt.Sprintf("; the lease keys %s were deleted, so what their worker ids issued is unknown: "+
 				"put each back with a lease past every id it issued ({\"lease\": <unix ms>}) to use it again", strings.Join(deleted, ", "))
 		}
-		return snowflake.Registration{}, fmt.Errorf("%w: kvlease: all %d worker ids of bucket %q are claimed or unusable%s", snowflake.ErrNoWorker, n, r.opts.Bucket, why)
+		return snowflake.Registration{}, fmt.Errorf("%w: kvworker: all %d worker ids of bucket %q are claimed or unusable%s", snowflake.ErrNoWorker, n, r.opts.Bucket, why)
 	}
 	r.registered, r.worker, r.rev, r.lease, r.token = true, worker, rev, last, token
 	rctx, stop := context.WithCancel(context.Background())
@@ -404,7 +404,7 @@ func (r *Registry) fence(ctx context.Context, worker int64, token string, now ti
 // Lost and fails with an error wrapping snowflake.ErrNotRegistered.
 func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("kvlease: lease: %w", err)
+		return fmt.Errorf("kvworker: lease: %w", err)
 	}
 	r.leaseMu.Lock()
 	defer r.leaseMu.Unlock()
@@ -413,11 +413,11 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	r.mu.Unlock()
 	switch {
 	case closed:
-		return fmt.Errorf("%w: kvlease: lease", snowflake.ErrRegistryClosed)
+		return fmt.Errorf("%w: kvworker: lease", snowflake.ErrRegistryClosed)
 	case !registered:
-		return fmt.Errorf("%w: kvlease: lease", snowflake.ErrNotRegistered)
+		return fmt.Errorf("%w: kvworker: lease", snowflake.ErrNotRegistered)
 	case r.isLost():
-		return fmt.Errorf("%w: kvlease: lease: claim of worker %d lost", snowflake.ErrNotRegistered, worker)
+		return fmt.Errorf("%w: kvworker: lease: claim of worker %d lost", snowflake.ErrNotRegistered, worker)
 	}
 	ms := until.UnixMilli()
 	if until.Sub(time.UnixMilli(ms)) > 0 {
@@ -468,11 +468,11 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	})
 	if errors.Is(err, errFenced) && holder.deleted {
 		r.markLost()
-		return fmt.Errorf("%w: kvlease: lease: the lease key of worker %d was deleted: claim lost", snowflake.ErrNotRegistered, worker)
+		return fmt.Errorf("%w: kvworker: lease: the lease key of worker %d was deleted: claim lost", snowflake.ErrNotRegistered, worker)
 	}
 	if errors.Is(err, errFenced) {
 		r.markLost()
-		return fmt.Errorf("%w: kvlease: lease: worker %d was registered again (by node %q at %v): claim lost",
+		return fmt.Errorf("%w: kvworker: lease: worker %d was registered again (by node %q at %v): claim lost",
 			snowflake.ErrNotRegistered, worker, holder.Node, time.UnixMilli(holder.Updated).UTC())
 	}
 	if err != nil {
@@ -620,7 +620,7 @@ func (r *Registry) readLease(ctx context.Context, worker int64) (leaseRec, uint6
 		return rec, m.Sequence, nil
 	}
 	if err := json.Unmarshal(m.Data, &rec); err != nil {
-		return rec, 0, fmt.Errorf("kvlease: bucket %q key %s: bad value: %v", r.opts.Bucket, leaseKey(worker), err)
+		return rec, 0, fmt.Errorf("kvworker: bucket %q key %s: bad value: %v", r.opts.Bucket, leaseKey(worker), err)
 	}
 	return rec, m.Sequence, nil
 }

@@ -1,4 +1,4 @@
-package kvlease_test
+package kvworker_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/snowflake"
-	"github.com/leafmq/leafmq/snowflake/kvlease"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
 	"github.com/leafmq/leafmq/snowflake/registrytest"
 )
 
@@ -34,11 +34,11 @@ func newJS(t testing.TB, srv *server.Server) jetstream.JetStream {
 	return js
 }
 
-func open(t testing.TB, js jetstream.JetStream, l snowflake.Layout, o kvlease.Options) *kvlease.Registry {
+func open(t testing.TB, js jetstream.JetStream, l snowflake.Layout, o kvworker.Options) *kvworker.Registry {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := kvlease.Open(ctx, js, l, o)
+	r, err := kvworker.Open(ctx, js, l, o)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestConformance(t *testing.T) {
 			if owner != t {
 				owner, js = t, newJS(t, natstest.RunServer(t))
 			}
-			return open(t, js, layout16(), kvlease.Options{TTL: 2 * time.Second, Node: t.Name()})
+			return open(t, js, layout16(), kvworker.Options{TTL: 2 * time.Second, Node: t.Name()})
 		},
 		Layout:   layout16(),
 		Distinct: true,
@@ -69,8 +69,8 @@ func TestConformance(t *testing.T) {
 		// A frozen process: its refresher stops, and its claim key goes (as
 		// it expires after the TTL; purged here so the suite need not wait).
 		Takeover: func(t testing.TB, r snowflake.Registry, worker int64) {
-			kvlease.Freeze(r.(*kvlease.Registry))
-			kv, err := js.KeyValue(context.Background(), kvlease.DefaultBucket)
+			kvworker.Freeze(r.(*kvworker.Registry))
+			kv, err := js.KeyValue(context.Background(), kvworker.DefaultBucket)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func TestConformance(t *testing.T) {
 // of the id sees its lease.
 func TestCrashReuse(t *testing.T) {
 	srv := natstest.RunServer(t)
-	opts := kvlease.Options{TTL: time.Second}
+	opts := kvworker.Options{TTL: time.Second}
 	nc1 := natstest.Connect(t, srv.ClientURL())
 	js1, err := jetstream.New(nc1)
 	if err != nil {
@@ -138,7 +138,7 @@ func TestCrashReuse(t *testing.T) {
 
 func TestLostOnShutdown(t *testing.T) {
 	srv := natstest.RunServer(t)
-	r := open(t, newJS(t, srv), snowflake.LeafLayout(), kvlease.Options{TTL: time.Second})
+	r := open(t, newJS(t, srv), snowflake.LeafLayout(), kvworker.Options{TTL: time.Second})
 	if _, err := r.Register(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestNoWorker(t *testing.T) {
 	js := newJS(t, natstest.RunServer(t))
 	seen := map[int64]bool{}
 	for range 2 {
-		reg, err := open(t, js, l, kvlease.Options{}).Register(ctx(t))
+		reg, err := open(t, js, l, kvworker.Options{}).Register(ctx(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func TestNoWorker(t *testing.T) {
 	if len(seen) != 2 {
 		t.Fatalf("two registrations got workers %v", seen)
 	}
-	if _, err := open(t, js, l, kvlease.Options{}).Register(ctx(t)); !errors.Is(err, snowflake.ErrNoWorker) {
+	if _, err := open(t, js, l, kvworker.Options{}).Register(ctx(t)); !errors.Is(err, snowflake.ErrNoWorker) {
 		t.Fatalf("third Register: %v, want ErrNoWorker", err)
 	}
 }
@@ -189,7 +189,7 @@ func TestUnavailable(t *testing.T) {
 	srv := natstest.RunServer(t)
 	js := newJS(t, srv)
 	srv.Shutdown()
-	_, err := kvlease.Open(context.Background(), js, snowflake.LeafLayout(), kvlease.Options{Timeout: 300 * time.Millisecond})
+	_, err := kvworker.Open(context.Background(), js, snowflake.LeafLayout(), kvworker.Options{Timeout: 300 * time.Millisecond})
 	if !errors.Is(err, snowflake.ErrRegistryUnavailable) {
 		t.Fatalf("Open on a stopped server: %v, want ErrRegistryUnavailable", err)
 	}
@@ -199,18 +199,18 @@ func TestOptionsInvalid(t *testing.T) {
 	js := newJS(t, natstest.RunServer(t))
 	tests := []struct {
 		name string
-		opts kvlease.Options
+		opts kvworker.Options
 	}{
-		{"bucket", kvlease.Options{Bucket: "a.b"}},
-		{"replicas", kvlease.Options{Replicas: 6}},
-		{"ttl", kvlease.Options{TTL: 500 * time.Millisecond}},
-		{"ttl fraction", kvlease.Options{TTL: 1500 * time.Millisecond}},
-		{"refresh", kvlease.Options{TTL: time.Second, Refresh: 600 * time.Millisecond}},
-		{"timeout", kvlease.Options{Timeout: -time.Second}},
+		{"bucket", kvworker.Options{Bucket: "a.b"}},
+		{"replicas", kvworker.Options{Replicas: 6}},
+		{"ttl", kvworker.Options{TTL: 500 * time.Millisecond}},
+		{"ttl fraction", kvworker.Options{TTL: 1500 * time.Millisecond}},
+		{"refresh", kvworker.Options{TTL: time.Second, Refresh: 600 * time.Millisecond}},
+		{"timeout", kvworker.Options{Timeout: -time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := kvlease.Open(ctx(t), js, snowflake.LeafLayout(), tc.opts); !errors.Is(err, kvlease.ErrInvalid) {
+			if _, err := kvworker.Open(ctx(t), js, snowflake.LeafLayout(), tc.opts); !errors.Is(err, kvworker.ErrInvalid) {
 				t.Fatalf("Open(%+v): %v, want ErrInvalid", tc.opts, err)
 			}
 		})
@@ -222,7 +222,7 @@ func TestBucketWithoutTTL(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx(t), jetstream.KeyValueConfig{Bucket: "plain"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kvlease.Open(ctx(t), js, snowflake.LeafLayout(), kvlease.Options{Bucket: "plain"}); !errors.Is(err, kvlease.ErrInvalid) {
+	if _, err := kvworker.Open(ctx(t), js, snowflake.LeafLayout(), kvworker.Options{Bucket: "plain"}); !errors.Is(err, kvworker.ErrInvalid) {
 		t.Fatalf("Open on a bucket without LimitMarkerTTL: %v, want ErrInvalid", err)
 	}
 }
@@ -231,12 +231,12 @@ func TestBucketWithoutTTL(t *testing.T) {
 // refresher of the package is left running.
 func TestCloseStopsRefresher(t *testing.T) {
 	js := newJS(t, natstest.RunServer(t))
-	var rs []*kvlease.Registry
+	var rs []*kvworker.Registry
 	for range 3 {
 		// A TTL well above a refresh's time on a loaded machine (CI: a
 		// 1 s TTL lapsed under -race with other loads): this test is
 		// about goroutines, not about claims lapsing.
-		r := open(t, js, snowflake.LeafLayout(), kvlease.Options{TTL: 10 * time.Second, Refresh: 50 * time.Millisecond})
+		r := open(t, js, snowflake.LeafLayout(), kvworker.Options{TTL: 10 * time.Second, Refresh: 50 * time.Millisecond})
 		if _, err := r.Register(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +281,7 @@ func refreshers() int {
 			runtime.Gosched()
 			continue
 		}
-		return strings.Count(dump, "kvlease.(*Registry).refresh(")
+		return strings.Count(dump, "kvworker.(*Registry).refresh(")
 	}
 }
 
@@ -291,13 +291,13 @@ func refreshers() int {
 func TestPrefer(t *testing.T) {
 	js := newJS(t, natstest.RunServer(t))
 	l := layout16()
-	a := open(t, js, l, kvlease.Options{Node: "a"})
+	a := open(t, js, l, kvworker.Options{Node: "a"})
 	ra, err := a.Register(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := (ra.Worker + 5) % 16
-	b := open(t, js, l, kvlease.Options{Node: "b", Prefer: []int64{w}})
+	b := open(t, js, l, kvworker.Options{Node: "b", Prefer: []int64{w}})
 	rb, err := b.Register(ctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestPrefer(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c := open(t, js, l, kvlease.Options{Node: "c", Prefer: []int64{-1, 16, ra.Worker, w}})
+	c := open(t, js, l, kvworker.Options{Node: "c", Prefer: []int64{-1, 16, ra.Worker, w}})
 	rc, err := c.Register(ctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestPrefer(t *testing.T) {
 		t.Fatalf("Register with Prefer [-1 16 %d(held) %d] = worker %d lease %v, want %d lease %v",
 			ra.Worker, w, rc.Worker, rc.LastLease, w, until)
 	}
-	d := open(t, js, l, kvlease.Options{Node: "d", Prefer: []int64{ra.Worker, w}})
+	d := open(t, js, l, kvworker.Options{Node: "d", Prefer: []int64{ra.Worker, w}})
 	rd, err := d.Register(ctx(t))
 	if err != nil {
 		t.Fatal(err)

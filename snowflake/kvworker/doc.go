@@ -1,4 +1,4 @@
-// Package kvlease is the embedded default snowflake.Registry: worker ids
+// Package kvworker is the embedded default snowflake.Registry: worker ids
 // and their time leases in a JetStream KV bucket, so a leafd cluster that
 // already runs NATS needs no ZooKeeper or database for its workers.
 //
@@ -87,4 +87,4 @@
 // A Registry is safe for concurrent use. Register holds the Registry's
 // lock while it talks to the server, so a concurrent Close waits for it
 // (at most Options.Timeout).
-package kvlease
+package kvworker
