@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 )
@@ -81,8 +82,8 @@ func (n *Node) await(ctx context.Context, phase string, step func(context.Contex
 
 // transient reports whether err may pass by itself: no answer in time, no
 // responders yet (a stream without a leader publishes "no response from
-// stream"), a JetStream or store that is (temporarily) unavailable, a
-// connection refused.
+// stream"), a live node that did not answer a check, a JetStream or store
+// that is (temporarily) unavailable, a connection refused.
 func transient(err error) bool {
 	if errors.Is(err, ErrConfig) {
 		return false
@@ -92,7 +93,7 @@ func transient(err error) bool {
 		return true
 	}
 	var ne net.Error
-	return errors.Is(err, segment.ErrUnavailable) || errors.Is(err, snowflake.ErrRegistryUnavailable) || errors.Is(err, nats.ErrTimeout) ||
+	return errors.Is(err, segment.ErrUnavailable) || errors.Is(err, peers.ErrSilent) || errors.Is(err, snowflake.ErrRegistryUnavailable) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrNoServers) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)

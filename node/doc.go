@@ -33,10 +33,11 @@
 // at start about every stream it depends on that has one replica, and on
 // MySQL about settings under which a commit is not durable.
 //
-// Every node keeps a key in wire.MembersBucket while it runs (members.go),
-// and the checks against live peers (checkName, the worker-id checks, the
-// floors at start and before a tag is created) wait for every member's
-// answer, not just for a window: a slow answer is not taken for no node.
+// Every node keeps a key in wire.MembersBucket while it runs, and the
+// checks against live peers (the name, the worker-id checks, the floors at
+// start and before a tag is created) wait for every member's answer, not
+// just for a window: a slow answer is not taken for no node. Package peers
+// holds all of it; the node keeps one *peers.Set (peers.go has its side).
 //
 // Start builds everything in dependency order, pushing each subsystem's
 // stop on a stack (stops.go) before it starts it, and Close runs the stack

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 
-	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -35,20 +33,14 @@ func (n *Node) handBack(ctx context.Context) {
 	lower, _ := n.floors.(interface {
 		Lower(tag string, floor int64) error
 	})
-	// A generous window: a peer missed here keeps this node's floors and
-	// takes its next range above them, skipping the ids handed back.
-	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	nodes, err := ask.Status(actx, n.nc, time.Second)
-	cancel()
+	other, err := n.peers.Other(ctx)
 	if err != nil {
 		n.log.Info("segment: no hand-back: the live nodes could not be asked", "err", err)
 		return
 	}
-	for _, st := range nodes {
-		if !n.isSelf(st) {
-			n.log.Info("segment: no hand-back: another node is alive", "node", st.Node)
-			return
-		}
+	if other != "" {
+		n.log.Info("segment: no hand-back: another node is alive", "node", other)
+		return
 	}
 	rings := n.prod.Retire()
 	for _, u := range n.engine.Retire() {

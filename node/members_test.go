@@ -24,7 +24,7 @@ import (
 // wait for every member: here a member under the name "twin" answers its
 // status only after 1.2 s, four times the window, and a node named "twin"
 // refuses to start, naming it. A member that never answers holds the
-// start back (ErrPeersSilent, tried again) until its key is gone.
+// start back (peers.ErrSilent, tried again) until its key is gone.
 func TestSlowPeerIsWaitedFor(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)

@@ -170,7 +170,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.sfLease, prometheus.GaugeValue, float64(src.Leased().UnixNano())/1e9)
 		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sf.transitions.Load()))
 		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.sf.layout.Remaining(n.sf.now()).Seconds())
-		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, float64(n.view.offset.Load())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, float64(n.sf.peerOffset.Load())/1e9)
 	}
 	if p := n.pool; p != nil {
 		for subject, level := range p.Levels() {

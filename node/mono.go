@@ -328,7 +328,7 @@ func (m *monoServer) onLeading(tag string, t *monoTag, leading bool) {
 func (m *monoServer) serve(l *mono.Leader, tag string, msg *nats.Msg) {
 	if msg.Header.Get(wire.ProbeHeader) != "" {
 		m.probed.Add(1)
-		body, _ := json.Marshal(wire.ProbeReply{Node: m.n.cfg.Name, Instance: m.n.instance, Subject: wire.SubjectMono})
+		body, _ := json.Marshal(wire.ProbeReply{Node: m.n.cfg.Name, Instance: m.n.peers.Instance(), Subject: wire.SubjectMono})
 		if err := msg.Respond(body); err != nil {
 			m.log.Debug("mono: answering a probe failed", "tag", tag, "err", err)
 		}
@@ -440,7 +440,7 @@ type monoStore struct {
 }
 
 func (s monoStore) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
-	floor := max(s.n.floors.Floor(tag.String()), s.n.peers.floor(tag.String()))
+	floor := max(s.n.floors.Floor(tag.String()), s.n.peers.Floor(tag.String()))
 	var (
 		a   segment.Alloc
 		err error
@@ -464,7 +464,7 @@ func (s monoStore) NextStep(ctx context.Context, tag wire.Tag, step int) (segmen
 	if err := s.n.floors.Raise(tag.String(), a.End()); err != nil {
 		return segment.Alloc{}, fmt.Errorf("recording the floor of %q: %w", tag, err)
 	}
-	s.n.peers.announce(s.n.nc, tag.String(), a.End(), string(segment.KindMono))
+	s.n.peers.Announce(tag.String(), a.End(), string(segment.KindMono))
 	return a, nil
 }
 
@@ -472,7 +472,7 @@ func (s monoStore) NextStep(ctx context.Context, tag wire.Tag, step int) (segmen
 // recorded another mode than mono for tag, and records mono.
 func (s monoStore) keptMono(tag string) bool {
 	mono := string(segment.KindMono)
-	if p := s.n.peers.mode(tag); p != "" && p != mono {
+	if p := s.n.peers.Mode(tag); p != "" && p != mono {
 		return false
 	}
 	k, ok := s.n.floors.(segment.ModeKeeper)

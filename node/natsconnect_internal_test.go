@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,11 +10,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/wire"
 )
 
 // TestConnectsFarFromNATS: a node 0.8 s (each way) from its NATS server
@@ -31,47 +26,6 @@ func TestConnectsFarFromNATS(t *testing.T) {
 		t.Fatalf("a node 0.8 s from NATS: %v", err)
 	}
 	n.nc.Close()
-}
-
-// TestFarMemberWritesItsKeyAgain: a member 0.9 s from NATS whose key was
-// deleted (lapsed, purged) writes it again on its next renewal: three
-// round trips, 5.4 s here. With half the TTL for a renewal it never did,
-// and the checks stopped waiting for a node that still served.
-func TestFarMemberWritesItsKeyAgain(t *testing.T) {
-	s := natstest.RunServer(t)
-	direct := natstest.Connect(t, s.ClientURL())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p := proxyTo(t, s.ClientURL())
-	n := &Node{cfg: Config{Name: "far", NATS: NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
-	if err := n.startNATS(); err != nil {
-		t.Fatal(err)
-	}
-	defer n.nc.Close()
-	m, err := joinMembers(ctx, n.nc, 1, wire.Member{Node: "far", Instance: "i8"}, clock.Real, n.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.closed.Do(func() { close(m.stop) }) // renewals by hand
-	m.wg.Wait()
-	bothWays(t, p, "latency", "latency", 900)
-	js, err := jetstream.New(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, wire.MembersBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kv.Delete(ctx, "i8"); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.renewOnce(); err != nil {
-		t.Fatalf("renewal 0.9 s from NATS after the key was deleted: %v", err)
-	}
-	if _, err := kv.Get(ctx, "i8"); err != nil {
-		t.Fatalf("the far member's key after its renewal: %v", err)
-	}
 }
 
 // TestBlackholedLinkIsNoticed: a link to NATS that swallows every byte

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -27,57 +26,51 @@ import (
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/opaque"
+	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
-	"github.com/leafmq/leafmq/wire"
 )
 
 // Node is one running leafd.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	clock    clock.Clock // Config.Clock
-	started  time.Time
-	instance string       // tells this process from another one under the same name (wire.NodeStatus.Instance)
-	start    starting     // what Start waits for, on /readyz
-	met      *liveMetrics // request metrics (metrics.go has the collector of the rest)
-	events   *events.Publisher
-	lock     *dirLock // DataDir/leafd.lock, held while the node runs
-	stops    stops    // what Close runs: pushed by Start, one subsystem at a time
-	closeMu  sync.Mutex
-	closed   bool
+	cfg     Config
+	log     *slog.Logger
+	clock   clock.Clock // Config.Clock
+	started time.Time
+	start   starting     // what Start waits for, on /readyz
+	met     *liveMetrics // request metrics (metrics.go has the collector of the rest)
+	events  *events.Publisher
+	lock    *dirLock // DataDir/leafd.lock, held while the node runs
+	stops   stops    // what Close runs: pushed by Start, one subsystem at a time
+	closeMu sync.Mutex
+	closed  bool
 
 	ns *server.Server // nil when joining an existing NATS
 	nc *nats.Conn
 	// dial connects to NATS as nc did, with extra options; the snowflake
 	// endpoints take a connection of their own from it at each join
 	// (responder.Config.SnowflakeConn).
-	dial  func(extra ...nats.Option) (*nats.Conn, error)
-	early *nats.Subscription // answers leaf.admin.status while the node starts (answerStarting)
-	// members is this node's key in wire.MembersBucket and its view of
-	// the others' (nil without JetStream): whom the checks wait for.
-	members *members
-	web     web // HTTP: /healthz, /metrics, the API once started
+	dial func(extra ...nats.Option) (*nats.Conn, error)
+	// peers is this node among the live nodes: its membership, the
+	// floors it hears and answers, the checks against the others.
+	peers *peers.Set
+	web   web // HTTP: /healthz, /metrics, the API once started
 
 	// Segment ids.
 	store  segment.Store
 	health storeHealth
 	steps  *segment.StepFile
 	floors segment.Floors // the engine's, shared with the monotonic leaders
-	// floorAns answers leaf.admin.floor.<tag> from floors (answerFloors).
-	floorAns *nats.Subscription
-	peers    *peerFloors
-	opaque   *opaque.Key // of opaque tags; nil: refused
-	engine   *segment.Engine
-	prod     *producer.Producer
-	pool     *pool.Filler
-	mono     atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
+	opaque *opaque.Key    // of opaque tags; nil: refused
+	engine *segment.Engine
+	prod   *producer.Producer
+	pool   *pool.Filler
+	mono   atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
 
 	sf   snowNode // snowflake ids
-	view peerView // the live peers' statuses, as last asked
 	resp *responder.Responder
 	// probe sends the self-probes; set once before the HTTP API is served.
 	probe *prober
@@ -108,15 +101,7 @@ type snowNode struct {
 	diskPast    map[int64]time.Time // worker ids of this data directory's lease files, set before snowflake starts
 	claim       atomic.Int64        // worker id of the last registration (-1: none); in the status from before the peers are asked
 	earlyLayout string              // the snowflake layout the starting node reports
-}
-
-// peerView is what the node last heard of its live peers (peerStatus).
-type peerView struct {
-	mu     sync.Mutex // guards at, seen and err
-	at     time.Time
-	seen   []wire.NodeStatus
-	err    error
-	offset atomic.Int64 // nanos: the peers' average clock minus ours, at start and every peerClockEvery
+	peerOffset  atomic.Int64        // nanos: the peers' average clock minus ours, at start and every peerClockEvery
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -132,12 +117,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		log = slog.Default()
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      log.With("node", cfg.Name),
-		clock:    clock.Or(cfg.Clock),
-		instance: newInstance(),
-		met:      newLiveMetrics(),
-		health:   storeHealth{fails: map[string]storeFail{}},
+		cfg:    cfg,
+		log:    log.With("node", cfg.Name),
+		clock:  clock.Or(cfg.Clock),
+		met:    newLiveMetrics(),
+		health: storeHealth{fails: map[string]storeFail{}},
 	}
 	n.started = n.clock.Now()
 	n.sf.claim.Store(-1)
@@ -161,7 +145,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		}
 		n.log.Warn("running without a data directory lock", "err", err)
 	}
-	prev := n.lock.takeOver(n.instance) // dead: its members key goes at the join
+	instance := peers.NewInstance()
+	prev := n.lock.takeOver(instance) // dead: its members key goes at the join
 	// Live at once, ready once started: a backend that does not answer yet
 	// (NATS itself, a NATS cluster electing its JetStream leader, a
 	// database starting beside leafd) is waited for, not fatal.
@@ -175,9 +160,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, err
 	}
 	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Clock: n.clock, Logger: n.log})
-	if err := n.answerStarting(ctx); err != nil {
-		return nil, err
-	}
 	// The floors are a guard against a store that goes back (issue #12):
 	// a floor file that cannot be read stops the node, unless the node
 	// runs without a data directory (see above).
@@ -199,40 +181,39 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		floors = segment.NewMemFloors()
 	}
 	n.floors = floors
-	// Its floors from the moment it is a member: a node restarting with
-	// ranges of a tag (its floor file, or loads from engine.Start on)
-	// answers leaf.admin.floor.<tag> before its responder runs, and its
-	// record says so (Serving), so a newcomer's auto-create waits for it.
-	// Answering only once the responder ran, a restarting node 30-50 ms
-	// from NATS would be skipped for seconds while its engine held a range
-	// (TestRestartingNodeFloorsHeard).
-	n.stops.push("floor answers", func(context.Context) error { n.stopFloorAnswers(); return nil })
-	if err := n.answerFloors(); err != nil {
+	if cfg.Registry.Kind != RegistryOff {
+		if l, err := cfg.layout(); err == nil {
+			n.sf.earlyLayout = l.String()
+		}
+	}
+	if n.peers, err = peers.New(peers.Config{
+		Conn:      n.nc,
+		Name:      cfg.Name,
+		Instance:  instance,
+		Clock:     n.clock,
+		Log:       n.log,
+		Replicas:  cfg.Store.KVReplicas,
+		OwnServer: n.ns != nil,
+		Status:    n.startingStatus,
+		Floor:     floors.Floor,
+	}); err != nil {
 		return nil, err
 	}
-	// A member from here: it answers leaf.admin.status (answerStarting).
-	n.stops.push("members", func(ctx context.Context) error { return n.members.close(ctx) })
+	// Answering its status and its floors from before it is a member: a
+	// node restarting with ranges of a tag (its floor file, or loads from
+	// engine.Start on) answers leaf.admin.floor.<tag> before its responder
+	// runs, and its record says so (Serving), so a newcomer's auto-create
+	// waits for it (TestRestartingNodeFloorsHeard); nodes that start at
+	// the same moment see each other's name and worker-id claim.
+	n.stops.push("peers", n.peers.Close)
+	if err := n.peers.Start(ctx); err != nil {
+		return nil, err
+	}
 	// Tried again while JetStream does not answer (a cluster electing its
 	// leader, the bucket's server restarting): a node that gave up would
 	// stay no member for good, and slow answers of its would go unheard.
-	// Only a NATS without
-	// JetStream leaves the node without members.
-	err = n.await(ctx, "joining the live nodes (leaf_nodes)", func(ctx context.Context) error {
-		m, err := joinMembers(ctx, n.nc, cfg.Store.KVReplicas, wire.Member{Node: cfg.Name, Instance: n.instance, Serving: true}, n.clock, n.log)
-		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			n.log.Warn("members: no JetStream: the checks against live nodes gather for their window only", "err", err)
-			return nil
-		}
-		if m != nil {
-			m.ownServer = n.ns != nil
-		}
-		n.members = m
-		if err == nil {
-			m.dropDead(ctx, prev)
-		}
-		return err
-	})
-	if err != nil {
+	// Only a NATS without JetStream leaves the node without members.
+	if err := n.await(ctx, "joining the live nodes (leaf_nodes)", func(ctx context.Context) error { return n.peers.Join(ctx, prev) }); err != nil {
 		return nil, err
 	}
 	// Independent checks run together: the name check, the snowflake
@@ -322,10 +303,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		n.steps, steps = sf, sf
 		n.stops.push("segment steps", closer(sf))
 	}
-	n.stops.push("peer floors", func(context.Context) error { n.peers.close(); return nil })
-	err = n.await(bctx, "asking the live nodes for their floors", func(ctx context.Context) (err error) {
-		n.peers, err = n.startPeerFloors(ctx, own, ownModes)
-		return err
+	err = n.await(bctx, "asking the live nodes for their floors", func(ctx context.Context) error {
+		inc, err := n.incarnation(ctx)
+		if err != nil {
+			return err
+		}
+		return n.peers.HearFloors(ctx, peers.Floors{Store: inc, All: own, Modes: ownModes, MaxTags: cfg.Store.MaxTags})
 	})
 	if err != nil {
 		return nil, fail(err)
@@ -346,8 +329,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	}
 	n.engine, err = segment.New(segment.Config{
 		Opaque:      n.opaquePerm,
-		PeerFloor:   n.peers.floor,
-		PeerMode:    n.peers.mode,
+		PeerFloor:   n.peers.Floor,
+		PeerMode:    n.peers.Mode,
 		CreateCheck: n.createCheck,
 		Floors:      floors,
 		Steps:       steps,
@@ -372,8 +355,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		return nil, fail(err)
 	}
 	n.stops.push("producer", func(ctx context.Context) error {
-		n.peers.close() // before the hand-back: no node may learn this node's floors now
-		n.stopFloorAnswers()
+		n.peers.StopFloors() // before the hand-back: no node may learn this node's floors now
 		n.handBack(ctx)
 		return n.prod.Close()
 	})
@@ -389,8 +371,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// (even with 10 ms routes). A member needs no second
 	// check: of two nodes started together, the one that lists the members
 	// second waits for the other's answer, asking again every second
-	// until its subscription has reached every server (gatherPeers).
-	if n.members == nil {
+	// until its subscription has reached every server.
+	if !n.peers.Members() {
 		if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
 			return nil, err
 		}
@@ -400,7 +382,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		IDs:       n.prod,
 		Store:     n.store,
 		Node:      cfg.Name,
-		Instance:  n.instance,
+		Instance:  n.peers.Instance(),
 		Version:   buildinfo.Version,
 		MaxBatch:  cfg.MaxBatch,
 		Logger:    n.log,
@@ -409,7 +391,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Observe:   n.met.observe,
 		Status:    n.status,
 		Floor:     n.engine.Floor,
-		PeerFloor: n.peersFloor,
+		PeerFloor: n.peers.HighestFloor,
 		Opaque:    n.opaque,
 	}
 	if n.sf.now != nil { // leaf.admin.time answers the snowflake clock
@@ -426,8 +408,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	n.stops.push("responder", func(context.Context) error { return n.resp.Stop() })
 	// Stopping, the node leaves the members first: the others stop
 	// waiting for its answers before it stops giving them.
-	n.stops.push("members", func(ctx context.Context) error { return n.members.close(ctx) })
-	if err := n.stopStarting(ctx); err != nil {
+	n.stops.push("members", n.peers.Leave)
+	if err := n.peers.Started(ctx); err != nil {
 		return nil, err
 	}
 	if n.sf.src != nil {

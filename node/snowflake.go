@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,14 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/snowflake"
-	"github.com/leafmq/leafmq/wire"
 )
 
 // Registries of --worker-registry.
@@ -275,13 +272,13 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
 	}
 	if cfg.Snowflake.PeerClockMax > 0 {
-		pc, err := n.peerClocks(ctx, now.Now)
+		pc, err := n.peers.Clocks(ctx, now.Now)
 		if err != nil {
 			return err
 		}
 		if len(pc.Peers) > 0 {
 			n.log.Info("peer clocks", "peers", len(pc.Peers), "offset", pc.Offset, "max", pc.Max)
-			n.view.offset.Store(int64(pc.Offset))
+			n.sf.peerOffset.Store(int64(pc.Offset))
 			lvl := events.Info
 			if pc.Offset.Abs() > cfg.Snowflake.PeerClockMax {
 				lvl = events.Error
@@ -316,7 +313,7 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 		MaxStartWait: cfg.Snowflake.MaxStartWait,
 		NewWorker:    n.noPeerServes,
 		Holder:       n.peerHolder,
-		PeerLease:    n.peerLease,
+		PeerLease:    n.peers.Lease,
 		ClockSkew:    max(cfg.Snowflake.PeerClockMax, 0),
 		Logger:       n.log,
 		OnEvent:      n.onSnowflake,
@@ -418,13 +415,13 @@ func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Re
 // node; see snowflake.SourceConfig.NewWorker). A node that does not answer
 // (frozen, cut off) is not seen: README, "Outside the promise".
 func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
-	peers, err := n.peerStatus(ctx)
+	peers, err := n.peers.Recent(ctx)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids; waiting out the claim TTL", "worker", worker, "err", err)
 		return false
 	}
 	for _, p := range peers {
-		if !n.isSelf(p) && holds(p, worker) {
+		if p.Snow.Holds(worker) {
 			n.log.Warn("snowflake: a live node holds the worker id the registry gave this node with no lease on record (its record was deleted?)",
 				"worker", worker, "holder", p.Node, "holder_state", p.Snow.State)
 			return false
@@ -441,16 +438,16 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 // registries can give the same worker id) get a loud warning: the chaos
 // harness mixes ZooKeeper and KV nodes on purpose.
 func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) error {
-	peers, err := n.askStatus(ctx)
-	if errors.Is(err, ErrPeersSilent) {
+	live, err := n.peers.Statuses(ctx)
+	if errors.Is(err, peers.ErrSilent) {
 		return err // Start asks again
 	}
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their layout and registry", "err", err)
 		return nil
 	}
-	for _, p := range peers {
-		if n.isSelf(p) || p.Snow == nil {
+	for _, p := range live {
+		if p.Snow == nil {
 			continue
 		}
 		switch {
@@ -464,43 +461,6 @@ func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) 
 		}
 	}
 	return nil
-}
-
-// peerClockWindow is how long a starting node gathers the live nodes'
-// clocks (leaf.admin.time).
-const peerClockWindow = 500 * time.Millisecond
-
-// peerClocks is ask.PeerClocks for a starting node: it gathers for
-// peerClockWindow at most, and ends as soon as every other member listed
-// in wire.MembersBucket answered when that list holds every live node
-// (members.complete): a lone node does not wait the window out. Only
-// serving nodes answer the time; the clock check is a guard against a
-// clock far off, not a guard against duplicates.
-func (n *Node) peerClocks(ctx context.Context, now func() time.Time) (ask.PeerClock, error) {
-	if n.members == nil {
-		return ask.PeerClocks(ctx, n.nc, peerClockWindow, now)
-	}
-	others, complete, err := n.members.list(ctx, nil)
-	if err != nil || !complete {
-		return ask.PeerClocks(ctx, n.nc, peerClockWindow, now)
-	}
-	expect := make(map[string]bool, len(others))
-	for _, name := range others {
-		expect[name] = true
-	}
-	gctx, cancel := context.WithTimeout(ctx, peerClockWindow)
-	defer cancel()
-	var c ask.ClockSum
-	sent := now()
-	_, err = ask.GatherExpect(gctx, n.nc, wire.TimeSubject, 0, expect, func(m *nats.Msg) string {
-		var t wire.NodeTime
-		_ = json.Unmarshal(m.Data, &t)
-		return t.Node
-	}, func(m *nats.Msg) { c.Add(m, sent, now(), "") })
-	if err != nil {
-		return ask.PeerClock{}, fmt.Errorf("peer clocks: %w", err)
-	}
-	return c.PeerClock(), nil
 }
 
 // peerClockEvery is how often a serving node compares its clock with its
@@ -527,7 +487,7 @@ func (n *Node) watchPeerClocks() {
 		if err != nil || len(pc.Peers) == 0 {
 			continue
 		}
-		n.view.offset.Store(int64(pc.Offset))
+		n.sf.peerOffset.Store(int64(pc.Offset))
 		if max := n.cfg.Snowflake.PeerClockMax; max > 0 && pc.Offset.Abs() > max {
 			msg := fmt.Sprintf("clock %v off the average of %d live nodes, more than --peer-clock-max %v: fix the clock (NTP)",
 				(-pc.Offset).Round(time.Millisecond), len(pc.Peers), max)

@@ -79,7 +79,7 @@ func (n *Node) status() wire.NodeStatus {
 			Layout:     l.String(),
 			Expires:    l.Expires().UnixNano(),
 			Joined:     n.SnowflakeJoined(),
-			PeerOffset: n.view.offset.Load(),
+			PeerOffset: n.sf.peerOffset.Load(),
 		}
 		if c := n.sf.claim.Load(); c >= 0 {
 			sf.Claim = &c

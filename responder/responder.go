@@ -75,7 +75,7 @@ type Config struct {
 	Floor func(tag string) int64
 	// PeerFloor, if set, is how a tag create or restart learns the live
 	// nodes' highest floor of tag and the node that has it (a node waits
-	// for every live node, node.peersFloor); nil gathers
+	// for every live node, peers.Set.HighestFloor); nil gathers
 	// leaf.admin.floor.<tag> for a window (ask.Floors).
 	PeerFloor func(ctx context.Context, tag wire.Tag, window time.Duration) (int64, string, error)
 	// Opaque, if set, is the node's key of opaque tags: leaf.admin.tag.create

@@ -113,6 +113,12 @@ type SnowflakeStatus struct {
 	Taken   uint64 `json:"taken"` // ids taken from the ring
 }
 
+// Holds reports whether the node serves worker, or registers it (Claim).
+// A nil status (snowflake off) holds none.
+func (s *SnowflakeStatus) Holds(worker int64) bool {
+	return s != nil && (s.Worker == worker || s.Claim != nil && *s.Claim == worker)
+}
+
 // WorkerLease is a worker id and a time lease (unix nanos).
 type WorkerLease struct {
 	Worker int64 `json:"worker"`

@@ -1,4 +1,4 @@
-package node
+package peers
 
 import (
 	"encoding/json"
@@ -10,24 +10,25 @@ import (
 )
 
 // TestPeerFloorsSameNameOtherProcess: an announcement under this node's
-// name from another process (two nodes started at once under one --name,
-// which checkName cannot see) is a peer's floor, not this node's own.
+// name from another process (two nodes started at once under one name,
+// which CheckName cannot see) is a peer's floor, not this node's own.
 func TestPeerFloorsSameNameOtherProcess(t *testing.T) {
-	p := &peerFloors{node: "twin", instance: "aaaa", store: "inc", max: 10, m: map[string]int64{}, modes: map[string]string{}}
+	p := &Set{cfg: Config{Name: "twin", Instance: "aaaa"}}
+	p.heard = &heard{self: p.self, store: "inc", max: 10, floors: map[string]int64{}, modes: map[string]string{}}
 	announce := func(tag, instance string, floor int64) {
 		b, _ := json.Marshal(wire.FloorAnnounce{Node: "twin", Instance: instance, Store: "inc", Floor: floor})
-		p.heard(&nats.Msg{Subject: wire.FloorAnnouncePrefix + tag, Data: b})
+		p.heard.announced(&nats.Msg{Subject: wire.FloorAnnouncePrefix + tag, Data: b})
 	}
 	announce("own", "aaaa", 500)
 	announce("other", "bbbb", 700)
 	announce("old", "", 900) // a node that sends no instance: by name, itself
-	if f := p.floor("own"); f != 0 {
+	if f := p.Floor("own"); f != 0 {
 		t.Errorf("own announcement taken as a peer's floor: %d", f)
 	}
-	if f := p.floor("other"); f != 700 {
+	if f := p.Floor("other"); f != 700 {
 		t.Errorf("floor of another process under the same name = %d, want 700", f)
 	}
-	if f := p.floor("old"); f != 0 {
+	if f := p.Floor("old"); f != 0 {
 		t.Errorf("an announcement without instance under this name = %d, want 0 (itself)", f)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package peers
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/jskv"
-	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -29,11 +28,6 @@ var (
 	memberTTL   = 10 * time.Second
 	memberRenew = 2 * time.Second
 )
-
-// ErrPeersSilent: a live node registered in wire.MembersBucket did not
-// answer a check in time. It wraps segment.ErrUnavailable: Start tries
-// again, a request gets 503.
-var ErrPeersSilent = fmt.Errorf("%w: live nodes did not answer", segment.ErrUnavailable)
 
 // members is this node's key in wire.MembersBucket and its view of the
 // others'. A nil *members (a NATS without JetStream) knows of no one: the
@@ -84,7 +78,7 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 		// it came back, and a newcomer would list no one while a slow
 		// member wrote its key again (TestMemberOutlivesServerDowntime).
 		// A silent member whose key has aged past memberTTL is passed
-		// over instead (gatherPeers).
+		// over instead (Set.gather).
 		// On disk: a server restarted after kill -9 (or a crash) keeps
 		// the keys. In memory, the bucket would come back empty and a
 		// newcomer would take itself for alone while a slow member
@@ -242,7 +236,7 @@ func (m *members) close(ctx context.Context) error {
 }
 
 // dropDead deletes the key of inst, a member known to be dead (the
-// instance that ran on this node's data directory before, dirLock.takeOver),
+// process that ran on this node's data directory before, Set.Join's dead),
 // on the revision read: the others stop waiting for it at once instead of
 // for its key to lapse. A dead process writes no more, so only a write
 // that was under way as it died can land since, and then the delete fails
@@ -407,27 +401,26 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 	return gone, nil
 }
 
-// gatherPeers asks every live node on subject, as ask.Gather, and waits
-// past window for every member that want selects (up to memberTTL, asking
-// again every second). A member that still did not answer and whose key
-// was written within memberTTL (server time) makes the check fail with
-// ErrPeersSilent; one whose key is older is gone (lapsed). Taking a
-// slow answer for no node would let a node 200 ms from NATS take a worker
-// id a live node serves, and a newcomer create a tag afresh beside loaded
-// peers (TestSlowPeerIsWaitedFor, chaos op-kv-bucket-join).
-func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Duration, want func(wire.Member) bool,
+// gather asks every live node on subject, as ask.Gather, and waits past
+// window for every member that want selects (up to memberTTL, asking again
+// every second). A member that still did not answer and whose key was
+// written within memberTTL (server time) makes the check fail with
+// ErrSilent; one whose key is older is gone (lapsed). A slow answer is
+// never taken for no node: a node 200 ms from NATS would otherwise take a
+// worker id a live node serves, and a newcomer create a tag afresh beside
+// loaded peers (TestSlowPeerIsWaitedFor in node, chaos op-kv-bucket-join).
+// With the members' list complete (members.complete) the check ends once
+// every listed member answered, with no window.
+func (s *Set) gather(ctx context.Context, subject string, window time.Duration, want func(wire.Member) bool,
 	each func(*nats.Msg)) error {
-	expect, complete, err := n.members.list(ctx, want)
+	expect, complete, err := s.members.list(ctx, want)
 	if err != nil {
 		// Not the window alone: a node that cannot tell whom to wait for
-		// does not decide (leaf_nodes deleted under a slow peer:
-		// TestUnlistableMembersDecideNothing). The next renewal makes the
-		// bucket again.
-		return fmt.Errorf("%w: %v", ErrPeersSilent, err)
+		// does not decide (TestUnlistableMembersDecideNothing). The next
+		// renewal makes the bucket again.
+		return fmt.Errorf("%w: %v", ErrSilent, err)
 	}
 	if complete {
-		// Every node that could answer is listed: the check ends once
-		// they all have, with no fixed window (members.complete).
 		window = 0
 	}
 	ectx, cancel := context.WithTimeout(ctx, window+memberTTL)
@@ -436,14 +429,14 @@ func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Dura
 	for inst := range expect {
 		exp[inst] = true
 	}
-	missing, err := ask.GatherExpect(ectx, n.nc, subject, window, exp, answerInstance, each)
+	missing, err := ask.GatherExpect(ectx, s.cfg.Conn, subject, window, exp, answerInstance, each)
 	if err != nil {
 		return err
 	}
 	if len(missing) > 0 && ctx.Err() == nil { // the caller's time left: were they gone?
-		gone, err := n.members.lapsed(ctx, missing)
+		gone, err := s.members.lapsed(ctx, missing)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrPeersSilent, err)
+			return fmt.Errorf("%w: %v", ErrSilent, err)
 		}
 		kept := missing[:0]
 		for _, inst := range missing {
@@ -458,7 +451,7 @@ func (n *Node) gatherPeers(ctx context.Context, subject string, window time.Dura
 		for _, inst := range missing {
 			names = append(names, fmt.Sprintf("%s (instance %s)", expect[inst], inst))
 		}
-		return fmt.Errorf("%w: %s on %s within %v", ErrPeersSilent, strings.Join(names, ", "), subject, window+memberTTL)
+		return fmt.Errorf("%w: %s on %s within %v", ErrSilent, strings.Join(names, ", "), subject, window+memberTTL)
 	}
 	return nil
 }
@@ -471,17 +464,4 @@ func answerInstance(m *nats.Msg) string {
 	}
 	_ = json.Unmarshal(m.Data, &st)
 	return st.Instance
-}
-
-// askStatus gathers the live nodes' status (leaf.admin.status), waiting
-// for every member (gatherPeers).
-func (n *Node) askStatus(ctx context.Context) ([]wire.NodeStatus, error) {
-	var out []wire.NodeStatus
-	err := n.gatherPeers(ctx, wire.StatusSubject, n.window(), nil, func(m *nats.Msg) {
-		var st wire.NodeStatus
-		if json.Unmarshal(m.Data, &st) == nil && st.Node != "" {
-			out = append(out, st)
-		}
-	})
-	return out, err
 }

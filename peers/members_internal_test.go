@@ -1,4 +1,4 @@
-package node
+package peers
 
 import (
 	"context"
@@ -145,10 +145,10 @@ func TestUnlistableMembersDecideNothing(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, wire.MembersBucket); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{nc: nc, members: m, log: log}
-	err = n.gatherPeers(ctx, wire.StatusSubject, 100*time.Millisecond, nil, func(*nats.Msg) {})
-	if !errors.Is(err, ErrPeersSilent) {
-		t.Fatalf("a check with leaf_nodes gone: %v, want ErrPeersSilent", err)
+	n := &Set{cfg: Config{Conn: nc, Log: log}, members: m}
+	err = n.gather(ctx, wire.StatusSubject, 100*time.Millisecond, nil, func(*nats.Msg) {})
+	if !errors.Is(err, ErrSilent) {
+		t.Fatalf("a check with leaf_nodes gone: %v, want ErrSilent", err)
 	}
 }
 
@@ -242,7 +242,7 @@ func TestMemberOutlivesServerDowntime(t *testing.T) {
 	}
 	// A check waits for it (asking again: it answers once it is back on
 	// NATS, a second late), and hears it.
-	n := &Node{nc: other, members: o, log: log}
+	n := &Set{cfg: Config{Conn: other, Log: log}, members: o}
 	sub, err := natstest.Connect(t, s.ClientURL()).Subscribe("test.check", func(msg *nats.Msg) {
 		go func() {
 			time.Sleep(1500 * time.Millisecond)
@@ -253,12 +253,12 @@ func TestMemberOutlivesServerDowntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	heard := 0
-	if err := n.gatherPeers(ctx, "test.check", 100*time.Millisecond, nil, func(*nats.Msg) { heard++ }); err != nil || heard != 1 {
+	if err := n.gather(ctx, "test.check", 100*time.Millisecond, nil, func(*nats.Msg) { heard++ }); err != nil || heard != 1 {
 		t.Fatalf("check beside a slow member: %v, heard %d answers, want 1", err, heard)
 	}
 	// Silent for good: passed over once its key is old, and its key deleted.
 	_ = sub.Unsubscribe()
-	if err := n.gatherPeers(ctx, "test.check", 100*time.Millisecond, nil, func(*nats.Msg) {}); err != nil {
+	if err := n.gather(ctx, "test.check", 100*time.Millisecond, nil, func(*nats.Msg) {}); err != nil {
 		t.Fatalf("check beside a member silent past its key's age: %v", err)
 	}
 	if _, err := o.kv.Get(ctx, "i6"); !errors.Is(err, jetstream.ErrKeyNotFound) {

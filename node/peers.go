@@ -1,0 +1,105 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/buildinfo"
+	"github.com/leafmq/leafmq/peers"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// The node's side of package peers: what it answers while it starts, and
+// the peers' answers turned into the errors of node, segment and snowflake.
+
+// hostName is this host's name, as the status of the node shows it.
+var hostName, _ = os.Hostname()
+
+// who is the part of the node's status that says which process answers:
+// set before the node subscribes, so safe from any goroutine.
+func (n *Node) who() wire.NodeStatus {
+	return wire.NodeStatus{
+		Node:     n.cfg.Name,
+		Instance: n.peers.Instance(),
+		Host:     hostName,
+		PID:      os.Getpid(),
+		Version:  buildinfo.Version,
+		UnixNano: n.clock.Now().UnixNano(),
+		Started:  n.started.UnixNano(),
+		Tags:     []wire.TagStatus{},
+	}
+}
+
+// startingStatus is what a starting node answers (peers.Config.Status):
+// who it is, and the worker id it registers. It reads only what is set
+// before the node subscribes, and atomics.
+func (n *Node) startingStatus() wire.NodeStatus {
+	st := n.who()
+	st.Problems, st.Starting = []string{"starting"}, true
+	if n.cfg.Registry.Kind != RegistryOff {
+		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry.Kind, Layout: n.sf.earlyLayout}
+		if c := n.sf.claim.Load(); c >= 0 {
+			st.Snow.Claim = &c
+		}
+	}
+	return st
+}
+
+// checkName is peers.Set.CheckName, a name taken a configuration error:
+// the node refuses to start beside a live node with its name.
+func (n *Node) checkName(ctx context.Context) error {
+	err := n.peers.CheckName(ctx)
+	if errors.Is(err, peers.ErrNameTaken) {
+		return fmt.Errorf("%w: %w: every node needs its own --name (LEAF_NAME); stop that one first to move it here", ErrConfig, err)
+	}
+	return err
+}
+
+// peerHolder is the snowflake.SourceConfig.Holder: the live node other
+// than this process that serves worker or registers it, "" if none does.
+// The claim goes into this node's status (startingStatus, status) before
+// peers.Set.Holder asks, as it requires.
+func (n *Node) peerHolder(ctx context.Context, worker int64) (string, error) {
+	n.sf.claim.Store(worker)
+	p, ok, err := n.peers.Holder(ctx, worker)
+	if err != nil || !ok {
+		return "", err
+	}
+	return fmt.Sprintf("live %s (worker registry %s, %s)", peers.Describe(p), p.Snow.Registry, p.Snow.State), nil
+}
+
+// createCheck is the segment.Config.CreateCheck: no auto-create of a tag a
+// live node has received ids of (the store lost it, and this node, new or
+// on a new data directory, has no floor of its own to notice).
+func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
+	high, who, err := n.peers.HighestFloor(ctx, tag, peers.CreateWindow)
+	if err != nil {
+		return fmt.Errorf("%w: tag %q: asking the live nodes before creating it: %w", segment.ErrUnavailable, tag, err)
+	}
+	if high > 0 {
+		return &segment.PeerFloorError{Tag: tag, Node: who, Floor: high}
+	}
+	return nil
+}
+
+// incarnation names the segment store's incarnation for the floors heard
+// and announced ("" for a store without one). One that cannot be read is
+// an ErrUnavailable (Start asks again): a node without its peers' floors
+// and modes could serve a range they served, or a tag in another mode.
+func (n *Node) incarnation(ctx context.Context) (string, error) {
+	is, ok := n.store.(segment.Incarnation)
+	if !ok {
+		return "", nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	inc, err := is.Incarnation(cctx)
+	if err != nil {
+		return "", fmt.Errorf("%w: reading the store's incarnation for the peer floors: %v", segment.ErrUnavailable, err)
+	}
+	return inc, nil
+}

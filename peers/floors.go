@@ -1,0 +1,201 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/wire"
+)
+
+// Floors is what HearFloors needs of the node's own floors.
+type Floors struct {
+	// Store names the store's incarnation ("" for a store without one,
+	// MySQL): announcements and answers of another incarnation do not
+	// count, as floors of a store replaced since say nothing of this one.
+	Store string
+	// All and Modes are this node's floors and modes of every tag it kept
+	// (answered on wire.FloorsSubject); nil when it keeps none (no floor
+	// file): it then does not answer.
+	All   func() map[string]int64
+	Modes func() map[string]string
+	// MaxTags bounds the tags heard (at least 10,000).
+	MaxTags int
+}
+
+// heard keeps the highest floor each tag's other nodes announced on
+// leaf.floor.<tag>, and the mode they serve it in.
+type heard struct {
+	self   func(node, instance string) bool
+	store  string
+	max    int
+	mu     sync.Mutex
+	floors map[string]int64
+	modes  map[string]string // each tag's mode as peers announced it
+	sub    *nats.Subscription
+	all    *nats.Subscription // wire.FloorsSubject
+}
+
+// floorsWindow is how long a starting node gathers its peers' floors
+// (wire.FloorsSubject) while the members' list cannot be trusted.
+const floorsWindow = 250 * time.Millisecond
+
+// HearFloors subscribes to the other nodes' floor announcements, answers
+// wire.FloorsSubject with f.All and f.Modes, and asks every live member
+// that keeps floors for theirs, waiting for each one's answer (ErrSilent
+// if one stays silent: the caller asks again). It protects "a range is
+// reserved above every floor any node has seen" and "a tag is served in
+// one mode": a node that starts after its peers' last loads knows their
+// floors and modes (Floor, Mode) before it reserves a range. Every store
+// takes part: a store keeps a tag's mode in a row an operator can delete,
+// and only the nodes that served the tag remember it then.
+func (s *Set) HearFloors(ctx context.Context, f Floors) error {
+	nc := s.cfg.Conn
+	h := &heard{self: s.self, store: f.Store, max: max(f.MaxTags, 10_000), floors: map[string]int64{}, modes: map[string]string{}}
+	var err error
+	h.sub, err = nc.Subscribe(wire.FloorAnnouncePrefix+"*", h.announced)
+	if err != nil {
+		return err
+	}
+	if f.All != nil {
+		h.all, err = nc.Subscribe(wire.FloorsSubject, func(m *nats.Msg) {
+			b, _ := json.Marshal(wire.NodeFloors{Node: s.cfg.Name, Instance: s.cfg.Instance, Store: h.store, Floors: f.All(), Modes: f.Modes()})
+			if err := m.Respond(b); err != nil {
+				s.cfg.Log.Warn("peers: answering "+wire.FloorsSubject, "err", err)
+			}
+		})
+		if err != nil {
+			h.close()
+			return err
+		}
+		if err := nc.Flush(); err != nil {
+			h.close()
+			return err
+		}
+		s.members.set(ctx, func(m *wire.Member) { m.Floors = true })
+	}
+	err = s.gather(ctx, wire.FloorsSubject, floorsWindow, func(m wire.Member) bool { return m.Floors }, func(m *nats.Msg) {
+		var nf wire.NodeFloors
+		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != h.store || s.self(nf.Node, nf.Instance) {
+			return
+		}
+		for tag, f := range nf.Floors {
+			h.raise(tag, f, nf.Modes[tag])
+		}
+	})
+	if err != nil {
+		// Any failure of the gather: a node that went on without its
+		// peers' floors could take a range below one of them.
+		h.close()
+		return fmt.Errorf("%w: asking the live nodes for their floors: %v", ErrSilent, err)
+	}
+	s.heard = h
+	return nil
+}
+
+// announced records one announcement (wire.FloorAnnounce). This process's
+// own are not a peer's; another process under this node's name (two
+// nodes started at once under one name) is a peer.
+func (h *heard) announced(m *nats.Msg) {
+	tag := strings.TrimPrefix(m.Subject, wire.FloorAnnouncePrefix)
+	var a wire.FloorAnnounce
+	if json.Unmarshal(m.Data, &a) != nil || a.Store != h.store || h.self(a.Node, a.Instance) {
+		return
+	}
+	h.raise(tag, a.Floor, a.Mode)
+}
+
+// raise records a peer's floor of tag, and the mode it serves the tag in
+// ("" if it did not say).
+func (h *heard) raise(tag string, floor int64, mode string) {
+	if _, err := wire.ParseTag(tag); err != nil || floor <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur, ok := h.floors[tag]; ok || len(h.floors) < h.max {
+		h.floors[tag] = max(cur, floor)
+		if mode != "" {
+			h.modes[tag] = mode
+		}
+	}
+}
+
+func (h *heard) close() {
+	if h == nil {
+		return
+	}
+	for _, s := range []*nats.Subscription{h.sub, h.all} {
+		if s != nil {
+			_ = s.Unsubscribe()
+		}
+	}
+}
+
+// Floor is the highest floor of tag a peer announced or answered (0 if
+// none, or before HearFloors): the engine reserves no range below it, as a
+// range is reserved above every floor any node has seen.
+func (s *Set) Floor(tag string) int64 {
+	if s == nil || s.heard == nil {
+		return 0
+	}
+	s.heard.mu.Lock()
+	defer s.heard.mu.Unlock()
+	return s.heard.floors[tag]
+}
+
+// Mode is the mode peers announced for tag ("" if none did): a tag is
+// served in one mode.
+func (s *Set) Mode(tag string) string {
+	if s == nil || s.heard == nil {
+		return ""
+	}
+	s.heard.mu.Lock()
+	defer s.heard.mu.Unlock()
+	return s.heard.modes[tag]
+}
+
+// Announce publishes this node's new floor of tag (end, the range it just
+// reserved) and the mode it serves the tag in, with its store's
+// incarnation: every node that hears it reserves above end. A no-op before
+// HearFloors. It does not block (a NATS publish).
+func (s *Set) Announce(tag string, end int64, mode string) {
+	if s == nil || s.heard == nil {
+		return
+	}
+	b, _ := json.Marshal(wire.FloorAnnounce{Node: s.cfg.Name, Instance: s.cfg.Instance, Store: s.heard.store, Floor: end, Mode: mode})
+	_ = s.cfg.Conn.Publish(wire.FloorAnnouncePrefix+tag, b)
+}
+
+// CreateWindow is how long a check before an auto-create gathers the live
+// nodes' floors of the tag while the members' list cannot be trusted; the
+// first request of a new tag waits for a range anyway.
+const CreateWindow = 150 * time.Millisecond
+
+// HighestFloor is the highest floor of tag among the live nodes
+// (wire.FloorPrefix+tag) and this node's own (Config.Floor), and the node
+// that has it. It waits past window for every member that serves, so a
+// slow peer's floor is not taken for none: a range is reserved above every
+// floor any node has seen. A tag created or restarted below it, or
+// created afresh above 0 while a node holds ids of it (the store lost
+// it), would repeat ids.
+func (s *Set) HighestFloor(ctx context.Context, tag wire.Tag, window time.Duration) (high int64, who string, err error) {
+	err = s.gather(ctx, wire.FloorPrefix+tag.String(), window, func(m wire.Member) bool { return m.Serving }, func(m *nats.Msg) {
+		var f wire.NodeFloor
+		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
+			high, who = f.Floor, f.Node
+		}
+	})
+	// This node's own floor counts as a live node's: the gather waits for
+	// the other members only (and, with a complete list, for no window in
+	// which this node's own answer would arrive).
+	if f := s.cfg.Floor(tag.String()); f > high {
+		high, who = f, s.cfg.Name
+	}
+	return high, who, err
+}
