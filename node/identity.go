@@ -132,7 +132,6 @@ func (n *Node) peerLease(ctx context.Context, worker int64) (time.Time, error) {
 // claim, B asked after that, so after A's claim, and sees it. At least
 // one of the two refuses (both may; never neither).
 func (n *Node) peerHolder(ctx context.Context, worker int64) (string, error) {
-	n.sf.claim.Store(worker)
 	n.view.mu.Lock()
 	n.view.at = time.Time{}
 	n.view.mu.Unlock()
@@ -161,11 +160,6 @@ func holds(p wire.NodeStatus, worker int64) bool {
 // flushed before the node asks anyone, so a question sent after this node
 // asked its own reaches it.
 func (n *Node) answerStarting(ctx context.Context) error {
-	if n.cfg.Registry.Kind != RegistryOff {
-		if l, err := n.cfg.layout(); err == nil {
-			n.sf.earlyLayout = l.String()
-		}
-	}
 	sub, err := n.nc.Subscribe(wire.StatusSubject, func(m *nats.Msg) {
 		if b, err := json.Marshal(n.startingStatus()); err == nil {
 			_ = m.Respond(b)
@@ -204,12 +198,7 @@ func (n *Node) who() wire.NodeStatus {
 func (n *Node) startingStatus() wire.NodeStatus {
 	st := n.who()
 	st.Problems, st.Starting = []string{"starting"}, true
-	if n.cfg.Registry.Kind != RegistryOff {
-		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry.Kind, Layout: n.sf.earlyLayout}
-		if c := n.sf.claim.Load(); c >= 0 {
-			st.Snow.Claim = &c
-		}
-	}
+	st.Snow = n.sf.Starting()
 	return st
 }
 
