@@ -195,7 +195,7 @@ func (m *monoServer) ensure(ctx context.Context, tag wire.Tag) {
 	l, err := mono.NewLeader(mono.Config{
 		Tag:       tag,
 		Node:      m.n.cfg.Name,
-		Store:     monoStore{Store: m.n.store, n: m.n},
+		Ranges:    monoRanges(m.n.store, m.n.floors, m.n.peers.floor, m.n.peers.mode, floorAnnouncer{m.n}, m.log),
 		Lease:     m.lease,
 		Step:      step,
 		Hold:      m.hold,
@@ -430,52 +430,41 @@ func (m *monoServer) leadingTags() []string {
 	return out
 }
 
-// monoStore is the segment store as a monotonic leader uses it: a range
-// is taken above this node's and its peers' floors of the tag (as the
-// engine takes one), must be of a monotonic tag, and raises the floors
-// (fsynced) and tells the peers before any id of it is served.
-type monoStore struct {
-	segment.Store
-	n *Node
-}
-
-func (s monoStore) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
-	floor := max(s.n.floors.Floor(tag.String()), s.n.peers.floor(tag.String()))
-	var (
-		a   segment.Alloc
-		err error
-	)
-	if an, ok := s.Store.(segment.AboveNexter); ok && floor > 0 {
-		a, err = an.NextAbove(ctx, tag, step, floor)
-	} else {
-		a, err = s.Store.NextStep(ctx, tag, step)
+// monoRanges is where a monotonic leader reserves its ranges: as the
+// engine does (segment.Reserver: above this node's and its peers' floors
+// of the tag, the floor raised and announced before any id of it is
+// served), except that a range must be of a monotonic tag that neither this
+// node nor a peer served in another mode, and one whose floor could not be
+// made durable is not served.
+func monoRanges(store segment.Store, floors segment.Floors, peerFloor func(string) int64, peerMode func(string) string,
+	ann segment.Announcer, log *slog.Logger) *segment.Reserver {
+	return &segment.Reserver{
+		Store:        store,
+		Floors:       floors,
+		PeerFloor:    peerFloor,
+		Announce:     ann,
+		RequireFloor: true,
+		Logger:       log,
+		Accept: func(a segment.Alloc) error {
+			if a.Mode.Kind != segment.KindMono {
+				return fmt.Errorf("%w: tag %q is %s in the store, not mono: no id served", segment.ErrMode, a.Tag, a.Mode)
+			}
+			if !keptMono(floors, peerMode, a.Tag.String()) {
+				return fmt.Errorf("%w: tag %q: this node or a peer served it in another mode than mono: no id served", segment.ErrMode, a.Tag)
+			}
+			return nil
+		},
 	}
-	switch {
-	case err != nil:
-		return a, err
-	case a.Mode.Kind != segment.KindMono:
-		return segment.Alloc{}, fmt.Errorf("%w: tag %q is %s in the store, not mono: no id served", segment.ErrMode, tag, a.Mode)
-	case !s.keptMono(tag.String()):
-		return segment.Alloc{}, fmt.Errorf("%w: tag %q: this node or a peer served it in another mode than mono: no id served", segment.ErrMode, tag)
-	case a.Start() < floor:
-		return segment.Alloc{}, fmt.Errorf("%w: tag %q: the store granted [%d,%d), below the ids %d this node or a peer received",
-			segment.ErrBelowFloor, tag, a.Start(), a.End(), floor)
-	}
-	if err := s.n.floors.Raise(tag.String(), a.End()); err != nil {
-		return segment.Alloc{}, fmt.Errorf("recording the floor of %q: %w", tag, err)
-	}
-	s.n.peers.announce(s.n.nc, tag.String(), a.End(), string(segment.KindMono))
-	return a, nil
 }
 
 // keptMono reports whether neither this node's floors nor its peers
 // recorded another mode than mono for tag, and records mono.
-func (s monoStore) keptMono(tag string) bool {
+func keptMono(floors segment.Floors, peerMode func(string) string, tag string) bool {
 	mono := string(segment.KindMono)
-	if p := s.n.peers.mode(tag); p != "" && p != mono {
+	if p := peerMode(tag); p != "" && p != mono {
 		return false
 	}
-	k, ok := s.n.floors.(segment.ModeKeeper)
+	k, ok := floors.(segment.ModeKeeper)
 	if !ok {
 		return true
 	}
