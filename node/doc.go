@@ -25,7 +25,9 @@
 // on its JetStream store's (leafd.lock names the holder), so a second node
 // refuses at once with ErrDataDirInUse.
 //
-// Floors are shared, on every store: after each load a node announces its
+// Floors are shared, on every store: after each range it reserves (the
+// engine's loads and the monotonic leaders' alike, through one
+// segment.Reserver) a node announces its
 // new floor of the tag and the tag's mode on leaf.floor.<tag> (with its
 // store's incarnation, where the store has one: JetStream KV), and the
 // engine serves no range below any floor a peer on the same store

@@ -52,7 +52,6 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 			Message: fmt.Sprintf("segments of %s load again after %d failures", ev.Tag, f.n),
 			Fields:  map[string]any{"failures": f.n, "down_ms": n.clock.Since(f.since).Milliseconds()}})
 	}
-	n.peers.announce(n.nc, ev.Tag, ev.End, ev.Mode)
 	n.events.Emit(events.Event{Kind: events.SegmentLoaded, Tag: ev.Tag,
 		Message: fmt.Sprintf("segment [%d, %d) of %s loaded", ev.Start, ev.End, ev.Tag),
 		Fields: map[string]any{"start": ev.Start, "end": ev.End, "step": ev.Step, "prev_step": ev.PrevStep,
@@ -62,6 +61,14 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 			Message: fmt.Sprintf("step of %s changed from %d to %d", ev.Tag, ev.PrevStep, ev.Step),
 			Fields:  map[string]any{"step": ev.Step, "prev_step": ev.PrevStep, "reason": "dynamic"}})
 	}
+}
+
+// floorAnnouncer tells the peers of every range this node reserved
+// (segment.Announcer), the engine's and the monotonic leaders' alike.
+type floorAnnouncer struct{ n *Node }
+
+func (a floorAnnouncer) Announce(tag string, end int64, mode string) {
+	a.n.peers.announce(a.n.nc, tag, end, mode)
 }
 
 // onEmpty is the producer's OnEmpty hook.

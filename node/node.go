@@ -329,6 +329,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		DefaultStep: cfg.Store.DefaultStep,
 		Logger:      n.log,
 		OnLoad:      n.onLoad,
+		Announce:    floorAnnouncer{n},
 		MaxTags:     cfg.Store.MaxTags,
 		MaxStep:     cfg.Store.MaxStep,
 		Clock:       n.clock,

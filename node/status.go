@@ -192,7 +192,7 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	if m := n.mono.Load(); m != nil {
 		serving, waiting := m.servingNow()
 		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
-			Ready: serving > 0 && connected, Problems: offline, Probed: m.probed.Load()}
+			Ready: serving > 0 && connected, Problems: offline, Probed: n.resp.Probed(wire.SubjectMono)}
 		for _, tag := range waiting {
 			ms.Problems = append(ms.Problems, "mono: "+tag+": taking over, no ids until the last leader's lease has run out")
 		}
