@@ -15,8 +15,10 @@
 //     is Config.Clock, an internal/clock.Clock: the real one, whose readings
 //     carry Go's monotonic clock, unless a test gives a clock.Fake);
 //   - a new leader reserves a fresh range from the segment store after it
-//     holds the lease, so every id it serves is above every range the old
-//     leader could have served from (the store's ranges only go up);
+//     holds the lease (Config.Ranges: a segment.Reserver, above every floor
+//     of the tag known, as the segment engine reserves), so every id it
+//     serves is above every range the old leader could have served from
+//     (the store's ranges only go up);
 //   - within a leader, ids are taken in order from its ranges; a range
 //     reserved under an earlier grant is thrown away.
 //

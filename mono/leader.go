@@ -21,10 +21,13 @@ const (
 
 // Config configures a Leader.
 type Config struct {
-	Tag   wire.Tag      // required
-	Node  string        // the holder name in the lease; required
-	Store segment.Store // where ranges are reserved; required
-	Lease Lease         // required
+	Tag  wire.Tag // required
+	Node string   // the holder name in the lease; required
+	// Ranges is where ranges are reserved: a *segment.Reserver on the
+	// segment store, which takes each above the tag's floors, records and
+	// announces it. Required.
+	Ranges Ranges
+	Lease  Lease // required
 	// Step is the ids reserved per range. Default DefaultStep.
 	Step int
 	// Margin: the leader stops serving this long before the lease it holds
@@ -50,6 +53,13 @@ type Config struct {
 	// starts (true) and stops (false) leading. It must not block for long.
 	OnLeading func(leading bool)
 	Logger    *slog.Logger
+}
+
+// Ranges reserves ranges of a tag's ids; *segment.Reserver implements it.
+type Ranges interface {
+	// Reserve takes the next range of step ids of tag, above every id
+	// reserved before it.
+	Reserve(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error)
 }
 
 // span is a range of ids [next, end) reserved under grant generation gen.
@@ -87,8 +97,8 @@ type Leader struct {
 // NewLeader checks cfg and returns a Leader; Run makes it compete.
 func NewLeader(cfg Config) (*Leader, error) {
 	switch {
-	case cfg.Store == nil || cfg.Lease == nil:
-		return nil, fmt.Errorf("%w: mono: Store and Lease are required", segment.ErrInvalid)
+	case cfg.Ranges == nil || cfg.Lease == nil:
+		return nil, fmt.Errorf("%w: mono: Ranges and Lease are required", segment.ErrInvalid)
 	case cfg.Node == "":
 		return nil, fmt.Errorf("%w: mono: Node is required", segment.ErrInvalid)
 	}
@@ -189,7 +199,7 @@ func (l *Leader) loadLocked() {
 	gen, began := l.gen, l.since()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(l.cfg.Lease.TTL(), 5*time.Second))
-		a, err := l.cfg.Store.NextStep(ctx, l.cfg.Tag, l.cfg.Step)
+		a, err := l.cfg.Ranges.Reserve(ctx, l.cfg.Tag, l.cfg.Step)
 		cancel()
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -23,13 +23,14 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func newStore(t *testing.T) segment.Store {
+// newStore is a memstore with tag "m", as a Leader reserves from it.
+func newStore(t *testing.T) mono.Ranges {
 	t.Helper()
 	s := memstore.New()
 	if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("m"), Step: 100}); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return &segment.Reserver{Store: s, Logger: quiet}
 }
 
 // monoClock is a Leader clock a test can freeze: a frozen process reads
@@ -81,8 +82,8 @@ func TestFailoverKeepsOrder(t *testing.T) {
 			leading.Add(-1)
 		}
 	}
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, OnLeading: on})
-	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50, OnLeading: on})
+	a := start(t, mono.Config{Node: "a", Ranges: store, Lease: lease, Step: 50, OnLeading: on})
+	b := start(t, mono.Config{Node: "b", Ranges: store, Lease: lease, Step: 50, OnLeading: on})
 	testenv.Eventually(t, "a leader", 5*time.Second, func() bool { return a.Leading() || b.Leading() })
 	if a.Leading() && b.Leading() {
 		t.Fatal("two leaders")
@@ -126,7 +127,7 @@ func TestFrozenLeaderStopsAtFence(t *testing.T) {
 	// The lease store's clock runs on while a is frozen: the holding expires.
 	clock, storeClock := &monoClock{}, &monoClock{}
 	store, lease := newStore(t), memlease.New(time.Second, storeClock.Clock())
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Clock: clock.Clock()})
+	a := start(t, mono.Config{Node: "a", Ranges: store, Lease: lease, Step: 50, Clock: clock.Clock()})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
 	id, _, err := a.Next(context.Background(), 1)
 	if err != nil {
@@ -138,7 +139,7 @@ func TestFrozenLeaderStopsAtFence(t *testing.T) {
 		t.Fatalf("Next after a freeze past the TTL = %d, %v; want ErrNotLeader", got, err)
 	}
 	// Meanwhile another node leads and serves.
-	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50})
+	b := start(t, mono.Config{Node: "b", Ranges: store, Lease: lease, Step: 50})
 	testenv.Eventually(t, "b leading", 5*time.Second, b.Leading)
 	bid, _, err := b.Next(context.Background(), 1)
 	if err != nil {
@@ -152,10 +153,10 @@ func TestFrozenLeaderStopsAtFence(t *testing.T) {
 func TestConfig(t *testing.T) {
 	store, lease := newStore(t), memlease.New(time.Second, nil)
 	for i, cfg := range []mono.Config{
-		{Tag: wire.MustTag("m"), Store: store, Lease: lease},                                           // no Node
-		{Node: "a", Store: store, Lease: lease},                                                        // no tag
-		{Tag: wire.MustTag("m"), Node: "a", Lease: lease},                                              // no Store
-		{Tag: wire.MustTag("m"), Node: "a", Store: store, Lease: lease, Renew: 900 * time.Millisecond}, // renew too late
+		{Tag: wire.MustTag("m"), Ranges: store, Lease: lease},                                           // no Node
+		{Node: "a", Ranges: store, Lease: lease},                                                        // no tag
+		{Tag: wire.MustTag("m"), Node: "a", Lease: lease},                                               // no Ranges
+		{Tag: wire.MustTag("m"), Node: "a", Ranges: store, Lease: lease, Renew: 900 * time.Millisecond}, // renew too late
 	} {
 		if _, err := mono.NewLeader(cfg); !errors.Is(err, segment.ErrInvalid) {
 			t.Errorf("config %d: %v, want ErrInvalid", i, err)
@@ -167,7 +168,7 @@ func TestConfig(t *testing.T) {
 // returned is larger.
 func TestConcurrentNext(t *testing.T) {
 	store, lease := newStore(t), memlease.New(time.Second, nil)
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 1000})
+	a := start(t, mono.Config{Node: "a", Ranges: store, Lease: lease, Step: 1000})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
 	var mu sync.Mutex
 	seen := map[int64]bool{}
@@ -213,9 +214,9 @@ func TestYieldHandsOver(t *testing.T) {
 	// while each Leader's loop waits on it (a renewal, a retry, its Yield).
 	clk := clock.NewFake(time.Now())
 	store, lease := newStore(t), memlease.New(time.Second, clk)
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 50, Clock: clk})
+	a := start(t, mono.Config{Node: "a", Ranges: store, Lease: lease, Step: 50, Clock: clk})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
-	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 50, Clock: clk})
+	b := start(t, mono.Config{Node: "b", Ranges: store, Lease: lease, Step: 50, Clock: clk})
 	testenv.Armed(t, clk, 2) // a waits to renew, b to try again
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -271,9 +272,9 @@ func TestHandDeletedLeaseKeepsOrder(t *testing.T) {
 	store, lease := newStore(t), memlease.New(time.Second, clk)
 	// a renews late and b retries early: without the Wait, b leads for
 	// up to half a second while a still serves.
-	a := start(t, mono.Config{Node: "a", Store: store, Lease: lease, Step: 10, Renew: 700 * time.Millisecond, Clock: clk})
+	a := start(t, mono.Config{Node: "a", Ranges: store, Lease: lease, Step: 10, Renew: 700 * time.Millisecond, Clock: clk})
 	testenv.Eventually(t, "a leading", 5*time.Second, a.Leading)
-	b := start(t, mono.Config{Node: "b", Store: store, Lease: lease, Step: 10, Retry: 20 * time.Millisecond, Clock: clk})
+	b := start(t, mono.Config{Node: "b", Ranges: store, Lease: lease, Step: 10, Retry: 20 * time.Millisecond, Clock: clk})
 	testenv.Armed(t, clk, 2) // a waits to renew, b to try again
 	t0 := time.Now()
 	var (

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/leafmq/leafmq/wire"
 )
 
 var (
@@ -11,8 +13,9 @@ var (
 	ErrHeld = errors.New("mono: lease held by another node")
 	// ErrLost: the grant expired or was taken (Renew, Release).
 	ErrLost = errors.New("mono: lease lost")
-	// ErrNotLeader: this node does not lead the tag now (Leader.Next).
-	ErrNotLeader = errors.New("mono: not the leader of the tag")
+	// ErrNotLeader: this node does not lead the tag now (Leader.Next). A
+	// 503 on the wire: a switch-over, the client asks again.
+	ErrNotLeader = wire.NewCodedError(wire.CodeUnavailable, "mono: not the leader of the tag")
 )
 
 // Grant is one holding of a tag's lease.

@@ -1,7 +1,7 @@
 // Package node assembles one leafd: NATS (an embedded nats-server with
 // JetStream, or a connection to an existing NATS), the segment store
 // (JetStream KV by default, MySQL/MariaDB with a DSN), the segment engine, the
-// producer's rings, the snowflake source and its ring (worker ids from
+// producer's rings, the snowflake ids (package snownode: worker ids from
 // JetStream KV, ZooKeeper, MySQL or configuration), the micro responder and
 // the HTTP port (/healthz, /metrics).
 //
@@ -9,7 +9,8 @@
 // the live nodes' (leaf.admin.time) and refuses to start when it is off by
 // more than Config.PeerClockMax. The responder is in the snowflake queue
 // group exactly while the source serves; every change of state is published
-// on leaf.events.snowflake.
+// on leaf.events.snowflake. The node hands snownode its registry (openers.go)
+// and the questions to the live nodes.
 //
 // The data directory (Config.DataDir) holds what a node keeps across
 // restarts: the embedded server's JetStream store (run with sync_always:
@@ -24,7 +25,9 @@
 // on its JetStream store's (leafd.lock names the holder), so a second node
 // refuses at once with ErrDataDirInUse.
 //
-// Floors are shared, on every store: after each load a node announces its
+// Floors are shared, on every store: after each range it reserves (the
+// engine's loads and the monotonic leaders' alike, through one
+// segment.Reserver) a node announces its
 // new floor of the tag and the tag's mode on leaf.floor.<tag> (with its
 // store's incarnation, where the store has one: JetStream KV), and the
 // engine serves no range below any floor a peer on the same store

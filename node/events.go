@@ -52,7 +52,6 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 			Message: fmt.Sprintf("segments of %s load again after %d failures", ev.Tag, f.n),
 			Fields:  map[string]any{"failures": f.n, "down_ms": n.clock.Since(f.since).Milliseconds()}})
 	}
-	n.peers.Announce(ev.Tag, ev.End, ev.Mode)
 	n.events.Emit(events.Event{Kind: events.SegmentLoaded, Tag: ev.Tag,
 		Message: fmt.Sprintf("segment [%d, %d) of %s loaded", ev.Start, ev.End, ev.Tag),
 		Fields: map[string]any{"start": ev.Start, "end": ev.End, "step": ev.Step, "prev_step": ev.PrevStep,

@@ -13,7 +13,7 @@ func SetMonoBalanceEvery(d time.Duration) func() {
 // TakeSnowflake takes len(dst) ids from the node's snowflake ring, the
 // ring its responder answers leaf.snowflake from, without asking NATS
 // (where another node may answer).
-func (n *Node) TakeSnowflake(dst []int64) int { return n.sf.ring.Try(dst) }
+func (n *Node) TakeSnowflake(dst []int64) int { return n.sf.Ring().Try(dst) }
 
 // SetProbeEvery sets how often nodes started after it probe the subjects
 // they serve; it returns the restore.

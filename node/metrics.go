@@ -157,7 +157,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(hc.errors.Load()), name)
 		ch <- prometheus.MustNewConstMetric(c.procSecs, prometheus.CounterValue, float64(hc.nanos.Load())/1e9, name)
 	}
-	if src := n.sf.src; src != nil {
+	if src := n.sf.Source(); src != nil {
 		cur := src.State()
 		for st := snowflake.StateWaiting; st <= snowflake.StateClosed; st++ {
 			v := 0.0
@@ -168,9 +168,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.sfWorker, prometheus.GaugeValue, float64(src.Worker()))
 		ch <- prometheus.MustNewConstMetric(c.sfLease, prometheus.GaugeValue, float64(src.Leased().UnixNano())/1e9)
-		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sf.transitions.Load()))
-		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.sf.layout.Remaining(n.sf.now()).Seconds())
-		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, float64(n.sf.peerOffset.Load())/1e9)
+		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sf.Transitions()))
+		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.sf.Remaining().Seconds())
+		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, n.sf.Offset().Seconds())
 	}
 	if p := n.pool; p != nil {
 		for subject, level := range p.Levels() {
@@ -182,7 +182,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.evSent, prometheus.CounterValue, float64(ec.Published), ec.Kind)
 		ch <- prometheus.MustNewConstMetric(c.evDropped, prometheus.CounterValue, float64(ec.Suppressed), ec.Kind)
 	}
-	if r := n.sf.ring; r != nil {
+	if r := n.sf.Ring(); r != nil {
 		st := r.Stats()
 		ch <- prometheus.MustNewConstMetric(c.sfRingLen, prometheus.GaugeValue, float64(st.Len))
 		ch <- prometheus.MustNewConstMetric(c.sfRingCap, prometheus.GaugeValue, float64(st.Cap))

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/mono/kvlease"
 	"github.com/leafmq/leafmq/responder"
@@ -35,23 +35,34 @@ const monoRefresh = 60 * time.Second
 var monoBalanceEvery = 10 * time.Second
 
 // monoServer runs a mono.Leader for every monotonic tag of the store (every
-// node competes for every such tag) and, while one leads its tag, answers
-// leaf.mono.<tag> from it: only the leader subscribes, so a request finds
-// the one node that may answer, or no responder at all during a
-// switch-over (the client asks again).
+// node competes for every such tag) and, while one leads its tag, has the
+// responder answer leaf.mono.<tag> from it (responder.ServeMono): only the
+// leader subscribes, so a request finds the one node that may answer, or
+// no responder at all during a switch-over (the client asks again).
 type monoServer struct {
-	n       *Node
-	lease   mono.Lease
-	log     *slog.Logger
+	cfg     monoConfig
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	leading atomic.Int64  // tags this node leads now
-	probed  atomic.Uint64 // self-probes (wire.ProbeHeader) this node's subscriptions answered
+	leading atomic.Int64 // tags this node leads now
 	ann     *nats.Subscription
 
 	mu   sync.Mutex
 	tags map[string]*monoTag
+}
+
+// monoConfig is what a monoServer works with.
+type monoConfig struct {
+	nc     *nats.Conn    // the announcements of new tags, the live nodes' statuses (balance)
+	store  segment.Store // which tags are monotonic, and their steps
+	node   string        // the holder name in the leases
+	lease  mono.Lease
+	ranges mono.Ranges // where the leaders reserve (monoRanges)
+	// serve answers leaf.mono.<tag> from src until stop is called
+	// (responder.Responder.ServeMono).
+	serve func(tag wire.Tag, src responder.MonoSource) (stop func(), err error)
+	log   *slog.Logger
+	clock clock.Clock
 }
 
 type monoTag struct {
@@ -59,8 +70,8 @@ type monoTag struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	mu  sync.Mutex
-	sub *nats.Subscription // while leading
+	mu      sync.Mutex
+	unserve func() // while leading: ends the responder's answers
 }
 
 // startMono opens the lease bucket and starts a leader for every
@@ -88,9 +99,31 @@ func (n *Node) startMono(ctx context.Context) error {
 		n.log.Error("mono: no lease bucket: this node serves no monotonic tag", "err", err)
 		return nil
 	}
-	m := &monoServer{n: n, lease: lease, log: n.log, tags: map[string]*monoTag{}}
+	m, err := startMonoServer(ctx, monoConfig{
+		nc:     n.nc,
+		store:  n.store,
+		node:   n.cfg.Name,
+		lease:  lease,
+		ranges: monoRanges(n.store, n.floors, n.peers.Floor, n.peers.Mode, n.peers, n.log),
+		serve:  n.resp.ServeMono,
+		log:    n.log,
+		clock:  n.clock,
+	})
+	if err != nil {
+		_ = lease.Close()
+		return err
+	}
+	n.mono.Store(m)
+	return nil
+}
+
+// startMonoServer subscribes to the announcements of new monotonic tags
+// and starts a leader for every monotonic tag of the store.
+func startMonoServer(ctx context.Context, cfg monoConfig) (*monoServer, error) {
+	m := &monoServer{cfg: cfg, tags: map[string]*monoTag{}}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.ann, err = n.nc.Subscribe(wire.MonoAnnouncePrefix+"*", func(msg *nats.Msg) {
+	var err error
+	m.ann, err = cfg.nc.Subscribe(wire.MonoAnnouncePrefix+"*", func(msg *nats.Msg) {
 		tag := strings.TrimPrefix(msg.Subject, wire.MonoAnnouncePrefix)
 		m.wg.Add(1)
 		go func() {
@@ -100,29 +133,27 @@ func (n *Node) startMono(ctx context.Context) error {
 	})
 	if err != nil {
 		m.cancel()
-		_ = lease.Close()
-		return err
+		return nil, err
 	}
 	if err := m.refresh(ctx); err != nil {
-		n.log.Warn("mono: listing the monotonic tags failed; retrying in the background", "err", err)
+		cfg.log.Warn("mono: listing the monotonic tags failed; retrying in the background", "err", err)
 	}
 	m.wg.Add(2)
 	go m.every(monoRefresh, func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 		defer cancel()
 		if err := m.refresh(ctx); err != nil && m.ctx.Err() == nil {
-			m.log.Warn("mono: listing the monotonic tags failed", "err", err)
+			m.cfg.log.Warn("mono: listing the monotonic tags failed", "err", err)
 		}
 	})
 	go m.every(monoBalanceEvery, m.balance)
-	n.mono.Store(m)
-	return nil
+	return m, nil
 }
 
 // every calls f every d until the server closes (one of m.wg).
 func (m *monoServer) every(d time.Duration, f func()) {
 	defer m.wg.Done()
-	t := m.n.clock.NewTicker(d)
+	t := m.cfg.clock.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -137,7 +168,7 @@ func (m *monoServer) every(d time.Duration, f func()) {
 // refresh starts a leader for every monotonic tag and stops those of tags
 // that are gone.
 func (m *monoServer) refresh(ctx context.Context) error {
-	modes, err := m.n.store.Modes(ctx)
+	modes, err := m.cfg.store.Modes(ctx)
 	if err != nil {
 		return err
 	}
@@ -169,9 +200,9 @@ func (m *monoServer) check(name string) {
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
-	t, err := m.n.store.Get(ctx, tag)
+	t, err := m.cfg.store.Get(ctx, tag)
 	if err != nil {
-		m.log.Warn("mono: looking up an announced tag", "tag", tag, "err", err)
+		m.cfg.log.Warn("mono: looking up an announced tag", "tag", tag, "err", err)
 		return
 	}
 	if t.Mode.Kind == segment.KindMono {
@@ -188,23 +219,23 @@ func (m *monoServer) ensure(ctx context.Context, tag wire.Tag) {
 		return
 	}
 	step := segment.DefaultStep
-	if t, err := m.n.store.Get(ctx, tag); err == nil {
+	if t, err := m.cfg.store.Get(ctx, tag); err == nil {
 		step = t.Step
 	}
 	t := &monoTag{done: make(chan struct{})}
 	l, err := mono.NewLeader(mono.Config{
 		Tag:       tag,
-		Node:      m.n.cfg.Name,
-		Store:     monoStore{Store: m.n.store, n: m.n},
-		Lease:     m.lease,
+		Node:      m.cfg.node,
+		Ranges:    m.cfg.ranges,
+		Lease:     m.cfg.lease,
 		Step:      step,
 		Hold:      m.hold,
-		OnLeading: func(leading bool) { m.onLeading(tag.String(), t, leading) },
-		Logger:    m.log,
-		Clock:     m.n.clock,
+		OnLeading: func(leading bool) { m.onLeading(tag, t, leading) },
+		Logger:    m.cfg.log,
+		Clock:     m.cfg.clock,
 	})
 	if err != nil {
-		m.log.Error("mono: cannot lead tag", "tag", tag, "err", err)
+		m.cfg.log.Error("mono: cannot lead tag", "tag", tag, "err", err)
 		return
 	}
 	t.l = l
@@ -227,7 +258,7 @@ func (m *monoServer) ensure(ctx context.Context, tag wire.Tag) {
 // half the lease's TTL) before it tries for a free lease, so nodes that
 // lead fewer tags take them first.
 func (m *monoServer) hold() time.Duration {
-	return min(time.Duration(m.leading.Load())*200*time.Millisecond, m.lease.TTL()/2)
+	return min(time.Duration(m.leading.Load())*200*time.Millisecond, m.cfg.lease.TTL()/2)
 }
 
 // balance yields the tags this node leads above its share: the
@@ -238,7 +269,7 @@ func (m *monoServer) hold() time.Duration {
 func (m *monoServer) balance() {
 	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
 	defer cancel()
-	all, err := ask.Status(ctx, m.n.nc, 300*time.Millisecond)
+	all, err := ask.Status(ctx, m.cfg.nc, 300*time.Millisecond)
 	if err != nil {
 		return
 	}
@@ -262,10 +293,10 @@ func (m *monoServer) balance() {
 	m.mu.Unlock()
 	share := (total + len(nodes) - 1) / len(nodes)
 	for i := 0; i < len(lead)-share; i++ {
-		lead[i].l.Yield(2 * m.lease.TTL())
+		lead[i].l.Yield(2 * m.cfg.lease.TTL())
 	}
 	if len(lead) > share {
-		m.log.Info("mono: yielding tags above this node's share", "leading", len(lead), "share", share, "nodes", len(nodes))
+		m.cfg.log.Info("mono: yielding tags above this node's share", "leading", len(lead), "share", share, "nodes", len(nodes))
 	}
 }
 
@@ -278,7 +309,7 @@ func (m *monoServer) servingNow() (serving int, waiting []string) {
 	defer m.mu.Unlock()
 	for tag, t := range m.tags {
 		t.mu.Lock()
-		leading := t.sub != nil
+		leading := t.unserve != nil
 		t.mu.Unlock()
 		switch {
 		case !leading || t.l == nil:
@@ -292,91 +323,27 @@ func (m *monoServer) servingNow() (serving int, waiting []string) {
 	return serving, waiting
 }
 
-func (m *monoServer) onLeading(tag string, t *monoTag, leading bool) {
+func (m *monoServer) onLeading(tag wire.Tag, t *monoTag, leading bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !leading {
-		if t.sub != nil {
-			_ = t.sub.Unsubscribe()
-			t.sub = nil
+		if t.unserve != nil {
+			t.unserve()
+			t.unserve = nil
 			m.leading.Add(-1)
 		}
 		return
 	}
-	if t.sub != nil {
+	if t.unserve != nil {
 		return
 	}
-	// A plain subscription, not the queue group: a frozen old leader's
-	// subscription stays on the server until it misses its pings (minutes),
-	// and in a queue group it would take its share of the requests, each
-	// of them then timing out. Outside one, every subscriber gets every
-	// request and the live leader's answer comes first; the old one, if it
-	// wakes, answers only 503 (its fence has passed), after the fact.
-	sub, err := m.n.nc.Subscribe(wire.MonoPrefix+tag, func(msg *nats.Msg) { m.serve(t.l, tag, msg) })
+	unserve, err := m.cfg.serve(tag, t.l)
 	if err != nil {
-		m.log.Error("mono: subscribing to the tag's subject", "tag", tag, "err", err)
+		m.cfg.log.Error("mono: subscribing to the tag's subject", "tag", tag, "err", err)
 		return
 	}
-	t.sub = sub
+	t.unserve = unserve
 	m.leading.Add(1)
-}
-
-// serve answers one request of leaf.mono.<tag>: the body is a count, as on
-// leaf.segment.<tag>, and the ids come in strictly increasing order.
-// Requests of one subscription are served one at a time, in the order the
-// node received them.
-func (m *monoServer) serve(l *mono.Leader, tag string, msg *nats.Msg) {
-	if msg.Header.Get(wire.ProbeHeader) != "" {
-		m.probed.Add(1)
-		body, _ := json.Marshal(wire.ProbeReply{Node: m.n.cfg.Name, Instance: m.n.peers.Instance(), Subject: wire.SubjectMono})
-		if err := msg.Respond(body); err != nil {
-			m.log.Debug("mono: answering a probe failed", "tag", tag, "err", err)
-		}
-		return
-	}
-	start := m.n.clock.Now()
-	count, err := wire.ParseCount(msg.Data, m.n.cfg.MaxBatch)
-	if err != nil {
-		m.fail(tag, msg, fmt.Errorf("%w: %v", segment.ErrInvalid, err), start)
-		return
-	}
-	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Second)
-	defer cancel()
-	ids := make([]int64, 0, count)
-	for len(ids) < count {
-		first, k, err := l.Next(ctx, count-len(ids))
-		if err != nil {
-			m.fail(tag, msg, err, start)
-			return
-		}
-		for i := range k {
-			ids = append(ids, first+int64(i))
-		}
-	}
-	var body []byte
-	if wire.WantsBinary(msg.Header) {
-		body = wire.AppendBinary(nil, ids)
-	} else {
-		body = wire.AppendDecimal(nil, ids)
-	}
-	if err := msg.Respond(body); err != nil {
-		m.log.Debug("mono: respond failed", "tag", tag, "err", err)
-	}
-	m.observe(tag, "200", len(ids), start)
-}
-
-func (m *monoServer) fail(tag string, msg *nats.Msg, err error, start time.Time) {
-	code := wire.CodeOf(err)
-	if errors.Is(err, mono.ErrNotLeader) || errors.Is(err, context.DeadlineExceeded) {
-		code = wire.CodeUnavailable // the client asks again: a switch-over
-	}
-	reply := nats.NewMsg(msg.Reply)
-	reply.Header.Set(wire.ErrorCodeHeader, code)
-	reply.Header.Set(wire.ErrorHeader, err.Error())
-	if err := msg.RespondMsg(reply); err != nil {
-		m.log.Debug("mono: respond failed", "tag", tag, "err", err)
-	}
-	m.observe(tag, code, 0, start)
 }
 
 // close stops every leader (each releases its lease, so another node
@@ -395,7 +362,7 @@ func (m *monoServer) close() {
 		t.close()
 	}
 	m.wg.Wait()
-	if c, ok := m.lease.(io.Closer); ok {
+	if c, ok := m.cfg.lease.(io.Closer); ok {
 		_ = c.Close()
 	}
 }
@@ -404,9 +371,9 @@ func (t *monoTag) close() {
 	t.stop()
 	<-t.done
 	t.mu.Lock()
-	if t.sub != nil {
-		_ = t.sub.Unsubscribe()
-		t.sub = nil
+	if t.unserve != nil {
+		t.unserve()
+		t.unserve = nil
 	}
 	t.mu.Unlock()
 }
@@ -430,52 +397,41 @@ func (m *monoServer) leadingTags() []string {
 	return out
 }
 
-// monoStore is the segment store as a monotonic leader uses it: a range
-// is taken above this node's and its peers' floors of the tag (as the
-// engine takes one), must be of a monotonic tag, and raises the floors
-// (fsynced) and tells the peers before any id of it is served.
-type monoStore struct {
-	segment.Store
-	n *Node
-}
-
-func (s monoStore) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
-	floor := max(s.n.floors.Floor(tag.String()), s.n.peers.Floor(tag.String()))
-	var (
-		a   segment.Alloc
-		err error
-	)
-	if an, ok := s.Store.(segment.AboveNexter); ok && floor > 0 {
-		a, err = an.NextAbove(ctx, tag, step, floor)
-	} else {
-		a, err = s.Store.NextStep(ctx, tag, step)
+// monoRanges is where a monotonic leader reserves its ranges: as the
+// engine does (segment.Reserver: above this node's and its peers' floors
+// of the tag, the floor raised and announced before any id of it is
+// served), except that a range must be of a monotonic tag that neither this
+// node nor a peer served in another mode, and one whose floor could not be
+// made durable is not served.
+func monoRanges(store segment.Store, floors segment.Floors, peerFloor func(string) int64, peerMode func(string) string,
+	ann segment.Announcer, log *slog.Logger) *segment.Reserver {
+	return &segment.Reserver{
+		Store:        store,
+		Floors:       floors,
+		PeerFloor:    peerFloor,
+		Announce:     ann,
+		RequireFloor: true,
+		Logger:       log,
+		Accept: func(a segment.Alloc) error {
+			if a.Mode.Kind != segment.KindMono {
+				return fmt.Errorf("%w: tag %q is %s in the store, not mono: no id served", segment.ErrMode, a.Tag, a.Mode)
+			}
+			if !keptMono(floors, peerMode, a.Tag.String()) {
+				return fmt.Errorf("%w: tag %q: this node or a peer served it in another mode than mono: no id served", segment.ErrMode, a.Tag)
+			}
+			return nil
+		},
 	}
-	switch {
-	case err != nil:
-		return a, err
-	case a.Mode.Kind != segment.KindMono:
-		return segment.Alloc{}, fmt.Errorf("%w: tag %q is %s in the store, not mono: no id served", segment.ErrMode, tag, a.Mode)
-	case !s.keptMono(tag.String()):
-		return segment.Alloc{}, fmt.Errorf("%w: tag %q: this node or a peer served it in another mode than mono: no id served", segment.ErrMode, tag)
-	case a.Start() < floor:
-		return segment.Alloc{}, fmt.Errorf("%w: tag %q: the store granted [%d,%d), below the ids %d this node or a peer received",
-			segment.ErrBelowFloor, tag, a.Start(), a.End(), floor)
-	}
-	if err := s.n.floors.Raise(tag.String(), a.End()); err != nil {
-		return segment.Alloc{}, fmt.Errorf("recording the floor of %q: %w", tag, err)
-	}
-	s.n.peers.Announce(tag.String(), a.End(), string(segment.KindMono))
-	return a, nil
 }
 
 // keptMono reports whether neither this node's floors nor its peers
 // recorded another mode than mono for tag, and records mono.
-func (s monoStore) keptMono(tag string) bool {
+func keptMono(floors segment.Floors, peerMode func(string) string, tag string) bool {
 	mono := string(segment.KindMono)
-	if p := s.n.peers.Mode(tag); p != "" && p != mono {
+	if p := peerMode(tag); p != "" && p != mono {
 		return false
 	}
-	k, ok := s.n.floors.(segment.ModeKeeper)
+	k, ok := floors.(segment.ModeKeeper)
 	if !ok {
 		return true
 	}
@@ -484,11 +440,6 @@ func (s monoStore) keptMono(tag string) bool {
 	}
 	k.KeepMode(tag, mono)
 	return true
-}
-
-// observe counts one answered request of a monotonic tag in the metrics.
-func (m *monoServer) observe(tag, code string, ids int, start time.Time) {
-	m.n.met.observe(responder.Observation{Engine: "mono", Tag: tag, Code: code, IDs: ids, Took: m.n.clock.Since(start)})
 }
 
 // askMono fills dst with ids of a monotonic tag for the HTTP API: its

@@ -36,7 +36,7 @@ func TestNoPeerServes(t *testing.T) {
 	a := start("holder", 5)
 	b := start("newcomer", 6)
 	testenv.Eventually(t, "both serving", 10*time.Second, func() bool {
-		return a.sf.src.State() == snowflake.StateServing && b.sf.src.State() == snowflake.StateServing
+		return a.Snowflake().State() == snowflake.StateServing && b.Snowflake().State() == snowflake.StateServing
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -77,6 +77,6 @@ func TestPeerClockWatched(t *testing.T) {
 	start("steady", 1, "")
 	drifter := start("drifter", 2, "3s@500ms") // its clock jumps 3 s ahead half a second after the start
 	testenv.Eventually(t, "the drift measured", 10*time.Second, func() bool {
-		return time.Duration(drifter.sf.peerOffset.Load()) < -2*time.Second
+		return drifter.sf.Offset() < -2*time.Second
 	})
 }

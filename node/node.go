@@ -31,7 +31,7 @@ import (
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
-	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/snownode"
 )
 
 // Node is one running leafd.
@@ -70,7 +70,7 @@ type Node struct {
 	pool   *pool.Filler
 	mono   atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
 
-	sf   snowNode // snowflake ids
+	sf   *snownode.Server // snowflake ids; nil with --worker-registry off
 	resp *responder.Responder
 	// probe sends the self-probes; set once before the HTTP API is served.
 	probe *prober
@@ -84,24 +84,6 @@ type web struct {
 	off sync.Once
 	api atomic.Pointer[http.Handler] // the HTTP API, once started
 	reg *prometheus.Registry         // /metrics
-}
-
-// snowNode is the node's snowflake: the source and its ring, the states
-// they went through, and what the node knows of its worker ids.
-type snowNode struct {
-	layout      snowflake.Layout
-	now         func() time.Time // the snowflake clock
-	src         *snowflake.Source
-	ring        *producer.Snowflake
-	states      chan snowflake.State // the source's states, for applySnowflake
-	stop        chan struct{}
-	wg          sync.WaitGroup
-	transitions atomic.Uint64
-	held        atomic.Bool         // a worker id was claimed and kept (the ZooKeeper cache file serves at start only)
-	diskPast    map[int64]time.Time // worker ids of this data directory's lease files, set before snowflake starts
-	claim       atomic.Int64        // worker id of the last registration (-1: none); in the status from before the peers are asked
-	earlyLayout string              // the snowflake layout the starting node reports
-	peerOffset  atomic.Int64        // nanos: the peers' average clock minus ours, at start and every peerClockEvery
 }
 
 // Start builds and starts a node. On error everything started so far is
@@ -124,7 +106,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		health: storeHealth{fails: map[string]storeFail{}},
 	}
 	n.started = n.clock.Now()
-	n.sf.claim.Store(-1)
 	defer func() {
 		if err != nil {
 			_ = n.Close(context.Background())
@@ -181,11 +162,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		floors = segment.NewMemFloors()
 	}
 	n.floors = floors
-	if cfg.Registry.Kind != RegistryOff {
-		if l, err := cfg.layout(); err == nil {
-			n.sf.earlyLayout = l.String()
-		}
-	}
 	if n.peers, err = peers.New(peers.Config{
 		Conn:      n.nc,
 		Name:      cfg.Name,
@@ -197,6 +173,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Status:    n.startingStatus,
 		Floor:     floors.Floor,
 	}); err != nil {
+		return nil, err
+	}
+	// Before the node answers anyone: a starting node's status names the
+	// snowflake layout and the worker id it registers.
+	if err := n.newSnowflake(); err != nil {
 		return nil, err
 	}
 	// Answering its status and its floors from before it is a member: a
@@ -223,18 +204,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// before all have passed (the responder starts below), and the tags
 	// load only once the name check passed, so a process refused for its
 	// name reserves no range. Stopping waits for every branch.
-	n.stops.push("snowflake source", func(context.Context) error {
-		if n.sf.src == nil {
-			return nil
-		}
-		return n.sf.src.Close()
-	})
-	n.stops.push("snowflake ring", func(context.Context) error {
-		if n.sf.ring == nil {
-			return nil
-		}
-		return n.sf.ring.Close()
-	})
+	n.stops.push("snowflake", func(context.Context) error { return n.sf.Close() })
 	bctx, cancelBranches := context.WithCancel(ctx)
 	defer cancelBranches()
 	branch := func(phase string, step func(context.Context) error) <-chan error {
@@ -339,6 +309,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		DefaultStep: cfg.Store.DefaultStep,
 		Logger:      n.log,
 		OnLoad:      n.onLoad,
+		Announce:    n.peers,
 		MaxTags:     cfg.Store.MaxTags,
 		MaxStep:     cfg.Store.MaxStep,
 		Clock:       n.clock,
@@ -386,7 +357,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		Version:   buildinfo.Version,
 		MaxBatch:  cfg.MaxBatch,
 		Logger:    n.log,
-		Layout:    n.sf.layout,
+		Layout:    n.sf.Layout(),
 		Clock:     n.clock,
 		Observe:   n.met.observe,
 		Status:    n.status,
@@ -394,11 +365,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		PeerFloor: n.peers.HighestFloor,
 		Opaque:    n.opaque,
 	}
-	if n.sf.now != nil { // leaf.admin.time answers the snowflake clock
-		rc.Clock = clock.WithNow(n.clock, n.sf.now)
-	}
-	if n.sf.ring != nil {
-		rc.Snowflake = n.sf.ring
+	if n.sf != nil { // leaf.admin.time answers the snowflake clock
+		rc.Clock = n.sf.Clock()
+		rc.Snowflake = n.sf.Ring()
 		rc.SnowflakeConn = n.snowflakeConn
 	}
 	n.resp, err = responder.Start(rc)
@@ -412,23 +381,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err := n.peers.Started(ctx); err != nil {
 		return nil, err
 	}
-	if n.sf.src != nil {
-		if n.sf.src.State() == snowflake.StateServing {
-			if err := n.resp.SetSnowflake(true); err != nil {
-				return nil, err
-			}
-		}
-		n.sf.stop = make(chan struct{})
-		n.stops.push("snowflake state", func(context.Context) error {
-			close(n.sf.stop)
-			n.sf.wg.Wait()
-			return nil
-		})
-		n.sf.wg.Add(2)
-		go n.applySnowflake()
-		go n.watchPeerClocks()
-		n.sf.states <- n.sf.src.State()
+	if err := n.sf.Serve(n.resp); err != nil {
+		return nil, err
 	}
+	n.stops.push("snowflake state", func(context.Context) error { n.sf.Stop(); return nil })
 	n.stops.push("batch pool", func(context.Context) error {
 		if n.pool == nil {
 			return nil
@@ -723,10 +679,10 @@ func (n *Node) stopServer(context.Context) error {
 }
 
 func (n *Node) snowflakeWorker() int64 {
-	if n.sf.src == nil {
-		return -1
+	if src := n.sf.Source(); src != nil {
+		return src.Worker()
 	}
-	return n.sf.src.Worker()
+	return -1
 }
 
 // opaquePerm is the engine's Config.Opaque: an opaque tag's permutation

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -101,7 +102,7 @@ func (n *Node) zkRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 		// claim lost later (a partition past the session timeout) is
 		// claimed again in ZooKeeper only, where another process with
 		// this identity may hold it by now.
-		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.sf.held.Load()}
+		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.sf.Held()}
 		r, err := zk.Open(ctx, servers, layout, o)
 		if err != nil {
 			return nil, err
@@ -139,4 +140,17 @@ func (n *Node) staticRegistry(layout snowflake.Layout) (func(context.Context) (s
 		}
 		return snowflake.NewLeaseFile(st, path), nil
 	}, nil
+}
+
+// leaseFiles keeps this host's own copy of each worker id's time leases in
+// dir (snowflake.NewLeaseFiles), so that a restart on this data directory
+// never starts a worker below a lease it had, even after an operator wiped
+// the registry. A directory that cannot be written costs that copy, with a
+// warning, not snowflake.
+func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Registry {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		n.log.Warn("snowflake: no local copy of the time leases", "dir", dir, "err", err)
+		return r
+	}
+	return snowflake.NewLeaseFiles(r, dir, prefix)
 }

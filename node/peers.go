@@ -40,12 +40,7 @@ func (n *Node) who() wire.NodeStatus {
 func (n *Node) startingStatus() wire.NodeStatus {
 	st := n.who()
 	st.Problems, st.Starting = []string{"starting"}, true
-	if n.cfg.Registry.Kind != RegistryOff {
-		st.Snow = &wire.SnowflakeStatus{State: "registering", Worker: -1, Registry: n.cfg.Registry.Kind, Layout: n.sf.earlyLayout}
-		if c := n.sf.claim.Load(); c >= 0 {
-			st.Snow.Claim = &c
-		}
-	}
+	st.Snow = n.sf.Starting()
 	return st
 }
 
@@ -59,12 +54,11 @@ func (n *Node) checkName(ctx context.Context) error {
 	return err
 }
 
-// peerHolder is the snowflake.SourceConfig.Holder: the live node other
-// than this process that serves worker or registers it, "" if none does.
-// The claim goes into this node's status (startingStatus, status) before
-// peers.Set.Holder asks, as it requires.
+// peerHolder is snownode.Config.Holder: the live node other than this
+// process that serves worker or registers it, "" if none does. The
+// snownode.Server puts its claim in this node's status (startingStatus,
+// status) before it asks, as peers.Set.Holder requires.
 func (n *Node) peerHolder(ctx context.Context, worker int64) (string, error) {
-	n.sf.claim.Store(worker)
 	p, ok, err := n.peers.Holder(ctx, worker)
 	if err != nil || !ok {
 		return "", err

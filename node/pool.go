@@ -91,10 +91,11 @@ func (n *Node) fillPool(ctx context.Context) error {
 	for _, subject := range subjects {
 		var src pool.Source
 		if subject == pool.SnowflakeSubject {
-			if n.sf.ring == nil {
+			r := n.sf.Ring()
+			if r == nil {
 				return fmt.Errorf("%w: pool snowflake needs snowflake", ErrConfig)
 			}
-			src = n.sf.ring.Next
+			src = r.Next
 		} else {
 			tag := strings.TrimPrefix(subject, pool.Prefix+"segment.")
 			seg := wire.MustTag(tag) // checked by the pool's settings

@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/leafmq/leafmq/client/ask"
-	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/peers"
-	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/snowflake"
+	"github.com/leafmq/leafmq/snownode"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // Registries of --worker-registry.
@@ -229,10 +226,10 @@ func (c *Config) snowClock() clock.Clock {
 	})
 }
 
-// startSnowflake checks the clock against the peers, claims a worker id and
-// starts the source and its ring. The responder joins the snowflake queue
-// group later, once the source serves (applySnowflake).
-func (n *Node) startSnowflake(ctx context.Context) error {
+// newSnowflake makes the node's snowflake (n.sf; none with
+// --worker-registry off) before the node answers anyone: a starting
+// node's status names the worker id it registers.
+func (n *Node) newSnowflake() error {
 	cfg := n.cfg
 	if cfg.Registry.Kind == RegistryOff {
 		return nil
@@ -241,172 +238,84 @@ func (n *Node) startSnowflake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := cfg.snowClock()
-	// Before checkLayout records the layout in the data directory: a layout
-	// that cannot make ids is refused without becoming the one the next
-	// start must match.
-	if err := layout.Usable(now.Now()); err != nil {
-		if errors.Is(err, snowflake.ErrExpired) {
-			return fmt.Errorf("%w: choose a later epoch (--snowflake-epoch) or more time bits", err)
-		}
-		return fmt.Errorf("%w: %w: --snowflake-epoch must not be after the present", ErrConfig, err)
-	}
-	if err := n.checkLayout(layout); err != nil {
-		return err
-	}
-	if err := n.checkPeerSnowflake(ctx, layout); err != nil {
-		return err
-	}
-	n.sf.layout = layout
-	n.sf.now = now.Now
-	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
-		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
-	}
-	left := layout.Remaining(now.Now())
-	n.log.Info("snowflake layout", "layout", layout.String(), "expires", layout.Expires(), "left", left.Round(time.Hour))
-	if left < cfg.Snowflake.LayoutWarn {
-		msg := fmt.Sprintf("the snowflake layout %s runs out of time bits at %v (%v from now): choose a later epoch or more time bits before then",
-			layout, layout.Expires().UTC(), left.Round(time.Hour))
-		n.log.Error(msg)
-		n.events.Emit(events.Event{Kind: events.LayoutExpiring, Level: events.Error, Message: msg,
-			Fields: map[string]any{"expires": layout.Expires().UTC(), "left_hours": int64(left.Hours()), "layout": layout.String()}})
-	}
-	if cfg.Snowflake.PeerClockMax > 0 {
-		pc, err := n.peers.Clocks(ctx, now.Now)
-		if err != nil {
-			return err
-		}
-		if len(pc.Peers) > 0 {
-			n.log.Info("peer clocks", "peers", len(pc.Peers), "offset", pc.Offset, "max", pc.Max)
-			n.sf.peerOffset.Store(int64(pc.Offset))
-			lvl := events.Info
-			if pc.Offset.Abs() > cfg.Snowflake.PeerClockMax {
-				lvl = events.Error
-			}
-			n.events.Emit(events.Event{Kind: events.ClockOffset, Level: lvl,
-				Message: fmt.Sprintf("clock %v off the average of %d live nodes", (-pc.Offset).Round(time.Millisecond), len(pc.Peers)),
-				Fields:  map[string]any{"offset_ms": float64(-pc.Offset) / 1e6, "peers": pc.Peers}})
-			if pc.Offset.Abs() > cfg.Snowflake.PeerClockMax {
-				return fmt.Errorf("snowflake: this clock is %v off the average of %d live nodes (%s), more than --peer-clock-max %v: fix the clock",
-					(-pc.Offset).Round(time.Millisecond), len(pc.Peers), strings.Join(pc.Peers, ", "), cfg.Snowflake.PeerClockMax)
-			}
-		}
-	}
 	open, err := registries[cfg.Registry.Kind](n, layout)
 	if err != nil {
 		return err
 	}
-	// The worker ids this data directory held before a restart, with their
-	// last leases: reported among the past ones (status), so that a node
-	// that gets one of them (its records erased) starts above them.
+	var leaseFiles string // the registries that keep lease files of this data directory (leaseFiles)
 	switch cfg.Registry.Kind {
 	case RegistryKV, RegistryMySQL:
-		n.sf.diskPast = snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.Registry.Kind)
+		leaseFiles = cfg.Registry.Kind
 	}
-	n.sf.states = make(chan snowflake.State, 16)
-	n.sf.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
-		Open:         open,
-		Layout:       layout,
-		Clock:        now,
-		LeaseAhead:   cfg.Snowflake.LeaseAhead,
-		MaxBackward:  cfg.Snowflake.MaxBackward,
-		MaxStartWait: cfg.Snowflake.MaxStartWait,
-		NewWorker:    n.noPeerServes,
-		Holder:       n.peerHolder,
-		PeerLease:    n.peers.Lease,
-		ClockSkew:    max(cfg.Snowflake.PeerClockMax, 0),
-		Logger:       n.log,
-		OnEvent:      n.onSnowflake,
-	})
-	if err != nil {
-		return err
+	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
+		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
 	}
-	n.sf.ring, err = producer.NewSnowflake(producer.SnowflakeConfig{
-		IDs:    n.sf.src,
-		Size:   cfg.Snowflake.Ring,
-		MaxAge: max(time.Second, 2*layout.TimeUnit),
-		TimeOf: func(id int64) time.Time { return layout.Decompose(id).Time },
-		Clock:  now,
-		Logger: n.log,
+	n.sf = snownode.New(snownode.Config{
+		Name:           cfg.Name,
+		Registry:       cfg.Registry.Kind,
+		Layout:         layout,
+		DataDir:        cfg.DataDir,
+		LeaseFiles:     leaseFiles,
+		Open:           open,
+		Clock:          n.clock,
+		IDClock:        cfg.snowClock(),
+		LeaseAhead:     cfg.Snowflake.LeaseAhead,
+		MaxBackward:    cfg.Snowflake.MaxBackward,
+		MaxStartWait:   cfg.Snowflake.MaxStartWait,
+		Ring:           cfg.Snowflake.Ring,
+		LayoutWarn:     cfg.Snowflake.LayoutWarn,
+		PeerClockMax:   cfg.Snowflake.PeerClockMax,
+		PeerClockEvery: peerClockEvery,
+		Peers:          n.snowflakePeers,
+		Holder:         n.peerHolder,
+		Lease:          n.peers.Lease,
+		NewWorker:      n.noPeerServes,
+		Clocks:         n.peers.Clocks,
+		Conn:           n.nc,
+		Events:         n.events,
+		Logger:         n.log,
 	})
+	return nil
+}
+
+// startSnowflake is one attempt to start the node's snowflake
+// (snownode.Server.Start); its refusals of the configuration are ErrConfig.
+func (n *Node) startSnowflake(ctx context.Context) error {
+	err := n.sf.Start(ctx)
+	if errors.Is(err, snownode.ErrConfig) {
+		return refused{err}
+	}
 	return err
 }
 
-// onSnowflake is the source's OnEvent: publish the event and hand the state
-// to applySnowflake (never joining or leaving the queue group from a
-// handler's goroutine).
-func (n *Node) onSnowflake(ev snowflake.Event) {
-	if ev.Registered {
-		n.sf.held.Store(true)
-	}
-	n.sf.transitions.Add(1)
-	e := events.Event{Kind: "snowflake." + ev.State.String(), Level: events.Info, Message: ev.Reason,
-		Fields: map[string]any{"worker": ev.Worker}}
-	if !ev.Until.IsZero() {
-		e.Fields["until"] = ev.Until.UTC()
-	}
-	switch ev.State {
-	case snowflake.StatePaused, snowflake.StateLost:
-		e.Level = events.Error
-	case snowflake.StateWaiting:
-		e.Level = events.Warn
-	}
-	n.events.Emit(e)
-	select {
-	case n.sf.states <- ev.State:
-	default: // applySnowflake reads the source's state anyway
-	}
-}
+// refused is an error of a package below that refuses the configuration:
+// an ErrConfig, with the message it has.
+type refused struct{ error }
 
-// applySnowflake keeps the responder in the snowflake queue group exactly
-// while the source serves.
-func (n *Node) applySnowflake() {
-	defer n.sf.wg.Done()
-	t := n.clock.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.sf.stop:
-			return
-		case <-n.sf.states:
-		case <-t.C():
-		}
-		on := n.sf.src.State() == snowflake.StateServing
-		was := n.SnowflakeJoined()
-		if err := n.resp.SetSnowflake(on); err != nil {
-			n.log.Warn("snowflake queue group change failed", "join", on, "err", err)
-			continue
-		}
-		switch {
-		case on && !was:
-			n.events.Emit(events.Event{Kind: events.QueueJoined, Message: "joined the snowflake queue group",
-				Fields: map[string]any{"worker": n.sf.src.Worker()}})
-		case !on && was:
-			n.events.Emit(events.Event{Kind: events.QueueLeft, Level: events.Warn,
-				Message: "left the snowflake queue group: snowflake is " + n.sf.src.State().String(),
-				Fields:  map[string]any{"worker": n.sf.src.Worker()}})
-		}
-	}
-}
+func (r refused) Is(target error) bool { return target == ErrConfig }
+func (r refused) Unwrap() error        { return r.error }
 
 // SnowflakeJoined reports whether the node is in the snowflake queue group
 // (it leaves while its snowflake source does not serve).
 func (n *Node) SnowflakeJoined() bool { return n.resp != nil && n.resp.SnowflakeService() != nil }
 
 // Snowflake is the node's snowflake source, or nil when it has none.
-func (n *Node) Snowflake() *snowflake.Source { return n.sf.src }
+func (n *Node) Snowflake() *snowflake.Source { return n.sf.Source() }
 
-// leaseFiles keeps this host's own copy of each worker id's time leases in
-// dir (snowflake.NewLeaseFiles), so that a restart on this data directory
-// never starts a worker below a lease it had, even after an operator wiped
-// the registry. A directory that cannot be written costs that copy, with a
-// warning, not snowflake.
-func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Registry {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		n.log.Warn("snowflake: no local copy of the time leases", "dir", dir, "err", err)
-		return r
+// snowflakePeers is snownode.Config.Peers: the live nodes other than this
+// process, each member waited for. Members that did not answer fail the
+// attempt (Start asks again); a gather that fails otherwise checks against
+// no one, with a warning.
+func (n *Node) snowflakePeers(ctx context.Context) ([]wire.NodeStatus, error) {
+	live, err := n.peers.Statuses(ctx)
+	if errors.Is(err, peers.ErrSilent) {
+		return nil, err
 	}
-	return snowflake.NewLeaseFiles(r, dir, prefix)
+	if err != nil {
+		n.log.Warn("snowflake: cannot ask the live nodes for their layout and registry", "err", err)
+		return nil, nil
+	}
+	return live, nil
 }
 
 // noPeerServes reports whether no live node says it holds worker: asked
@@ -415,12 +324,12 @@ func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Re
 // node; see snowflake.SourceConfig.NewWorker). A node that does not answer
 // (frozen, cut off) is not seen: README, "Outside the promise".
 func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
-	peers, err := n.peers.Recent(ctx)
+	live, err := n.peers.Recent(ctx)
 	if err != nil {
 		n.log.Warn("snowflake: cannot ask the live nodes for their worker ids; waiting out the claim TTL", "worker", worker, "err", err)
 		return false
 	}
-	for _, p := range peers {
+	for _, p := range live {
 		if p.Snow.Holds(worker) {
 			n.log.Warn("snowflake: a live node holds the worker id the registry gave this node with no lease on record (its record was deleted?)",
 				"worker", worker, "holder", p.Node, "holder_state", p.Snow.State)
@@ -430,70 +339,7 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 	return true
 }
 
-// checkPeerSnowflake refuses to serve snowflake beside live nodes that use
-// another layout (the same time maps to other bits: ids of the two can be
-// equal): all answer leaf.snowflake in one queue group. A new data
-// directory has no layout record of its own (checkLayout); its peers are
-// the record. Live nodes that take worker ids from another registry (two
-// registries can give the same worker id) get a loud warning: the chaos
-// harness mixes ZooKeeper and KV nodes on purpose.
-func (n *Node) checkPeerSnowflake(ctx context.Context, layout snowflake.Layout) error {
-	live, err := n.peers.Statuses(ctx)
-	if errors.Is(err, peers.ErrSilent) {
-		return err // Start asks again
-	}
-	if err != nil {
-		n.log.Warn("snowflake: cannot ask the live nodes for their layout and registry", "err", err)
-		return nil
-	}
-	for _, p := range live {
-		if p.Snow == nil {
-			continue
-		}
-		switch {
-		case p.Snow.Layout != layout.String():
-			return fmt.Errorf("%w: snowflake: live node %s serves layout %s, this node %s: their ids can be equal; give every node the same --snowflake-layout, --snowflake-epoch and --snowflake-unit",
-				ErrConfig, p.Node, p.Snow.Layout, layout)
-		case p.Snow.Registry != n.cfg.Registry.Kind:
-			msg := fmt.Sprintf("live node %s takes snowflake worker ids from %s, this node from %s: two registries can give the same worker id, and then the same ids; give every node the same --worker-registry",
-				p.Node, p.Snow.Registry, n.cfg.Registry.Kind)
-			n.log.Error(msg)
-		}
-	}
-	return nil
-}
-
 // peerClockEvery is how often a serving node compares its clock with its
-// peers' again (at start, a clock too far off refuses snowflake).
+// peers' again (snownode.Config.PeerClockEvery; at start, a clock too far
+// off refuses snowflake).
 var peerClockEvery = 30 * time.Second
-
-// watchPeerClocks measures the clock offset to the live peers every
-// peerClockEvery (leafmq_snowflake_peer_clock_offset_seconds): a clock that
-// drifts after the start shows up in the metric and its alert, and in an
-// error event past --peer-clock-max. Ends with sfStop.
-func (n *Node) watchPeerClocks() {
-	defer n.sf.wg.Done()
-	t := n.clock.NewTicker(peerClockEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.sf.stop:
-			return
-		case <-t.C():
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		pc, err := ask.PeerClocksBut(ctx, n.nc, 500*time.Millisecond, n.sf.now, n.cfg.Name)
-		cancel()
-		if err != nil || len(pc.Peers) == 0 {
-			continue
-		}
-		n.sf.peerOffset.Store(int64(pc.Offset))
-		if max := n.cfg.Snowflake.PeerClockMax; max > 0 && pc.Offset.Abs() > max {
-			msg := fmt.Sprintf("clock %v off the average of %d live nodes, more than --peer-clock-max %v: fix the clock (NTP)",
-				(-pc.Offset).Round(time.Millisecond), len(pc.Peers), max)
-			n.log.Error(msg)
-			n.events.Emit(events.Event{Kind: events.ClockOffset, Level: events.Error, Message: msg,
-				Fields: map[string]any{"offset_ms": float64(-pc.Offset) / 1e6, "peers": pc.Peers}})
-		}
-	}
-}

@@ -12,7 +12,6 @@ import (
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/httpapi"
 	"github.com/leafmq/leafmq/segment"
-	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -70,40 +69,7 @@ func (n *Node) status() wire.NodeStatus {
 			st.Tags = append(st.Tags, t)
 		}
 	}
-	if n.sf.src != nil {
-		l := n.sf.layout
-		sf := &wire.SnowflakeStatus{
-			State:      n.sf.src.State().String(),
-			Worker:     n.sf.src.Worker(),
-			Registry:   n.cfg.Registry.Kind,
-			Layout:     l.String(),
-			Expires:    l.Expires().UnixNano(),
-			Joined:     n.SnowflakeJoined(),
-			PeerOffset: n.sf.peerOffset.Load(),
-		}
-		if c := n.sf.claim.Load(); c >= 0 {
-			sf.Claim = &c
-		}
-		if lease := n.sf.src.Leased(); !lease.IsZero() {
-			sf.LeaseUntil = lease.UnixNano()
-		}
-		past := n.sf.src.Past()
-		now := n.clock.Now()
-		for w, until := range n.sf.diskPast { // held before a restart
-			if w != sf.Worker && until.After(now) && until.After(past[w]) {
-				past[w] = until
-			}
-		}
-		for w, until := range past {
-			sf.Past = append(sf.Past, wire.WorkerLease{Worker: w, Until: until.UnixNano()})
-		}
-		sort.Slice(sf.Past, func(i, j int) bool { return sf.Past[i].Worker < sf.Past[j].Worker })
-		if n.sf.ring != nil {
-			rs := n.sf.ring.Stats()
-			sf.RingLen, sf.RingCap, sf.Taken = rs.Len, rs.Cap, rs.Served
-		}
-		st.Snow = sf
-	}
+	st.Snow = n.sf.Status(n.SnowflakeJoined())
 	subjects, problems, err := n.readiness()
 	st.Ready, st.Problems, st.Subjects = err == nil, problems, subjects
 	return st
@@ -207,34 +173,26 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	seg.Ready = seg.Serving && connected && len(segFatal) == 0
 	subjects = append(subjects, seg)
 
-	if n.sf.src != nil {
+	if n.sf.Source() != nil {
 		sf := wire.SubjectStatus{Subject: wire.SubjectSnowflake, Problems: offline}
 		if n.resp != nil {
 			sf.Serving = n.resp.SnowflakeService() != nil
 			sf.Probed = n.resp.Probed(wire.SubjectSnowflake)
 		}
-		ok := false
-		switch st := n.sf.src.State(); st {
-		case snowflake.StateServing:
-			ok = true
-			if lease := n.sf.src.Leased(); n.sf.now().After(lease) {
-				msg := fmt.Sprintf("snowflake: time lease expired at %s (worker registry unreachable?)", lease.UTC().Format(time.RFC3339))
-				fatal, sf.Problems, ok = append(fatal, msg), append(sf.Problems, msg), false
-			}
-		case snowflake.StateLost, snowflake.StateClosed:
-			msg := "snowflake: " + st.String() + ": no worker id"
+		msg, isFatal := n.sf.Problem()
+		switch {
+		case isFatal:
 			fatal, sf.Problems = append(fatal, msg), append(sf.Problems, msg)
-		default:
-			msg := "snowflake: " + st.String() + ": out of the queue group until the clock catches up"
+		case msg != "":
 			problems, sf.Problems = append(problems, msg), append(sf.Problems, msg)
 		}
-		sf.Ready = sf.Serving && connected && ok
+		sf.Ready = sf.Serving && connected && msg == ""
 		subjects = append(subjects, sf)
 	}
 	if m := n.mono.Load(); m != nil {
 		serving, waiting := m.servingNow()
 		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
-			Ready: serving > 0 && connected, Problems: offline, Probed: m.probed.Load()}
+			Ready: serving > 0 && connected, Problems: offline, Probed: n.resp.Probed(wire.SubjectMono)}
 		for _, tag := range waiting {
 			ms.Problems = append(ms.Problems, "mono: "+tag+": taking over, no ids until the last leader's lease has run out")
 		}
@@ -260,7 +218,7 @@ func tagDry(ts segment.TagState, ok bool) bool {
 func (n *Node) httpAPI() (http.Handler, error) {
 	cfg := httpapi.Config{
 		Segment: n.prod.Segment,
-		Layout:  n.sf.layout,
+		Layout:  n.sf.Layout(),
 		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
 			return ask.Status(ctx, n.nc, 300*time.Millisecond)
 		},
@@ -270,8 +228,8 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		Clock:        n.clock,
 		Logger:       n.log,
 	}
-	if n.sf.ring != nil {
-		cfg.Snowflake = n.sf.ring.Next
+	if r := n.sf.Ring(); r != nil {
+		cfg.Snowflake = r.Next
 	}
 	cfg.Mono = n.askMono
 	cfg.Observe = n.met.observeHTTP

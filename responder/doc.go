@@ -7,6 +7,8 @@
 // Subjects (see package wire for the encodings):
 //
 //	leaf.segment.<tag>     ids of a tag: empty body = 1, decimal N = N ids
+//	leaf.mono.<tag>        ids of a monotonic tag, strictly increasing, as for
+//	                       segment; only the tag's leader answers (ServeMono)
 //	leaf.admin.tags        JSON list of every tag row
 //	leaf.admin.tag.create  JSON {"tag","step","max_id","description"} -> the row
 //	leaf.admin.tag.step    JSON {"tag","step"} -> the row
@@ -24,6 +26,11 @@
 // queue group) that SetSnowflake adds and stops, so a node whose clock is
 // behind leaves the queue group for snowflake while it keeps serving
 // segments.
+//
+// leaf.mono.<tag> is no micro endpoint: the node calls ServeMono while it
+// leads the tag (package mono) and stops it when it no longer does, and
+// the subscription is a plain one, outside the queue group (ServeMono says
+// why).
 //
 // Errors are micro error headers with HTTP-like codes, mapped from the
 // engines' sentinel errors by one table (codeOf): 400 for bad input

@@ -11,7 +11,7 @@ import (
 // probes counts the self-probes (wire.ProbeToken) this responder's own
 // subscriptions answered, by subject.
 type probes struct {
-	segment, snowflake atomic.Uint64
+	segment, snowflake, mono atomic.Uint64
 }
 
 // answerProbe answers a probe that reached this node on subject (one of
@@ -28,13 +28,16 @@ func (r *Responder) answerProbe(req micro.Request, subject string) {
 }
 
 // Probed is how many probes of subject (wire.SubjectSegment,
-// wire.SubjectSnowflake) this responder's subscriptions answered.
+// wire.SubjectSnowflake, wire.SubjectMono) this responder's subscriptions
+// answered.
 func (r *Responder) Probed(subject string) uint64 {
 	switch subject {
 	case wire.SubjectSegment:
 		return r.probes.segment.Load()
 	case wire.SubjectSnowflake:
 		return r.probes.snowflake.Load()
+	case wire.SubjectMono:
+		return r.probes.mono.Load()
 	}
 	return 0
 }

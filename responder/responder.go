@@ -63,8 +63,8 @@ type Config struct {
 	// Observe and paces Stop's wait for in-flight requests; default
 	// clock.Real (clock.Or).
 	Clock clock.Clock
-	// Observe, if set, is called once per id request (segment and
-	// snowflake) when it is answered, for metrics; it must not block.
+	// Observe, if set, is called once per id request (segment, snowflake
+	// and mono) when it is answered, for metrics; it must not block.
 	// Without it no time is taken per request.
 	Observe func(Observation)
 	// Status, if set, answers leaf.admin.status (every node answers).
@@ -87,7 +87,7 @@ type Config struct {
 
 // Observation is one answered id request.
 type Observation struct {
-	Engine string // "segment" or "snowflake"
+	Engine string // "segment", "snowflake" or "mono"
 	Tag    string // segment tag; "" for snowflake
 	Code   string // "200", or the error's wire code
 	IDs    int    // ids handed out
@@ -124,6 +124,9 @@ type Responder struct {
 	sfSvc     micro.Service // the snowflake endpoints while in the queue group, else nil
 	sfConn    *nats.Conn    // the connection sfSvc subscribes on
 	sfStopped bool          // Stop began: SetSnowflake(true) refuses
+
+	monoMu   sync.Mutex
+	monoSubs map[*nats.Subscription]struct{} // ServeMono's; nil once stopped
 }
 
 // Start validates cfg, adds the service and its endpoints, and starts workers.
@@ -157,7 +160,7 @@ func Start(cfg Config) (*Responder, error) {
 		return nil, fmt.Errorf("responder: invalid config: max batch %d, workers %d, timeout %v",
 			cfg.MaxBatch, cfg.Workers, cfg.Timeout)
 	}
-	r := &Responder{cfg: cfg, jobs: make(chan job, 4*cfg.Workers)}
+	r := &Responder{cfg: cfg, jobs: make(chan job, 4*cfg.Workers), monoSubs: map[*nats.Subscription]struct{}{}}
 	r.try, _ = cfg.IDs.(TrySource)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.bufs.New = func() any { b := make([]int64, 0, 64); return &b }
@@ -279,6 +282,7 @@ func (r *Responder) Stop() error {
 		r.sfMu.Lock()
 		r.sfStopped = true
 		r.sfMu.Unlock()
+		r.stopMono()
 		err = errors.Join(r.svc.Stop(), r.SetSnowflake(false))
 		c := r.cfg.Clock
 		deadline := c.Now().Add(stopGrace)

@@ -387,82 +387,38 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 
 	ev := LoadEvent{Tag: t.name, Step: step, PrevStep: prev}
 	began := e.clock.Now()
-	var a Alloc
-	var err error
 	var end int64  // where the span's ids end when not at a.End() (an opaque domain's end)
 	var last error // the span's final
-	own := e.cfg.Floors.Floor(t.name)
-	var peer int64
-	if e.cfg.PeerFloor != nil {
-		peer = e.cfg.PeerFloor(t.name)
-	}
-	floor := max(own, peer)
-	an, above := e.store.(AboveNexter)
-	reserve := func() (Alloc, error) {
-		switch {
-		case above && floor > 0:
-			// The store checks the floor before it advances: a refused load
-			// takes no range (see AboveNexter).
-			return an.NextAbove(t.ctx, t.tag, step, floor)
-		case first && recalled == 0:
-			return e.store.Next(t.ctx, t.tag)
-		default:
-			return e.store.NextStep(t.ctx, t.tag, step)
+	// The mode is checked before the floor is raised: a mode this node
+	// keeps goes to disk with the floor's write.
+	a, err := e.res.reserve(t.ctx, t.tag, step, func(a Alloc) error {
+		if err := t.setMode(a.Mode); err != nil {
+			return err
 		}
-	}
-	a, err = reserve()
-	if peer > own && t.raiseToPeer(a, err, own, peer) {
-		a, err = reserve()
-	}
-	if errors.Is(err, ErrBelowFloor) {
-		e.log.Error("segment: the store is below the tag's floor", "tag", t.name, "floor", floor, "err", err)
-		err = fmt.Errorf("%w (this node received ids of %q up to %d, the nodes up to %d; restart the tag at or above the highest such floor of every node: leafctl tag restart %s --floor N)",
-			err, t.name, own, floor, t.name)
-	}
+		m := t.mode.Load()
+		if m.perm == nil || a.End()-1 <= m.perm.Max() {
+			return nil
+		}
+		// The ids of an opaque tag are its sequence numbers [1, Max]
+		// permuted. A range that reaches past Max is served up to Max
+		// and no further; the store's max_id and this node's floor stay
+		// at the range's end, past the domain, so no later load, here or
+		// on another node, after a restart or not, can start inside it.
+		domain := m.perm.Max() + 1
+		if a.Start() >= domain {
+			err := fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its sequence is at %d, past %d)",
+				ErrDomainExhausted, t.name, m.mode.Width, a.Start(), m.perm.Max())
+			t.mode.Store(&tagMode{mode: m.mode, perm: m.perm, refuse: err})
+			return err
+		}
+		last = fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its last range was [%d,%d), cut at %d)",
+			ErrDomainExhausted, t.name, m.mode.Width, a.Start(), a.End(), domain)
+		end = domain
+		e.log.Warn("segment: an opaque tag's domain ends within this range", "tag", t.name, "width", m.mode.Width,
+			"start", a.Start(), "end", a.End(), "ids_left", domain-max(a.Start(), 1))
+		return nil
+	})
 	ev.Took = e.clock.Since(began)
-	if err == nil && a.Step < 1 {
-		err = fmt.Errorf("%w: store returned step %d", ErrInvalid, a.Step)
-	}
-	if err == nil {
-		// The floor guard: never serve a range below one this node
-		// received before (a lowered max_id, a row or key deleted and made
-		// again, a replaced bucket).
-		if floor > 0 && a.Start() < floor {
-			err = fmt.Errorf("%w: tag %q: the store granted [%d,%d), but this node or a peer already received ids up to %d: "+
-				"max_id was lowered, or the row, key or bucket was deleted and made again; no id is served from it "+
-				"(restart the tag at or above %d: leafctl tag restart %s --floor %d)",
-				ErrBelowFloor, t.name, a.Start(), a.End(), floor, floor, t.name, floor)
-			e.log.Error("segment: refused a range below the tag's floor", "tag", t.name,
-				"start", a.Start(), "end", a.End(), "floor", floor)
-		}
-	}
-	if err == nil {
-		// The mode first: a mode this node keeps goes to disk with the
-		// floor's write.
-		err = t.setMode(a.Mode)
-		if ferr := e.cfg.Floors.Raise(t.name, a.End()); ferr != nil {
-			e.log.Error("segment: recording the tag's floor", "tag", t.name, "end", a.End(), "err", ferr)
-		}
-		if m := t.mode.Load(); err == nil && m.perm != nil && a.End()-1 > m.perm.Max() {
-			// The ids of an opaque tag are its sequence numbers [1, Max]
-			// permuted. A range that reaches past Max is served up to Max
-			// and no further; the store's max_id and this node's floor stay
-			// at the range's end, past the domain, so no later load, here or
-			// on another node, after a restart or not, can start inside it.
-			domain := m.perm.Max() + 1
-			if a.Start() >= domain {
-				err = fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its sequence is at %d, past %d)",
-					ErrDomainExhausted, t.name, m.mode.Width, a.Start(), m.perm.Max())
-				t.mode.Store(&tagMode{mode: m.mode, perm: m.perm, refuse: err})
-			} else {
-				last = fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its last range was [%d,%d), cut at %d)",
-					ErrDomainExhausted, t.name, m.mode.Width, a.Start(), a.End(), domain)
-				end = domain
-				e.log.Warn("segment: an opaque tag's domain ends within this range", "tag", t.name, "width", m.mode.Width,
-					"start", a.Start(), "end", a.End(), "ids_left", domain-max(a.Start(), 1))
-			}
-		}
-	}
 	if err != nil {
 		ev.Err = fmt.Errorf("segment: loading tag %q: %w", t.name, err)
 		return nil, ev, ev.Err
@@ -502,49 +458,6 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 	sp := newSpanTo(a, e.cfg.LoadFactor, end)
 	sp.final = last
 	return sp, ev, nil
-}
-
-// raiseToPeer handles a load (a, err) that met the store below a peer's
-// floor of the tag but not below this node's own: it raises the store's
-// max_id to the peer's floor (Store.SetMaxID, which never lowers it) and
-// reports whether the load is to be made again, above that floor.
-//
-// Ids below a floor are issued or handed back; reserving above every
-// floor any node has seen can repeat none, it only skips ids. A peer's
-// floor may be above the store's max_id for good: the peer stopped
-// gracefully and handed back the unserved top of its last range while
-// this node was frozen or cut off and did not answer its check, so that
-// this node kept the floor it had heard. Refused, the tag would serve no
-// id until max_id passed that floor again (TestHandBackWhileAPeerIsFrozen).
-// A store below this node's own floor went back under ids this node
-// served (its own hand-back lowers its floor first): that stays refused,
-// for an operator to restart the tag.
-func (t *tagBuf) raiseToPeer(a Alloc, err error, own, peer int64) bool {
-	e := t.e
-	var at int64 // where the store's max_id stood
-	switch {
-	case errors.Is(err, ErrBelowFloor):
-		row, gerr := e.store.Get(t.ctx, t.tag)
-		if gerr != nil {
-			return false
-		}
-		at = row.MaxID
-	case err == nil && a.Start() < peer: // a store without NextAbove: this range is left unserved
-		at = a.Start()
-	default:
-		return false
-	}
-	if at < own || at >= peer {
-		return false
-	}
-	serr := e.store.SetMaxID(t.ctx, t.tag, peer)
-	if serr != nil && !errors.Is(serr, ErrInvalid) { // ErrInvalid: max_id passed the floor meanwhile
-		e.log.Warn("segment: raising max_id to a peer's floor", "tag", t.name, "floor", peer, "err", serr)
-		return false
-	}
-	e.log.Warn("segment: the store is below a floor another node announced (a hand-back this node did not hear, or max_id lowered); "+
-		"reserving above it: the ids between are skipped", "tag", t.name, "max_id", at, "peer_floor", peer, "own_floor", own)
-	return true
 }
 
 // retire stops the tag (no load, no take) and reports its unserved top.

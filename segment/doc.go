@@ -18,7 +18,7 @@
 //
 // # Dynamic step
 //
-// The first load of a tag uses the step of its row (Store.Next). Every later
+// The first load of a tag uses the step of its row (Store.Advance, step 0). Every later
 // load picks a step from the time since the previous load, as Leaf does
 // (StepWindow defaults to 15 minutes, MaxStep to 1,000,000):
 //
@@ -29,7 +29,7 @@
 //	< 2*StepWindow          step
 //	otherwise               step/2, unless that is below the row's step (then step)
 //
-// and asks for it with Store.NextStep. The row's step (minStep) is re-read on
+// and asks for it with Store.Advance. The row's step (minStep) is re-read on
 // every load, so an operator's change is picked up by the next load. Three
 // improvements over Leaf: a segment used up much faster than StepWindow
 // (over a second or more) grows the step up to 16x at once (a restarted node under load reaches a
@@ -70,10 +70,12 @@
 //     received (Config.Floors; leafd keeps a FloorFile in its data
 //     directory), and refuses a range that starts below it: ErrBelowFloor,
 //     logged at error level and reported in a LoadEvent, and no id served
-//     from it. Stores that implement AboveNexter (all three here) check
-//     the floor in the allocation itself, so a refused load takes no range:
-//     otherwise the retries would push max_id past this node's floor into
-//     ranges other nodes served. The loader retries with backoff as for any
+//     from it. Every store checks the floor in the allocation itself
+//     (Store.Advance), so a refused load takes no range: otherwise the
+//     retries would push max_id past this node's floor into ranges other
+//     nodes served. One Reserver applies this rule, records the floor and
+//     announces it (Announcer), for the engine's loads and for a monotonic
+//     tag's leader alike. The loader retries with backoff as for any
 //     failed load until an operator restarts the tag at or above the
 //     highest floor any node reports. A FloorFile writes (and
 //     fsyncs) each new floor right behind the load, without holding up the

@@ -120,7 +120,7 @@ type Config struct {
 	// store whose max_id lies between the two is raised to the peer's
 	// floor (Store.SetMaxID) and the range taken above it: a peer's
 	// hand-back this node did not hear leaves max_id there for good
-	// (see tagBuf.raiseToPeer). Called from load goroutines; must not
+	// (see Reserver). Called from load goroutines; must not
 	// block.
 	PeerFloor func(tag string) int64
 	// CreateCheck, if set, is asked before AutoCreate creates a tag the
@@ -146,6 +146,11 @@ type Config struct {
 	// by hand), as it refuses one whose mode it recorded itself in Floors
 	// (ModeKeeper). Called from load goroutines; must not block.
 	PeerMode func(tag string) string
+	// Announce, if set, hears the end of every range this engine
+	// reserved (Reserver.Announce), once its floor is recorded and before
+	// any id of it is handed out: the node tells its peers, whose
+	// PeerFloor it becomes. Called from load goroutines; must not block.
+	Announce Announcer
 	// OnLoad, if set, is called after every load attempt, successful (Err
 	// nil) or not, from the loader goroutine, in order for each tag. A
 	// successful segment is handed out only after OnLoad returns, so it
@@ -200,6 +205,7 @@ type TagState struct {
 type Engine struct {
 	cfg   Config
 	store Store
+	res   *Reserver // every load reserves through it
 	clock clock.Clock
 	sleep func(context.Context, time.Duration) error
 	log   *slog.Logger
@@ -247,6 +253,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:      cfg,
 		store:    cfg.Store,
+		res:      &Reserver{Store: cfg.Store, Floors: cfg.Floors, PeerFloor: cfg.PeerFloor, Announce: cfg.Announce, Logger: cfg.Logger},
 		clock:    cfg.Clock,
 		sleep:    cfg.Sleep,
 		log:      cfg.Logger,

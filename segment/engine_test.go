@@ -123,7 +123,7 @@ func TestStartPreloadFailureDoesNotFailStart(t *testing.T) {
 // failNext fails every id call.
 type failNext struct{ *testStore }
 
-func (f *failNext) Next(context.Context, wire.Tag) (segment.Alloc, error) {
+func (f *failNext) Advance(context.Context, wire.Tag, int, int64) (segment.Alloc, error) {
 	return segment.Alloc{}, fmt.Errorf("%w: test", segment.ErrUnavailable)
 }
 
@@ -924,7 +924,7 @@ func TestAutoCreate(t *testing.T) {
 				if err := s.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
 					return err
 				}
-				if _, err := s.NextStep(ctx, tag, 10); err != nil { // the other node's first range: 1..10
+				if _, err := s.Advance(ctx, tag, 10, 0); err != nil { // the other node's first range: 1..10
 					return err
 				}
 				return &segment.PeerFloorError{Tag: tag, Node: "b", Floor: 11}

@@ -103,16 +103,13 @@ func TestFloorRefusesLoweredMaxID(t *testing.T) {
 // unheard by this node, so max_id stays below that floor for good. The
 // engine takes its next range above the peer's floor (the ids between
 // are skipped) instead of refusing the tag until max_id passes it; a
-// store below this node's own floor is still refused. With a store that
-// checks the floor in the allocation (AboveNexter) and with one that
-// does not.
+// store below this node's own floor is still refused.
 func TestPeerFloorAboveStoreReservesAbove(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		wrap func(*testStore) segment.Store
 	}{
-		{"NextAbove", func(s *testStore) segment.Store { return s }},
-		{"no NextAbove", func(s *testStore) segment.Store { return struct{ segment.Store }{s} }},
+		{"Advance", func(s *testStore) segment.Store { return s }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestStore()

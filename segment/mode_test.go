@@ -321,7 +321,7 @@ func TestRetireAfterAnotherNode(t *testing.T) {
 		})
 	}
 	waitSegments(1)
-	if _, err := s.Next(context.Background(), wire.MustTag("t")); err != nil { // another node: [11,21)
+	if _, err := s.Advance(context.Background(), wire.MustTag("t"), 0, 0); err != nil { // another node: [11,21)
 		t.Fatal(err)
 	}
 	if id, err := e.Next(context.Background(), wire.MustTag("t")); err != nil || id != 1 {

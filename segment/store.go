@@ -110,7 +110,7 @@ func (a Alloc) End() int64 { return a.MaxID }
 // Store keeps one row per tag and advances it atomically. It is the seam
 // between the engine and a database (segment/mysql, segment/kvstore,
 // segment/memstore). Implementations are safe for concurrent use, including
-// from several processes sharing one database: two Next calls on the same tag
+// from several processes sharing one database: two Advance calls on the same tag
 // never return overlapping ranges, whichever node makes them.
 //
 // Tags come as wire.Tag, checked where the name entered the program; a
@@ -122,14 +122,16 @@ func (a Alloc) End() int64 { return a.MaxID }
 // ErrUnavailable when the backend cannot be reached; a context that ends
 // returns an error wrapping ctx.Err().
 type Store interface {
-	// Next advances the tag's max_id by its configured step and returns the
-	// new row, durably committed before it returns. A store that can tell
+	// Advance adds step (1..MaxStep; 0: the configured step, as Leaf's
+	// updateMaxIdAndGetLeafAlloc, else Leaf's
+	// updateMaxIdByCustomStepAndGetLeafAlloc) to the tag's max_id and
+	// returns the new row, durably committed before it returns. It refuses,
+	// changing nothing, with an error wrapping ErrBelowFloor when max_id is
+	// below floor (0: no floor), checked atomically with the advance, so a
+	// refused call takes no range; and likewise when the store can tell
 	// that max_id was lowered by hand (a history record, an earlier
-	// revision) refuses, changing nothing, with ErrBelowFloor.
-	Next(ctx context.Context, tag wire.Tag) (Alloc, error)
-	// NextStep advances max_id by step (1..MaxStep) instead of the configured
-	// step (Leaf's updateMaxIdByCustomStepAndGetLeafAlloc).
-	NextStep(ctx context.Context, tag wire.Tag, step int) (Alloc, error)
+	// revision).
+	Advance(ctx context.Context, tag wire.Tag, step int, floor int64) (Alloc, error)
 	// Tags lists every tag name (Leaf's getAllTags), sorted.
 	Tags(ctx context.Context) ([]string, error)
 	// Modes maps every tag that has a row to its mode: how a node finds
@@ -174,6 +176,15 @@ func needTag(tag wire.Tag) error {
 		return fmt.Errorf("%w: no tag (the zero wire.Tag)", ErrInvalid)
 	}
 	return nil
+}
+
+// CheckAdvanceStep checks Advance's step: 0 (the configured step) or
+// 1..MaxStep. Stores call it before any I/O.
+func CheckAdvanceStep(step int) error {
+	if step == 0 {
+		return nil
+	}
+	return CheckStep(step)
 }
 
 // CheckStep returns an error wrapping ErrInvalid when step is out of 1..MaxStep.
@@ -230,19 +241,6 @@ func CheckFloor(tag wire.Tag, floor, high int64) error {
 		return fmt.Errorf("%w: tag %q: floor %d is below %d, the highest max_id the store recorded", ErrBelowFloor, tag, floor, high)
 	}
 	return nil
-}
-
-// AboveNexter is implemented by stores that check a floor atomically with
-// the advance. The engine uses it for every load of a tag that has a floor
-// (Config.Floors), so that a store that went back (a lowered max_id, a tag
-// made again at 1) is not advanced by refused loads: each one would take a
-// range, and after a few the row would pass this node's floor and hand it
-// ranges that other nodes served.
-type AboveNexter interface {
-	// NextAbove is Next (step 0) or NextStep (step > 0), except that it
-	// refuses, changing nothing, with an error wrapping ErrBelowFloor when
-	// the range would start below floor.
-	NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (Alloc, error)
 }
 
 // Incarnation is implemented by stores that can tell their storage from a

@@ -36,7 +36,7 @@
 //
 // # Compare-and-swap, and why no range is handed out twice
 //
-// Every write (Next, NextStep, NextAbove, SetStep, SetMaxID, Create,
+// Every write (Advance, SetStep, SetMaxID, Create,
 // Delete, Restart) is a read-modify-write on one key:
 //
 //  1. read the key's latest message and its revision (stream sequence);
@@ -51,7 +51,7 @@
 // has stored it. So of two writers that read the same revision exactly one
 // wins; the loser gets "wrong last sequence" (error code 10071, or 10164 on
 // a replicated stream — both are tested) and starts over from step 1 after
-// a short jittered pause. A Next returns its range only after its own write
+// a short jittered pause. An Advance returns its range only after its own write
 // was acknowledged: the range [max_id-step, max_id) is then recorded as
 // taken on a quorum, and every later writer reads a max_id at or above its
 // end. This holds across nodes, processes and restarts, whichever server a
@@ -67,7 +67,7 @@
 // Reads use the stream leader's STREAM.MSG.GET API, not kv.Get: KV buckets
 // allow "direct get", answered by any replica (the local one first), and a
 // follower may lag the write just acknowledged. Stale reads would not break
-// uniqueness (the CAS rejects them) but would make Get and Next report a
+// uniqueness (the CAS rejects them) but would make Get and Advance report a
 // just-created tag as unknown.
 //
 // Tags and Modes walk the bucket's messages in sequence order, in batched
@@ -88,7 +88,7 @@
 // A delete or purge marker is history, not absence. Delete purges the key
 // with a marker that carries the row as its body; `nats kv del` leaves a
 // bare delete marker (with, on a history-2 bucket, the last row behind it);
-// `nats kv purge` leaves a bare purge marker. In every case Get and Next see
+// `nats kv purge` leaves a bare purge marker. In every case Get and Advance see
 // no row (ErrUnknownTag) and Tags omits the key, but Create — and so the
 // engine's auto-create — refuses it with segment.ErrTagDeleted: the tag
 // would start again at 1 and repeat its ids. Restart writes over the marker
@@ -99,7 +99,7 @@
 // still refuses ranges below its own floor (segment.Config.Floors).
 //
 // A max_id lowered by hand (`nats kv put leaf_alloc TAG '{"max_id":1,...}'`)
-// is seen the same way: Next and NextStep also read the revisions the bucket
+// is seen the same way: Advance also reads the revisions the bucket
 // keeps behind the latest (one more request to the stream leader per
 // allocation), and refuse, changing nothing, while one of them has a higher
 // max_id (segment.ErrBelowFloor); Restart clears it. A history-1 bucket, or

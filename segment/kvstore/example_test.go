@@ -51,13 +51,13 @@ func Example() {
 		panic(err)
 	}
 	for range 2 {
-		a, err := store.Next(ctx, wire.MustTag("order"))
+		a, err := store.Advance(ctx, wire.MustTag("order"), 0, 0)
 		if err != nil {
 			panic(err)
 		}
 		fmt.Printf("ids [%d, %d)\n", a.Start(), a.End())
 	}
-	a, _ := store.NextStep(ctx, wire.MustTag("order"), 5)
+	a, _ := store.Advance(ctx, wire.MustTag("order"), 5, 0)
 	fmt.Printf("ids [%d, %d)\n", a.Start(), a.End())
 	// Output:
 	// ids [1, 1001)

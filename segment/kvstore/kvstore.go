@@ -182,28 +182,17 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 // Bucket returns the name of the KV bucket.
 func (s *Store) Bucket() string { return s.bucket }
 
-// Next implements segment.Store.
-func (s *Store) Next(ctx context.Context, tag wire.Tag) (segment.Alloc, error) {
-	return s.advance(ctx, opNext, tag, 0, 0)
-}
-
-// NextAbove implements segment.AboveNexter: the floor is checked on the
-// revision the compare-and-swap writes over.
-func (s *Store) NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
-	if step != 0 {
-		if err := segment.CheckStep(step); err != nil {
-			return segment.Alloc{}, err
-		}
-	}
-	return s.advance(ctx, opNextStep, tag, step, floor)
-}
-
-// NextStep implements segment.Store.
-func (s *Store) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
-	if err := segment.CheckStep(step); err != nil {
+// Advance implements segment.Store: the floor is checked on the revision
+// the compare-and-swap writes over.
+func (s *Store) Advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
+	if err := segment.CheckAdvanceStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
-	return s.advance(ctx, opNextStep, tag, step, 0)
+	op := opNextStep
+	if step == 0 {
+		op = opNext
+	}
+	return s.advance(ctx, op, tag, step, floor)
 }
 
 func (s *Store) advance(ctx context.Context, op string, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
@@ -963,5 +952,4 @@ var (
 var (
 	_ segment.Store       = (*Store)(nil)
 	_ segment.Incarnation = (*Store)(nil)
-	_ segment.AboveNexter = (*Store)(nil)
 )

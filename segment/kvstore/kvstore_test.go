@@ -117,7 +117,7 @@ func TestValueFormat(t *testing.T) {
 	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("order"), MaxID: 9007199254740993, Step: 7, Description: "orders"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx, wire.MustTag("order")); err != nil {
+	if _, err := s.Advance(ctx, wire.MustTag("order"), 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := js.KeyValue(ctx, kvstore.DefaultBucket)
@@ -163,7 +163,7 @@ func TestRestartAfterDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		a, err := s.Next(ctx, wire.MustTag("again"))
+		a, err := s.Advance(ctx, wire.MustTag("again"), 0, 0)
 		if err != nil {
 			t.Fatalf("Next #%d: %v", i, err)
 		}
@@ -212,7 +212,7 @@ func TestOpenKeepsBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 { // history 5 keeps old revisions; only the newest counts
-		if _, err := b.Next(ctx, wire.MustTag("shared")); err != nil {
+		if _, err := b.Advance(ctx, wire.MustTag("shared"), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -286,7 +286,7 @@ func TestOpenUnavailable(t *testing.T) {
 		srv.Shutdown()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		if _, err := s.Next(ctx, wire.MustTag("x")); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := s.Advance(ctx, wire.MustTag("x"), 0, 0); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Next = %v, want the caller's context.DeadlineExceeded", err)
 		}
 	})
@@ -321,7 +321,7 @@ func TestCloseConn(t *testing.T) {
 func allocate(ctx context.Context, s segment.Store, tag string, n int, out chan<- segment.Alloc, unavailable *atomic.Int64) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for got := 0; got < n; {
-		a, err := s.Next(ctx, wire.MustTag(tag))
+		a, err := s.Advance(ctx, wire.MustTag(tag), 0, 0)
 		switch {
 		case err == nil:
 			out <- a
@@ -642,7 +642,7 @@ func servedTag(t *testing.T, tag string) (*kvstore.Store, jetstream.KeyValue, se
 	}
 	var last segment.Alloc
 	for range 3 {
-		a, err := s.Next(ctx, wire.MustTag(tag))
+		a, err := s.Advance(ctx, wire.MustTag(tag), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -663,10 +663,10 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	if _, err := kv.Put(ctx, "low", []byte(`{"max_id":1,"step":10}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx, wire.MustTag("low")); !errors.Is(err, segment.ErrBelowFloor) {
+	if _, err := s.Advance(ctx, wire.MustTag("low"), 0, 0); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("Next after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
-	if _, err := s.NextStep(ctx, wire.MustTag("low"), 1000); !errors.Is(err, segment.ErrBelowFloor) {
+	if _, err := s.Advance(ctx, wire.MustTag("low"), 1000, 0); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("NextStep after max_id was lowered = %v, want ErrBelowFloor", err)
 	}
 	// An operator's own later write must not push the evidence out of the
@@ -687,7 +687,7 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	if err := s.Restart(ctx, wire.MustTag("low"), last.End()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, wire.MustTag("low")); err != nil || a.Start() != last.End() {
+	if a, err := s.Advance(ctx, wire.MustTag("low"), 0, 0); err != nil || a.Start() != last.End() {
 		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
 	}
 }
@@ -705,7 +705,7 @@ func TestForgedHandBackIsLowered(t *testing.T) {
 		if _, err := kv.Put(ctx, "forge", fmt.Appendf(nil, `{"max_id":1,"step":10,"handed_back_from":%d}`, from)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Next(ctx, wire.MustTag("forge")); !errors.Is(err, segment.ErrBelowFloor) {
+		if _, err := s.Advance(ctx, wire.MustTag("forge"), 0, 0); !errors.Is(err, segment.ErrBelowFloor) {
 			t.Fatalf("Next after max_id was put down to 1 with handed_back_from %d = %v, want ErrBelowFloor", from, err)
 		}
 		// Put the real row back (a revision at the old max_id) for the next try.
@@ -718,7 +718,7 @@ func TestForgedHandBackIsLowered(t *testing.T) {
 	if err := s.HandBack(ctx, wire.MustTag("forge"), last.End(), last.Start()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, wire.MustTag("forge")); err != nil || a.Start() != last.Start() {
+	if a, err := s.Advance(ctx, wire.MustTag("forge"), 0, 0); err != nil || a.Start() != last.Start() {
 		t.Fatalf("Next after a hand-back = %+v, %v; want start %d", a, err, last.Start())
 	}
 }

@@ -18,7 +18,7 @@ type Store struct {
 	gone   map[wire.Tag]segment.Tag // deleted rows, as they were: Create refuses them
 	down   bool
 	closed bool
-	calls  int // Next/NextStep calls that reached the store
+	calls  int // Advance calls that reached the store
 	inc    int // incarnation: bumped by Replace
 	clock  clock.Clock
 }
@@ -42,7 +42,7 @@ func (s *Store) SetDown(down bool) {
 	s.mu.Unlock()
 }
 
-// Allocations reports how many Next/NextStep calls succeeded.
+// Allocations reports how many Advance calls succeeded.
 func (s *Store) Allocations() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,27 +62,12 @@ func (s *Store) checkLocked(ctx context.Context) error {
 	return nil
 }
 
-// Next implements segment.Store.
-func (s *Store) Next(ctx context.Context, tag wire.Tag) (segment.Alloc, error) {
-	return s.advance(ctx, tag, 0, 0)
-}
-
-// NextAbove implements segment.AboveNexter.
-func (s *Store) NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
-	if step != 0 {
-		if err := segment.CheckStep(step); err != nil {
-			return segment.Alloc{}, err
-		}
-	}
-	return s.advance(ctx, tag, step, floor)
-}
-
-// NextStep implements segment.Store.
-func (s *Store) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
-	if err := segment.CheckStep(step); err != nil {
+// Advance implements segment.Store.
+func (s *Store) Advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
+	if err := segment.CheckAdvanceStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
-	return s.advance(ctx, tag, step, 0)
+	return s.advance(ctx, tag, step, floor)
 }
 
 func (s *Store) advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
@@ -326,7 +311,6 @@ func (s *Store) Close() error {
 var (
 	_ segment.Store       = (*Store)(nil)
 	_ segment.Incarnation = (*Store)(nil)
-	_ segment.AboveNexter = (*Store)(nil)
 )
 
 // HandBack implements segment.HandBacker.

@@ -39,7 +39,7 @@
 //
 // # Allocation
 //
-// Next runs, in one transaction,
+// Advance with step 0 runs, in one transaction,
 //
 //	UPDATE leaf_alloc SET max_id = max_id + step
 //	 WHERE biz_tag = ? AND step > 0 AND max_id <= 9223372036854775807 - step
@@ -48,7 +48,7 @@
 // and returns only after COMMIT succeeded, so a range is durable before any
 // of its ids is used. The row lock taken by the UPDATE serialises nodes on one
 // tag; the guard keeps max_id from overflowing (segment.ErrInvalid instead).
-// NextStep adds a given step instead. SetMaxID is one guarded UPDATE that can
+// Advance with a step adds that step instead. SetMaxID is one guarded UPDATE that can
 // only raise max_id.
 //
 // In the same transaction the allocation reads the tag's history record

@@ -26,7 +26,7 @@ func ExampleOpen() {
 	if err != nil && !errors.Is(err, segment.ErrTagExists) {
 		log.Fatal(err)
 	}
-	a, err := s.Next(ctx, wire.MustTag("leaf-segment-test"))
+	a, err := s.Advance(ctx, wire.MustTag("leaf-segment-test"), 0, 0)
 	if err != nil {
 		log.Fatal(err)
 	}

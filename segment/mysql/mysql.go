@@ -422,29 +422,14 @@ func unknownTag(tag string) error {
 	return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 }
 
-// Next implements segment.Store: Leaf's updateMaxIdAndGetLeafAlloc.
-func (s *Store) Next(ctx context.Context, tag wire.Tag) (segment.Alloc, error) {
-	return s.advance(ctx, tag, 0, 0)
-}
-
-// NextAbove implements segment.AboveNexter: a range below floor is rolled
-// back with the transaction.
-func (s *Store) NextAbove(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
-	if step != 0 {
-		if err := segment.CheckStep(step); err != nil {
-			return segment.Alloc{}, err
-		}
-	}
-	return s.advance(ctx, tag, step, floor)
-}
-
-// NextStep implements segment.Store: Leaf's
-// updateMaxIdByCustomStepAndGetLeafAlloc.
-func (s *Store) NextStep(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
-	if err := segment.CheckStep(step); err != nil {
+// Advance implements segment.Store: Leaf's updateMaxIdAndGetLeafAlloc
+// (step 0) or updateMaxIdByCustomStepAndGetLeafAlloc; a range below floor
+// is rolled back with the transaction.
+func (s *Store) Advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
+	if err := segment.CheckAdvanceStep(step); err != nil {
 		return segment.Alloc{}, err
 	}
-	return s.advance(ctx, tag, step, 0)
+	return s.advance(ctx, tag, step, floor)
 }
 
 // advance adds step (0: the row's step) to max_id and reads the row back, in
@@ -833,9 +818,8 @@ func (s *Store) Close() error {
 }
 
 var (
-	_ segment.Store       = (*Store)(nil)
-	_ segment.AboveNexter = (*Store)(nil)
-	_ segment.HandBacker  = (*Store)(nil)
+	_ segment.Store      = (*Store)(nil)
+	_ segment.HandBacker = (*Store)(nil)
 )
 
 // Durability reports the server settings under which a committed

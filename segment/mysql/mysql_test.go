@@ -212,7 +212,7 @@ func TestLeafDatabase(t *testing.T) {
 		t.Fatalf("update_time = %v, %v from now: time zone mix-up?", got.UpdateTime, d)
 	}
 	for i, want := range []int64{1, 2001, 4001} {
-		a, err := s.Next(ctx, wire.MustTag("leaf-segment-test"))
+		a, err := s.Advance(ctx, wire.MustTag("leaf-segment-test"), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,11 +278,11 @@ func TestTagCase(t *testing.T) {
 	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("order")}); !errors.Is(err, segment.ErrTagExists) {
 		t.Fatalf("Create(order) next to Order = %v, want ErrTagExists", err)
 	}
-	a, err := s.Next(ctx, wire.MustTag("Order"))
+	a, err := s.Advance(ctx, wire.MustTag("Order"), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Next(ctx, wire.MustTag("order"))
+	b, err := s.Advance(ctx, wire.MustTag("order"), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,9 +314,9 @@ func TestModeTagCaseAliasRefused(t *testing.T) {
 		}
 		alias := strings.ToUpper(tc.name)
 		for _, next := range []func() (segment.Alloc, error){
-			func() (segment.Alloc, error) { return s.Next(ctx, wire.MustTag(alias)) },
-			func() (segment.Alloc, error) { return s.NextStep(ctx, wire.MustTag(alias), 5) },
-			func() (segment.Alloc, error) { return s.NextAbove(ctx, wire.MustTag(alias), 0, 1) },
+			func() (segment.Alloc, error) { return s.Advance(ctx, wire.MustTag(alias), 0, 0) },
+			func() (segment.Alloc, error) { return s.Advance(ctx, wire.MustTag(alias), 5, 0) },
+			func() (segment.Alloc, error) { return s.Advance(ctx, wire.MustTag(alias), 0, 1) },
 		} {
 			if a, err := next(); !errors.Is(err, segment.ErrMode) || !strings.Contains(err.Error(), `stored as "`+tc.name+`"`) {
 				t.Fatalf("%s under %q = %+v, %v; want ErrMode naming %q", tc.mode.Kind, alias, a, err, tc.name)
@@ -325,7 +325,7 @@ func TestModeTagCaseAliasRefused(t *testing.T) {
 		if got, err := s.Get(ctx, wire.MustTag(tc.name)); err != nil || got.MaxID != 1 {
 			t.Fatalf("a refused alias moved the row: %+v, %v", got, err)
 		}
-		if a, err := s.Next(ctx, wire.MustTag(tc.name)); err != nil || a.Start() != 1 {
+		if a, err := s.Advance(ctx, wire.MustTag(tc.name), 0, 0); err != nil || a.Start() != 1 {
 			t.Fatalf("Next(%q) = %+v, %v", tc.name, a, err)
 		}
 	}
@@ -338,7 +338,7 @@ func TestCustomTable(t *testing.T) {
 	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("x"), Step: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, wire.MustTag("x")); err != nil || a.End() != 6 {
+	if a, err := s.Advance(ctx, wire.MustTag("x"), 0, 0); err != nil || a.End() != 6 {
 		t.Fatalf("Next = %+v, %v", a, err)
 	}
 	var n int
@@ -374,9 +374,9 @@ func TestTwoStoresNoOverlap(t *testing.T) {
 					var a segment.Alloc
 					var err error
 					if i%4 == 0 {
-						a, err = s.NextStep(ctx, wire.MustTag("shared"), 1+w+n*10)
+						a, err = s.Advance(ctx, wire.MustTag("shared"), 1+w+n*10, 0)
 					} else {
-						a, err = s.Next(ctx, wire.MustTag("shared"))
+						a, err = s.Advance(ctx, wire.MustTag("shared"), 0, 0)
 					}
 					if err != nil {
 						errs <- fmt.Errorf("node %d worker %d call %d: %w", n, w, i, err)
@@ -430,7 +430,7 @@ func TestServerStopped(t *testing.T) {
 	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("hang"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.Next(ctx, wire.MustTag("hang"))
+	before, err := s.Advance(ctx, wire.MustTag("hang"), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestServerStopped(t *testing.T) {
 	t.Cleanup(resume) // runs before testenv drops the database
 
 	start := time.Now()
-	_, nextErr := s.Next(ctx, wire.MustTag("hang"))
+	_, nextErr := s.Advance(ctx, wire.MustTag("hang"), 0, 0)
 	nextTook := time.Since(start)
 
 	short, cancel := context.WithTimeout(ctx, timeout/4)
@@ -478,7 +478,7 @@ func TestServerStopped(t *testing.T) {
 	var after segment.Alloc
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		after, err = s.Next(ctx, wire.MustTag("hang"))
+		after, err = s.Advance(ctx, wire.MustTag("hang"), 0, 0)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -557,7 +557,7 @@ func TestSchemaFile(t *testing.T) {
 	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("deploy"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.NextStep(ctx, wire.MustTag("deploy"), 10); err != nil || a.End() != 11 {
+	if a, err := s.Advance(ctx, wire.MustTag("deploy"), 10, 0); err != nil || a.End() != 11 {
 		t.Fatalf("NextStep = %+v, %v", a, err)
 	}
 	var leases int
@@ -619,7 +619,7 @@ func TestGBKConnection(t *testing.T) {
 	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("gbk"), Step: 3, Description: "美团点评"}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.NextStep(ctx, wire.MustTag("gbk"), 7); err != nil || a.End() != 8 {
+	if a, err := s.Advance(ctx, wire.MustTag("gbk"), 7, 0); err != nil || a.End() != 8 {
 		t.Fatalf("NextStep = %+v, %v", a, err)
 	}
 	got, err := s.Get(ctx, wire.MustTag("gbk"))
@@ -641,7 +641,7 @@ func TestOperatorDeletesRow(t *testing.T) {
 	}
 	var last segment.Alloc
 	for range 3 {
-		a, err := s.Next(ctx, wire.MustTag("orders"))
+		a, err := s.Advance(ctx, wire.MustTag("orders"), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -660,7 +660,7 @@ func TestOperatorDeletesRow(t *testing.T) {
 	if err := s.Restart(ctx, wire.MustTag("orders"), last.End()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, wire.MustTag("orders")); err != nil || a.Start() != last.End() {
+	if a, err := s.Advance(ctx, wire.MustTag("orders"), 0, 0); err != nil || a.Start() != last.End() {
 		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
 	}
 }
@@ -677,7 +677,7 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	}
 	var last segment.Alloc
 	for range 5 {
-		a, err := s.NextStep(ctx, wire.MustTag("low"), 20)
+		a, err := s.Advance(ctx, wire.MustTag("low"), 20, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -687,9 +687,9 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	for _, step := range []int{0, 20} {
 		var err error
 		if step == 0 {
-			_, err = s.Next(ctx, wire.MustTag("low"))
+			_, err = s.Advance(ctx, wire.MustTag("low"), 0, 0)
 		} else {
-			_, err = s.NextStep(ctx, wire.MustTag("low"), step)
+			_, err = s.Advance(ctx, wire.MustTag("low"), step, 0)
 		}
 		if !errors.Is(err, segment.ErrBelowFloor) {
 			t.Fatalf("allocation (step %d) after max_id was lowered = %v, want ErrBelowFloor", step, err)
@@ -700,13 +700,13 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	}
 	// Even a step that jumps over the record is refused: its range would
 	// still begin among issued ids.
-	if _, err := s.NextStep(ctx, wire.MustTag("low"), int(last.End())); !errors.Is(err, segment.ErrBelowFloor) {
+	if _, err := s.Advance(ctx, wire.MustTag("low"), int(last.End()), 0); !errors.Is(err, segment.ErrBelowFloor) {
 		t.Fatalf("NextStep over the record = %v, want ErrBelowFloor", err)
 	}
 	if err := s.Restart(ctx, wire.MustTag("low"), last.End()); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := s.Next(ctx, wire.MustTag("low")); err != nil || a.Start() != last.End() {
+	if a, err := s.Advance(ctx, wire.MustTag("low"), 0, 0); err != nil || a.Start() != last.End() {
 		t.Fatalf("Next after Restart = %+v, %v; want start %d", a, err, last.End())
 	}
 }

@@ -3,9 +3,8 @@
 // in unit tests, MariaDB and JetStream KV run it against real servers.
 // Besides rows and ranges it checks that a store remembers deleted tags:
 // Create refuses them (segment.ErrTagDeleted), Restart brings them back
-// never below their last max_id (segment.ErrBelowFloor), and a store that
-// implements segment.AboveNexter refuses a range below a floor without
-// changing anything.
+// never below their last max_id (segment.ErrBelowFloor), and Advance
+// refuses a range below a floor without changing anything.
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, storetest.Factory{New: func(t testing.TB) segment.Store { ... }})

@@ -48,7 +48,7 @@ func Run(t *testing.T, f Factory) {
 		{"RestartDeleted", testRestartDeleted},
 		{"RestartLive", testRestartLive},
 		{"RestartUnknown", testRestartUnknown},
-		{"NextAbove", testNextAbove},
+		{"AdvanceFloor", testAdvanceFloor},
 		{"HandBack", testHandBack},
 		{"Modes", testModes},
 		{"ModeSurvivesDelete", testModeSurvivesDelete},
@@ -89,9 +89,9 @@ func mustCreate(t *testing.T, s segment.Store, tag segment.Tag) {
 
 func mustNext(t *testing.T, s segment.Store, tag wire.Tag) segment.Alloc {
 	t.Helper()
-	a, err := s.Next(ctx(t), tag)
+	a, err := s.Advance(ctx(t), tag, 0, 0)
 	if err != nil {
-		t.Fatalf("Next(%q): %v", tag, err)
+		t.Fatalf("Advance(%q): %v", tag, err)
 	}
 	return a
 }
@@ -151,8 +151,8 @@ func testInvalid(t *testing.T, s segment.Store) {
 		{"create long description", func() error {
 			return s.Create(c, segment.Tag{Name: wire.MustTag("neg"), Description: strings.Repeat("x", 257)})
 		}},
-		{"nextstep zero", func() error { _, err := s.NextStep(c, wire.MustTag("ok"), 0); return err }},
-		{"nextstep negative", func() error { _, err := s.NextStep(c, wire.MustTag("ok"), -3); return err }},
+		{"advance step negative", func() error { _, err := s.Advance(c, wire.MustTag("ok"), -3, 0); return err }},
+		{"advance step above MaxStep", func() error { _, err := s.Advance(c, wire.MustTag("ok"), segment.MaxStep+1, 0); return err }},
 		{"setstep zero", func() error { return s.SetStep(c, wire.MustTag("ok"), 0) }},
 		{"restart zero tag", func() error { return s.Restart(c, wire.Tag{}, 10) }},
 		{"restart zero floor", func() error { return s.Restart(c, wire.MustTag("ok"), 0) }},
@@ -171,12 +171,12 @@ func testInvalid(t *testing.T, s segment.Store) {
 func testUnknownTag(t *testing.T, s segment.Store) {
 	c := ctx(t)
 	calls := map[string]func() error{
-		"Next":     func() error { _, err := s.Next(c, wire.MustTag("nope")); return err },
-		"NextStep": func() error { _, err := s.NextStep(c, wire.MustTag("nope"), 5); return err },
-		"Get":      func() error { _, err := s.Get(c, wire.MustTag("nope")); return err },
-		"SetStep":  func() error { return s.SetStep(c, wire.MustTag("nope"), 5) },
-		"SetMaxID": func() error { return s.SetMaxID(c, wire.MustTag("nope"), 5) },
-		"Delete":   func() error { return s.Delete(c, wire.MustTag("nope")) },
+		"Advance":      func() error { _, err := s.Advance(c, wire.MustTag("nope"), 0, 0); return err },
+		"Advance step": func() error { _, err := s.Advance(c, wire.MustTag("nope"), 5, 0); return err },
+		"Get":          func() error { _, err := s.Get(c, wire.MustTag("nope")); return err },
+		"SetStep":      func() error { return s.SetStep(c, wire.MustTag("nope"), 5) },
+		"SetMaxID":     func() error { return s.SetMaxID(c, wire.MustTag("nope"), 5) },
+		"Delete":       func() error { return s.Delete(c, wire.MustTag("nope")) },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, segment.ErrUnknownTag) {
@@ -186,12 +186,12 @@ func testUnknownTag(t *testing.T, s segment.Store) {
 	// The zero wire.Tag names no tag: it finds no row, or is refused.
 	var zero wire.Tag
 	zeroCalls := map[string]func() error{
-		"Next":     func() error { _, err := s.Next(c, zero); return err },
-		"NextStep": func() error { _, err := s.NextStep(c, zero, 5); return err },
-		"Get":      func() error { _, err := s.Get(c, zero); return err },
-		"SetStep":  func() error { return s.SetStep(c, zero, 5) },
-		"SetMaxID": func() error { return s.SetMaxID(c, zero, 5) },
-		"Delete":   func() error { return s.Delete(c, zero) },
+		"Advance":      func() error { _, err := s.Advance(c, zero, 0, 0); return err },
+		"Advance step": func() error { _, err := s.Advance(c, zero, 5, 0); return err },
+		"Get":          func() error { _, err := s.Get(c, zero); return err },
+		"SetStep":      func() error { return s.SetStep(c, zero, 5) },
+		"SetMaxID":     func() error { return s.SetMaxID(c, zero, 5) },
+		"Delete":       func() error { return s.Delete(c, zero) },
 	}
 	for name, call := range zeroCalls {
 		if err := call(); !errors.Is(err, segment.ErrUnknownTag) && !errors.Is(err, segment.ErrInvalid) {
@@ -220,7 +220,7 @@ func testNextSequence(t *testing.T, s segment.Store) {
 
 func testNextStep(t *testing.T, s segment.Store) {
 	mustCreate(t, s, segment.Tag{Name: wire.MustTag("custom"), MaxID: 10, Step: 100})
-	a, err := s.NextStep(ctx(t), wire.MustTag("custom"), 7)
+	a, err := s.Advance(ctx(t), wire.MustTag("custom"), 7, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func testTagsAndDelete(t *testing.T, s segment.Store) {
 	if strings.Join(tags, ",") != "a,c" {
 		t.Fatalf("Tags after Delete = %v, want [a c]", tags)
 	}
-	if _, err := s.Next(ctx(t), wire.MustTag("b")); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Advance(ctx(t), wire.MustTag("b"), 0, 0); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next of deleted tag = %v, want ErrUnknownTag", err)
 	}
 }
@@ -301,7 +301,7 @@ func testDeleteThenCreate(t *testing.T, s segment.Store) {
 			t.Fatalf("Create(%+v) of a deleted tag = %v, want ErrTagDeleted", tag, err)
 		}
 	}
-	if _, err := s.Next(ctx(t), wire.MustTag("gone")); !errors.Is(err, segment.ErrUnknownTag) {
+	if _, err := s.Advance(ctx(t), wire.MustTag("gone"), 0, 0); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("Next after a refused Create = %v, want ErrUnknownTag", err)
 	}
 	if tags, err := s.Tags(ctx(t)); err != nil || len(tags) != 0 {
@@ -332,7 +332,7 @@ func testRestartDeleted(t *testing.T, s segment.Store) {
 	if err := s.Restart(ctx(t), wire.MustTag("back"), a.End()); err != nil {
 		t.Fatalf("Restart(back, %d) at max_id: %v", a.End(), err)
 	}
-	b, err := s.NextStep(ctx(t), wire.MustTag("back"), 10)
+	b, err := s.Advance(ctx(t), wire.MustTag("back"), 10, 0)
 	if err != nil || b.Start() != a.End() {
 		t.Fatalf("NextStep after Restart = %+v, %v; want start %d", b, err, a.End())
 	}
@@ -391,35 +391,31 @@ func testRestartUnknown(t *testing.T, s segment.Store) {
 	}
 }
 
-// testNextAbove: a store that checks the engine's floor refuses a range
-// below it and changes nothing (segment.AboveNexter).
-func testNextAbove(t *testing.T, s segment.Store) {
-	an, ok := s.(segment.AboveNexter)
-	if !ok {
-		t.Skip("store does not implement segment.AboveNexter")
-	}
+// testAdvanceFloor: a store refuses a range below the floor it is given
+// and changes nothing (Store.Advance).
+func testAdvanceFloor(t *testing.T, s segment.Store) {
 	mustCreate(t, s, segment.Tag{Name: wire.MustTag("above"), MaxID: 100, Step: 10})
 	for _, step := range []int{0, 50} {
-		if _, err := an.NextAbove(ctx(t), wire.MustTag("above"), step, 101); !errors.Is(err, segment.ErrBelowFloor) {
-			t.Fatalf("NextAbove(step %d, floor 101) at max_id 100 = %v, want ErrBelowFloor", step, err)
+		if _, err := s.Advance(ctx(t), wire.MustTag("above"), step, 101); !errors.Is(err, segment.ErrBelowFloor) {
+			t.Fatalf("Advance(step %d, floor 101) at max_id 100 = %v, want ErrBelowFloor", step, err)
 		}
 	}
 	if got, err := s.Get(ctx(t), wire.MustTag("above")); err != nil || got.MaxID != 100 {
-		t.Fatalf("a refused NextAbove changed the row: %+v, %v", got, err)
+		t.Fatalf("a refused Advance changed the row: %+v, %v", got, err)
 	}
-	a, err := an.NextAbove(ctx(t), wire.MustTag("above"), 0, 100)
+	a, err := s.Advance(ctx(t), wire.MustTag("above"), 0, 100)
 	if err != nil || a.Start() != 100 || a.Step != 10 {
-		t.Fatalf("NextAbove(step 0, floor 100) = %+v, %v; want [100,110)", a, err)
+		t.Fatalf("Advance(step 0, floor 100) = %+v, %v; want [100,110)", a, err)
 	}
-	a, err = an.NextAbove(ctx(t), wire.MustTag("above"), 50, 0)
+	a, err = s.Advance(ctx(t), wire.MustTag("above"), 50, 0)
 	if err != nil || a.Start() != 110 || a.End() != 160 {
-		t.Fatalf("NextAbove(step 50, no floor) = %+v, %v; want [110,160)", a, err)
+		t.Fatalf("Advance(step 50, no floor) = %+v, %v; want [110,160)", a, err)
 	}
-	if _, err := an.NextAbove(ctx(t), wire.MustTag("above"), -1, 0); !errors.Is(err, segment.ErrInvalid) {
-		t.Fatalf("NextAbove(step -1) = %v, want ErrInvalid", err)
+	if _, err := s.Advance(ctx(t), wire.MustTag("above"), -1, 0); !errors.Is(err, segment.ErrInvalid) {
+		t.Fatalf("Advance(step -1) = %v, want ErrInvalid", err)
 	}
-	if _, err := an.NextAbove(ctx(t), wire.MustTag("nope"), 0, 1); !errors.Is(err, segment.ErrUnknownTag) {
-		t.Fatalf("NextAbove of an unknown tag = %v, want ErrUnknownTag", err)
+	if _, err := s.Advance(ctx(t), wire.MustTag("nope"), 0, 1); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Advance of an unknown tag = %v, want ErrUnknownTag", err)
 	}
 }
 
@@ -496,10 +492,10 @@ func testModes(t *testing.T, s segment.Store) {
 		}
 		a := mustNext(t, s, tag)
 		if a.Mode != m {
-			t.Errorf("Next(%q).Mode = %+v, want %+v", tag, a.Mode, m)
+			t.Errorf("Advance(%q).Mode = %+v, want %+v", tag, a.Mode, m)
 		}
-		if a, err := s.NextStep(ctx(t), tag, 5); err != nil || a.Mode != m {
-			t.Errorf("NextStep(%q) = %+v, %v; want mode %+v", tag, a, err, m)
+		if a, err := s.Advance(ctx(t), tag, 5, 0); err != nil || a.Mode != m {
+			t.Errorf("Advance(%q, step 5) = %+v, %v; want mode %+v", tag, a, err, m)
 		}
 	}
 	got, err := s.Modes(ctx(t))
@@ -588,10 +584,10 @@ func testOverflow(t *testing.T, s segment.Store) {
 	if err := s.SetMaxID(ctx(t), wire.MustTag("big"), top-500); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx(t), wire.MustTag("big")); !errors.Is(err, segment.ErrInvalid) {
+	if _, err := s.Advance(ctx(t), wire.MustTag("big"), 0, 0); !errors.Is(err, segment.ErrInvalid) {
 		t.Fatalf("Next past int64 = %v, want ErrInvalid", err)
 	}
-	a, err := s.NextStep(ctx(t), wire.MustTag("big"), 500)
+	a, err := s.Advance(ctx(t), wire.MustTag("big"), 500, 0)
 	if err != nil || a.MaxID != top {
 		t.Fatalf("NextStep to the top = %+v, %v", a, err)
 	}
@@ -728,9 +724,9 @@ func testConcurrent(t *testing.T, s segment.Store) {
 				var a segment.Alloc
 				var err error
 				if (w+i)%3 == 0 {
-					a, err = s.NextStep(c, wire.MustTag("race"), 3+w)
+					a, err = s.Advance(c, wire.MustTag("race"), 3+w, 0)
 				} else {
-					a, err = s.Next(c, wire.MustTag("race"))
+					a, err = s.Advance(c, wire.MustTag("race"), 0, 0)
 				}
 				if err != nil {
 					errs <- fmt.Errorf("worker %d call %d: %w", w, i, err)
@@ -771,7 +767,7 @@ func testContextCanceled(t *testing.T, s segment.Store) {
 	mustCreate(t, s, segment.Tag{Name: wire.MustTag("ctx"), Step: 10})
 	c, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := s.Next(c, wire.MustTag("ctx")); !errors.Is(err, context.Canceled) {
+	if _, err := s.Advance(c, wire.MustTag("ctx"), 0, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next with canceled context = %v, want context.Canceled", err)
 	}
 	got, err := s.Get(ctx(t), wire.MustTag("ctx"))
@@ -785,7 +781,7 @@ func testClosed(t *testing.T, s segment.Store) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Next(ctx(t), wire.MustTag("closed")); !errors.Is(err, segment.ErrClosed) {
+	if _, err := s.Advance(ctx(t), wire.MustTag("closed"), 0, 0); !errors.Is(err, segment.ErrClosed) {
 		t.Fatalf("Next after Close = %v, want ErrClosed", err)
 	}
 	_ = s.Close() // idempotent
@@ -803,7 +799,7 @@ func testUnreachable(t *testing.T, f Factory) {
 	defer s.Close()
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := s.Next(c, wire.MustTag("any")); !errors.Is(err, segment.ErrUnavailable) {
+	if _, err := s.Advance(c, wire.MustTag("any"), 0, 0); !errors.Is(err, segment.ErrUnavailable) {
 		t.Fatalf("Next on unreachable store = %v, want ErrUnavailable", err)
 	}
 	if _, err := s.Tags(c); !errors.Is(err, segment.ErrUnavailable) {

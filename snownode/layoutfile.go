@@ -1,4 +1,4 @@
-package node
+package snownode
 
 import (
 	"errors"
@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/leafmq/leafmq/internal/fsutil"
-	"github.com/leafmq/leafmq/snowflake"
 )
 
 // layoutFileName is the file under DataDir/snowflake recording the layout
@@ -21,9 +20,9 @@ const layoutFileName = "layout"
 // unit or bit split, so ids made after such a change can equal ids made
 // before it. The first start records it. A directory that cannot be written
 // costs the check, with a warning (as for the other hints).
-func (n *Node) checkLayout(layout snowflake.Layout) error {
-	path := filepath.Join(n.cfg.DataDir, "snowflake", layoutFileName)
-	want := layout.String()
+func (s *Server) checkLayout() error {
+	path := filepath.Join(s.cfg.DataDir, "snowflake", layoutFileName)
+	want := s.cfg.Layout.String()
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -34,11 +33,11 @@ func (n *Node) checkLayout(layout snowflake.Layout) error {
 		}
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
-		n.log.Warn("snowflake: cannot read the recorded layout", "path", path, "err", err)
+		s.log.Warn("snowflake: cannot read the recorded layout", "path", path, "err", err)
 		return nil
 	}
 	if err := fsutil.WriteFile(path, []byte(want+"\n")); err != nil {
-		n.log.Warn("snowflake: cannot record the layout", "path", path, "err", err)
+		s.log.Warn("snowflake: cannot record the layout", "path", path, "err", err)
 	}
 	return nil
 }
