@@ -29,23 +29,29 @@
  * hands out only that one); time is a global tick counter 0..TMAX (every
  * node's clock and monotonic clock read it: the time lease and the ids are
  * compared in one clock frame, which is what makes skew irrelevant to the
- * lease path); an id is (worker, tick) and a registration uses each tick at
- * most once (the generator's sequence within a tick is its own business), so
- * a duplicate is one tick used by two registrations. Every id made is
- * counted as handed out (the ring's drop on a lost claim is not modelled: the
- * model is the stronger for it). The members protocol is abstracted to what
- * it guarantees: a node that is up (crashed ones are not) answers the
- * live-node questions (NewWorker, PeerLease). Faults: crash (kill -9: all
- * process memory lost, its disk lease file kept), freeze (a process is
- * simply not scheduled while the clock runs), message delay (a Lease is
- * sent, applied by the store later, answered later still), lost requests and
- * lost replies, and the operator deleting the claim key, the lease key, or
- * the whole bucket (OP_WIPE).
+ * lease path); an id is (worker, tick). A Fill makes every tick its limit
+ * allows at once (a superset of any smaller Fill), and I2 is checked as:
+ * the ticks of two registrations (tokens) never interleave. Every id made
+ * counts as handed out (the ring's drop on a lost claim is not modelled:
+ * the model is the stronger for it). The members protocol is what it
+ * guarantees: a node whose key in leaf_nodes is fresh (age < MTTL; any
+ * answer from NATS renews it) is heard by the live-node questions (Holder,
+ * NewWorker, PeerLease); one that died without a goodbye is waited for
+ * until its key is MTTL old (the registration fails and is tried again);
+ * then it is passed over. A Lease answer after renew's timeout (LeaseAhead/2)
+ * is an error. Faults: crash (kill -9: process memory lost, the lease files
+ * kept) and a restart, freeze (a process not scheduled while the clock
+ * runs), a Lease delayed (sent, applied by the store later, answered later
+ * still), lost, or its answer lost, the claim key's refresh not done, and
+ * the operator deleting the claim key or the lease key (MAXOPS), or the
+ * whole bucket (OP_WIPE: not in make model, see docs/protocol.md).
  *
  * Planted bugs (scripts/model.sh expects a counterexample for each):
  *   BUG_NO_FENCE  Lease does not check the owner token (no fencing)
  *   BUG_NO_WAIT   the generator ignores LastLease (no wait past the lease)
- *   BUG_NO_PEERLEASE  a registration ignores the live nodes' past leases
+ * A check that protects nothing the model can tell (expected: errors 0):
+ *   NO_CLAIM_TTL  Source.lapsed removed (the ClaimTTL fence)
+ * Also here: BUG_NO_PEERLEASE (PeerLease not asked), meaningful with OP_WIPE.
  */
 
 #ifndef N
@@ -58,7 +64,6 @@
 #define LA 2       /* LeaseAhead */
 #define BA 1       /* BorrowAhead = LeaseAhead/2 */
 #define MTTL 2     /* memberTTL: a silent member is passed over once its key is this old */
-#define TIDS (TMAX + LA + TTL + 2)
 #ifndef MAXTOK
 #define MAXTOK 4   /* registrations in all (each Register takes a new token) */
 #endif
