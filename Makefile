@@ -12,7 +12,7 @@ STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 20m
 BENCHTIME    ?= 1s
 
-.PHONY: all build dist run test unit lint fmt-check vet staticcheck tidy-check bench fuzz chaos soak clean
+.PHONY: all build dist run test unit lint fmt-check vet staticcheck tidy-check model bench fuzz chaos soak clean
 
 all: build
 
@@ -55,6 +55,11 @@ staticcheck: $(STATICCHECK)
 
 tidy-check:
 	cp go.mod go.sum /tmp/ && $(GO) mod tidy && git diff --exit-code go.mod go.sum; rc=$$?; cp /tmp/go.mod /tmp/go.sum .; exit $$rc
+
+## model: model-check the protocols (model/*.pml, docs/protocol.md) with Spin: every model clean, and each
+## planted bug (a guard removed) must give a counterexample
+model:
+	./scripts/model.sh
 
 ## bench: Go benchmarks of the hot paths (ring, engine, responder)
 bench:

@@ -16,6 +16,9 @@ trap cleanup EXIT
 echo "== lint"
 make --no-print-directory lint
 
+echo "== model (Spin: the protocols of docs/protocol.md; planted bugs must give counterexamples)"
+./scripts/model.sh
+
 echo "== MariaDB"
 ./scripts/mariadb.sh start "$work/mariadb"
 # shellcheck disable=SC1091
