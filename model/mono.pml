@@ -21,7 +21,8 @@
  *                         last record was seen; the create is conditional on
  *                         the message read), Lease.Renew and Lease.Release
  *                         (conditional on the grant's revision)
- *   node/mono.go          monoStore.NextStep (a fresh range from the store)
+ *   node/mono.go          monoRanges (a segment.Reserver: a fresh range
+ *                         from the store, above the floors)
  *
  * What it abstracts: one tag, N nodes; a global tick counter stands for
  * every node's monotonic clock (Margin covers clock rates, so one tick of

@@ -3,7 +3,7 @@
  * docs/protocol.md), on the JetStream KV registry.
  *
  * Mirrors:
- *   snowflake/kvlease/kvlease.go  Registry.Register (claim key w<N>: Create
+ *   snowflake/kvworker/kvworker.go Registry.Register (claim key w<N>: Create
  *                                 with a per-key TTL), Registry.fence (owner
  *                                 token into lease key t<N> by compare-and-
  *                                 swap; a delete marker refuses the id),
@@ -22,8 +22,8 @@
  *                                 Source.relost / lapse (Past leases)
  *   snowflake/leasefile.go        LeaseFiles: every Lease is on disk before it
  *                                 is sent; Register reports the higher one
- *   node/snowflake.go             noPeerServes (SourceConfig.NewWorker)
- *   node/identity.go              peerLease (SourceConfig.PeerLease)
+ *   node/snowflake.go             Node.noPeerServes (SourceConfig.NewWorker)
+ *   peers/status.go               Set.Lease (SourceConfig.PeerLease)
  *
  * What it abstracts: one worker id that N nodes compete for (the registry
  * hands out only that one); time is a global tick counter 0..TMAX (every
@@ -138,7 +138,7 @@ inline fill(i) {
 	t = 0; j = 0
 }
 
-/* The live-node checks (node/members.go gatherPeers) hear node j: it is up
+/* The live-node checks (peers.Set.gather) hear node j: it is up
  * and its members key is fresh. A member that is silent is waited for (the
  * check is tried again), so what it would answer counts; once its key is
  * MTTL old it is passed over. */
@@ -296,7 +296,7 @@ inline register(i) {
 proctype Node(byte i) {
 	up[i] = 1;
 end:	do
-	/* Source.register, first half (kvlease.Register: Create of w0 with a TTL) */
+	/* Source.register, first half (kvworker.Registry.Register: Create of w0 with a TTL) */
 	:: atomic { up[i] && st[i] == LOST && tokens < MAXTOK && mPhase[i] == 0 ->
 		tokens++; tok[i] = tokens; dead[i] = 0; fresh[i] = !written; age[i] = 0;
 		if
