@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/internal/fsutil"
+	"github.com/leafmq/leafmq/peers"
 )
 
 // ErrDataDirInUse: another live leafd holds the data directory.
@@ -190,4 +192,26 @@ func (l *dirLock) place() (instanceRecord, bool) {
 		return instanceRecord{}, false
 	}
 	return instanceRecord{Boot: boot, Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, true // Dev and Ino are not uint64 on every platform
+}
+
+// lockDir is Start's first phase. Two nodes on one data directory refuse
+// at once. A directory that cannot be written at all only costs a node on
+// an external NATS its hints (the embedded server cannot start without it
+// anyway). The instance that ran on the directory before, if it is known
+// dead, is b.prev: its members key goes at the join.
+func (b *boot) lockDir(context.Context) error {
+	store := "" // the embedded nats-server's JetStream directory
+	if b.cfg.NATS.URL == "" {
+		store = filepath.Join(b.cfg.DataDir, "jetstream")
+	}
+	var err error
+	if b.lock, err = lockDataDir(b.cfg.DataDir, store, b.cfg.Name); err != nil {
+		if errors.Is(err, ErrDataDirInUse) || b.cfg.NATS.URL == "" {
+			return err
+		}
+		b.log.Warn("running without a data directory lock", "err", err)
+	}
+	b.instance = peers.NewInstance()
+	b.prev = b.lock.takeOver(b.instance)
+	return nil
 }

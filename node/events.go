@@ -1,11 +1,13 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/leafmq/leafmq/events"
+	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -67,4 +69,28 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 func (n *Node) onEmpty(tag string) {
 	n.events.Emit(events.Event{Kind: events.RingEmpty, Level: events.Warn, Tag: tag,
 		Message: fmt.Sprintf("a request found the ring of %s empty", tag)})
+}
+
+// newEvents makes the node's event publisher, on its NATS connection.
+func (n *Node) newEvents(context.Context) error {
+	n.events = events.New(events.Config{Node: n.cfg.Name, Publish: n.nc.Publish, Clock: n.clock, Logger: n.log})
+	return nil
+}
+
+// sayGoodbye is the last thing a started node does while NATS is up.
+func (n *Node) sayGoodbye(context.Context) error {
+	n.events.Emit(events.Event{Kind: events.NodeDown, Message: "leafd stopping"})
+	return nil
+}
+
+// announceStarted is Start's last phase: the NodeUp event and the log.
+func (n *Node) announceStarted(context.Context) error {
+	cfg := n.cfg
+	n.events.Emit(events.Event{Kind: events.NodeUp, Message: "leafd " + buildinfo.Version + " started",
+		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry.Kind,
+			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
+	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
+		"auto_create", cfg.Store.AutoCreates(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry.Kind,
+		"worker", n.snowflakeWorker())
+	return nil
 }

@@ -86,6 +86,28 @@ type web struct {
 	reg *prometheus.Registry         // /metrics
 }
 
+// phase is one step of Start. Its stop, if any, is pushed on the stop
+// stack before its start runs, so a start that fails halfway is undone by
+// Close, which runs the stops in the reverse order. A phase with await set
+// is retried through await while it fails for a transient reason, /readyz
+// naming it await meanwhile; any other phase's error fails the start.
+type phase struct {
+	name  string                      // the stop's, in Close's errors
+	stop  func(context.Context) error // nil: nothing to stop
+	start func(context.Context) error // nil: nothing to start
+	await string                      // "": tried once
+}
+
+// boot is the node while Start runs, with what one phase hands the next.
+type boot struct {
+	*Node
+	instance string // this process among the live nodes (peers.NewInstance)
+	prev     string // the dead instance that ran on the data directory, or ""
+	// The floor file's floors and modes, nil with floors kept in memory.
+	own      func() map[string]int64
+	ownModes func() map[string]string
+}
+
 // Start builds and starts a node. On error everything started so far is
 // stopped again.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error) {
@@ -112,242 +134,58 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		}
 	}()
 	n.start.set("starting", nil)
-	// Two nodes on one data directory refuse at once. A directory that
-	// cannot be written at all only costs a node on an external NATS its
-	// hints (the embedded server cannot start without it anyway).
-	store := "" // the embedded nats-server's JetStream directory
-	if cfg.NATS.URL == "" {
-		store = filepath.Join(cfg.DataDir, "jetstream")
-	}
-	n.stops.push("data directory lock", func(context.Context) error { return n.lock.Close() }) // last: everything that wrote to DataDir has stopped
-	if n.lock, err = lockDataDir(cfg.DataDir, store, cfg.Name); err != nil {
-		if errors.Is(err, ErrDataDirInUse) || cfg.NATS.URL == "" {
-			return nil, err
+	b := &boot{Node: n}
+	// Live at once (HTTP), ready once started: a backend that does not
+	// answer yet (NATS itself, a NATS cluster electing its JetStream
+	// leader, a database starting beside leafd) is waited for, not fatal.
+	// The stops run bottom up: the goodbye while NATS is still up, HTTP
+	// first (a stopping node answers no status), the members left before
+	// the responder stops answering, the data directory unlocked last.
+	for _, p := range []phase{
+		{name: "data directory lock", stop: func(context.Context) error { return n.lock.Close() }, start: b.lockDir},
+		{name: "http", stop: n.stopHTTP, start: func(context.Context) error { return n.startHTTP() }},
+		{name: "embedded nats-server", stop: n.stopServer},
+		{name: "nats", stop: n.drainNATS, start: func(context.Context) error { return n.startNATS() }, await: "connecting to NATS"},
+		{name: "events", start: n.newEvents},
+		{name: "tag floors", start: b.openFloors},
+		{name: "live nodes", start: b.newPeers},
+		// Before the node answers anyone: a starting node's status names
+		// the snowflake layout and the worker id it registers.
+		{name: "snowflake layout", start: func(context.Context) error { return n.newSnowflake() }},
+		{name: "peers", stop: n.closePeers, start: n.startPeers},
+		{name: "membership", start: b.joinPeers, await: "joining the live nodes (leaf_nodes)"},
+		{name: "start checks", start: b.startChecks}, // the name, the snowflake worker, the segments
+		{name: "name recheck", start: n.recheckName},
+		{name: "responder", stop: n.stopResponder, start: n.startResponder},
+		{name: "members", stop: n.leavePeers, start: n.startedPeers},
+		{name: "snowflake state", stop: n.stopSnowflake, start: n.serveSnowflake},
+		{name: "batch pool", stop: n.stopPool, start: n.startPool, await: "starting the batch pool"},
+		// Leases released while NATS is up: others take over at once.
+		{name: "monotonic tags", stop: n.stopMono, start: n.startMono, await: "starting the monotonic tags"},
+		{name: "self-probes", start: n.startProbes},
+		{name: "http", stop: n.stopHTTP, start: func(context.Context) error { return n.serveAPI() }},
+		{name: "goodbye", stop: n.sayGoodbye, start: n.announceStarted},
+	} {
+		if p.stop != nil {
+			n.stops.push(p.name, p.stop)
 		}
-		n.log.Warn("running without a data directory lock", "err", err)
-	}
-	instance := peers.NewInstance()
-	prev := n.lock.takeOver(instance) // dead: its members key goes at the join
-	// Live at once, ready once started: a backend that does not answer yet
-	// (NATS itself, a NATS cluster electing its JetStream leader, a
-	// database starting beside leafd) is waited for, not fatal.
-	n.stops.push("http", n.stopHTTP)
-	if err := n.startHTTP(); err != nil {
-		return nil, err
-	}
-	n.stops.push("embedded nats-server", n.stopServer)
-	n.stops.push("nats", n.drainNATS)
-	if err := n.await(ctx, "connecting to NATS", func(context.Context) error { return n.startNATS() }); err != nil {
-		return nil, err
-	}
-	n.events = events.New(events.Config{Node: cfg.Name, Publish: n.nc.Publish, Clock: n.clock, Logger: n.log})
-	// The floors are a guard against a store that goes back (issue #12):
-	// a floor file that cannot be read stops the node, unless the node
-	// runs without a data directory (see above).
-	var floors segment.Floors
-	ff, err := segment.OpenFloorFile(filepath.Join(cfg.DataDir, floorFileName))
-	switch {
-	case err == nil:
-		floors = ff
-	case n.lock == nil:
-		n.log.Warn("segment: tag floors kept in memory only", "err", err)
-	default:
-		return nil, err
-	}
-	var own func() map[string]int64
-	var ownModes func() map[string]string
-	if floors != nil {
-		own, ownModes = ff.All, ff.Modes
-	} else {
-		floors = segment.NewMemFloors()
-	}
-	n.floors = floors
-	if n.peers, err = peers.New(peers.Config{
-		Conn:      n.nc,
-		Name:      cfg.Name,
-		Instance:  instance,
-		Clock:     n.clock,
-		Log:       n.log,
-		Replicas:  cfg.Store.KVReplicas,
-		OwnServer: n.ns != nil,
-		Status:    n.startingStatus,
-		Floor:     floors.Floor,
-	}); err != nil {
-		return nil, err
-	}
-	// Before the node answers anyone: a starting node's status names the
-	// snowflake layout and the worker id it registers.
-	if err := n.newSnowflake(); err != nil {
-		return nil, err
-	}
-	// Answering its status and its floors from before it is a member: a
-	// node restarting with ranges of a tag (its floor file, or loads from
-	// engine.Start on) answers leaf.admin.floor.<tag> before its responder
-	// runs, and its record says so (Serving), so a newcomer's auto-create
-	// waits for it (TestRestartingNodeFloorsHeard); nodes that start at
-	// the same moment see each other's name and worker-id claim.
-	n.stops.push("peers", n.peers.Close)
-	if err := n.peers.Start(ctx); err != nil {
-		return nil, err
-	}
-	// Tried again while JetStream does not answer (a cluster electing its
-	// leader, the bucket's server restarting): a node that gave up would
-	// stay no member for good, and slow answers of its would go unheard.
-	// Only a NATS without JetStream leaves the node without members.
-	if err := n.await(ctx, "joining the live nodes (leaf_nodes)", func(ctx context.Context) error { return n.peers.Join(ctx, prev) }); err != nil {
-		return nil, err
-	}
-	// Independent checks run together: the name check, the snowflake
-	// worker's registration (its own checks against the live nodes) and
-	// the segment store with the live nodes' floors each wait for every
-	// member's answer, and none needs another's result. Nothing is served
-	// before all have passed (the responder starts below), and the tags
-	// load only once the name check passed, so a process refused for its
-	// name reserves no range. Stopping waits for every branch.
-	n.stops.push("snowflake", func(context.Context) error { return n.sf.Close() })
-	bctx, cancelBranches := context.WithCancel(ctx)
-	defer cancelBranches()
-	branch := func(phase string, step func(context.Context) error) <-chan error {
-		done := make(chan error, 1)
-		go func() { done <- n.await(bctx, phase, step) }()
-		return done
-	}
-	nameDone := branch("checking the name against the live nodes", n.checkName)
-	sfDone := branch("registering a snowflake worker", n.startSnowflake)
-	var nameErr, sfErr error
-	nameIn, sfIn := false, false // the branch's result is in
-	waitName := func() error {
-		if !nameIn {
-			nameErr, nameIn = <-nameDone, true
+		switch {
+		case p.start == nil:
+		case p.await != "":
+			err = n.await(ctx, p.await, p.start)
+		default:
+			err = p.start(ctx)
 		}
-		return nameErr
-	}
-	waitAll := func() error {
-		if !sfIn {
-			sfErr, sfIn = <-sfDone, true
-		}
-		return errors.Join(waitName(), sfErr)
-	}
-	// snowflakeFailed is the snowflake branch's error if it ended with one.
-	snowflakeFailed := func() error {
-		if !sfIn {
-			select {
-			case sfErr = <-sfDone:
-				sfIn = true
-			default:
-			}
-		}
-		return sfErr
-	}
-	// fail stops the branches still running after err and returns the
-	// error to fail the start with: a refused name's, whatever else was
-	// met meanwhile, else err.
-	fail := func(err error) error {
-		cancelBranches()
-		_ = waitAll()
-		if nameErr != nil && !errors.Is(nameErr, context.Canceled) {
-			return nameErr
-		}
-		return err
-	}
-	n.stops.push("segment store", func(context.Context) error {
-		if n.store == nil {
-			return nil
-		}
-		return n.store.Close()
-	})
-	if err := n.await(bctx, "opening the segment store", func(ctx context.Context) error { return stores[n.storeKind()](n, ctx) }); err != nil {
-		return nil, fail(err)
-	}
-	// The steps are hints: a data directory that cannot be written costs
-	// them, not the node.
-	var steps segment.Steps
-	sf, err := segment.OpenStepFileClock(filepath.Join(cfg.DataDir, stepFileName), n.log, n.clock)
-	switch {
-	case sf == nil:
-		n.log.Warn("segment: running without remembered steps", "err", err)
-	case err != nil:
-		n.log.Warn("segment: remembered steps lost", "err", err)
-	}
-	if sf != nil {
-		n.steps, steps = sf, sf
-		n.stops.push("segment steps", closer(sf))
-	}
-	err = n.await(bctx, "asking the live nodes for their floors", func(ctx context.Context) error {
-		inc, err := n.incarnation(ctx)
 		if err != nil {
-			return err
-		}
-		return n.peers.HearFloors(ctx, peers.Floors{Store: inc, All: own, Modes: ownModes, MaxTags: cfg.Store.MaxTags})
-	})
-	if err != nil {
-		return nil, fail(err)
-	}
-	// The tags load once the name passed (a refused process reserves no
-	// range) and while the snowflake branch has not failed.
-	if err := waitName(); err != nil {
-		return nil, fail(err)
-	}
-	if err := snowflakeFailed(); err != nil {
-		return nil, fail(err)
-	}
-	if n.opaque, err = cfg.Store.opaqueKey(); err != nil {
-		return nil, fail(err)
-	}
-	if n.opaque != nil {
-		n.log.Info("opaque tags: key loaded", "key_id", n.opaque.ID())
-	}
-	n.engine, err = segment.New(segment.Config{
-		Opaque:      n.opaquePerm,
-		PeerFloor:   n.peers.Floor,
-		PeerMode:    n.peers.Mode,
-		CreateCheck: n.createCheck,
-		Floors:      floors,
-		Steps:       steps,
-		Store:       n.store,
-		AutoCreate:  cfg.Store.AutoCreates(),
-		DefaultStep: cfg.Store.DefaultStep,
-		Logger:      n.log,
-		OnLoad:      n.onLoad,
-		Announce:    n.peers,
-		MaxTags:     cfg.Store.MaxTags,
-		MaxStep:     cfg.Store.MaxStep,
-		Clock:       n.clock,
-	})
-	if err != nil {
-		return nil, fail(err)
-	}
-	n.stops.push("segment engine", closer(n.engine))
-	if err := n.await(bctx, "loading the tags", n.engine.Start); err != nil {
-		return nil, fail(fmt.Errorf("segment engine: %w", err))
-	}
-	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log, OnEmpty: n.onEmpty, Clock: n.clock})
-	if err != nil {
-		return nil, fail(err)
-	}
-	n.stops.push("producer", func(ctx context.Context) error {
-		n.peers.StopFloors() // before the hand-back: no node may learn this node's floors now
-		n.handBack(ctx)
-		return n.prod.Close()
-	})
-	n.prod.Preload()
-	if err := waitAll(); err != nil {
-		return nil, err
-	}
-	cancelBranches()
-	// Without JetStream (no members), the name once more, seconds after
-	// the first check: in a NATS cluster a starting node's subscription
-	// reaches the other servers a route's latency later, and two nodes
-	// started together on two servers can both miss it in their windows
-	// (even with 10 ms routes). A member needs no second
-	// check: of two nodes started together, the one that lists the members
-	// second waits for the other's answer, asking again every second
-	// until its subscription has reached every server.
-	if !n.peers.Members() {
-		if err := n.await(ctx, "checking the name against the live nodes", n.checkName); err != nil {
 			return nil, err
 		}
 	}
+	return n, nil
+}
+
+// startResponder serves the node's ids on NATS.
+func (n *Node) startResponder(context.Context) error {
+	cfg := n.cfg
 	rc := responder.Config{
 		Conn:      n.nc,
 		IDs:       n.prod,
@@ -370,54 +208,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		rc.Snowflake = n.sf.Ring()
 		rc.SnowflakeConn = n.snowflakeConn
 	}
+	var err error
 	n.resp, err = responder.Start(rc)
-	if err != nil {
-		return nil, err
-	}
-	n.stops.push("responder", func(context.Context) error { return n.resp.Stop() })
-	// Stopping, the node leaves the members first: the others stop
-	// waiting for its answers before it stops giving them.
-	n.stops.push("members", n.peers.Leave)
-	if err := n.peers.Started(ctx); err != nil {
-		return nil, err
-	}
-	if err := n.sf.Serve(n.resp); err != nil {
-		return nil, err
-	}
-	n.stops.push("snowflake state", func(context.Context) error { n.sf.Stop(); return nil })
-	n.stops.push("batch pool", func(context.Context) error {
-		if n.pool == nil {
-			return nil
-		}
-		return n.pool.Close()
-	})
-	if err := n.await(ctx, "starting the batch pool", n.startPool); err != nil {
-		return nil, err
-	}
-	// Leases released while NATS is up: others take over at once.
-	n.stops.push("monotonic tags", func(context.Context) error { n.mono.Load().close(); return nil })
-	if err := n.await(ctx, "starting the monotonic tags", n.startMono); err != nil {
-		return nil, err
-	}
-	n.startProber()
-	wctx, cancel := context.WithTimeout(ctx, startTimeout)
-	n.warnUnreplicated(wctx)
-	cancel()
-	n.stops.push("http", n.stopHTTP) // first: a stopping node answers no status
-	if err := n.serveAPI(); err != nil {
-		return nil, err
-	}
-	n.stops.push("goodbye", func(context.Context) error { // say goodbye while NATS is still up
-		n.events.Emit(events.Event{Kind: events.NodeDown, Message: "leafd stopping"})
+	return err
+}
+
+func (n *Node) stopResponder(context.Context) error {
+	if n.resp == nil {
 		return nil
-	})
-	n.events.Emit(events.Event{Kind: events.NodeUp, Message: "leafd " + buildinfo.Version + " started",
-		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry.Kind,
-			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
-	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
-		"auto_create", cfg.Store.AutoCreates(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry.Kind,
-		"worker", n.snowflakeWorker())
-	return n, nil
+	}
+	return n.resp.Stop()
 }
 
 func (n *Node) storeKind() string {

@@ -97,3 +97,45 @@ func (n *Node) incarnation(ctx context.Context) (string, error) {
 	}
 	return inc, nil
 }
+
+// newPeers makes this node's peers.Set: its status and its floors answered
+// once started (startPeers).
+func (b *boot) newPeers(context.Context) error {
+	var err error
+	b.peers, err = peers.New(peers.Config{
+		Conn:      b.nc,
+		Name:      b.cfg.Name,
+		Instance:  b.instance,
+		Clock:     b.clock,
+		Log:       b.log,
+		Replicas:  b.cfg.Store.KVReplicas,
+		OwnServer: b.ns != nil,
+		Status:    b.startingStatus,
+		Floor:     b.floors.Floor,
+	})
+	return err
+}
+
+// startPeers answers the node's status and its floors from before it is a
+// member: a node restarting with ranges of a tag (its floor file, or loads
+// from engine.Start on) answers leaf.admin.floor.<tag> before its
+// responder runs, and its record says so (Serving), so a newcomer's
+// auto-create waits for it (TestRestartingNodeFloorsHeard); nodes that
+// start at the same moment see each other's name and worker-id claim.
+func (n *Node) startPeers(ctx context.Context) error { return n.peers.Start(ctx) }
+
+func (n *Node) closePeers(ctx context.Context) error { return n.peers.Close(ctx) }
+
+// joinPeers is one attempt to join the members, tried again while
+// JetStream does not answer (a cluster electing its leader, the bucket's
+// server restarting): a node that gave up would stay no member for good,
+// and slow answers of its would go unheard. Only a NATS without JetStream
+// leaves the node without members.
+func (b *boot) joinPeers(ctx context.Context) error { return b.peers.Join(ctx, b.prev) }
+
+// startedPeers tells the members the node serves.
+func (n *Node) startedPeers(ctx context.Context) error { return n.peers.Started(ctx) }
+
+// leavePeers leaves the members, first of all a stopping node does: the
+// others stop waiting for its answers before it stops giving them.
+func (n *Node) leavePeers(ctx context.Context) error { return n.peers.Leave(ctx) }

@@ -107,3 +107,10 @@ func (n *Node) fillPool(ctx context.Context) error {
 	}
 	return nil
 }
+
+func (n *Node) stopPool(context.Context) error {
+	if n.pool == nil {
+		return nil
+	}
+	return n.pool.Close()
+}

@@ -127,3 +127,13 @@ func (p *prober) counts() map[probeKey]uint64 {
 	}
 	return out
 }
+
+// startProbes starts the self-probes and warns of the streams an id
+// depends on that are not replicated.
+func (n *Node) startProbes(ctx context.Context) error {
+	n.startProber()
+	wctx, cancel := context.WithTimeout(ctx, startTimeout)
+	n.warnUnreplicated(wctx)
+	cancel()
+	return nil
+}

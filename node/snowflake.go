@@ -343,3 +343,9 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 // peers' again (snownode.Config.PeerClockEvery; at start, a clock too far
 // off refuses snowflake).
 var peerClockEvery = 30 * time.Second
+
+// serveSnowflake puts the node in the snowflake queue group while its
+// worker serves (snownode.Server.Serve).
+func (n *Node) serveSnowflake(context.Context) error { return n.sf.Serve(n.resp) }
+
+func (n *Node) stopSnowflake(context.Context) error { n.sf.Stop(); return nil }

@@ -1,0 +1,27 @@
+package node
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/leafmq/leafmq/segment"
+)
+
+// openFloors opens the tag floors, a guard against a store that goes back
+// (issue #12): a floor file that cannot be read stops the node, unless the
+// node runs without a data directory lock (lockDir), which keeps them in
+// memory.
+func (b *boot) openFloors(context.Context) error {
+	ff, err := segment.OpenFloorFile(filepath.Join(b.cfg.DataDir, floorFileName))
+	switch {
+	case err == nil:
+		b.floors = ff
+		b.own, b.ownModes = ff.All, ff.Modes
+	case b.lock == nil:
+		b.log.Warn("segment: tag floors kept in memory only", "err", err)
+		b.floors = segment.NewMemFloors()
+	default:
+		return err
+	}
+	return nil
+}
