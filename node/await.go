@@ -25,6 +25,7 @@ const (
 // starting is what a node is waiting for before it serves, shown on
 // /readyz while Start runs.
 type starting struct {
+	at    time.Time // Start began; set before anything runs
 	mu    sync.Mutex
 	phase string // "" once started
 	err   error  // the last failed attempt of phase

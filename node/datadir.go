@@ -205,13 +205,13 @@ func (b *boot) lockDir(context.Context) error {
 		store = filepath.Join(b.cfg.DataDir, "jetstream")
 	}
 	var err error
-	if b.lock, err = lockDataDir(b.cfg.DataDir, store, b.cfg.Name); err != nil {
+	if b.life.lock, err = lockDataDir(b.cfg.DataDir, store, b.cfg.Name); err != nil {
 		if errors.Is(err, ErrDataDirInUse) || b.cfg.NATS.URL == "" {
 			return err
 		}
 		b.log.Warn("running without a data directory lock", "err", err)
 	}
 	b.instance = peers.NewInstance()
-	b.prev = b.lock.takeOver(b.instance)
+	b.prev = b.life.lock.takeOver(b.instance)
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // taken pool batch back: ids repeat. R3 (--kv-replicas 3), or sync_always
 // on every server, closes that.
 func (n *Node) warnUnreplicated(ctx context.Context) {
-	if n.ns != nil {
+	if n.conn.ns != nil {
 		return
 	}
 	var streams []string
@@ -29,10 +29,10 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 	if n.cfg.Registry.Kind == RegistryKV {
 		streams = append(streams, "KV_"+kvworker.DefaultBucket)
 	}
-	if n.pool != nil {
+	if n.seg.pool != nil {
 		streams = append(streams, pool.Stream)
 	}
-	js, err := jetstream.New(n.nc)
+	js, err := jetstream.New(n.conn.nc)
 	if err != nil {
 		return
 	}

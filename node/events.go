@@ -31,24 +31,24 @@ func (n *Node) onLoad(ev segment.LoadEvent) {
 	n.met.loadSeconds.Observe(ev.Took.Seconds())
 	if ev.Err != nil {
 		n.met.storeErrors.Inc()
-		n.health.mu.Lock()
-		f := n.health.fails[ev.Tag]
+		n.seg.health.mu.Lock()
+		f := n.seg.health.fails[ev.Tag]
 		if f.n == 0 {
 			f.since = n.clock.Now()
 		}
 		f.n++
 		f.err = ev.Err
-		n.health.fails[ev.Tag] = f
-		n.health.mu.Unlock()
+		n.seg.health.fails[ev.Tag] = f
+		n.seg.health.mu.Unlock()
 		n.events.Emit(events.Event{Kind: events.StoreError, Level: events.Error, Tag: ev.Tag,
 			Message: fmt.Sprintf("loading a segment of %s failed: %v", ev.Tag, ev.Err),
 			Fields:  map[string]any{"error": ev.Err.Error(), "failures": f.n, "took_ms": ev.Took.Milliseconds()}})
 		return
 	}
-	n.health.mu.Lock()
-	f, failed := n.health.fails[ev.Tag]
-	delete(n.health.fails, ev.Tag)
-	n.health.mu.Unlock()
+	n.seg.health.mu.Lock()
+	f, failed := n.seg.health.fails[ev.Tag]
+	delete(n.seg.health.fails, ev.Tag)
+	n.seg.health.mu.Unlock()
 	if failed {
 		n.events.Emit(events.Event{Kind: events.StoreRecovered, Tag: ev.Tag,
 			Message: fmt.Sprintf("segments of %s load again after %d failures", ev.Tag, f.n),
@@ -73,7 +73,7 @@ func (n *Node) onEmpty(tag string) {
 
 // newEvents makes the node's event publisher, on its NATS connection.
 func (n *Node) newEvents(context.Context) error {
-	n.events = events.New(events.Config{Node: n.cfg.Name, Publish: n.nc.Publish, Clock: n.clock, Logger: n.log})
+	n.events = events.New(events.Config{Node: n.cfg.Name, Publish: n.conn.nc.Publish, Clock: n.clock, Logger: n.log})
 	return nil
 }
 
@@ -90,7 +90,7 @@ func (n *Node) announceStarted(context.Context) error {
 		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry.Kind,
 			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
 	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
-		"auto_create", cfg.Store.AutoCreates(), "tags", len(n.engine.Tags()), "worker_registry", cfg.Registry.Kind,
+		"auto_create", cfg.Store.AutoCreates(), "tags", len(n.seg.engine.Tags()), "worker_registry", cfg.Registry.Kind,
 		"worker", n.snowflakeWorker())
 	return nil
 }

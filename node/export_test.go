@@ -13,7 +13,7 @@ func SetMonoBalanceEvery(d time.Duration) func() {
 // TakeSnowflake takes len(dst) ids from the node's snowflake ring, the
 // ring its responder answers leaf.snowflake from, without asking NATS
 // (where another node may answer).
-func (n *Node) TakeSnowflake(dst []int64) int { return n.sf.Ring().Try(dst) }
+func (n *Node) TakeSnowflake(dst []int64) int { return n.serve.sf.Ring().Try(dst) }
 
 // SetProbeEvery sets how often nodes started after it probe the subjects
 // they serve; it returns the restore.
@@ -26,4 +26,4 @@ func SetProbeEvery(d time.Duration) func() {
 // StopSegmentService stops the node's segment micro service behind its
 // back: its subscriptions are gone, while the node still says it serves
 // segment ids, as after a subscription the server dropped.
-func (n *Node) StopSegmentService() error { return n.resp.Service().Stop() }
+func (n *Node) StopSegmentService() error { return n.serve.resp.Service().Stop() }

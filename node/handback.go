@@ -26,11 +26,11 @@ import (
 // tag goes down to where its served ids end, fsynced, before the store's.
 // Called by Close once no request can reach the engine or the rings.
 func (n *Node) handBack(ctx context.Context) {
-	hb, ok := n.store.(segment.HandBacker)
+	hb, ok := n.seg.store.(segment.HandBacker)
 	if !ok {
 		return
 	}
-	lower, _ := n.floors.(interface {
+	lower, _ := n.seg.floors.(interface {
 		Lower(tag string, floor int64) error
 	})
 	other, err := n.peers.Other(ctx)
@@ -42,8 +42,8 @@ func (n *Node) handBack(ctx context.Context) {
 		n.log.Info("segment: no hand-back: another node is alive", "node", other)
 		return
 	}
-	rings := n.prod.Retire()
-	for _, u := range n.engine.Retire() {
+	rings := n.seg.prod.Retire()
+	for _, u := range n.seg.engine.Retire() {
 		to := u.To
 		if ids := rings[u.Tag]; !u.Opaque && contiguousBelow(ids, to) {
 			to -= int64(len(ids))

@@ -114,7 +114,7 @@ const maxTagSeries = 500
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	subjects, _, _ := n.readiness()
-	sent := n.probe.counts()
+	sent := n.serve.probe.counts()
 	for _, s := range subjects {
 		ch <- prometheus.MustNewConstMetric(c.serving, prometheus.GaugeValue, b2f(s.Serving), s.Subject)
 		ch <- prometheus.MustNewConstMetric(c.subReady, prometheus.GaugeValue, b2f(s.Ready), s.Subject)
@@ -134,10 +134,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, 1, f.tag)
 		}
 	}
-	if n.resp != nil {
-		ch <- prometheus.MustNewConstMetric(c.asyncErr, prometheus.CounterValue, float64(n.resp.AsyncErrors()))
-		eps := n.resp.Service().Stats().Endpoints
-		if sf := n.resp.SnowflakeService(); sf != nil {
+	if n.serve.resp != nil {
+		ch <- prometheus.MustNewConstMetric(c.asyncErr, prometheus.CounterValue, float64(n.serve.resp.AsyncErrors()))
+		eps := n.serve.resp.Service().Stats().Endpoints
+		if sf := n.serve.resp.SnowflakeService(); sf != nil {
 			// Recreated at each rejoin: its counters then start again at 0,
 			// which rate() treats as a counter reset.
 			eps = append(eps, sf.Stats().Endpoints...)
@@ -157,7 +157,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(hc.errors.Load()), name)
 		ch <- prometheus.MustNewConstMetric(c.procSecs, prometheus.CounterValue, float64(hc.nanos.Load())/1e9, name)
 	}
-	if src := n.sf.Source(); src != nil {
+	if src := n.serve.sf.Source(); src != nil {
 		cur := src.State()
 		for st := snowflake.StateWaiting; st <= snowflake.StateClosed; st++ {
 			v := 0.0
@@ -168,11 +168,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.sfWorker, prometheus.GaugeValue, float64(src.Worker()))
 		ch <- prometheus.MustNewConstMetric(c.sfLease, prometheus.GaugeValue, float64(src.Leased().UnixNano())/1e9)
-		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.sf.Transitions()))
-		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.sf.Remaining().Seconds())
-		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, n.sf.Offset().Seconds())
+		ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(n.serve.sf.Transitions()))
+		ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, n.serve.sf.Remaining().Seconds())
+		ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, n.serve.sf.Offset().Seconds())
 	}
-	if p := n.pool; p != nil {
+	if p := n.seg.pool; p != nil {
 		for subject, level := range p.Levels() {
 			ch <- prometheus.MustNewConstMetric(c.poolLevel, prometheus.GaugeValue, float64(level), subject)
 		}
@@ -182,15 +182,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.evSent, prometheus.CounterValue, float64(ec.Published), ec.Kind)
 		ch <- prometheus.MustNewConstMetric(c.evDropped, prometheus.CounterValue, float64(ec.Suppressed), ec.Kind)
 	}
-	if r := n.sf.Ring(); r != nil {
+	if r := n.serve.sf.Ring(); r != nil {
 		st := r.Stats()
 		ch <- prometheus.MustNewConstMetric(c.sfRingLen, prometheus.GaugeValue, float64(st.Len))
 		ch <- prometheus.MustNewConstMetric(c.sfRingCap, prometheus.GaugeValue, float64(st.Cap))
 		ch <- prometheus.MustNewConstMetric(c.sfTakes, prometheus.CounterValue, float64(st.Served))
 		ch <- prometheus.MustNewConstMetric(c.sfDropped, prometheus.CounterValue, float64(st.Dropped))
 	}
-	if n.prod != nil {
-		for i, r := range n.prod.Rings() {
+	if n.seg.prod != nil {
+		for i, r := range n.seg.prod.Rings() {
 			if i == maxTagSeries {
 				break
 			}
@@ -205,14 +205,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.refills, prometheus.CounterValue, float64(r.Stats.Refills), r.Tag)
 		}
 	}
-	if n.engine != nil {
-		tags := n.engine.Tags()
+	if n.seg.engine != nil {
+		tags := n.seg.engine.Tags()
 		ch <- prometheus.MustNewConstMetric(c.tags, prometheus.GaugeValue, float64(len(tags)))
 		for i, tag := range tags {
 			if i == maxTagSeries {
 				break
 			}
-			st, ok := n.engine.State(tag.String())
+			st, ok := n.seg.engine.State(tag.String())
 			if !ok {
 				continue
 			}

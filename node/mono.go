@@ -79,7 +79,7 @@ type monoTag struct {
 // and serves no monotonic tag; the other modes are not affected. A bucket
 // that does not answer in time is a transient error: Start tries again.
 func (n *Node) startMono(ctx context.Context) error {
-	js, err := jetstream.New(n.nc)
+	js, err := jetstream.New(n.conn.nc)
 	if err != nil {
 		return err
 	}
@@ -100,12 +100,12 @@ func (n *Node) startMono(ctx context.Context) error {
 		return nil
 	}
 	m, err := startMonoServer(ctx, monoConfig{
-		nc:     n.nc,
-		store:  n.store,
+		nc:     n.conn.nc,
+		store:  n.seg.store,
 		node:   n.cfg.Name,
 		lease:  lease,
-		ranges: monoRanges(n.store, n.floors, n.peers.Floor, n.peers.Mode, n.peers, n.log),
-		serve:  n.resp.ServeMono,
+		ranges: monoRanges(n.seg.store, n.seg.floors, n.peers.Floor, n.peers.Mode, n.peers, n.log),
+		serve:  n.serve.resp.ServeMono,
 		log:    n.log,
 		clock:  n.clock,
 	})
@@ -113,7 +113,7 @@ func (n *Node) startMono(ctx context.Context) error {
 		_ = lease.Close()
 		return err
 	}
-	n.mono.Store(m)
+	n.seg.mono.Store(m)
 	return nil
 }
 
@@ -379,7 +379,7 @@ func (t *monoTag) close() {
 }
 
 // MonoLeading lists the monotonic tags this node leads now, sorted.
-func (n *Node) MonoLeading() []string { return n.mono.Load().leadingTags() }
+func (n *Node) MonoLeading() []string { return n.seg.mono.Load().leadingTags() }
 
 func (m *monoServer) leadingTags() []string {
 	if m == nil {
@@ -449,7 +449,7 @@ func keptMono(floors segment.Floors, peerMode func(string) string, tag string) b
 func (n *Node) askMono(ctx context.Context, tag wire.Tag, dst []int64) error {
 	backoff := 10 * time.Millisecond
 	for {
-		reply, err := n.nc.RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
+		reply, err := n.conn.nc.RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
 		if err == nil {
 			err = wire.ReplyError(reply)
 		}
@@ -476,4 +476,4 @@ func (n *Node) askMono(ctx context.Context, tag wire.Tag, dst []int64) error {
 
 // stopMono releases the monotonic leases while NATS is up: others take
 // over at once.
-func (n *Node) stopMono(context.Context) error { n.mono.Load().close(); return nil }
+func (n *Node) stopMono(context.Context) error { n.seg.mono.Load().close(); return nil }

@@ -25,7 +25,7 @@ func TestConnectsFarFromNATS(t *testing.T) {
 	if err := n.startNATS(); err != nil {
 		t.Fatalf("a node 0.8 s from NATS: %v", err)
 	}
-	n.nc.Close()
+	n.conn.nc.Close()
 }
 
 // TestBlackholedLinkIsNoticed: a link to NATS that swallows every byte
@@ -42,11 +42,11 @@ func TestBlackholedLinkIsNoticed(t *testing.T) {
 	if err := n.startNATS(); err != nil {
 		t.Fatal(err)
 	}
-	defer n.nc.Close()
+	defer n.conn.nc.Close()
 	bothWays(t, p, "timeout", "timeout", 0)
 	cut := time.Now()
 	within := pingEvery*time.Duration(pingsOut+1) + 5*time.Second
-	for n.nc.IsConnected() {
+	for n.conn.nc.IsConnected() {
 		if time.Since(cut) > within {
 			t.Fatalf("still connected %v after the link went silent", time.Since(cut).Round(time.Second))
 		}

@@ -77,6 +77,6 @@ func TestPeerClockWatched(t *testing.T) {
 	start("steady", 1, "")
 	drifter := start("drifter", 2, "3s@500ms") // its clock jumps 3 s ahead half a second after the start
 	testenv.Eventually(t, "the drift measured", 10*time.Second, func() bool {
-		return drifter.sf.Offset() < -2*time.Second
+		return drifter.serve.sf.Offset() < -2*time.Second
 	})
 }

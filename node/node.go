@@ -36,30 +36,42 @@ import (
 
 // Node is one running leafd.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	clock   clock.Clock // Config.Clock
-	started time.Time
-	start   starting     // what Start waits for, on /readyz
-	met     *liveMetrics // request metrics (metrics.go has the collector of the rest)
-	events  *events.Publisher
-	lock    *dirLock // DataDir/leafd.lock, held while the node runs
-	stops   stops    // what Close runs: pushed by Start, one subsystem at a time
-	closeMu sync.Mutex
-	closed  bool
+	cfg    Config
+	log    *slog.Logger
+	clock  clock.Clock  // Config.Clock
+	start  starting     // when Start began, and what it waits for, on /readyz
+	met    *liveMetrics // request metrics (metrics.go has the collector of the rest)
+	events *events.Publisher
+	life   life
+	conn   natsConn
+	// peers is this node among the live nodes: its membership, the
+	// floors it hears and answers, the checks against the others.
+	peers *peers.Set
+	web   web // HTTP: /healthz, /metrics, the API once started
+	seg   segments
+	serve serving
+}
 
+// life is what holds the node's data directory and stops it.
+type life struct {
+	lock   *dirLock // DataDir/leafd.lock, held while the node runs
+	stops  stops    // what Close runs: pushed by Start, one subsystem at a time
+	mu     sync.Mutex
+	closed bool // by Close, under mu
+}
+
+// natsConn is the node's NATS.
+type natsConn struct {
 	ns *server.Server // nil when joining an existing NATS
 	nc *nats.Conn
 	// dial connects to NATS as nc did, with extra options; the snowflake
 	// endpoints take a connection of their own from it at each join
 	// (responder.Config.SnowflakeConn).
 	dial func(extra ...nats.Option) (*nats.Conn, error)
-	// peers is this node among the live nodes: its membership, the
-	// floors it hears and answers, the checks against the others.
-	peers *peers.Set
-	web   web // HTTP: /healthz, /metrics, the API once started
+}
 
-	// Segment ids.
+// segments is what serves segment ids.
+type segments struct {
 	store  segment.Store
 	health storeHealth
 	steps  *segment.StepFile
@@ -69,7 +81,10 @@ type Node struct {
 	prod   *producer.Producer
 	pool   *pool.Filler
 	mono   atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
+}
 
+// serving is what answers on NATS besides the segments.
+type serving struct {
 	sf   *snownode.Server // snowflake ids; nil with --worker-registry off
 	resp *responder.Responder
 	// probe sends the self-probes; set once before the HTTP API is served.
@@ -121,13 +136,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		log = slog.Default()
 	}
 	n := &Node{
-		cfg:    cfg,
-		log:    log.With("node", cfg.Name),
-		clock:  clock.Or(cfg.Clock),
-		met:    newLiveMetrics(),
-		health: storeHealth{fails: map[string]storeFail{}},
+		cfg:   cfg,
+		log:   log.With("node", cfg.Name),
+		clock: clock.Or(cfg.Clock),
+		met:   newLiveMetrics(),
+		seg:   segments{health: storeHealth{fails: map[string]storeFail{}}},
 	}
-	n.started = n.clock.Now()
+	n.start.at = n.clock.Now()
 	defer func() {
 		if err != nil {
 			_ = n.Close(context.Background())
@@ -142,7 +157,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	// first (a stopping node answers no status), the members left before
 	// the responder stops answering, the data directory unlocked last.
 	for _, p := range []phase{
-		{name: "data directory lock", stop: func(context.Context) error { return n.lock.Close() }, start: b.lockDir},
+		{name: "data directory lock", stop: func(context.Context) error { return n.life.lock.Close() }, start: b.lockDir},
 		{name: "http", stop: n.stopHTTP, start: func(context.Context) error { return n.startHTTP() }},
 		{name: "embedded nats-server", stop: n.stopServer},
 		{name: "nats", stop: n.drainNATS, start: func(context.Context) error { return n.startNATS() }, await: "connecting to NATS"},
@@ -167,7 +182,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		{name: "goodbye", stop: n.sayGoodbye, start: n.announceStarted},
 	} {
 		if p.stop != nil {
-			n.stops.push(p.name, p.stop)
+			n.life.stops.push(p.name, p.stop)
 		}
 		switch {
 		case p.start == nil:
@@ -187,37 +202,37 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 func (n *Node) startResponder(context.Context) error {
 	cfg := n.cfg
 	rc := responder.Config{
-		Conn:      n.nc,
-		IDs:       n.prod,
-		Store:     n.store,
+		Conn:      n.conn.nc,
+		IDs:       n.seg.prod,
+		Store:     n.seg.store,
 		Node:      cfg.Name,
 		Instance:  n.peers.Instance(),
 		Version:   buildinfo.Version,
 		MaxBatch:  cfg.MaxBatch,
 		Logger:    n.log,
-		Layout:    n.sf.Layout(),
+		Layout:    n.serve.sf.Layout(),
 		Clock:     n.clock,
 		Observe:   n.met.observe,
 		Status:    n.status,
-		Floor:     n.engine.Floor,
+		Floor:     n.seg.engine.Floor,
 		PeerFloor: n.peers.HighestFloor,
-		Opaque:    n.opaque,
+		Opaque:    n.seg.opaque,
 	}
-	if n.sf != nil { // leaf.admin.time answers the snowflake clock
-		rc.Clock = n.sf.Clock()
-		rc.Snowflake = n.sf.Ring()
+	if n.serve.sf != nil { // leaf.admin.time answers the snowflake clock
+		rc.Clock = n.serve.sf.Clock()
+		rc.Snowflake = n.serve.sf.Ring()
 		rc.SnowflakeConn = n.snowflakeConn
 	}
 	var err error
-	n.resp, err = responder.Start(rc)
+	n.serve.resp, err = responder.Start(rc)
 	return err
 }
 
 func (n *Node) stopResponder(context.Context) error {
-	if n.resp == nil {
+	if n.serve.resp == nil {
 		return nil
 	}
-	return n.resp.Stop()
+	return n.serve.resp.Stop()
 }
 
 func (n *Node) storeKind() string {
@@ -260,9 +275,9 @@ func (n *Node) startNATS() error {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
 	}
-	if url == "" && n.ns != nil { // an earlier attempt started the server
-		url = n.ns.ClientURL()
-		opts = append(opts, nats.InProcessServer(n.ns))
+	if url == "" && n.conn.ns != nil { // an earlier attempt started the server
+		url = n.conn.ns.ClientURL()
+		opts = append(opts, nats.InProcessServer(n.conn.ns))
 	} else if url == "" {
 		host, portStr, _ := net.SplitHostPort(n.cfg.NATS.Listen)
 		port, err := strconv.Atoi(portStr)
@@ -302,7 +317,7 @@ func (n *Node) startNATS() error {
 			ns.Shutdown()
 			return fmt.Errorf("embedded nats-server did not start on %s (is the port taken?)", n.cfg.NATS.Listen)
 		}
-		n.ns = ns
+		n.conn.ns = ns
 		url = ns.ClientURL()
 		opts = append(opts, nats.InProcessServer(ns))
 	}
@@ -313,14 +328,14 @@ func (n *Node) startNATS() error {
 		}
 		opts = append(opts, auth...)
 	}
-	n.dial = func(extra ...nats.Option) (*nats.Conn, error) {
+	n.conn.dial = func(extra ...nats.Option) (*nats.Conn, error) {
 		return nats.Connect(url, append(slices.Clip(opts), extra...)...)
 	}
-	nc, err := n.dial()
+	nc, err := n.conn.dial()
 	if err != nil {
 		return fmt.Errorf("connect to nats %s: %w", natsauth.RedactURL(url), err)
 	}
-	n.nc = nc
+	n.conn.nc = nc
 	return nil
 }
 
@@ -329,7 +344,7 @@ func (n *Node) startNATS() error {
 // away, as a node whose claim is confirmed serves its ring then too, and
 // logs nothing of its own: nc reports the state of NATS.
 func (n *Node) snowflakeConn() (*nats.Conn, error) {
-	return n.dial(nats.Name(n.cfg.Name+" snowflake"), nats.RetryOnFailedConnect(true),
+	return n.conn.dial(nats.Name(n.cfg.Name+" snowflake"), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil))
 }
 
@@ -391,11 +406,11 @@ func (n *Node) serveAPI() error {
 
 // ClientURL is the NATS URL the node is connected to.
 func (n *Node) ClientURL() string {
-	if n.ns != nil {
-		return n.ns.ClientURL()
+	if n.conn.ns != nil {
+		return n.conn.ns.ClientURL()
 	}
-	if n.nc != nil {
-		return n.nc.ConnectedUrlRedacted()
+	if n.conn.nc != nil {
+		return n.conn.nc.ConnectedUrlRedacted()
 	}
 	return ""
 }
@@ -409,14 +424,14 @@ func (n *Node) HTTPAddr() string {
 }
 
 // Server is the embedded nats-server, or nil.
-func (n *Node) Server() *server.Server { return n.ns }
+func (n *Node) Server() *server.Server { return n.conn.ns }
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
 // SegmentFloor is the highest range end this node received for tag (what
 // it answers on leaf.admin.floor.<tag>), 0 if none.
-func (n *Node) SegmentFloor(tag string) int64 { return n.engine.Floor(tag) }
+func (n *Node) SegmentFloor(tag string) int64 { return n.seg.engine.Floor(tag) }
 
 // Close stops the node gracefully, in the reverse order of its start (the
 // stop stack, stops): say goodbye, stop HTTP and the monotonic leaders,
@@ -424,15 +439,15 @@ func (n *Node) SegmentFloor(tag string) int64 { return n.engine.Floor(tag) }
 // reserved and not served, stop engine and store, drain NATS, stop the
 // embedded server, unlock the data directory. Idempotent.
 func (n *Node) Close(ctx context.Context) error {
-	n.closeMu.Lock()
-	defer n.closeMu.Unlock()
-	if n.closed {
+	n.life.mu.Lock()
+	defer n.life.mu.Unlock()
+	if n.life.closed {
 		return nil
 	}
-	n.closed = true
+	n.life.closed = true
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
-	err := n.stops.run(ctx)
+	err := n.life.stops.run(ctx)
 	n.log.Info("leafd stopped")
 	return err
 }
@@ -452,34 +467,34 @@ func (n *Node) stopHTTP(ctx context.Context) error {
 // drainNATS drains the node's connection (its subscriptions finish what
 // they hold), closing it when that takes longer than ctx allows.
 func (n *Node) drainNATS(ctx context.Context) error {
-	if n.nc == nil {
+	if n.conn.nc == nil {
 		return nil
 	}
 	closed := make(chan struct{})
-	n.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := n.nc.Drain(); err != nil {
-		n.nc.Close()
+	n.conn.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := n.conn.nc.Drain(); err != nil {
+		n.conn.nc.Close()
 		return nil
 	}
 	select {
 	case <-closed:
 	case <-ctx.Done():
-		n.nc.Close()
+		n.conn.nc.Close()
 	}
 	return nil
 }
 
 // stopServer stops the embedded nats-server, if there is one.
 func (n *Node) stopServer(context.Context) error {
-	if n.ns != nil {
-		n.ns.Shutdown()
-		n.ns.WaitForShutdown()
+	if n.conn.ns != nil {
+		n.conn.ns.Shutdown()
+		n.conn.ns.WaitForShutdown()
 	}
 	return nil
 }
 
 func (n *Node) snowflakeWorker() int64 {
-	if src := n.sf.Source(); src != nil {
+	if src := n.serve.sf.Source(); src != nil {
 		return src.Worker()
 	}
 	return -1
@@ -490,10 +505,10 @@ func (n *Node) snowflakeWorker() int64 {
 // key (its ids would be another permutation's, which could repeat ids).
 func (n *Node) opaquePerm(tag string, m segment.Mode) (segment.Permuter, error) {
 	switch {
-	case n.opaque == nil:
+	case n.seg.opaque == nil:
 		return nil, fmt.Errorf("node %s has no opaque key (--opaque-key-file or LEAF_OPAQUE_KEY); the tag was created with key %s", n.cfg.Name, m.KeyID)
-	case n.opaque.ID() != m.KeyID:
-		return nil, fmt.Errorf("the tag was created with key %s, node %s has key %s", m.KeyID, n.cfg.Name, n.opaque.ID())
+	case n.seg.opaque.ID() != m.KeyID:
+		return nil, fmt.Errorf("the tag was created with key %s, node %s has key %s", m.KeyID, n.cfg.Name, n.seg.opaque.ID())
 	}
-	return n.opaque.Perm(tag, m.Width)
+	return n.seg.opaque.Perm(tag, m.Width)
 }

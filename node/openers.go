@@ -26,7 +26,7 @@ const (
 	storeKV    = "jetstream-kv"
 )
 
-// stores opens the segment store into n.store.
+// stores opens the segment store into n.seg.store.
 var stores = map[string]func(*Node, context.Context) error{
 	storeMySQL: (*Node).openMySQLStore,
 	storeKV:    (*Node).openKVStore,
@@ -47,7 +47,7 @@ func (n *Node) openMySQLStore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mysql store: %w", err)
 	}
-	n.store = ms
+	n.seg.store = ms
 	warn, err := ms.Durability(ctx)
 	if err != nil {
 		n.log.Warn("mysql: could not check durability settings", "err", err)
@@ -59,13 +59,13 @@ func (n *Node) openMySQLStore(ctx context.Context) error {
 }
 
 func (n *Node) openKVStore(ctx context.Context) error {
-	js, err := jetstream.New(n.nc)
+	js, err := jetstream.New(n.conn.nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
 	// A fresh cluster may need a moment to elect a JetStream meta leader:
 	// Start retries (await).
-	n.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.Store.KVReplicas})
+	n.seg.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.Store.KVReplicas})
 	if err != nil {
 		return fmt.Errorf("jetstream kv store: %w", err)
 	}
@@ -74,7 +74,7 @@ func (n *Node) openKVStore(ctx context.Context) error {
 
 func (n *Node) kvRegistry(layout snowflake.Layout) (func(context.Context) (snowflake.Registry, error), error) {
 	cfg := n.cfg
-	js, err := jetstream.New(n.nc)
+	js, err := jetstream.New(n.conn.nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -102,7 +102,7 @@ func (n *Node) zkRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 		// claim lost later (a partition past the session timeout) is
 		// claimed again in ZooKeeper only, where another process with
 		// this identity may hold it by now.
-		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.sf.Held()}
+		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.serve.sf.Held()}
 		r, err := zk.Open(ctx, servers, layout, o)
 		if err != nil {
 			return nil, err

@@ -29,7 +29,7 @@ func (n *Node) who() wire.NodeStatus {
 		PID:      os.Getpid(),
 		Version:  buildinfo.Version,
 		UnixNano: n.clock.Now().UnixNano(),
-		Started:  n.started.UnixNano(),
+		Started:  n.start.at.UnixNano(),
 		Tags:     []wire.TagStatus{},
 	}
 }
@@ -40,7 +40,7 @@ func (n *Node) who() wire.NodeStatus {
 func (n *Node) startingStatus() wire.NodeStatus {
 	st := n.who()
 	st.Problems, st.Starting = []string{"starting"}, true
-	st.Snow = n.sf.Starting()
+	st.Snow = n.serve.sf.Starting()
 	return st
 }
 
@@ -85,7 +85,7 @@ func (n *Node) createCheck(ctx context.Context, tag wire.Tag) error {
 // an ErrUnavailable (Start asks again): a node without its peers' floors
 // and modes could serve a range they served, or a tag in another mode.
 func (n *Node) incarnation(ctx context.Context) (string, error) {
-	is, ok := n.store.(segment.Incarnation)
+	is, ok := n.seg.store.(segment.Incarnation)
 	if !ok {
 		return "", nil
 	}
@@ -103,15 +103,15 @@ func (n *Node) incarnation(ctx context.Context) (string, error) {
 func (b *boot) newPeers(context.Context) error {
 	var err error
 	b.peers, err = peers.New(peers.Config{
-		Conn:      b.nc,
+		Conn:      b.conn.nc,
 		Name:      b.cfg.Name,
 		Instance:  b.instance,
 		Clock:     b.clock,
 		Log:       b.log,
 		Replicas:  b.cfg.Store.KVReplicas,
-		OwnServer: b.ns != nil,
+		OwnServer: b.conn.ns != nil,
 		Status:    b.startingStatus,
-		Floor:     b.floors.Floor,
+		Floor:     b.seg.floors.Floor,
 	})
 	return err
 }

@@ -56,9 +56,9 @@ func (c *Config) validatePool() error {
 // startPool starts topping up the configured pools.
 func (n *Node) startPool(ctx context.Context) error {
 	err := n.fillPool(ctx)
-	if err != nil && n.pool != nil { // Start may try again
-		_ = n.pool.Close()
-		n.pool = nil
+	if err != nil && n.seg.pool != nil { // Start may try again
+		_ = n.seg.pool.Close()
+		n.seg.pool = nil
 	}
 	return err
 }
@@ -68,11 +68,11 @@ func (n *Node) fillPool(ctx context.Context) error {
 	if err != nil || len(subjects) == 0 {
 		return err
 	}
-	js, err := jetstream.New(n.nc)
+	js, err := jetstream.New(n.conn.nc)
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	n.pool, err = pool.NewFiller(ctx, pool.FillerConfig{
+	n.seg.pool, err = pool.NewFiller(ctx, pool.FillerConfig{
 		JS:       js,
 		Depth:    n.cfg.Pool.Depth,
 		Batch:    n.cfg.Pool.Batch,
@@ -91,7 +91,7 @@ func (n *Node) fillPool(ctx context.Context) error {
 	for _, subject := range subjects {
 		var src pool.Source
 		if subject == pool.SnowflakeSubject {
-			r := n.sf.Ring()
+			r := n.serve.sf.Ring()
 			if r == nil {
 				return fmt.Errorf("%w: pool snowflake needs snowflake", ErrConfig)
 			}
@@ -99,9 +99,9 @@ func (n *Node) fillPool(ctx context.Context) error {
 		} else {
 			tag := strings.TrimPrefix(subject, pool.Prefix+"segment.")
 			seg := wire.MustTag(tag) // checked by the pool's settings
-			src = func(ctx context.Context, dst []int64) error { return n.prod.Segment(ctx, seg, dst) }
+			src = func(ctx context.Context, dst []int64) error { return n.seg.prod.Segment(ctx, seg, dst) }
 		}
-		if err := n.pool.Add(ctx, subject, src); err != nil {
+		if err := n.seg.pool.Add(ctx, subject, src); err != nil {
 			return err
 		}
 	}
@@ -109,8 +109,8 @@ func (n *Node) fillPool(ctx context.Context) error {
 }
 
 func (n *Node) stopPool(context.Context) error {
-	if n.pool == nil {
+	if n.seg.pool == nil {
 		return nil
 	}
-	return n.pool.Close()
+	return n.seg.pool.Close()
 }

@@ -57,8 +57,8 @@ const (
 
 func (n *Node) startProber() {
 	p := &prober{n: n, every: probeEvery, stop: make(chan struct{}), sent: map[probeKey]uint64{}}
-	n.probe = p
-	n.stops.push("self-probes", func(context.Context) error { p.close(); return nil })
+	n.serve.probe = p
+	n.life.stops.push("self-probes", func(context.Context) error { p.close(); return nil })
 	p.wg.Add(1)
 	go p.run()
 }
@@ -88,13 +88,13 @@ func (p *prober) close() {
 // probeAll probes each subject the node serves now, one after the other.
 func (p *prober) probeAll() {
 	n := p.n
-	if n.resp != nil {
+	if n.serve.resp != nil {
 		p.probe(wire.SubjectSegment, &nats.Msg{Subject: wire.SegmentPrefix + wire.ProbeToken})
-		if n.resp.SnowflakeService() != nil {
+		if n.serve.resp.SnowflakeService() != nil {
 			p.probe(wire.SubjectSnowflake, &nats.Msg{Subject: wire.SnowflakePrefix + wire.ProbeToken})
 		}
 	}
-	if tags := n.mono.Load().leadingTags(); len(tags) > 0 {
+	if tags := n.seg.mono.Load().leadingTags(); len(tags) > 0 {
 		p.mu.Lock()
 		tag := tags[p.round%len(tags)]
 		p.round++
@@ -105,7 +105,7 @@ func (p *prober) probeAll() {
 
 func (p *prober) probe(subject string, msg *nats.Msg) {
 	result := probeAnswered
-	if _, err := p.n.nc.RequestMsg(msg, probeTimeout); err != nil {
+	if _, err := p.n.conn.nc.RequestMsg(msg, probeTimeout); err != nil {
 		result = probeFailed
 		p.n.log.Debug("self-probe failed", "subject", msg.Subject, "err", err)
 	}

@@ -15,11 +15,11 @@ func (b *boot) openFloors(context.Context) error {
 	ff, err := segment.OpenFloorFile(filepath.Join(b.cfg.DataDir, floorFileName))
 	switch {
 	case err == nil:
-		b.floors = ff
+		b.seg.floors = ff
 		b.own, b.ownModes = ff.All, ff.Modes
-	case b.lock == nil:
+	case b.life.lock == nil:
 		b.log.Warn("segment: tag floors kept in memory only", "err", err)
-		b.floors = segment.NewMemFloors()
+		b.seg.floors = segment.NewMemFloors()
 	default:
 		return err
 	}

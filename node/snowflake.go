@@ -226,7 +226,7 @@ func (c *Config) snowClock() clock.Clock {
 	})
 }
 
-// newSnowflake makes the node's snowflake (n.sf; none with
+// newSnowflake makes the node's snowflake (n.serve.sf; none with
 // --worker-registry off) before the node answers anyone: a starting
 // node's status names the worker id it registers.
 func (n *Node) newSnowflake() error {
@@ -250,7 +250,7 @@ func (n *Node) newSnowflake() error {
 	if cfg.Fault.ClockOffset != 0 || cfg.Fault.ClockStep != "" {
 		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
 	}
-	n.sf = snownode.New(snownode.Config{
+	n.serve.sf = snownode.New(snownode.Config{
 		Name:           cfg.Name,
 		Registry:       cfg.Registry.Kind,
 		Layout:         layout,
@@ -271,7 +271,7 @@ func (n *Node) newSnowflake() error {
 		Lease:          n.peers.Lease,
 		NewWorker:      n.noPeerServes,
 		Clocks:         n.peers.Clocks,
-		Conn:           n.nc,
+		Conn:           n.conn.nc,
 		Events:         n.events,
 		Logger:         n.log,
 	})
@@ -281,7 +281,7 @@ func (n *Node) newSnowflake() error {
 // startSnowflake is one attempt to start the node's snowflake
 // (snownode.Server.Start); its refusals of the configuration are ErrConfig.
 func (n *Node) startSnowflake(ctx context.Context) error {
-	err := n.sf.Start(ctx)
+	err := n.serve.sf.Start(ctx)
 	if errors.Is(err, snownode.ErrConfig) {
 		return refused{err}
 	}
@@ -297,10 +297,12 @@ func (r refused) Unwrap() error        { return r.error }
 
 // SnowflakeJoined reports whether the node is in the snowflake queue group
 // (it leaves while its snowflake source does not serve).
-func (n *Node) SnowflakeJoined() bool { return n.resp != nil && n.resp.SnowflakeService() != nil }
+func (n *Node) SnowflakeJoined() bool {
+	return n.serve.resp != nil && n.serve.resp.SnowflakeService() != nil
+}
 
 // Snowflake is the node's snowflake source, or nil when it has none.
-func (n *Node) Snowflake() *snowflake.Source { return n.sf.Source() }
+func (n *Node) Snowflake() *snowflake.Source { return n.serve.sf.Source() }
 
 // snowflakePeers is snownode.Config.Peers: the live nodes other than this
 // process, each member waited for. Members that did not answer fail the
@@ -346,6 +348,6 @@ var peerClockEvery = 30 * time.Second
 
 // serveSnowflake puts the node in the snowflake queue group while its
 // worker serves (snownode.Server.Serve).
-func (n *Node) serveSnowflake(context.Context) error { return n.sf.Serve(n.resp) }
+func (n *Node) serveSnowflake(context.Context) error { return n.serve.sf.Serve(n.serve.resp) }
 
-func (n *Node) stopSnowflake(context.Context) error { n.sf.Stop(); return nil }
+func (n *Node) stopSnowflake(context.Context) error { n.serve.sf.Stop(); return nil }

@@ -22,7 +22,7 @@ import (
 // itself, each before the start.
 func (b *boot) startChecks(ctx context.Context) error {
 	n, cfg := b.Node, b.cfg
-	n.stops.push("snowflake", func(context.Context) error { return n.sf.Close() })
+	n.life.stops.push("snowflake", func(context.Context) error { return n.serve.sf.Close() })
 	bctx, cancelBranches := context.WithCancel(ctx)
 	defer cancelBranches()
 	branch := func(phase string, step func(context.Context) error) <-chan error {
@@ -68,11 +68,11 @@ func (b *boot) startChecks(ctx context.Context) error {
 		}
 		return err
 	}
-	n.stops.push("segment store", func(context.Context) error {
-		if n.store == nil {
+	n.life.stops.push("segment store", func(context.Context) error {
+		if n.seg.store == nil {
 			return nil
 		}
-		return n.store.Close()
+		return n.seg.store.Close()
 	})
 	if err := n.await(bctx, "opening the segment store", func(ctx context.Context) error { return stores[n.storeKind()](n, ctx) }); err != nil {
 		return fail(err)
@@ -88,8 +88,8 @@ func (b *boot) startChecks(ctx context.Context) error {
 		n.log.Warn("segment: remembered steps lost", "err", err)
 	}
 	if sf != nil {
-		n.steps, steps = sf, sf
-		n.stops.push("segment steps", closer(sf))
+		n.seg.steps, steps = sf, sf
+		n.life.stops.push("segment steps", closer(sf))
 	}
 	err = n.await(bctx, "asking the live nodes for their floors", func(ctx context.Context) error {
 		inc, err := n.incarnation(ctx)
@@ -109,20 +109,20 @@ func (b *boot) startChecks(ctx context.Context) error {
 	if err := snowflakeFailed(); err != nil {
 		return fail(err)
 	}
-	if n.opaque, err = cfg.Store.opaqueKey(); err != nil {
+	if n.seg.opaque, err = cfg.Store.opaqueKey(); err != nil {
 		return fail(err)
 	}
-	if n.opaque != nil {
-		n.log.Info("opaque tags: key loaded", "key_id", n.opaque.ID())
+	if n.seg.opaque != nil {
+		n.log.Info("opaque tags: key loaded", "key_id", n.seg.opaque.ID())
 	}
-	n.engine, err = segment.New(segment.Config{
+	n.seg.engine, err = segment.New(segment.Config{
 		Opaque:      n.opaquePerm,
 		PeerFloor:   n.peers.Floor,
 		PeerMode:    n.peers.Mode,
 		CreateCheck: n.createCheck,
-		Floors:      n.floors,
+		Floors:      n.seg.floors,
 		Steps:       steps,
-		Store:       n.store,
+		Store:       n.seg.store,
 		AutoCreate:  cfg.Store.AutoCreates(),
 		DefaultStep: cfg.Store.DefaultStep,
 		Logger:      n.log,
@@ -135,20 +135,20 @@ func (b *boot) startChecks(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	n.stops.push("segment engine", closer(n.engine))
-	if err := n.await(bctx, "loading the tags", n.engine.Start); err != nil {
+	n.life.stops.push("segment engine", closer(n.seg.engine))
+	if err := n.await(bctx, "loading the tags", n.seg.engine.Start); err != nil {
 		return fail(fmt.Errorf("segment engine: %w", err))
 	}
-	n.prod, err = producer.New(producer.Config{Segments: n.engine, Logger: n.log, OnEmpty: n.onEmpty, Clock: n.clock})
+	n.seg.prod, err = producer.New(producer.Config{Segments: n.seg.engine, Logger: n.log, OnEmpty: n.onEmpty, Clock: n.clock})
 	if err != nil {
 		return fail(err)
 	}
-	n.stops.push("producer", func(ctx context.Context) error {
+	n.life.stops.push("producer", func(ctx context.Context) error {
 		n.peers.StopFloors() // before the hand-back: no node may learn this node's floors now
 		n.handBack(ctx)
-		return n.prod.Close()
+		return n.seg.prod.Close()
 	})
-	n.prod.Preload()
+	n.seg.prod.Preload()
 	if err := waitAll(); err != nil {
 		return err
 	}

@@ -23,16 +23,16 @@ func (n *Node) status() wire.NodeStatus {
 	st := n.who()
 	st.Store = n.storeKind()
 	st.Mono = n.MonoLeading()
-	if n.resp != nil {
-		eps := n.resp.Service().Stats().Endpoints
-		if sf := n.resp.SnowflakeService(); sf != nil {
+	if n.serve.resp != nil {
+		eps := n.serve.resp.Service().Stats().Endpoints
+		if sf := n.serve.resp.SnowflakeService(); sf != nil {
 			eps = append(eps, sf.Stats().Endpoints...)
 		}
 		for _, e := range eps {
 			st.Requests += uint64(e.NumRequests)
 			st.Errors += uint64(e.NumErrors)
 		}
-		st.Errors += n.resp.AsyncErrors()
+		st.Errors += n.serve.resp.AsyncErrors()
 	}
 	refused := map[string]string{}
 	for _, f := range n.failingTags() {
@@ -40,18 +40,18 @@ func (n *Node) status() wire.NodeStatus {
 			refused[f.tag] = f.err.Error()
 		}
 	}
-	if n.engine != nil {
+	if n.seg.engine != nil {
 		rings := map[string]int{}
-		var rs = n.prod.Rings()
+		var rs = n.seg.prod.Rings()
 		for i, r := range rs {
 			rings[r.Tag] = i
 		}
-		tags := n.engine.Tags() // sorted
+		tags := n.seg.engine.Tags() // sorted
 		if len(tags) > maxStatusTags {
 			tags, st.TagsCut = tags[:maxStatusTags], true
 		}
 		for _, tag := range tags {
-			ts, ok := n.engine.State(tag.String())
+			ts, ok := n.seg.engine.State(tag.String())
 			if !ok {
 				continue
 			}
@@ -69,7 +69,7 @@ func (n *Node) status() wire.NodeStatus {
 			st.Tags = append(st.Tags, t)
 		}
 	}
-	st.Snow = n.sf.Status(n.SnowflakeJoined())
+	st.Snow = n.serve.sf.Status(n.SnowflakeJoined())
 	subjects, problems, err := n.readiness()
 	st.Ready, st.Problems, st.Subjects = err == nil, problems, subjects
 	return st
@@ -127,12 +127,12 @@ type failingTag struct {
 
 // failingTags are the tags whose loads fail now, sorted.
 func (n *Node) failingTags() []failingTag {
-	n.health.mu.Lock()
-	out := make([]failingTag, 0, len(n.health.fails))
-	for tag, f := range n.health.fails {
+	n.seg.health.mu.Lock()
+	out := make([]failingTag, 0, len(n.seg.health.fails))
+	for tag, f := range n.seg.health.fails {
 		out = append(out, failingTag{tag, f})
 	}
-	n.health.mu.Unlock()
+	n.seg.health.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].tag < out[j].tag })
 	return out
 }
@@ -143,7 +143,7 @@ func (n *Node) failingTags() []failingTag {
 // queue group meanwhile) and Ready's error.
 func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	var fatal, problems []string
-	connected := n.nc != nil && n.nc.IsConnected()
+	connected := n.conn.nc != nil && n.conn.nc.IsConnected()
 	var offline []string
 	if !connected {
 		offline = []string{"not connected to NATS"}
@@ -151,9 +151,9 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	}
 	var subjects []wire.SubjectStatus
 
-	seg := wire.SubjectStatus{Subject: wire.SubjectSegment, Serving: n.resp != nil, Problems: offline}
-	if n.resp != nil {
-		seg.Probed = n.resp.Probed(wire.SubjectSegment)
+	seg := wire.SubjectStatus{Subject: wire.SubjectSegment, Serving: n.serve.resp != nil, Problems: offline}
+	if n.serve.resp != nil {
+		seg.Probed = n.serve.resp.Probed(wire.SubjectSegment)
 	}
 	var segFatal, segWarn []string
 	for _, f := range n.failingTags() {
@@ -161,7 +161,7 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		switch {
 		case tagRefused(f.err):
 			segWarn = append(segWarn, fmt.Sprintf("segment: tag %s refused on this node: %v", f.tag, f.err))
-		case n.engine != nil && tagDry(n.engine.State(f.tag)):
+		case n.seg.engine != nil && tagDry(n.seg.engine.State(f.tag)):
 			segFatal = append(segFatal, msg+", no ids left")
 		default:
 			segWarn = append(segWarn, msg+", still serving from buffers")
@@ -173,13 +173,13 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	seg.Ready = seg.Serving && connected && len(segFatal) == 0
 	subjects = append(subjects, seg)
 
-	if n.sf.Source() != nil {
+	if n.serve.sf.Source() != nil {
 		sf := wire.SubjectStatus{Subject: wire.SubjectSnowflake, Problems: offline}
-		if n.resp != nil {
-			sf.Serving = n.resp.SnowflakeService() != nil
-			sf.Probed = n.resp.Probed(wire.SubjectSnowflake)
+		if n.serve.resp != nil {
+			sf.Serving = n.serve.resp.SnowflakeService() != nil
+			sf.Probed = n.serve.resp.Probed(wire.SubjectSnowflake)
 		}
-		msg, isFatal := n.sf.Problem()
+		msg, isFatal := n.serve.sf.Problem()
 		switch {
 		case isFatal:
 			fatal, sf.Problems = append(fatal, msg), append(sf.Problems, msg)
@@ -189,16 +189,16 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		sf.Ready = sf.Serving && connected && msg == ""
 		subjects = append(subjects, sf)
 	}
-	if m := n.mono.Load(); m != nil {
+	if m := n.seg.mono.Load(); m != nil {
 		serving, waiting := m.servingNow()
 		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
-			Ready: serving > 0 && connected, Problems: offline, Probed: n.resp.Probed(wire.SubjectMono)}
+			Ready: serving > 0 && connected, Problems: offline, Probed: n.serve.resp.Probed(wire.SubjectMono)}
 		for _, tag := range waiting {
 			ms.Problems = append(ms.Problems, "mono: "+tag+": taking over, no ids until the last leader's lease has run out")
 		}
 		subjects = append(subjects, ms)
 	}
-	if n.pool != nil {
+	if n.seg.pool != nil {
 		subjects = append(subjects, wire.SubjectStatus{Subject: wire.SubjectPool, Serving: true, Ready: connected, Problems: offline})
 	}
 	problems = append(fatal, problems...)
@@ -217,18 +217,18 @@ func tagDry(ts segment.TagState, ok bool) bool {
 // node (httpapi), on this node's engines.
 func (n *Node) httpAPI() (http.Handler, error) {
 	cfg := httpapi.Config{
-		Segment: n.prod.Segment,
-		Layout:  n.sf.Layout(),
+		Segment: n.seg.prod.Segment,
+		Layout:  n.serve.sf.Layout(),
 		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
-			return ask.Status(ctx, n.nc, 300*time.Millisecond)
+			return ask.Status(ctx, n.conn.nc, 300*time.Millisecond)
 		},
-		Rows:         httpapi.StoreRows(n.store),
+		Rows:         httpapi.StoreRows(n.seg.store),
 		Ready:        n.Ready,
 		ReadySubject: n.ReadySubject,
 		Clock:        n.clock,
 		Logger:       n.log,
 	}
-	if r := n.sf.Ring(); r != nil {
+	if r := n.serve.sf.Ring(); r != nil {
 		cfg.Snowflake = r.Next
 	}
 	cfg.Mono = n.askMono
