@@ -25,7 +25,7 @@ const (
 	DefaultNegativeTTL     = 5 * time.Second
 	DefaultMaxTags         = 10000
 	DefaultReadyWait       = 50 * time.Millisecond
-	DefaultColdWait        = time.Second
+	DefaultColdWait        = 750 * time.Millisecond
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultMaxRetryBackoff = time.Second
 )
@@ -132,8 +132,9 @@ type Config struct {
 	// ColdWait bounds how long a call for a tag that is not in the cache
 	// waits for the store lookup (and AutoCreate) and the first segment;
 	// a tag that is cold here is cold on every node, so failing at
-	// ReadyWait would only make the caller ask again. Default 1s, at
-	// least ReadyWait.
+	// ReadyWait would only make the caller ask again. Default 750ms, at
+	// least ReadyWait: the refusal reaches a client with a 1 s deadline
+	// (the availability goal) as a retryable 503, not as silence.
 	ColdWait time.Duration
 	// Opaque, if set, gives the permutation of an opaque tag (its mode as
 	// the store records it: width and key id); an error (no key, another

@@ -1141,3 +1141,31 @@ func TestMaxTags(t *testing.T) {
 		t.Fatalf("MaxTags -1: %v", err)
 	}
 }
+
+// A request for a tag not yet in the cache while the store does not answer
+// gets ErrNotReady (a retryable 503) before a client's 1 s deadline: the
+// availability goal counts answers within 1 s, and a refusal that comes
+// later reaches the client as silence.
+func TestColdLookupRefusedWithinASecond(t *testing.T) {
+	s := newTestStore()
+	clk := newClock()
+	e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, Clock: clk, ReadyWait: segment.DefaultReadyWait})
+	s.setBlocked(true)
+	defer s.setBlocked(false)
+	before := clk.Timers()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.Next(context.Background(), wire.MustTag("slow"))
+		errc <- err
+	}()
+	testenv.Armed(t, clk, before+1) // the caller waits on its ColdWait timer
+	clk.Advance(900 * time.Millisecond)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, segment.ErrNotReady) {
+			t.Fatalf("Next = %v, want ErrNotReady", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer 900 ms after a cold lookup began with the store silent")
+	}
+}
