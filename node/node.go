@@ -283,6 +283,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 	if err != nil {
 		return nil, fail(err)
 	}
+	// From now on a reconnect to NATS gathers the live nodes' floors
+	// again: announcements sent while this node was away never reach it
+	// (peers.Set.Reconnected).
+	n.nc.SetReconnectHandler(func(nc *nats.Conn) {
+		n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		n.peers.Reconnected()
+	})
 	// The tags load once the name passed (a refused process reserves no
 	// range) and while the snowflake branch has not failed.
 	if err := waitName(); err != nil {
