@@ -6,8 +6,11 @@
  *
  * Mirrors:
  *   segment/buffer.go     tagBuf.attempt (floor = max(own, PeerFloor);
- *                         NextAbove when floor > 0; the floor guard on the
- *                         range granted; Floors.Raise before any id of it)
+ *   segment/reserve.go    NextAbove when floor > 0; the floor guard on the
+ *                         range granted; Floors.Raise before any id of it;
+ *                         then Reserver.checkIncarnation: the store's
+ *                         incarnation read again, the range dropped when it
+ *                         is not the one the range was asked of)
  *   segment/engine.go     Engine.autoCreate (checkIncarnation, CreateCheck,
  *                         Create refused for a remembered tag)
  *   segment/kvstore/kvstore.go  cas / record.lowered (a revision whose
@@ -39,6 +42,10 @@
  *   BUG_NO_FLOOR        no floor: plain Next, no guard on the range
  *   BUG_NO_CREATECHECK  auto-create without asking the live nodes
  *   BUG_NO_HANDBACK_CAS hand-back not conditional on max_id
+ *   BUG_NO_INCARNATION_AFTER  a range served without reading the store's
+ *                       incarnation again after its floor was recorded
+ *                       (with OP_REPLACE: the bucket replaced while a
+ *                       reservation is in flight)
  */
 
 #ifndef N
@@ -81,9 +88,11 @@ byte pfl[N];        /* peer floors heard (memory) */
 byte bn[N];         /* the range held: [bn, be) */
 byte be[N];
 /* a reservation in flight */
-byte lPh[N];        /* 0 none, 1 sent, 2 granted, 3 refused/failed, 4 unknown tag, 5 sent by a process that died */
+byte lPh[N];        /* 0 none, 1 sent, 2 granted, 3 refused/failed, 4 unknown tag, 5 sent by a process that died,
+                       6 granted and its floor recorded: the incarnation to check */
 byte lFloor[N];     /* the floor it was asked above */
 byte lStart[N];
+byte lInc[N];       /* the incarnation known when it was asked (read before the store's answer) */
 /* an announcement in flight: the floor another node should hear */
 byte ann[N];        /* ann[j]: floor on its way to node j, 0 none */
 
@@ -92,20 +101,15 @@ byte crashes;
 
 #define lowered() (sPrev > max(sMax, sBack))
 
-/* GAP_REPLACE_INFLIGHT lets the bucket be replaced while a reservation is
- * on its way (a known gap, docs/protocol.md); otherwise it is not. */
 /* GAP_LOWER2_INFLIGHT lets max_id be lowered twice while a floor
  * announcement or a reservation is on its way, or lost (a known gap,
- * docs/protocol.md). */
+ * docs/protocol.md). An announcement lost on a reconnect is made up for by
+ * the gather after it (peers.Set.Reconnected), which this model leaves out:
+ * with the flag it still loses announcements. */
 #ifdef GAP_LOWER2_INFLIGHT
 #define LOWER2_OK true
 #else
 #define LOWER2_OK (lPh[0] == 0 && lPh[1] == 0)
-#endif
-#ifdef GAP_REPLACE_INFLIGHT
-#define REPLACE_OK true
-#else
-#define REPLACE_OK (lPh[0] == 0 && lPh[1] == 0)
 #endif
 
 #if defined(OP_LOWER2) && !defined(GAP_LOWER2_INFLIGHT)
@@ -168,8 +172,10 @@ end:	do
 	/* the bucket deleted and made again: a new incarnation, nothing kept.
 	 * A store that forgets a tag while no node that served it is alive has
 	 * no record left to refuse it with (docs/fault-model.md, "Outside the
-	 * promise"): with this act the nodes neither crash nor stop. */
-	:: d_step { ops < MAXOPS && REPLACE_OK -> ops++; inc++; sPrev = 0; sMax = 0; sBack = 0; sMark = 0 }
+	 * promise"): with this act the nodes neither crash nor stop. It may
+	 * come at any point of a reservation in flight: the incarnation check
+	 * after the floor is recorded drops a range granted by the old bucket. */
+	:: d_step { ops < MAXOPS -> ops++; inc++; sPrev = 0; sMax = 0; sBack = 0; sMark = 0 }
 #endif
 	/* max_id lowered by a put (to the first id) */
 	:: d_step { ops < MAXOPS && sMax > 1 -> ops++; sPrev = sMax; sMax = 1; sBack = 0 }
@@ -188,23 +194,37 @@ proctype Node(byte i) {
 end:	do
 	/* tagBuf.attempt: ask for a range above the floor */
 	:: d_step { up[i] && lPh[i] == 0 && bn[i] >= be[i] ->
-		lFloor[i] = max(floor[i], pfl[i]); lPh[i] = 1 }
-	/* its answer: the floor guard, the floor raised (fsynced), announced */
+		lFloor[i] = max(floor[i], pfl[i]); lInc[i] = inc; lPh[i] = 1 }
+	/* its answer: the floor guard, the floor raised (fsynced) ... */
 	:: d_step { up[i] && lPh[i] == 2 ->
 		if
 #ifndef BUG_NO_FLOOR
-		:: lStart[i] < lFloor[i] -> skip            /* ErrBelowFloor: no id served */
+		:: lStart[i] < lFloor[i] ->                 /* ErrBelowFloor: no id served */
+			lPh[i] = 0; lFloor[i] = 0; lStart[i] = 0; lInc[i] = 0
 		:: else ->
 #else
 		:: true ->
 #endif
 			floor[i] = max(floor[i], lStart[i] + STEP);
+			lPh[i] = 6
+		fi }
+	/* ... then the store's incarnation read afresh: the same, the range is
+	 * served and announced; another, it is dropped and auto-create is off
+	 * (Engine.markReplaced) */
+	:: d_step { up[i] && lPh[i] == 6 ->
+		if
+#ifndef BUG_NO_INCARNATION_AFTER
+		:: inc != lInc[i] -> if :: finc[i] == 0 -> finc[i] = lInc[i] :: else fi
+		:: else ->
+#else
+		:: true ->
+#endif
 			finc[i] = inc;
 			bn[i] = lStart[i]; be[i] = lStart[i] + STEP;
 			announce(i, be[i])
 		fi;
-		lPh[i] = 0; lFloor[i] = 0; lStart[i] = 0 }
-	:: d_step { up[i] && lPh[i] == 3 -> lPh[i] = 0; lFloor[i] = 0 }
+		lPh[i] = 0; lFloor[i] = 0; lStart[i] = 0; lInc[i] = 0 }
+	:: d_step { up[i] && lPh[i] == 3 -> lPh[i] = 0; lFloor[i] = 0; lInc[i] = 0 }
 	/* an unknown tag: Engine.autoCreate */
 	:: up[i] && lPh[i] == 4 ->
 		d_step {
@@ -229,7 +249,7 @@ end:	do
 		:: f == 0 && sMax == 0 && !sMark -> sMax = 1; sPrev = 0; sBack = 0   /* Create */
 		:: else                                       /* refused, or created by another */
 		fi;
-		f = 0; lPh[i] = 0; lFloor[i] = 0 }
+		f = 0; lPh[i] = 0; lFloor[i] = 0; lInc[i] = 0 }
 	/* hand out an id */
 	:: d_step { up[i] && bn[i] < be[i] ->
 		assert((issued & (1 << bn[i])) == 0);        /* I1: no id twice */
@@ -260,7 +280,7 @@ end:	do
 	/* kill -9 */
 	:: d_step { up[i] && crashes < MAXCRASH -> crashes++;
 		up[i] = 0; bn[i] = 0; be[i] = 0; pfl[i] = 0;
-		if :: lPh[i] == 1 -> lPh[i] = 5 :: lPh[i] != 1 -> lPh[i] = 0; lStart[i] = 0 fi; lFloor[i] = 0 }
+		if :: lPh[i] == 1 -> lPh[i] = 5 :: lPh[i] != 1 -> lPh[i] = 0; lStart[i] = 0 fi; lFloor[i] = 0; lInc[i] = 0 }
 	/* started again: the live nodes' floors first (startPeerFloors) */
 	:: d_step { !up[i] && lPh[i] == 0 ->
 		up[i] = 1;

@@ -169,6 +169,80 @@ func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 	takeAll("after the row was lowered twice", 100, true)
 }
 
+// TestLoweredTwiceAfterLostAnnouncement (I1, docs/protocol.md): node B's
+// link to NATS is cut while node A serves a tag and reserves new ranges;
+// B misses A's announcements (leaf.floor.<tag>). Once B is back, an
+// operator writes max_id twice at the highest floor B knew before the
+// cut. B must not serve the ids A served meanwhile: after the reconnect
+// it asked the live nodes for their floors again, as at start.
+func TestLoweredTwiceAfterLostAnnouncement(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	p := node.ProxyTo(t, s.ClientURL())
+	store := node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}
+	a := startNode(t, node.Config{Name: "la", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: store})
+	b := startNode(t, node.Config{Name: "lb", NATS: node.NATSConfig{URL: "nats://" + p.Listen}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: store})
+	nc := natstest.Connect(t, s.ClientURL())
+	seen := map[int64]string{}
+	takeAll := func(what string, n int, mayFail bool) {
+		t.Helper()
+		for i, fails := 0, 0; i < n; i++ {
+			ids, err := take(nc, "lost", 100, true)
+			if err != nil {
+				if mayFail || strings.Contains(err.Error(), "503") && fails < 50 {
+					fails++
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				t.Fatalf("%s: take %d: %v", what, i, err)
+			}
+			for _, id := range ids {
+				if w, ok := seen[id]; ok {
+					t.Fatalf("%s: id %d handed out twice (first %s)", what, id, w)
+				}
+				seen[id] = what
+			}
+		}
+	}
+	takeAll("before the cut", 60, false)
+	settleFloors(t, "lost", a, b)
+	low := max(b.SegmentFloor("lost"), b.PeerFloor("lost")) // what B knows
+
+	p.Stop() // B's link cut
+	testenv.Eventually(t, "B away from NATS", 10*time.Second, func() bool {
+		_, err := take(nc, "lost", 1, true)
+		return err == nil && !b.NATSConnected()
+	})
+	// A alone serves, and reserves two new ranges: B hears neither.
+	floorA := a.SegmentFloor("lost")
+	for i := 0; a.SegmentFloor("lost") < floorA+2000; i++ {
+		if i > 500 {
+			t.Fatalf("A's floor stayed at %d while B was away", a.SegmentFloor("lost"))
+		}
+		takeAll("while B was away", 1, true)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once B is back and has asked, it knows A's floor.
+	testenv.Eventually(t, "B back on NATS", 20*time.Second, func() bool { return b.NATSConnected() })
+	high := a.SegmentFloor("lost")
+	deadline := time.Now().Add(10 * time.Second)
+	for b.PeerFloor("lost") < high && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("B knew %d before the cut; A's floor is %d; B heard %d after the reconnect", low, high, b.PeerFloor("lost"))
+
+	kv, ctx := allocBucket(t, nc)
+	row := []byte(`{"max_id":` + strconv.FormatInt(low, 10) + `,"step":1000}`)
+	for range 2 {
+		if _, err := kv.Put(ctx, "lost", row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	takeAll("after the row was lowered twice", 200, true)
+}
+
 // The alloc bucket is deleted and made again (by the next node to start)
 // under a live node A that served a tag. A notices the store changed; a
 // node B on a new data directory has no floor of the tag and no recorded

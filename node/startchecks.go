@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/segment"
@@ -101,6 +103,13 @@ func (b *boot) startChecks(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	// From now on a reconnect to NATS gathers the live nodes' floors
+	// again: announcements sent while this node was away never reach it
+	// (peers.Set.Reconnected).
+	n.conn.nc.SetReconnectHandler(func(nc *nats.Conn) {
+		n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		n.peers.Reconnected()
+	})
 	// The tags load once the name passed (a refused process reserves no
 	// range) and while the snowflake branch has not failed.
 	if err := waitName(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -39,6 +40,13 @@ type heard struct {
 	modes  map[string]string // each tag's mode as peers announced it
 	sub    *nats.Subscription
 	all    *nats.Subscription // wire.FloorsSubject
+
+	// again asks the regather goroutine to gather the live nodes' floors
+	// once more (Reconnected); cancel and wg end it (close).
+	again  chan struct{}
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
 }
 
 // floorsWindow is how long a starting node gathers its peers' floors
@@ -56,7 +64,8 @@ const floorsWindow = 250 * time.Millisecond
 // and only the nodes that served the tag remember it then.
 func (s *Set) HearFloors(ctx context.Context, f Floors) error {
 	nc := s.cfg.Conn
-	h := &heard{self: s.self, store: f.Store, max: max(f.MaxTags, 10_000), floors: map[string]int64{}, modes: map[string]string{}}
+	h := &heard{self: s.self, store: f.Store, max: max(f.MaxTags, 10_000), floors: map[string]int64{}, modes: map[string]string{},
+		again: make(chan struct{}, 1)}
 	var err error
 	h.sub, err = nc.Subscribe(wire.FloorAnnouncePrefix+"*", h.announced)
 	if err != nil {
@@ -79,7 +88,23 @@ func (s *Set) HearFloors(ctx context.Context, f Floors) error {
 		}
 		s.members.set(ctx, func(m *wire.Member) { m.Floors = true })
 	}
-	err = s.gather(ctx, wire.FloorsSubject, floorsWindow, func(m wire.Member) bool { return m.Floors }, func(m *nats.Msg) {
+	if err := s.gatherFloors(ctx, h); err != nil {
+		// Any failure of the gather: a node that went on without its
+		// peers' floors could take a range below one of them.
+		h.close()
+		return fmt.Errorf("%w: asking the live nodes for their floors: %v", ErrSilent, err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.wg.Go(func() { s.regather(rctx, h) })
+	s.heard = h
+	return nil
+}
+
+// gatherFloors asks every live member that keeps floors for all of them
+// (wire.FloorsSubject) and raises h with their answers.
+func (s *Set) gatherFloors(ctx context.Context, h *heard) error {
+	return s.gather(ctx, wire.FloorsSubject, floorsWindow, func(m wire.Member) bool { return m.Floors }, func(m *nats.Msg) {
 		var nf wire.NodeFloors
 		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != h.store || s.self(nf.Node, nf.Instance) {
 			return
@@ -88,14 +113,53 @@ func (s *Set) HearFloors(ctx context.Context, f Floors) error {
 			h.raise(tag, f, nf.Modes[tag])
 		}
 	})
-	if err != nil {
-		// Any failure of the gather: a node that went on without its
-		// peers' floors could take a range below one of them.
-		h.close()
-		return fmt.Errorf("%w: asking the live nodes for their floors: %v", ErrSilent, err)
+}
+
+// Reconnected tells the Set that its connection to NATS was made again:
+// the announcements (leaf.floor.<tag>) sent while it was away never reach
+// it, so it gathers the live nodes' floors again, as at start, in the
+// background (until every live member answered). A no-op before
+// HearFloors; it does not block (nats.ReconnectHandler).
+//
+// This keeps "a range is reserved above every floor any node has seen"
+// (I1, docs/protocol.md) across a lost announcement: without it a peer's
+// floor missed while disconnected stays unknown until the peer's next
+// range, and a max_id lowered meanwhile (twice, past the bucket's history)
+// would grant this node ids the peer served.
+func (s *Set) Reconnected() {
+	if s == nil || s.heard == nil {
+		return
 	}
-	s.heard = h
-	return nil
+	select {
+	case s.heard.again <- struct{}{}:
+	default: // one is pending already: it gathers after this reconnect
+	}
+}
+
+// regatherRetry is how long regather waits after a gather that failed (a
+// silent member, the members' list unreadable) before it asks again.
+const regatherRetry = time.Second
+
+// regather gathers the live nodes' floors once more after each
+// Reconnected, asking again until a gather succeeds; it ends with ctx.
+func (s *Set) regather(ctx context.Context, h *heard) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.again:
+		}
+		for {
+			err := s.gatherFloors(ctx, h)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			s.cfg.Log.Warn("peers: asking the live nodes for their floors again after a reconnect", "err", err)
+			if clock.Sleep(ctx, s.cfg.Clock, regatherRetry) != nil {
+				return
+			}
+		}
+	}
 }
 
 // announced records one announcement (wire.FloorAnnounce). This process's
@@ -130,11 +194,17 @@ func (h *heard) close() {
 	if h == nil {
 		return
 	}
-	for _, s := range []*nats.Subscription{h.sub, h.all} {
-		if s != nil {
-			_ = s.Unsubscribe()
+	h.closed.Do(func() {
+		if h.cancel != nil {
+			h.cancel()
 		}
-	}
+		h.wg.Wait()
+		for _, s := range []*nats.Subscription{h.sub, h.all} {
+			if s != nil {
+				_ = s.Unsubscribe()
+			}
+		}
+	})
 }
 
 // Floor is the highest floor of tag a peer announced or answered (0 if

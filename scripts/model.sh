@@ -45,7 +45,7 @@ runs=(
 	"segment|bug|$S3 -DBUG_NO_FLOOR"
 	"segment|bug|$S2 -DBUG_NO_CREATECHECK"
 	"segment|bug|$S1 -DBUG_NO_HANDBACK_CAS"
-	"segment|gap|$S2 -DGAP_REPLACE_INFLIGHT"
+	"segment|bug|$S2 -DBUG_NO_INCARNATION_AFTER"
 	"segment|gap|$S3 -DGAP_LOWER2_INFLIGHT"
 	"mono|pass|$M1"
 	"mono|bug|$M1 -DBUG_NO_FENCE"

@@ -88,6 +88,9 @@
 //     "store" entry from its floor file (its floors stay). Nothing accepts a
 //     new store by itself: a node that did would auto-create, at 1, tags
 //     that only other nodes served.
+//     The Reserver reads the incarnation again after each range's floor is
+//     recorded and before any id of it is served, and drops a range the
+//     store granted before it was replaced (Reserver.checkIncarnation).
 //
 // What the guards cannot see: a node that never served a tag has no floor
 // for it, and a store that lost every trace of a tag (a KV bucket replaced,

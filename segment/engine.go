@@ -254,7 +254,6 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:      cfg,
 		store:    cfg.Store,
-		res:      &Reserver{Store: cfg.Store, Floors: cfg.Floors, PeerFloor: cfg.PeerFloor, Announce: cfg.Announce, Logger: cfg.Logger},
 		clock:    cfg.Clock,
 		sleep:    cfg.Sleep,
 		log:      cfg.Logger,
@@ -262,6 +261,8 @@ func New(cfg Config) (*Engine, error) {
 		negCap:   negativeCap,
 		inflight: make(map[string]*lookup),
 	}
+	e.res = &Reserver{Store: cfg.Store, Floors: cfg.Floors, PeerFloor: cfg.PeerFloor, Announce: cfg.Announce, Logger: cfg.Logger,
+		Replaced: func(old, cur string) { _ = e.markReplaced(old, cur) }}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.tags.Store(&map[string]*tagBuf{})
 	return e, nil
@@ -829,6 +830,14 @@ func (e *Engine) checkIncarnation(ctx context.Context) error {
 	case old == cur:
 		return nil
 	}
+	return e.markReplaced(old, cur)
+}
+
+// markReplaced turns auto-create off for good (until an operator acts): the
+// store is now cur, not old, the one this node served from. It is called
+// by checkIncarnation and by the Reserver, which finds a replacement under
+// a range in flight. It returns the error auto-create answers from then on.
+func (e *Engine) markReplaced(old, cur string) error {
 	rerr := fmt.Errorf("%w: this node served from %q, the store is now %q; auto-create is off until an operator "+
 		"restarts the tags (leafctl tag restart TAG --floor N) and, with each node stopped, removes the \"store\" "+
 		"entry from its segment-floors.json (the floors stay)", ErrStoreChanged, old, cur)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/leafmq/leafmq/wire"
 )
@@ -50,7 +51,17 @@ type Reserver struct {
 	// failure logged: the store is the source of truth, the floor a second
 	// guard (the engine's choice; a monotonic leader refuses).
 	RequireFloor bool
-	Logger       *slog.Logger // default slog.Default()
+	// Replaced, if set, hears that the store's incarnation changed under
+	// a range (see reserve): old is the incarnation the range was asked
+	// of, cur the store's now. The engine turns auto-create off, as for a
+	// replacement found at start (Engine.checkIncarnation).
+	Replaced func(old, cur string)
+	Logger   *slog.Logger // default slog.Default()
+
+	// known is the store's incarnation as last read: before this
+	// Reserver's first range, then after each range. Stores without an
+	// Incarnation leave it nil.
+	known atomic.Pointer[string]
 }
 
 // Reserve takes the next range of tag, of step ids (0: the tag's stored
@@ -75,6 +86,10 @@ func (r *Reserver) reserve(ctx context.Context, tag wire.Tag, step int, accept f
 		peer = r.PeerFloor(name)
 	}
 	floor := max(own, peer)
+	inc, err := r.incarnation(ctx)
+	if err != nil {
+		return Alloc{}, err
+	}
 	// The store checks the floor before it advances: a refused load takes
 	// no range. Each refused load that took one would move the row on, and
 	// after a few it would pass this node's floor and grant ranges that
@@ -120,6 +135,9 @@ func (r *Reserver) reserve(ctx context.Context, tag wire.Tag, step int, accept f
 			}
 		}
 	}
+	if refuse == nil {
+		refuse = r.checkIncarnation(ctx, name, a, inc, log)
+	}
 	if refuse != nil {
 		return Alloc{}, refuse
 	}
@@ -127,6 +145,71 @@ func (r *Reserver) reserve(ctx context.Context, tag wire.Tag, step int, accept f
 		r.Announce.Announce(name, a.End(), a.Mode.String())
 	}
 	return a, nil
+}
+
+// incarnation returns the store's incarnation as this Reserver knows it,
+// before a range is asked of the store: the last one read, or, for the
+// first range, one read now. "" for a store without an Incarnation.
+func (r *Reserver) incarnation(ctx context.Context) (string, error) {
+	is, ok := r.Store.(Incarnation)
+	if !ok {
+		return "", nil
+	}
+	if p := r.known.Load(); p != nil {
+		return *p, nil
+	}
+	cur, err := is.Incarnation(ctx)
+	if err != nil {
+		return "", fmt.Errorf("segment: reading the store's incarnation: %w", err)
+	}
+	r.known.CompareAndSwap(nil, &cur)
+	return *r.known.Load(), nil
+}
+
+// checkIncarnation keeps I1 (docs/protocol.md: no id handed out twice)
+// across a store replaced while a range is in flight. It runs after the
+// range's floor was recorded and before any id of it is served, and reads
+// the store's incarnation afresh: a range granted by a store that is no
+// longer the one it was asked of (inc) is dropped, a gap never served.
+//
+// Why that is enough: a node B auto-creating the tag in the new store read
+// it missing only after the replacement, and asks this node's floor after
+// that. If this node recorded the floor before B asked, B hears it and
+// refuses the create (createCheck); if it recorded it after B asked, this
+// read comes after the replacement too, sees the new incarnation, and the
+// range is dropped. Either way no id is served by both.
+//
+// inc is the incarnation known before the range was asked: a range asked
+// of the new store after a replacement this Reserver had not yet seen is
+// dropped too (one range lost, no id repeated). Stores without an
+// Incarnation (MySQL: a table is not replaced behind a live node's back
+// without the row's history) skip the check. The cost is one store read
+// per range (KV: a stream info request).
+func (r *Reserver) checkIncarnation(ctx context.Context, name string, a Alloc, inc string, log *slog.Logger) error {
+	is, ok := r.Store.(Incarnation)
+	if !ok {
+		return nil
+	}
+	cur, err := is.Incarnation(ctx)
+	if err != nil {
+		log.Error("segment: reading the store's incarnation after a range; dropping the range", "tag", name,
+			"start", a.Start(), "end", a.End(), "err", err)
+		return fmt.Errorf("%w: tag %q: the store's incarnation could not be read after reserving [%d,%d); no id of it is served: %w",
+			ErrUnavailable, name, a.Start(), a.End(), err)
+	}
+	if cur == inc {
+		return nil
+	}
+	if p := r.known.Load(); p != nil && *p == inc {
+		r.known.CompareAndSwap(p, &cur)
+	}
+	log.Error("segment: the store was replaced while a range was reserved; dropping the range", "tag", name,
+		"start", a.Start(), "end", a.End(), "asked_of", inc, "now", cur)
+	if r.Replaced != nil {
+		r.Replaced(inc, cur)
+	}
+	return fmt.Errorf("%w: tag %q: the store was %q when [%d,%d) was reserved and is %q now; no id of the range is served",
+		ErrStoreChanged, name, inc, a.Start(), a.End(), cur)
 }
 
 // raiseToPeer handles a reservation refused below a peer's floor of the

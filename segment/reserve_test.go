@@ -147,3 +147,122 @@ func TestReserverRequireFloor(t *testing.T) {
 		t.Fatalf("Reserve without RequireFloor = %+v, %v; want [11,21) served", a, err)
 	}
 }
+
+// replacingStore calls after, once, between the store's reply to an
+// Advance and the caller's use of it: the KV bucket replaced while a
+// range is in flight.
+type replacingStore struct {
+	*memstore.Store
+	once  sync.Once
+	after func(a segment.Alloc)
+}
+
+func (s *replacingStore) Advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
+	a, err := s.Store.Advance(ctx, tag, step, floor)
+	if err == nil && s.after != nil {
+		s.once.Do(func() { s.after(a) })
+	}
+	return a, err
+}
+
+// TestReserverDropsARangeOfAReplacedStore (I1, docs/protocol.md): the
+// store is replaced after it granted a range and before the Reserver
+// recorded its floor; another node makes the tag in the new store and
+// takes the same ids. The Reserver records the floor, finds the store's
+// incarnation changed, and serves nothing of the range.
+func TestReserverDropsARangeOfAReplacedStore(t *testing.T) {
+	ctx := context.Background()
+	tag := wire.MustTag("x")
+	s := &replacingStore{Store: newReserverStore(t, segment.Tag{Name: tag, Step: 10})}
+	var other segment.Alloc
+	s.after = func(segment.Alloc) {
+		s.Replace()
+		if err := s.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
+			t.Error(err)
+			return
+		}
+		a, err := s.Store.Advance(ctx, tag, 0, 0) // the other node's range
+		if err != nil {
+			t.Error(err)
+		}
+		other = a
+	}
+	floors := segment.NewMemFloors()
+	ann := &announcements{floors: floors}
+	var replaced []string
+	r := &segment.Reserver{Store: s, Floors: floors, Announce: ann, Logger: slog.New(slog.DiscardHandler),
+		Replaced: func(old, cur string) { replaced = append(replaced, old, cur) }}
+	a, err := r.Reserve(ctx, tag, 0)
+	if !errors.Is(err, segment.ErrStoreChanged) {
+		t.Fatalf("Reserve across a replaced store = [%d,%d), %v; want ErrStoreChanged (the other node holds [%d,%d))",
+			a.Start(), a.End(), err, other.Start(), other.End())
+	}
+	if got := floors.Floor("x"); got != 11 {
+		t.Fatalf("floor of x = %d, want 11: the dropped range's floor stays recorded", got)
+	}
+	if len(replaced) != 2 || replaced[0] == replaced[1] {
+		t.Fatalf("Replaced heard %q, want the old and the new incarnation", replaced)
+	}
+	if got := ann.list(); len(got) != 0 {
+		t.Fatalf("a dropped range was announced: %+v", got)
+	}
+	// The next range is asked of the new store and served above the floor.
+	a, err = r.Reserve(ctx, tag, 0)
+	if err != nil || a.Start() < 11 {
+		t.Fatalf("next Reserve = [%d,%d), %v; want a range at or above 11", a.Start(), a.End(), err)
+	}
+}
+
+// TestEngineReplacedWhileLoading (I1): node A's first load of a tag it
+// never served commits in the old store; the store is replaced; node B
+// auto-creates the tag (A's floor is still 0, so B's create check passes)
+// and serves ids from 1. A must serve none of B's ids, and its auto-create
+// is off from then on, as for a replacement found at start.
+func TestEngineReplacedWhileLoading(t *testing.T) {
+	ctx := context.Background()
+	tag := wire.MustTag("x")
+	s := &replacingStore{Store: newReserverStore(t, segment.Tag{Name: tag, Step: 10})}
+	floorsA := segment.NewMemFloors()
+	b := newEngine(t, segment.Config{Store: s.Store, RefreshInterval: -1, AutoCreate: true, DefaultStep: 10,
+		CreateCheck: func(_ context.Context, tag wire.Tag) error {
+			if f := floorsA.Floor(tag.String()); f > 0 {
+				return &segment.PeerFloorError{Tag: tag, Node: "a", Floor: f}
+			}
+			return nil
+		}})
+	servedB := map[int64]bool{}
+	s.after = func(segment.Alloc) {
+		s.Replace()
+		for range 5 {
+			id, err := b.Next(ctx, tag)
+			if err != nil {
+				t.Errorf("B's Next after the replacement: %v", err)
+				return
+			}
+			servedB[id] = true
+		}
+	}
+	a := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true, DefaultStep: 10, Floors: floorsA})
+	start(t, a)
+	// A's dropped range leaves the tag failing until a load from the new
+	// store succeeds; every id A serves must be none of B's.
+	var loadErr error
+	for served := 0; served < 25; {
+		id, err := a.Next(ctx, tag)
+		if err != nil {
+			loadErr = err
+			waitLoads(t, a, "x", 1)
+			continue
+		}
+		if servedB[id] {
+			t.Fatalf("A served id %d, which B served after the store was replaced (B served %v)", id, servedB)
+		}
+		served++
+	}
+	if !errors.Is(loadErr, segment.ErrStoreChanged) {
+		t.Fatalf("A's first load across the replacement failed with %v; want ErrStoreChanged", loadErr)
+	}
+	if _, err := a.Next(ctx, wire.MustTag("new")); !errors.Is(err, segment.ErrStoreChanged) {
+		t.Fatalf("A's auto-create after the replacement: %v; want ErrStoreChanged", err)
+	}
+}

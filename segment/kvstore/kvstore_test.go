@@ -722,3 +722,69 @@ func TestForgedHandBackIsLowered(t *testing.T) {
 		t.Fatalf("Next after a hand-back = %+v, %v; want start %d", a, err, last.Start())
 	}
 }
+
+// replacedAfterAdvance deletes the bucket and makes it again (another node
+// then creates the tag and takes its first range) after its first Advance
+// was committed and before the caller sees the answer.
+type replacedAfterAdvance struct {
+	*kvstore.Store
+	once    sync.Once
+	replace func()
+}
+
+func (s *replacedAfterAdvance) Advance(ctx context.Context, tag wire.Tag, step int, floor int64) (segment.Alloc, error) {
+	a, err := s.Store.Advance(ctx, tag, step, floor)
+	if err == nil {
+		s.once.Do(s.replace)
+	}
+	return a, err
+}
+
+// TestReserverRangeOfReplacedBucket (I1, docs/protocol.md): on a real
+// bucket, node A's range commits, the operator deletes the bucket and it
+// is made again, node B creates the tag and takes ids from 1; A's Reserver
+// records the floor, reads the new incarnation and serves nothing of its
+// range.
+func TestReserverRangeOfReplacedBucket(t *testing.T) {
+	srv := natstest.RunServer(t)
+	ctx := testCtx(t)
+	js := newJS(t, srv.ClientURL())
+	bucket := freshBucket()
+	tag := wire.MustTag("x")
+	s := &replacedAfterAdvance{Store: open(t, js, kvstore.Options{Bucket: bucket})}
+	if err := s.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var other segment.Alloc
+	s.replace = func() {
+		if err := js.DeleteKeyValue(ctx, bucket); err != nil {
+			t.Error(err)
+			return
+		}
+		var b *kvstore.Store
+		testenv.Eventually(t, "the bucket made again", 10*time.Second, func() bool {
+			var err error
+			b, err = kvstore.Open(ctx, js, kvstore.Options{Bucket: bucket})
+			return err == nil
+		})
+		t.Cleanup(func() { _ = b.Close() })
+		if err := b.Create(ctx, segment.Tag{Name: tag, Step: 10}); err != nil {
+			t.Error(err)
+			return
+		}
+		var err error
+		if other, err = b.Advance(ctx, tag, 0, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	floors := segment.NewMemFloors()
+	r := &segment.Reserver{Store: s, Floors: floors, Logger: slog.New(slog.DiscardHandler)}
+	a, err := r.Reserve(ctx, tag, 0)
+	if !errors.Is(err, segment.ErrStoreChanged) {
+		t.Fatalf("Reserve across a replaced bucket = [%d,%d), %v; want ErrStoreChanged (node B holds [%d,%d))",
+			a.Start(), a.End(), err, other.Start(), other.End())
+	}
+	if f := floors.Floor("x"); f != 11 {
+		t.Fatalf("floor of x = %d, want 11", f)
+	}
+}
