@@ -105,16 +105,18 @@ func (d goDecls) has(name string) bool {
 }
 
 // goCode is the module's non-test Go code, parsed: by file, by package
-// directory, and the directories by package name.
+// directory, and the directories by package name; and the names of the
+// tests, benchmarks and examples of its test files.
 type goCode struct {
 	files map[string]goDecls  // "node/node.go"
 	dirs  map[string]goDecls  // "node", "segment/mysql"
 	names map[string][]string // "kvlease" → ["mono/kvlease"]
+	tests map[string]bool     // "TestSameNameRefused"
 }
 
 func parseModule(t *testing.T) goCode {
 	t.Helper()
-	c := goCode{files: map[string]goDecls{}, dirs: map[string]goDecls{}, names: map[string][]string{}}
+	c := goCode{files: map[string]goDecls{}, dirs: map[string]goDecls{}, names: map[string][]string{}, tests: map[string]bool{}}
 	fset := gotoken.NewFileSet()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -123,7 +125,19 @@ func parseModule(t *testing.T) goCode {
 		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "node_modules" || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+		if d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		if strings.HasSuffix(p, "_test.go") {
+			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, decl := range f.Decls {
+				if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && testFuncRE.MatchString(fn.Name.Name) {
+					c.tests[fn.Name.Name] = true
+				}
+			}
 			return nil
 		}
 		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
@@ -150,10 +164,16 @@ func parseModule(t *testing.T) goCode {
 	return c
 }
 
+// testFuncRE matches the functions go test runs.
+var testFuncRE = regexp.MustCompile(`^(Test|Benchmark|Example|Fuzz)[A-Z_]`)
+
 // resolve reports whether a Go name the docs give without a file is
 // declared: pkg.Name or pkg.Type.Name in a package of that name, or
 // Name or Type.Name in any package.
 func (c goCode) resolve(name string) bool {
+	if c.tests[name] {
+		return true
+	}
 	if first, rest, ok := strings.Cut(name, "."); ok {
 		for _, dir := range c.names[first] {
 			if c.dirs[dir].has(rest) {
