@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,9 +33,15 @@ type MonoSource interface {
 // and in a queue group it would take its share of the requests, each of
 // them then timing out. Outside one, every subscriber gets every request
 // and the live leader's answer comes first; the old one, if it wakes,
-// answers only 503 (its fence has passed), after the fact. Requests of one
-// subscription are served one at a time, in the order the node received
-// them.
+// answers only 503 (its fence has passed), after the fact.
+//
+// Requests of one subscription are served one at a time, in the order the
+// node received them, by one goroutine (runMono): src.Next is called
+// serially, so the ids are strictly increasing in the order they are
+// handed out. The subscription's own goroutine only stamps each request
+// and queues it, and answers probes; a request that finds monoQueue
+// requests queued, or that waited more than monoWait, is refused with
+// ErrBusy (503) instead of being served late.
 func (r *Responder) ServeMono(tag wire.Tag, src MonoSource) (stop func(), err error) {
 	if tag.IsZero() || src == nil {
 		return nil, fmt.Errorf("%w: responder: ServeMono needs a tag and a source", segment.ErrInvalid)
@@ -45,34 +52,79 @@ func (r *Responder) ServeMono(tag wire.Tag, src MonoSource) (stop func(), err er
 		return nil, errors.New("responder: stopped")
 	}
 	name := tag.String()
-	sub, err := r.cfg.Conn.Subscribe(wire.MonoPrefix+name, func(msg *nats.Msg) { r.serveMono(src, name, msg) })
+	ms := &monoSub{queue: make(chan monoReq, monoQueue), done: make(chan struct{})}
+	ms.sub, err = r.cfg.Conn.Subscribe(wire.MonoPrefix+name, func(msg *nats.Msg) { r.receiveMono(ms, name, msg) })
 	if err != nil {
 		return nil, fmt.Errorf("responder: subscribing to %s%s: %w", wire.MonoPrefix, name, err)
 	}
-	r.monoSubs[sub] = struct{}{}
+	r.monoSubs[ms] = struct{}{}
+	r.wg.Add(1) // before Stop's wg.Wait: stopMono, which comes first, takes monoMu
+	go r.runMono(ms, src, name)
 	return func() {
 		r.monoMu.Lock()
 		defer r.monoMu.Unlock()
-		if _, ok := r.monoSubs[sub]; ok {
-			delete(r.monoSubs, sub)
-			_ = sub.Unsubscribe()
+		if _, ok := r.monoSubs[ms]; ok {
+			delete(r.monoSubs, ms)
+			ms.stop()
 		}
 	}, nil
+}
+
+// monoQueue bounds the requests of one ServeMono subscription waiting to
+// be served; monoWait bounds how long one waits. Past either the request
+// is refused with ErrBusy: a client's deadline (1 s) allows monoWait, one
+// request served before it (the largest batch takes tens of milliseconds)
+// and its own; unbounded, a queue would hold a 1-id request behind every
+// large batch queued before it (TestServeMonoShedsFlood).
+const (
+	monoQueue = 256
+	monoWait  = 250 * time.Millisecond
+)
+
+// monoSub is one subscription of ServeMono and the queue between its
+// NATS goroutine (receiveMono) and the goroutine that serves it (runMono).
+type monoSub struct {
+	sub   *nats.Subscription
+	queue chan monoReq
+	done  chan struct{} // closed by stop: runMono refuses what is queued and ends
+
+	mu      sync.Mutex // guards stopped and the sends on queue
+	stopped bool
+}
+
+// monoReq is a request of leaf.mono.<tag> and when it was received.
+type monoReq struct {
+	msg *nats.Msg
+	at  time.Time
+}
+
+// stop unsubscribes and ends runMono. A NATS handler may still run after
+// Unsubscribe returns: once stopped is set under mu it queues nothing, so
+// every request queued is in the queue when runMono drains it.
+func (ms *monoSub) stop() {
+	_ = ms.sub.Unsubscribe()
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if !ms.stopped {
+		ms.stopped = true
+		close(ms.done)
+	}
 }
 
 // stopMono ends every subscription of ServeMono; later calls are refused.
 func (r *Responder) stopMono() {
 	r.monoMu.Lock()
 	defer r.monoMu.Unlock()
-	for sub := range r.monoSubs {
-		_ = sub.Unsubscribe()
+	for ms := range r.monoSubs {
+		ms.stop()
 	}
 	r.monoSubs = nil
 }
 
-// serveMono answers one request of leaf.mono.<tag>: the body is a count,
-// as on leaf.segment.<tag>, and the ids come in strictly increasing order.
-func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg) {
+// receiveMono runs on the subscription's goroutine and never waits: it
+// answers a probe, and queues a request for runMono or refuses it at once
+// when the queue is full.
+func (r *Responder) receiveMono(ms *monoSub, tag string, msg *nats.Msg) {
 	if msg.Header.Get(wire.ProbeHeader) != "" {
 		r.probes.mono.Add(1)
 		body, _ := json.Marshal(wire.ProbeReply{Node: r.cfg.Node, Instance: r.cfg.Instance, Subject: wire.SubjectMono})
@@ -81,7 +133,56 @@ func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg) {
 		}
 		return
 	}
-	start := r.cfg.Clock.Now()
+	at := r.cfg.Clock.Now()
+	ms.mu.Lock()
+	var err error
+	switch {
+	case ms.stopped:
+		err = fmt.Errorf("%w: no longer serving leaf.mono.%s", segment.ErrClosed, tag)
+	default:
+		select {
+		case ms.queue <- monoReq{msg: msg, at: at}:
+		default:
+			err = fmt.Errorf("%w: %d requests of leaf.mono.%s wait", ErrBusy, monoQueue, tag)
+		}
+	}
+	ms.mu.Unlock()
+	if err != nil {
+		r.failMono(tag, msg, err, at)
+	}
+}
+
+// runMono serves the requests ms queued, one at a time in their order,
+// until ms stops; then it refuses what is left (a 503: the client asks
+// again and finds the tag's next leader).
+func (r *Responder) runMono(ms *monoSub, src MonoSource, tag string) {
+	defer r.wg.Done()
+	for {
+		select {
+		case q := <-ms.queue:
+			if waited := r.cfg.Clock.Since(q.at); waited > monoWait {
+				r.failMono(tag, q.msg, fmt.Errorf("%w: waited %v for the requests of leaf.mono.%s before it",
+					ErrBusy, waited.Round(time.Millisecond), tag), q.at)
+				continue
+			}
+			r.serveMono(src, tag, q.msg, q.at)
+		case <-ms.done:
+			for {
+				select {
+				case q := <-ms.queue:
+					r.failMono(tag, q.msg, fmt.Errorf("%w: no longer serving leaf.mono.%s", segment.ErrClosed, tag), q.at)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// serveMono answers one request of leaf.mono.<tag>, received at start: the
+// body is a count, as on leaf.segment.<tag>, and the ids come in strictly
+// increasing order.
+func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg, start time.Time) {
 	count, err := wire.ParseCount(msg.Data, r.cfg.MaxBatch)
 	if err != nil {
 		r.failMono(tag, msg, fmt.Errorf("%w: %v", segment.ErrInvalid, err), start)

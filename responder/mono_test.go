@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,5 +110,165 @@ func TestServeMono(t *testing.T) {
 	}
 	if _, err := r.ServeMono(tag, l); err == nil {
 		t.Fatal("ServeMono after Stop succeeded")
+	}
+}
+
+// TestServeMonoShedsFlood: with many clients asking leaf.mono.<tag> for
+// the largest batch at once, more than the leader can serve in time, a
+// 1-id request beside them is still answered within the client's 1 s
+// deadline, with its id or a retryable 503, instead of waiting behind
+// every big request queued before it. The ids served meanwhile stay
+// strictly increasing in the order they are handed out: no two replies'
+// ranges overlap.
+func TestServeMonoShedsFlood(t *testing.T) {
+	const (
+		floodClients = 200 // more than the leader serves within the deadline on any machine
+		floodConns   = 8
+		batch        = wire.DefaultMaxBatch
+		flood        = 3 * time.Second
+		deadline     = time.Second // the availability goal: a later answer counts as none
+	)
+	quiet := slog.New(slog.DiscardHandler)
+	url := natstest.RunServer(t).ClientURL()
+	nc := natstest.Connect(t, url)
+	store := memstore.New()
+	tag := wire.MustTag("ticks")
+	// A step below the batch: a big request takes several ranges, as on a
+	// node whose step is sized for small requests.
+	const step = 100
+	if err := store.Create(context.Background(), segment.Tag{Name: tag, Step: step, Mode: segment.Mode{Kind: segment.KindMono}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := mono.NewLeader(mono.Config{Tag: tag, Node: "a", Ranges: &segment.Reserver{Store: store, Logger: quiet},
+		Lease: memlease.New(time.Second, nil), Step: step, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Run(context.Background())
+	t.Cleanup(l.Close)
+	testenv.Eventually(t, "leading", 10*time.Second, l.Leading)
+	r, err := responder.Start(responder.Config{Conn: nc, IDs: &counter{}, Node: "n", Instance: "i1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	stop, err := r.ServeMono(tag, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	subject := wire.MonoPrefix + tag.String()
+
+	type span struct{ first, last int64 }
+	var (
+		mu      sync.Mutex
+		spans   []span
+		bigOK   int
+		bigBusy int
+		errs    []error
+	)
+	// record checks one reply's ids and keeps their span.
+	record := func(msg *nats.Msg, n int) error {
+		ids, err := wire.DecodeIDs(nil, msg.Data, true)
+		if err != nil || len(ids) != n {
+			return errors.Join(err, errors.New("wrong number of ids"))
+		}
+		for i := 1; i < len(ids); i++ {
+			if ids[i] <= ids[i-1] {
+				return errors.New("ids of one reply not strictly increasing")
+			}
+		}
+		mu.Lock()
+		spans = append(spans, span{ids[0], ids[len(ids)-1]})
+		mu.Unlock()
+		return nil
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), flood)
+	defer cancel()
+	var wg sync.WaitGroup
+	conns := make([]*nats.Conn, floodConns)
+	for i := range conns {
+		conns[i] = natstest.Connect(t, url)
+	}
+	for i := range floodClients {
+		c := conns[i%floodConns]
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				msg, err := c.RequestMsg(wire.NewRequest(subject, batch, true), 10*time.Second)
+				if err == nil {
+					err = wire.ReplyError(msg)
+				}
+				switch {
+				case err == nil:
+					if err := record(msg, batch); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						return
+					}
+					mu.Lock()
+					bigOK++
+					mu.Unlock()
+				case errors.Is(err, wire.ErrUnavailable):
+					mu.Lock()
+					bigBusy++
+					mu.Unlock()
+					time.Sleep(10 * time.Millisecond) // a client backs off before asking again
+				default:
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+
+	small := natstest.Connect(t, url)
+	var took []time.Duration
+	late, refused := 0, 0
+	time.Sleep(200 * time.Millisecond) // the flood is under way
+	for ctx.Err() == nil {
+		start := time.Now()
+		msg, err := small.RequestMsg(wire.NewRequest(subject, 1, true), 5*time.Second)
+		d := time.Since(start)
+		took = append(took, d)
+		if d > deadline {
+			late++
+		}
+		if err == nil {
+			err = wire.ReplyError(msg)
+		}
+		switch {
+		case err == nil:
+			if err := record(msg, 1); err != nil {
+				t.Error(err)
+			}
+		case errors.Is(err, wire.ErrUnavailable):
+			refused++
+		default:
+			t.Errorf("1-id request: %v, want ids or a 503", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("big request: %v", err)
+	}
+	slices.Sort(took)
+	t.Logf("1-id requests: %d, refused (503) %d, over %v %d; answer time p50 %v max %v; big requests served %d, refused %d",
+		len(took), refused, deadline, late, took[len(took)/2], took[len(took)-1], bigOK, bigBusy)
+	if late > 0 {
+		t.Errorf("%d of %d 1-id requests answered after %v (max %v): a late answer counts as none", late, len(took), deadline, took[len(took)-1])
+	}
+	if bigOK == 0 {
+		t.Error("no big request served: the node sheds everything")
+	}
+	slices.SortFunc(spans, func(a, b span) int { return int(a.first - b.first) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].first <= spans[i-1].last {
+			t.Fatalf("replies' ids overlap: [%d, %d] and [%d, %d]", spans[i-1].first, spans[i-1].last, spans[i].first, spans[i].last)
+		}
 	}
 }

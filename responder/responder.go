@@ -126,7 +126,7 @@ type Responder struct {
 	sfStopped bool          // Stop began: SetSnowflake(true) refuses
 
 	monoMu   sync.Mutex
-	monoSubs map[*nats.Subscription]struct{} // ServeMono's; nil once stopped
+	monoSubs map[*monoSub]struct{} // ServeMono's; nil once stopped
 }
 
 // Start validates cfg, adds the service and its endpoints, and starts workers.
@@ -160,7 +160,7 @@ func Start(cfg Config) (*Responder, error) {
 		return nil, fmt.Errorf("responder: invalid config: max batch %d, workers %d, timeout %v",
 			cfg.MaxBatch, cfg.Workers, cfg.Timeout)
 	}
-	r := &Responder{cfg: cfg, jobs: make(chan job, 4*cfg.Workers), monoSubs: map[*nats.Subscription]struct{}{}}
+	r := &Responder{cfg: cfg, jobs: make(chan job, 4*cfg.Workers), monoSubs: map[*monoSub]struct{}{}}
 	r.try, _ = cfg.IDs.(TrySource)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.bufs.New = func() any { b := make([]int64, 0, 64); return &b }
