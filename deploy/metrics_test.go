@@ -51,6 +51,7 @@ var leafdMetrics = []string{
 	"probes_answered_total", // label subject
 	"probe_requests_total",  // labels subject, result
 	"segment_tag_refused",   // label tag
+	"nats_rtt_seconds",
 	// node/livemetrics.go
 	"request_duration_seconds", // histogram, label engine
 	"id_requests_total",        // labels engine, code

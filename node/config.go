@@ -48,6 +48,11 @@ type Config struct {
 type NATSConfig struct {
 	URL    string // URL(s) of an existing NATS to join; empty embeds a nats-server
 	Listen string // embedded server's client address
+	// MaxRTT is the longest round trip to NATS at which the node is ready
+	// for the subjects it answers through NATS (segment, snowflake,
+	// monotonic tags): above it the node's answers miss a client's 1 s
+	// goal. Default 500ms; negative disables.
+	MaxRTT time.Duration
 
 	// Auth is how the node authenticates to the NATS of URL: a .creds
 	// file, an nkey seed, user/password, a token, TLS (flags --nats-creds,
@@ -143,6 +148,8 @@ var (
 			"join an existing NATS at this URL instead of embedding one"},
 		{"nats-listen", "127.0.0.1:4222", func(c *NATSConfig) any { return &c.Listen },
 			"embedded nats-server client address"},
+		{"max-nats-rtt", "500ms", func(c *NATSConfig) any { return &c.MaxRTT },
+			"not ready for segment, snowflake and monotonic tags while the round trip to NATS is above this; negative disables"},
 	}}
 	httpSettings = table[HTTPConfig]{"http", "HTTP", []setting[HTTPConfig]{
 		{"http", "127.0.0.1:8080", func(c *HTTPConfig) any { return &c.Addr },

@@ -48,6 +48,7 @@ type collector struct {
 	probed   *prometheus.Desc
 	probes   *prometheus.Desc
 	refused  *prometheus.Desc
+	natsRTT  *prometheus.Desc
 }
 
 func newCollector(n *Node) *collector {
@@ -93,6 +94,7 @@ func newCollector(n *Node) *collector {
 		subReady: d("subject_ready", "1 while the node serves the subject and can answer it with ids (/readyz/<subject>).", "subject"),
 		probed:   d("probes_answered_total", "Self-probes that reached this node's own subscription of the subject through NATS and were answered: flat while the node serves the subject means requests no longer reach it.", "subject"),
 		probes:   d("probe_requests_total", "Self-probes this node sent on a subject it serves, by result (answered by some node, or failed: no responders, timeout).", "subject", "result"),
+		natsRTT:  d("nats_rtt_seconds", "The node's round trip to its NATS server, measured every 5s off the request path (0 when unknown); above --max-nats-rtt the node is not ready for segment, snowflake and monotonic tags."),
 		refused:  d("segment_tag_refused", "1 for a tag this node refuses until an operator acts (an opaque tag's key it lacks, a mode conflict, a store below the ids already issued); the node stays ready for other tags.", "tag"),
 	}
 }
@@ -102,7 +104,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr,
 		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped,
 		c.sfOffset, c.evSent, c.evDropped, c.ringFill, c.poolLevel, c.poolWaste,
-		c.serving, c.subReady, c.probed, c.probes, c.refused} {
+		c.serving, c.subReady, c.probed, c.probes, c.refused, c.natsRTT} {
 		ch <- d
 	}
 }
@@ -114,6 +116,7 @@ const maxTagSeries = 500
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	subjects, _, _ := n.readiness()
+	ch <- prometheus.MustNewConstMetric(c.natsRTT, prometheus.GaugeValue, n.conn.rtt.Load().rtt().Seconds())
 	sent := n.serve.probe.counts()
 	for _, s := range subjects {
 		ch <- prometheus.MustNewConstMetric(c.serving, prometheus.GaugeValue, b2f(s.Serving), s.Subject)

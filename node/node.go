@@ -68,6 +68,7 @@ type natsConn struct {
 	// endpoints take a connection of their own from it at each join
 	// (responder.Config.SnowflakeConn).
 	dial func(extra ...nats.Option) (*nats.Conn, error)
+	rtt  atomic.Pointer[rttMeter] // the round trip to NATS; nil until measured
 }
 
 // segments is what serves segment ids.
@@ -161,6 +162,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		{name: "http", stop: n.stopHTTP, start: func(context.Context) error { return n.startHTTP() }},
 		{name: "embedded nats-server", stop: n.stopServer},
 		{name: "nats", stop: n.drainNATS, start: func(context.Context) error { return n.startNATS() }, await: "connecting to NATS"},
+		{name: "nats round trip", stop: n.stopRTT, start: n.startRTT},
 		{name: "events", start: n.newEvents},
 		{name: "tag floors", start: b.openFloors},
 		{name: "live nodes", start: b.newPeers},

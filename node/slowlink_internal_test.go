@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,5 +87,89 @@ func TestSnowflakeServesOverSlowLink(t *testing.T) {
 		t.Errorf("%d of 100 requests got ids 0.4 s from NATS; failures: %v", ids, fails)
 	} else if len(fails) > 0 {
 		t.Logf("failures: %v", fails)
+	}
+}
+
+// TestSlowNATSLinkNotReady: a node whose link to NATS slows to 0.6 s each
+// way (a 1.2 s round trip, so every answer it gives misses a client's 1 s
+// deadline) says so: within 20 s /readyz is 503 and /readyz/segment,
+// /readyz/snowflake name the round trip above --max-nats-rtt, and
+// leafmq_nats_rtt_seconds and leaf.admin.status show it. Within 20 s of
+// the link's recovery it is ready again.
+func TestSlowNATSLinkNotReady(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	p := proxyTo(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	n, err := Start(ctx, Config{Name: "far", NATS: NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
+		HTTP: HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + n.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// waitFor polls until ok, or fails naming what it waited for.
+	waitFor := func(what string, within time.Duration, ok func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !ok() {
+			if time.Since(start) > within {
+				_, why := n.ReadySubject(wire.SubjectSegment)
+				t.Fatalf("not %s after %v (segment: %v; round trip %v)", what, within, why, n.conn.rtt.Load().rtt())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	segReady := func() bool { _, err := n.ReadySubject(wire.SubjectSegment); return err == nil }
+	waitFor("ready at the start", time.Minute, func() bool { return n.Ready() == nil })
+	if rtt := n.conn.rtt.Load().rtt(); rtt <= 0 || rtt > 500*time.Millisecond {
+		t.Fatalf("round trip %v over a fast link", rtt)
+	}
+
+	bothWays(t, p, "latency", "latency", 600)
+	const reason = "above --max-nats-rtt 500ms"
+	took := waitFor("unready for segment", 20*time.Second, func() bool { return !segReady() })
+	_, why := n.ReadySubject(wire.SubjectSegment)
+	if why == nil || !strings.Contains(why.Error(), "NATS round trip") || !strings.Contains(why.Error(), reason) {
+		t.Fatalf("segment not ready for another reason: %v", why)
+	}
+	t.Logf("unready %v after the slowdown: %v", took.Round(100*time.Millisecond), why)
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, reason) {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	if code, body := get("/readyz/segment"); code != http.StatusServiceUnavailable || !strings.Contains(body, reason) {
+		t.Errorf("/readyz/segment: %d %q", code, body)
+	}
+	if _, why := n.ReadySubject(wire.SubjectSnowflake); why == nil || !strings.Contains(why.Error(), reason) {
+		t.Errorf("snowflake: %v", why)
+	}
+	if st := n.status(); st.Ready || time.Duration(st.NATSRTT) <= 500*time.Millisecond {
+		t.Errorf("status: ready %v, round trip %v", st.Ready, time.Duration(st.NATSRTT))
+	}
+	_, body := get("/metrics")
+	if !strings.Contains(body, "\nleafmq_nats_rtt_seconds ") {
+		t.Errorf("no leafmq_nats_rtt_seconds in /metrics")
+	}
+
+	for _, stream := range []string{"upstream", "downstream"} {
+		if err := p.Toxics.RemoveToxic(ctx, "latency-"+stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took = waitFor("ready again for segment", 20*time.Second, segReady)
+	t.Logf("ready %v after the link recovered", took.Round(100*time.Millisecond))
+	if code, body := get("/readyz/segment"); code != http.StatusOK {
+		t.Errorf("/readyz/segment after the recovery: %d %q", code, body)
 	}
 }

@@ -70,14 +70,16 @@ func (n *Node) status() wire.NodeStatus {
 		}
 	}
 	st.Snow = n.serve.sf.Status(n.SnowflakeJoined())
+	st.NATSRTT = int64(n.conn.rtt.Load().rtt())
 	subjects, problems, err := n.readiness()
 	st.Ready, st.Problems, st.Subjects = err == nil, problems, subjects
 	return st
 }
 
 // Ready reports whether the node can answer every subject it serves:
-// connected to NATS, segment loads of tags without ids left are not failing
-// (a tag refused for a reason of its own, tagRefused, does not count), and
+// connected to NATS with a round trip within --max-nats-rtt, segment loads
+// of tags without ids left are not failing (a tag refused for a reason of
+// its own, tagRefused, does not count), and
 // snowflake (when on) holds a worker id with an unexpired time lease. The
 // error says what is wrong. ReadySubject tells one subject.
 func (n *Node) Ready() error {
@@ -144,11 +146,19 @@ func (n *Node) failingTags() []failingTag {
 func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	var fatal, problems []string
 	connected := n.conn.nc != nil && n.conn.nc.IsConnected()
+	// offline are the problems of every subject the node answers through
+	// NATS: not connected, or a round trip too slow for the answers to
+	// reach clients in time (rttMeter). They make each such subject, and
+	// the node, not ready.
 	var offline []string
 	if !connected {
 		offline = []string{"not connected to NATS"}
 		fatal = append(fatal, offline...)
+	} else if rtt, most := n.conn.rtt.Load().rtt(), n.cfg.NATS.MaxRTT; most > 0 && rtt > most {
+		offline = []string{fmt.Sprintf("NATS round trip %v above --max-nats-rtt %v", rtt.Round(time.Millisecond), most)}
+		fatal = append(fatal, offline...)
 	}
+	slow := connected && len(offline) > 0
 	var subjects []wire.SubjectStatus
 
 	seg := wire.SubjectStatus{Subject: wire.SubjectSegment, Serving: n.serve.resp != nil, Problems: offline}
@@ -170,7 +180,7 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	fatal = append(fatal, segFatal...)
 	problems = append(problems, segWarn...)
 	seg.Problems = append(append(seg.Problems, segFatal...), segWarn...)
-	seg.Ready = seg.Serving && connected && len(segFatal) == 0
+	seg.Ready = seg.Serving && connected && !slow && len(segFatal) == 0
 	subjects = append(subjects, seg)
 
 	if n.serve.sf.Source() != nil {
@@ -186,20 +196,27 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		case msg != "":
 			problems, sf.Problems = append(problems, msg), append(sf.Problems, msg)
 		}
-		sf.Ready = sf.Serving && connected && msg == ""
+		sf.Ready = sf.Serving && connected && !slow && msg == ""
 		subjects = append(subjects, sf)
 	}
 	if m := n.seg.mono.Load(); m != nil {
 		serving, waiting := m.servingNow()
 		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
-			Ready: serving > 0 && connected, Problems: offline, Probed: n.serve.resp.Probed(wire.SubjectMono)}
+			Ready: serving > 0 && connected && !slow, Problems: offline, Probed: n.serve.resp.Probed(wire.SubjectMono)}
 		for _, tag := range waiting {
 			ms.Problems = append(ms.Problems, "mono: "+tag+": taking over, no ids until the last leader's lease has run out")
 		}
 		subjects = append(subjects, ms)
 	}
 	if n.seg.pool != nil {
-		subjects = append(subjects, wire.SubjectStatus{Subject: wire.SubjectPool, Serving: true, Ready: connected, Problems: offline})
+		// The pool is topped up through JetStream and read from it by the
+		// clients, not answered by this node: a slow round trip slows its
+		// top-ups only.
+		var pp []string
+		if !connected {
+			pp = offline
+		}
+		subjects = append(subjects, wire.SubjectStatus{Subject: wire.SubjectPool, Serving: true, Ready: connected, Problems: pp})
 	}
 	problems = append(fatal, problems...)
 	if len(fatal) > 0 {

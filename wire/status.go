@@ -34,6 +34,9 @@ type NodeStatus struct {
 	// connection, so that nodes starting at the same moment see each
 	// other's name and the worker id each is registering (Snow.Claim).
 	Starting bool `json:"starting,omitempty"`
+	// NATSRTT is the node's round trip to its NATS server in
+	// nanoseconds, as last measured; 0 when unknown.
+	NATSRTT int64 `json:"nats_rtt_ns,omitempty"`
 }
 
 // TagStatus is a segment tag on one node: Leaf's /cache row, plus the ring.
