@@ -373,6 +373,55 @@ func TestModeRowDeletedOnMySQL(t *testing.T) {
 	}
 }
 
+// TestModeRowDeletedRollingReplacement: an opaque tag's leaf_alloc_mode
+// row deleted on MySQL, then the nodes replaced one at a time onto new
+// data directories: while some live node knows the tag's mode, none
+// serves the tag as plain ids (which repeat its permuted ids: both lie in
+// [1, 2^20)). The node that served it stops after a new one heard the mode
+// from it; a third node, started after that, must hear it from the second.
+func TestModeRowDeletedRollingReplacement(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQL(t)
+	url := natstest.RunServer(t).ClientURL()
+	cfg := func(name string) node.Config {
+		return node.Config{Name: name, NATS: node.NATSConfig{URL: url}, Registry: node.RegistryConfig{Kind: node.RegistryOff},
+			Store: node.StoreConfig{MySQL: dsn, OpaqueKey: testOpaqueKey}}
+	}
+	served := startNode(t, cfg("served"))
+	nc := natstest.Connect(t, url)
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "rolled", Step: 100, Mode: "opaque", Width: 20})
+	if _, err := takeRetry(nc, wire.SegmentPrefix+"rolled", 50); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(t.Context(), "DELETE FROM leaf_alloc_mode WHERE biz_tag = ?", "rolled"); err != nil {
+		t.Fatal(err)
+	}
+	refuses := func(who string, n *node.Node) {
+		t.Helper()
+		resp, err := http.Get("http://" + n.HTTPAddr() + "/api/segment/get/rolled")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "mode") {
+			t.Fatalf("%s: HTTP %d %s; want a 400 about the tag's mode (plain ids repeat the permuted ones)", who, resp.StatusCode, body)
+		}
+	}
+	second := startNode(t, cfg("second"))
+	refuses("the node started while the one that served it lived", second)
+	if err := served.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	third := startNode(t, cfg("third"))
+	refuses("the node started after the one that served it stopped", third)
+}
+
 // takeRetry takes n ids from subject, asking again for up to 30 s after
 // no responder, no answer or a 503 (a leader not elected yet, a busy
 // machine), as the Go client does.

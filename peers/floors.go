@@ -73,7 +73,8 @@ func (s *Set) HearFloors(ctx context.Context, f Floors) error {
 	}
 	if f.All != nil {
 		h.all, err = nc.Subscribe(wire.FloorsSubject, func(m *nats.Msg) {
-			b, _ := json.Marshal(wire.NodeFloors{Node: s.cfg.Name, Instance: s.cfg.Instance, Store: h.store, Floors: f.All(), Modes: f.Modes()})
+			floors, modes := h.known(f.All(), f.Modes())
+			b, _ := json.Marshal(wire.NodeFloors{Node: s.cfg.Name, Instance: s.cfg.Instance, Store: h.store, Floors: floors, Modes: modes})
 			if err := m.Respond(b); err != nil {
 				s.cfg.Log.Warn("peers: answering "+wire.FloorsSubject, "err", err)
 			}
@@ -176,6 +177,35 @@ func (h *heard) announced(m *nats.Msg) {
 
 // raise records a peer's floor of tag, and the mode it serves the tag in
 // ("" if it did not say).
+// known is what this node answers on wire.FloorsSubject: its own floors
+// and modes, and those it heard from its peers (its own mode of a tag
+// first). Passing on what it heard keeps I1 and I4 (docs/protocol.md)
+// while the nodes that served a tag are replaced one at a time onto new
+// data directories: a store's mode row can be deleted, MySQL keeps no other
+// copy, and the knowledge lives on only as long as each starting node
+// hears it from one that is still alive.
+func (h *heard) known(own map[string]int64, ownModes map[string]string) (map[string]int64, map[string]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	floors := make(map[string]int64, len(own)+len(h.floors))
+	modes := make(map[string]string, len(ownModes)+len(h.modes))
+	for tag, f := range h.floors {
+		floors[tag] = f
+	}
+	for tag, m := range h.modes {
+		modes[tag] = m
+	}
+	for tag, f := range own {
+		floors[tag] = max(floors[tag], f)
+	}
+	for tag, m := range ownModes {
+		if m != "" {
+			modes[tag] = m
+		}
+	}
+	return floors, modes
+}
+
 func (h *heard) raise(tag string, floor int64, mode string) {
 	if _, err := wire.ParseTag(tag); err != nil || floor <= 0 {
 		return

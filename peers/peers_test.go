@@ -154,3 +154,41 @@ func ExampleDescribe() {
 	fmt.Println(peers.Describe(wire.NodeStatus{Node: "leaf-2", PID: 4242, Host: "far", Started: started.UnixNano()}))
 	// Output: node leaf-2 (pid 4242 on host far, started 2026-01-02T03:04:05Z)
 }
+
+// TestModesPassedAlong: what a node heard of a tag's mode and floor from
+// a peer it answers on to a node that starts later, so a rolling
+// replacement onto new data directories keeps the mode while at every
+// moment some live node knows it (a store's mode row can be deleted; on
+// MySQL nothing else remembers it). a served tag o in mode opaque and
+// stops; b heard it from a; c, started after a stopped, learns it from b.
+func TestModesPassedAlong(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const mode = "opaque/20/k1"
+	hear := func(s *peers.Set, floors map[string]int64, modes map[string]string) {
+		t.Helper()
+		if err := s.HearFloors(ctx, peers.Floors{All: func() map[string]int64 { return floors },
+			Modes: func() map[string]string { return modes }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := member(t, url, "a", wire.NodeStatus{}, 0)
+	hear(a, map[string]int64{"o": 500}, map[string]string{"o": mode})
+	b := member(t, url, "b", wire.NodeStatus{}, 0)
+	hear(b, map[string]int64{}, map[string]string{})
+	if b.Mode("o") != mode {
+		t.Fatalf("b heard mode %q from a, want %q", b.Mode("o"), mode)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := member(t, url, "c", wire.NodeStatus{}, 0)
+	hear(c, map[string]int64{}, map[string]string{})
+	if got := c.Mode("o"); got != mode {
+		t.Errorf("c's mode of o = %q after a stopped, want %q (b knew it)", got, mode)
+	}
+	if got := c.Floor("o"); got < 500 {
+		t.Errorf("c's peer floor of o = %d after a stopped, want >= 500 (b knew it)", got)
+	}
+}
