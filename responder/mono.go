@@ -52,14 +52,15 @@ func (r *Responder) ServeMono(tag wire.Tag, src MonoSource) (stop func(), err er
 		return nil, errors.New("responder: stopped")
 	}
 	name := tag.String()
-	ms := &monoSub{queue: make(chan monoReq, monoQueue), done: make(chan struct{})}
+	ms := &monoSub{queue: make(chan monoReq, monoQueue), later: make(chan monoLater, monoQueue), done: make(chan struct{})}
 	ms.sub, err = r.cfg.Conn.Subscribe(wire.MonoPrefix+name, func(msg *nats.Msg) { r.receiveMono(ms, name, msg) })
 	if err != nil {
 		return nil, fmt.Errorf("responder: subscribing to %s%s: %w", wire.MonoPrefix, name, err)
 	}
 	r.monoSubs[ms] = struct{}{}
-	r.wg.Add(1) // before Stop's wg.Wait: stopMono, which comes first, takes monoMu
+	r.wg.Add(2) // before Stop's wg.Wait: stopMono, which comes first, takes monoMu
 	go r.runMono(ms, src, name)
+	go r.runLater(ms, name)
 	return func() {
 		r.monoMu.Lock()
 		defer r.monoMu.Unlock()
@@ -81,15 +82,32 @@ const (
 	monoWait  = 250 * time.Millisecond
 )
 
+// monoRefuseDelay is how long a refusal of a source that cannot serve
+// (a 503: most often this node no longer leads the tag) is held back.
+// Every subscriber gets every request of leaf.mono.<tag> and the client
+// keeps the first reply: while an old leader's subscription outlives its
+// lead (a frozen leader that woke), its prompt 503s would win the race
+// against the new leader's ids for about half the requests. Held back,
+// they reach the client only when no leader answered first.
+const monoRefuseDelay = 100 * time.Millisecond
+
 // monoSub is one subscription of ServeMono and the queue between its
 // NATS goroutine (receiveMono) and the goroutine that serves it (runMono).
 type monoSub struct {
 	sub   *nats.Subscription
 	queue chan monoReq
-	done  chan struct{} // closed by stop: runMono refuses what is queued and ends
+	later chan monoLater // refusals held back monoRefuseDelay (runLater)
+	done  chan struct{}  // closed by stop: runMono refuses what is queued and ends
 
 	mu      sync.Mutex // guards stopped and the sends on queue
 	stopped bool
+}
+
+// monoLater is a refusal runLater sends at due.
+type monoLater struct {
+	msg     *nats.Msg
+	err     error
+	at, due time.Time
 }
 
 // monoReq is a request of leaf.mono.<tag> and when it was received.
@@ -165,7 +183,9 @@ func (r *Responder) runMono(ms *monoSub, src MonoSource, tag string) {
 					ErrBusy, waited.Round(time.Millisecond), tag), q.at)
 				continue
 			}
-			r.serveMono(src, tag, q.msg, q.at)
+			if err := r.serveMono(src, tag, q.msg, q.at); err != nil {
+				r.refuseLater(ms, tag, q.msg, err, q.at)
+			}
 		case <-ms.done:
 			for {
 				select {
@@ -179,14 +199,66 @@ func (r *Responder) runMono(ms *monoSub, src MonoSource, tag string) {
 	}
 }
 
+// refuseLater refuses msg with err after monoRefuseDelay (runLater) when
+// err is a 503 of the source, at once otherwise.
+func (r *Responder) refuseLater(ms *monoSub, tag string, msg *nats.Msg, err error, at time.Time) {
+	if wire.CodeOf(err) == wire.CodeUnavailable {
+		select {
+		case ms.later <- monoLater{msg: msg, err: err, at: at, due: r.cfg.Clock.Now().Add(monoRefuseDelay)}:
+			return
+		default:
+		}
+	}
+	r.failMono(tag, msg, err, at)
+}
+
+// runLater sends the refusals refuseLater held back, each at its time, in
+// order; once ms stops (or the Responder does) it sends what is left at
+// once and ends.
+func (r *Responder) runLater(ms *monoSub, tag string) {
+	defer r.wg.Done()
+	flush := func() {
+		for {
+			select {
+			case l := <-ms.later:
+				r.failMono(tag, l.msg, l.err, l.at)
+			default:
+				return
+			}
+		}
+	}
+	for {
+		select {
+		case l := <-ms.later:
+			if d := r.cfg.Clock.Until(l.due); d > 0 {
+				t := r.cfg.Clock.NewTimer(d)
+				select {
+				case <-t.C():
+				case <-ms.done:
+				case <-r.ctx.Done():
+				}
+				t.Stop()
+			}
+			r.failMono(tag, l.msg, l.err, l.at)
+		case <-ms.done:
+			flush()
+			return
+		case <-r.ctx.Done():
+			flush()
+			return
+		}
+	}
+}
+
 // serveMono answers one request of leaf.mono.<tag>, received at start: the
 // body is a count, as on leaf.segment.<tag>, and the ids come in strictly
-// increasing order.
-func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg, start time.Time) {
+// increasing order. An error of the source is returned, not answered
+// (runMono holds a 503 back, refuseLater).
+func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg, start time.Time) error {
 	count, err := wire.ParseCount(msg.Data, r.cfg.MaxBatch)
 	if err != nil {
 		r.failMono(tag, msg, fmt.Errorf("%w: %v", segment.ErrInvalid, err), start)
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.Timeout)
 	defer cancel()
@@ -194,8 +266,7 @@ func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg, start t
 	for len(ids) < count {
 		first, k, err := src.Next(ctx, count-len(ids))
 		if err != nil {
-			r.failMono(tag, msg, err, start)
-			return
+			return err
 		}
 		for i := range k {
 			ids = append(ids, first+int64(i))
@@ -211,6 +282,7 @@ func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg, start t
 		r.cfg.Logger.Debug("mono: respond failed", "tag", tag, "err", err)
 	}
 	r.observe(start, "mono", tag, "200", len(ids))
+	return nil
 }
 
 // failMono answers a request of leaf.mono.<tag> with err's code; a wait for

@@ -272,3 +272,68 @@ func TestServeMonoShedsFlood(t *testing.T) {
 		}
 	}
 }
+
+// monoFunc is a MonoSource from a function.
+type monoFunc func(n int) (int64, int, error)
+
+func (f monoFunc) Next(_ context.Context, n int) (int64, int, error) { return f(n) }
+
+// TestServeMonoOldLeaderLosesTheRace: during a switch-over two nodes can
+// hold leaf.mono.<tag> (an old leader that woke after its fence keeps its
+// subscription until it notices); every subscriber gets every request and
+// the client keeps the first reply. The old leader's 503s are held back,
+// so the new leader's ids reach the client first: all requests get ids.
+func TestServeMonoOldLeaderLosesTheRace(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	url := natstest.RunServer(t).ClientURL()
+	tag := wire.MustTag("ticks")
+	serve := func(node string, src responder.MonoSource) {
+		t.Helper()
+		r, err := responder.Start(responder.Config{Conn: natstest.Connect(t, url), IDs: &counter{}, Node: node, Instance: node, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Stop() })
+		if _, err := r.ServeMono(tag, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var next int64
+	serve("new", monoFunc(func(n int) (int64, int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		first := next + 1
+		next += int64(n)
+		return first, n, nil
+	}))
+	serve("old", monoFunc(func(int) (int64, int, error) {
+		return 0, 0, wire.NewCodedError(wire.CodeUnavailable, "mono: not the leader of the tag")
+	}))
+	nc := natstest.Connect(t, url)
+	subject := wire.MonoPrefix + tag.String()
+	ids, refused := 0, 0
+	var last int64
+	for range 100 {
+		msg, err := nc.RequestMsg(wire.NewRequest(subject, 1, false), 5*time.Second)
+		if err == nil {
+			err = wire.ReplyError(msg)
+		}
+		switch {
+		case err == nil:
+			got, derr := wire.DecodeIDs(nil, msg.Data, false)
+			if derr != nil || len(got) != 1 || got[0] <= last {
+				t.Fatalf("ids %v after %d: %v", got, last, derr)
+			}
+			last = got[0]
+			ids++
+		case errors.Is(err, wire.ErrUnavailable):
+			refused++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if refused > 0 {
+		t.Errorf("%d of 100 requests got the old leader's 503 while the new leader served (%d ids)", refused, ids)
+	}
+}
