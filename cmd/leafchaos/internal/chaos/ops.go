@@ -626,21 +626,40 @@ func (o *opTrack) act(ctx context.Context, kind, tag string) error {
 		_, err = o.js.CreateKeyValue(ctx, cfg)
 		return err
 	case FaultOpZnodeDel, FaultOpZKWipeJoin: // rmr /snowflake/<name>
-		conn, _, err := zk.Connect([]string{o.c.zkAddr}, 5*time.Second, zk.WithLogInfo(false))
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		// Live nodes may create znodes below while it deletes: again.
-		for try := 0; ; try++ {
-			err := zkDeleteAll(conn, "/snowflake/"+opZKName)
-			if !errors.Is(err, zk.ErrNotEmpty) || try == 9 {
+		// As an operator would, it asks again while ZooKeeper is away (a
+		// restart-zk or freeze-zk of the other lane may overlap the act),
+		// and while live nodes create znodes below as it deletes.
+		deadline := time.Now().Add(opZKRetry)
+		for {
+			err := zkRemove(o.c.zkAddr, "/snowflake/"+opZKName)
+			if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 				return err
 			}
-			sleep(ctx, 100*time.Millisecond)
+			sleep(ctx, 250*time.Millisecond)
 		}
 	}
 	return fmt.Errorf("unknown operator fault %q", kind)
+}
+
+// opZKRetry bounds how long a ZooKeeper act asks again: past the longest
+// ZooKeeper fault of the other lane (freeze-zk, 12 s).
+const opZKRetry = 20 * time.Second
+
+// zkRemove connects to ZooKeeper at addr and deletes path and everything
+// below it, a few times over while live nodes create znodes below.
+func zkRemove(addr, path string) error {
+	conn, _, err := zk.Connect([]string{addr}, 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for try := 0; ; try++ {
+		err := zkDeleteAll(conn, path)
+		if !errors.Is(err, zk.ErrNotEmpty) || try == 9 {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // zkDeleteAll deletes path and everything below it.
