@@ -55,31 +55,28 @@ runs=(
 )
 
 only=${1:-}
-failed=0
-total_start=$(date +%s.%N)
-printf '%-8s %-10s %-60s %9s %7s  %s\n' model expect flags states seconds result
-for r in "${runs[@]}"; do
-	IFS='|' read -r model expect flags <<<"$r"
-	[ -z "$only" ] || [ "$only" = "$model" ] || continue
-	d="$work/$model.$RANDOM$RANDOM"
-	mkdir -p "$d"
+# run_one checks one run and writes its line of the table to $d/line (and
+# the reason to $d/failed when it did not end as expected).
+run_one() {
+	local d=$1 model=$2 expect=$3 flags=$4
 	cp "model/$model.pml" "$d/"
 	# shellcheck disable=SC2086 # flags are words
 	if ! (cd "$d" && spin $flags -a "$model.pml" >spin.out 2>&1 &&
 		cc -O2 -DSAFETY -DCOLLAPSE -DMEMLIM=4096 -o pan pan.c >cc.out 2>&1); then
-		echo "$model ($flags): spin or cc failed:" >&2
-		cat "$d/spin.out" "$d/cc.out" >&2 2>/dev/null || true
-		failed=1
-		continue
+		{
+			echo "$model ($flags): spin or cc failed:"
+			cat "$d/spin.out" "$d/cc.out" 2>/dev/null || true
+		} >"$d/failed"
+		printf '%-8s %-10s %-60s %9s %7s  %s\n' "$model" "$expect" "$flags" "?" "?" "FAIL: spin or cc" >"$d/line"
+		return
 	fi
 	# -E: a model's processes wait at the end of its horizon (time, ids,
 	# grants); that is not a deadlock.
 	(cd "$d" && ./pan -E -m200000 >pan.out 2>&1) || true
-	out="$d/pan.out"
+	local out="$d/pan.out" states secs errors result=ok
 	states=$(awk '/states, stored/ {print $1; exit}' "$out")
 	secs=$(awk '/elapsed time/ {print $4; exit}' "$out")
 	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$out" | head -1)
-	result=ok
 	case "$expect" in
 	pass | redundant)
 		if [ "${errors:-x}" != 0 ] || grep -q 'Search not completed' "$out"; then
@@ -94,10 +91,37 @@ for r in "${runs[@]}"; do
 		fi
 		;;
 	esac
-	printf '%-8s %-10s %-60s %9s %7s  %s\n' "$model" "$expect" "$flags" "${states:-?}" "${secs:-?}" "$result"
+	printf '%-8s %-10s %-60s %9s %7s  %s\n' "$model" "$expect" "$flags" "${states:-?}" "${secs:-?}" "$result" >"$d/line"
 	if [ "${result#FAIL}" != "$result" ]; then
+		tail -20 "$out" >"$d/failed"
+	fi
+}
+
+# The runs are independent: as many at a time as there are cores.
+jobs=$(nproc)
+failed=0
+total_start=$(date +%s.%N)
+dirs=()
+i=0
+for r in "${runs[@]}"; do
+	IFS='|' read -r model expect flags <<<"$r"
+	[ -z "$only" ] || [ "$only" = "$model" ] || continue
+	i=$((i + 1))
+	d="$work/$i.$model"
+	mkdir -p "$d"
+	dirs+=("$d")
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+		wait -n || true
+	done
+	run_one "$d" "$model" "$expect" "$flags" &
+done
+wait
+printf '%-8s %-10s %-60s %9s %7s  %s\n' model expect flags states seconds result
+for d in "${dirs[@]}"; do
+	cat "$d/line"
+	if [ -f "$d/failed" ]; then
 		failed=1
-		tail -20 "$out" >&2
+		cat "$d/failed" >&2
 	fi
 done
 total=$(echo "$(date +%s.%N) - $total_start" | bc 2>/dev/null || echo "?")
