@@ -31,6 +31,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if len(args) > 0 && args[0] == "probe" {
 		return probe(args[1:], stderr)
 	}
+	if len(args) == 1 && args[0] == relayCommand {
+		return runRelay()
+	}
 	for _, a := range args {
 		if a == "--version" || a == "-version" {
 			fmt.Fprintln(stdout, "leafd", buildinfo.String())
@@ -57,6 +60,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 		return 2
 	}
+	var relayErr error
+	if cfg.Log.Format == "json" && stderr == io.Writer(os.Stderr) {
+		relayErr = startRelay() // the runtime's own crash output as JSON too
+	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // validated by Parse
 	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
@@ -67,6 +74,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	// The standard library's log package (net/http's server errors, any
 	// library that logs) writes through the same handler.
 	slog.SetDefault(log)
+	if relayErr != nil {
+		log.Warn("a crash's traceback will be written as text", "err", relayErr.Error())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

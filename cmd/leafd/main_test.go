@@ -302,6 +302,52 @@ func TestJSONLogsOfTheBinary(t *testing.T) {
 	if !fromNATS || !shutdown {
 		t.Errorf("want records of the embedded nats-server (%v) and of the shutdown (%v):\n%s", fromNATS, shutdown, errOut.String())
 	}
+
+	// The runtime's own output: SIGQUIT makes it print every goroutine's
+	// stack to descriptor 2 and exit, as a panic or a fatal error does.
+	t.Run("crash", func(t *testing.T) {
+		var out, errOut testenv.Buffer
+		cmd := exec.Command(bin, "--log-format", "json", "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
+			"--data", t.TempDir(), "--name", "jsoncrash")
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill() }()
+		testenv.Eventually(t, "the banner", 60*time.Second, func() bool { return strings.Contains(out.String(), "serving ids") })
+		if err := cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		var sigquit, stacks bool
+		for _, r := range allJSON(t, errOut.String()) {
+			text := fmt.Sprint(r["text"])
+			sigquit = sigquit || strings.HasPrefix(text, "SIGQUIT")
+			stacks = stacks || strings.HasPrefix(text, "goroutine ")
+		}
+		if !sigquit || !stacks {
+			t.Errorf("want the runtime's SIGQUIT line (%v) and goroutine stacks (%v) as records:\n%s", sigquit, stacks, errOut.String())
+		}
+	})
+}
+
+// The relay passes JSON records through and wraps any other line.
+func TestRelay(t *testing.T) {
+	at := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	in := "{\"msg\":\"a\"}\npanic: boom\n\n\tmain.go:12 +0x1d\n{not json\nlast without newline"
+	var out bytes.Buffer
+	if err := relay(strings.NewReader(in), &out, func() time.Time { return at }); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"msg":"a"}
+{"time":"2026-11-27T12:00:00Z","level":"ERROR","msg":"leafd stderr","text":"panic: boom"}
+{"time":"2026-11-27T12:00:00Z","level":"ERROR","msg":"leafd stderr","text":"\tmain.go:12 +0x1d"}
+{"time":"2026-11-27T12:00:00Z","level":"ERROR","msg":"leafd stderr","text":"{not json"}
+{"time":"2026-11-27T12:00:00Z","level":"ERROR","msg":"leafd stderr","text":"last without newline"}
+`
+	if out.String() != want {
+		t.Errorf("relay wrote\n%s\nwant\n%s", out.String(), want)
+	}
 }
 
 // The banner's leafctl commands run the leafctl that came with this leafd:
