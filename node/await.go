@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,17 +25,42 @@ const (
 )
 
 // starting is what a node is waiting for before it serves, shown on
-// /readyz while Start runs.
+// /readyz while Start runs: every phase under way, as checks run together.
 type starting struct {
-	at    time.Time // Start began; set before anything runs
-	mu    sync.Mutex
-	phase string // "" once started
-	err   error  // the last failed attempt of phase
+	at      time.Time // Start began; set before anything runs
+	mu      sync.Mutex
+	started bool
+	phases  []string         // under way, in the order they began
+	errs    map[string]error // the last failed attempt of a phase under way
 }
 
+// set notes phase under way, err its last failed attempt (nil: none yet).
 func (s *starting) set(phase string, err error) {
 	s.mu.Lock()
-	s.phase, s.err = phase, err
+	defer s.mu.Unlock()
+	if s.errs == nil {
+		s.errs = map[string]error{}
+	}
+	if _, ok := s.errs[phase]; !ok {
+		s.phases = append(s.phases, phase)
+	}
+	s.errs[phase] = err
+}
+
+// end notes phase done.
+func (s *starting) end(phase string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.errs[phase]; ok {
+		delete(s.errs, phase)
+		s.phases = slices.DeleteFunc(s.phases, func(p string) bool { return p == phase })
+	}
+}
+
+// done notes the node started.
+func (s *starting) done() {
+	s.mu.Lock()
+	s.started, s.phases, s.errs = true, nil, nil
 	s.mu.Unlock()
 }
 
@@ -41,14 +68,20 @@ func (s *starting) set(phase string, err error) {
 func (s *starting) why() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.phase == "":
+	if s.started {
 		return ""
-	case s.err != nil:
-		return fmt.Sprintf("starting: %s: %v", s.phase, s.err)
-	default:
-		return "starting: " + s.phase
 	}
+	if len(s.phases) == 0 {
+		return "starting"
+	}
+	parts := make([]string, len(s.phases))
+	for i, p := range s.phases {
+		parts[i] = p
+		if err := s.errs[p]; err != nil {
+			parts[i] = fmt.Sprintf("%s: %v", p, err)
+		}
+	}
+	return "starting: " + strings.Join(parts, "; ")
 }
 
 // await runs step until it succeeds, retrying with backoff (250 ms doubling
@@ -59,6 +92,7 @@ func (s *starting) why() string {
 // phase and the last error meanwhile.
 func (n *Node) await(ctx context.Context, phase string, step func(context.Context) error) error {
 	n.start.set(phase, nil)
+	defer n.start.end(phase)
 	wait := awaitFirst
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, startTimeout)

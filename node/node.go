@@ -149,7 +149,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 			_ = n.Close(context.Background())
 		}
 	}()
-	n.start.set("starting", nil)
 	b := &boot{Node: n}
 	// Live at once (HTTP), ready once started: a backend that does not
 	// answer yet (NATS itself, a NATS cluster electing its JetStream
@@ -392,7 +391,7 @@ func (n *Node) startHTTP() error {
 // serveAPI puts the started node's metrics and HTTP API behind startHTTP's
 // listener: from now on /readyz tells the node's health.
 func (n *Node) serveAPI() error {
-	n.start.set("", nil)
+	n.start.done()
 	if n.web.srv == nil {
 		return nil
 	}
