@@ -68,8 +68,8 @@ func readDockerfile(t *testing.T) dockerStage {
 // The image, built as deploy/Dockerfile builds it with its default
 // arguments (docker itself does not run here: the same commands, ARGs and
 // ENV run on the checkout, with no .git as in the build context), starts
-// and serves ids. Before, its default VERSION=dev made leafd exit at start:
-// the NATS micro service refuses a version that is not SemVer.
+// and serves ids: its default VERSION must be SemVer, since the NATS micro
+// service refuses any other version and leafd would exit at start.
 func TestImageBuildStarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds leafd")

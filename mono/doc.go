@@ -1,5 +1,5 @@
-// Package mono serves strictly increasing ids of a tag: the monotonic mode
-// of issue #15, the need Leaf lists as "strictly increasing" and leaves to
+// Package mono serves strictly increasing ids of a tag: the monotonic
+// mode, the need Leaf lists as "strictly increasing" and leaves to
 // its future plans (one node per key at a time, the old node's ranges thrown
 // away on switch-over).
 //

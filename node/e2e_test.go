@@ -183,7 +183,7 @@ func load(t *testing.T, url, subject string, clients int, want int64, maxErrs in
 	return all
 }
 
-// threeNodes runs the end-to-end scenario on one store: three leafd
+// threeNodes runs the end-to-end scenario on one store: three leafd
 // in one queue group, eight clients, a million ids in singles and batches,
 // one node stopped mid-run.
 func threeNodes(t *testing.T, base node.Config) {

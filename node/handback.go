@@ -11,8 +11,8 @@ import (
 // handBack gives the store back, for each segment tag, the ids at the top
 // of the last range this node reserved that it never handed out — what is
 // left in its buffers, and in its ring when the ring holds the ids just
-// below them — so that a graceful restart continues the tag without a gap
-// (issue #15). The store takes them back only while no one reserved after
+// below them — so that a graceful restart continues the tag without a
+// gap. The store takes them back only while no one reserved after
 // this node (segment.HandBacker, a compare-and-swap). Ids in the batch pool
 // and in clients' caches were handed out, and stay so.
 //

@@ -28,7 +28,7 @@ func startErr(t *testing.T, cfg node.Config) error {
 	return err
 }
 
-// TestSameNameRefused (issue #12): the checks against live peers — their
+// TestSameNameRefused: the checks against live peers — their
 // floors, worker ids and layout, and whether any is alive before a
 // graceful stop hands ranges back — skip the node's own name. A second
 // process under a live node's --name would be taken for that node and pass
@@ -51,7 +51,7 @@ func TestSameNameRefused(t *testing.T) {
 	waitServing(t, b)
 }
 
-// TestZKCachedRegistrationAsksPeers (issue #12): with ZooKeeper
+// TestZKCachedRegistrationAsksPeers: with ZooKeeper
 // unreachable a node registers from its cache file (Leaf's
 // workerID.properties), which no owner znode guards. Another host with the
 // same --zk-addr that reaches ZooKeeper gets the same worker id. Whichever
@@ -108,7 +108,7 @@ func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 	}
 }
 
-// TestErasedWorkerWaitsForPastLease (issue #12): an operator erases a live
+// TestErasedWorkerWaitsForPastLease: an operator erases a live
 // node's worker records (`nats stream purge KV_leaf_workers --subject
 // '$KV.leaf_workers.w0'`, and t0): the node loses worker 0 and claims
 // another; the next node gets worker 0 with no lease on record. The first
@@ -237,7 +237,7 @@ func startTogether(t *testing.T, cfgs ...node.Config) ([]*node.Node, []error) {
 	return nodes, errs
 }
 
-// TestWorkerRegisteredTogether (issue #12): two nodes that register one
+// TestWorkerRegisteredTogether: two nodes that register one
 // worker id at the same moment, by a registration no registry guards (one
 // static --worker-id here; ZooKeeper's cache file, or two registries, in
 // the field), each ask the live nodes before serving. A node answered
@@ -275,7 +275,7 @@ func TestWorkerRegisteredTogether(t *testing.T) {
 	}
 }
 
-// TestSameNameStartedTogether (issue #12): two processes under one --name
+// TestSameNameStartedTogether: two processes under one --name
 // started at the same moment; neither was up to answer the other's check
 // (with max_id lowered twice the two would take each other's floors for
 // their own and repeat segment ids). At most one starts.
@@ -336,7 +336,7 @@ func leasedBefore(t *testing.T, url, spec, unit string) {
 	}
 }
 
-// TestErasedWorkerOfStoppedHolder (issue #12): a worker id's records
+// TestErasedWorkerOfStoppedHolder: a worker id's records
 // erased (`nats stream purge KV_leaf_workers --subject …w0` and t0) and its
 // holder stopped: no live node reports it, and the registry has no lease.
 // The holder made ids up to its time lease, ahead of the clock under load;
@@ -437,7 +437,7 @@ func borrowAhead(t *testing.T, n *node.Node, count int) (snowflake.Layout, time.
 	return layout, high
 }
 
-// TestZKStoppedHolderWaitedOut (issue #12): on ZooKeeper, a worker id
+// TestZKStoppedHolderWaitedOut: on ZooKeeper, a worker id
 // whose last holder stopped a moment ago, after borrowing ids ahead of the
 // clock, and whose lease the next node cannot read, is waited out:
 //   - cache: the next node has the same --zk-addr and starts from its

@@ -16,7 +16,7 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// TestSlowPeerIsWaitedFor (issue #12): a live node whose answers take
+// TestSlowPeerIsWaitedFor: a live node whose answers take
 // longer than the checks' window — far from NATS, behind cluster routes
 // with latency, on a loaded host — was taken for no node at all: a second
 // --name, a worker id a live node served (with 200 ms routes), a tag's

@@ -11,7 +11,7 @@ import (
 )
 
 // TestNoPeerServes: a worker id the registry gives with no lease on record
-// is new only if no live node says it holds it (issue #12: an operator
+// is new only if no live node says it holds it (an operator may have
 // deleted the record, or the whole registry, under the live holder). The
 // Source waits out the claim TTL otherwise (TestSourceWaitsOutUnknownWorker).
 func TestNoPeerServes(t *testing.T) {

@@ -217,9 +217,9 @@ func cuttableCluster(t *testing.T) (servers []*server.Server, to0 *cutProxy) {
 // TestStartOnTheMajoritySide: server 0 of three is cut off from the other
 // two with its member node, past the claim TTL; a node started on the
 // majority side then serves within the claim TTL (a silent member is
-// asked for 10 s before it is passed over) plus 5 s. Direct gets of
-// leaf_nodes were routed to the cut-off replica and held each start
-// attempt for its whole 30 s.
+// asked for 10 s before it is passed over) plus 5 s. leaf_nodes is read
+// through the stream leader: a direct get may be routed to the cut-off
+// replica and hold a start attempt for its whole 30 s.
 func TestStartOnTheMajoritySide(t *testing.T) {
 	servers, to0 := cuttableCluster(t)
 	url := func(i int) string { return servers[i].ClientURL() }

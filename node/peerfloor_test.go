@@ -246,9 +246,9 @@ func TestLoweredTwiceAfterLostAnnouncement(t *testing.T) {
 // The alloc bucket is deleted and made again (by the next node to start)
 // under a live node A that served a tag. A notices the store changed; a
 // node B on a new data directory has no floor of the tag and no recorded
-// incarnation, so before it auto-created the tag from 1 and served A's
-// ids again. Now B asks the live nodes before it creates a tag, and A's
-// floor refuses it (issue #12).
+// incarnation: the store alone would let it create the tag from 1 and
+// serve A's ids again. B asks the live nodes before it creates a tag, and
+// A's floor refuses it.
 func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)

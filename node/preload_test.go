@@ -15,7 +15,7 @@ import (
 // TestRestartPreloadsOnlyServedTags: a node restarted on its data
 // directory reserves ranges at start only for the tags it served, not for
 // every tag in the store: a rolling restart over many tags wastes none of
-// theirs (issue #15).
+// theirs.
 func TestRestartPreloadsOnlyServedTags(t *testing.T) {
 	t.Parallel()
 	srv := natstest.RunServer(t)

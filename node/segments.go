@@ -7,8 +7,8 @@ import (
 	"github.com/leafmq/leafmq/segment"
 )
 
-// openFloors opens the tag floors, a guard against a store that goes back
-// (issue #12): a floor file that cannot be read stops the node, unless the
+// openFloors opens the tag floors, a guard against a store that goes back:
+// a floor file that cannot be read stops the node, unless the
 // node runs without a data directory lock (lockDir), which keeps them in
 // memory.
 func (b *boot) openFloors(context.Context) error {

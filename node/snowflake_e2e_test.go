@@ -395,8 +395,8 @@ func mustEpoch(t *testing.T, s string) time.Time {
 // leaf_workers bucket) under a live node A; node B, with its own identity
 // and data directory, registers and gets a worker id with no time lease on
 // record — on ZooKeeper A's, whose sequence starts over. B must not serve
-// it while A may (issue #12): it asks the live nodes, sees A holds it, and
-// waits out A's claim. Before, B served at once beside A.
+// it while A may: it asks the live nodes, sees A holds it, and waits out
+// A's claim.
 func TestWipedWorkerRegistry(t *testing.T) {
 	t.Parallel()
 	for _, reg := range []string{node.RegistryZK, node.RegistryKV} {

@@ -20,8 +20,7 @@ import (
 // A node whose MySQL segment store does not answer yet (nothing listens on
 // its port) claims its snowflake worker id in the KV registry meanwhile,
 // so its start ends as soon as the store answers instead of registering
-// only then. Before, the worker was registered only once the store had
-// opened and the tags had loaded, one step after the other.
+// only then (after the store opened and the tags loaded).
 func TestStartChecksRunTogether(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)

@@ -24,7 +24,7 @@ import (
 // (one of three servers up, as when a fresh cluster and its first leafd
 // start together) waits with backoff instead of exiting: /healthz answers,
 // /readyz says why it is not ready, and it serves as soon as the cluster
-// has a quorum. Before, it exited at once ("listing tags: … no answer").
+// has a quorum; it does not exit on "listing tags: … no answer".
 func TestStartWaitsForJetStream(t *testing.T) {
 	t.Parallel()
 	c := natstest.NewCluster(t, 3)
@@ -144,8 +144,8 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // leafd started before its NATS server answers stays alive (/healthz 200,
-// /readyz 503 naming the wait) and serves once NATS is up. Before, it
-// exited at once: "no servers available for connection".
+// /readyz 503 naming the wait) and serves once NATS is up; "no servers
+// available for connection" is a wait, not an exit.
 func TestStartWaitsForNATS(t *testing.T) {
 	t.Parallel()
 	bin := testenv.Build(t, "cmd/leafd")

@@ -148,10 +148,10 @@ func zkWorkersOf(ids []int64) map[int64]int {
 	return w
 }
 
-// TestTwoHostsZKIdentity is duplicate path 1 of issue 12: leafd on two
-// hosts (127.0.0.2 and 127.0.0.3) with identical flags and ports and no
-// --zk-addr. Each identity is its own host's address, so the two get
-// distinct worker ids and no id is served twice.
+// TestTwoHostsZKIdentity: leafd on two hosts (127.0.0.2 and 127.0.0.3)
+// with identical flags and ports and no --zk-addr. A ZooKeeper identity is
+// its own host's address, so the two get distinct worker ids and no id is
+// served twice.
 func TestTwoHostsZKIdentity(t *testing.T) {
 	t.Parallel()
 	zkAddr := testenv.ZooKeeper(t)

@@ -572,7 +572,7 @@ func (h *holderIDs) Next(ctx context.Context, dst []int64) error {
 
 var t0Snowflake = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// TestSnowflakeLostWorkerEmptiesRing (issue #12, path 4): once the Source
+// TestSnowflakeLostWorkerEmptiesRing (fencing): once the Source
 // lost the claim of worker w, no id of w still in the ring is taken: not
 // while it holds no worker, not after it registered another one.
 func TestSnowflakeLostWorkerEmptiesRing(t *testing.T) {

@@ -894,7 +894,7 @@ func TestAutoCreate(t *testing.T) {
 		}
 	})
 	t.Run("refused by CreateCheck", func(t *testing.T) {
-		// A live node has served the tag: the store lost it (issue #12).
+		// A live node has served the tag: the store lost it.
 		s := newTestStore()
 		lost := fmt.Errorf("%w: node b has received ids of it up to 7001", segment.ErrTagDeleted)
 		e := newEngine(t, segment.Config{Store: s, RefreshInterval: -1, AutoCreate: true,

@@ -153,7 +153,7 @@ func TestPeerFloorAboveStoreReservesAbove(t *testing.T) {
 	}
 }
 
-// TestAutoCreateRefusesDeletedTag: issue #12, path 2. A tag deleted from
+// TestAutoCreateRefusesDeletedTag: a tag deleted from
 // the store is not created again at 1 by auto-create.
 func TestAutoCreateRefusesDeletedTag(t *testing.T) {
 	s := newTestStore()
@@ -281,8 +281,8 @@ func TestFloorSurvivesRestart(t *testing.T) {
 }
 
 // An id of a range is handed out only once the range's floor is on disk:
-// a kill -9 right after the first id must not lose it (issue #12), even when
-// the disk is slow. Before, the floor was written behind the load.
+// a kill -9 right after the first id must not lose it, even when the disk
+// is slow.
 func TestFloorDurableBeforeServe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "segment-floors.json")
 	s := newTestStore()

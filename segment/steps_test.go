@@ -106,8 +106,7 @@ func TestRememberedStep(t *testing.T) {
 
 // Start preloads only the tags this node loaded within PreloadWindow (as
 // Steps remembers them); the others reserve no range until their first
-// request (issue #15: a rolling restart must not burn a range per tag and
-// node).
+// request: a rolling restart must not burn a range per tag and node.
 func TestPreloadsOnlyRecentTags(t *testing.T) {
 	clock := newClock()
 	now := clock.Now()

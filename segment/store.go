@@ -269,7 +269,7 @@ var ErrMoved = wire.NewCodedError(wire.CodeUnavailable, "max_id moved on")
 
 // HandBacker is implemented by stores that can take back the unserved end
 // of the last range a node reserved, so that a node stopping gracefully
-// leaves no gap (issue #15).
+// leaves no gap.
 type HandBacker interface {
 	// HandBack sets tag's max_id from from back to to (1 <= to <= from),
 	// only while max_id is still from, the end of the range the caller

@@ -13,7 +13,7 @@ import (
 	"github.com/leafmq/leafmq/snowflake"
 )
 
-// TestSourceFillOneSnapshot (issue #12, path 6): a Fill that straddles a
+// TestSourceFillOneSnapshot: a Fill that straddles a
 // re-registration of the same worker id must not make ids of the old
 // registration's generator under the new registration's lease; those would
 // repeat the ids of the new generator, which starts after the old lease.
@@ -53,7 +53,7 @@ func TestSourceFillOneSnapshot(t *testing.T) {
 	}
 }
 
-// TestSourceClaimLapses (issue #12, path 4): a Source whose registry has a
+// TestSourceClaimLapses (fencing): a Source whose registry has a
 // ClaimTTL serves no id once ClaimTTL has passed on the monotonic clock
 // since the last confirmation — checked by Fill itself, since after a
 // freeze a caller may run before the Source's goroutine — and drops that
@@ -170,7 +170,7 @@ func TestSourceRegisterLapsesBeforeFirstLease(t *testing.T) {
 	}
 }
 
-// TestSourceWaitsOutUnknownWorker (issue #12): an operator deletes a live
+// TestSourceWaitsOutUnknownWorker: an operator deletes a live
 // node's worker record, or the whole registry; the next process to
 // register gets the same worker id with no time lease. It must not serve
 // until the live node's claim has lapsed (ClaimTTL) and the clock has
@@ -229,7 +229,7 @@ func TestSourceWaitsOutUnknownWorker(t *testing.T) {
 	}
 }
 
-// TestSourceRefusesWorkerALiveNodeHolds (issue #12): a registry that
+// TestSourceRefusesWorkerALiveNodeHolds: a registry that
 // guards nothing — ZooKeeper's registration from its local cache file while
 // the ensemble is unreachable, two hosts with one identity, two registries
 // behind one queue group — gives a worker id that a live node serves. The
@@ -325,7 +325,7 @@ func TestSourceRefusesWorkerALiveNodeHolds(t *testing.T) {
 	waitFor(t, "serving again", func() bool { return src.State() != snowflake.StateLost })
 }
 
-// TestSourceTakesPeerLease (issue #12): an operator erases a live node's
+// TestSourceTakesPeerLease: an operator erases a live node's
 // worker records; the node loses the id and claims another, and the next
 // process gets the erased id with no lease on record. The node that lost
 // it may have made ids of it up to its last lease (Past), so the newcomer

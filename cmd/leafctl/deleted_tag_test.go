@@ -135,7 +135,7 @@ func (k *idTaker) high() int64 {
 
 var maxIDRe = regexp.MustCompile(`below (\d+)|up to (\d+)`)
 
-// TestDeletedKeyThroughLeafd: issue #12, path 2, against the built leafd
+// TestDeletedKeyThroughLeafd: a tag's key deleted, against the built leafd
 // with its defaults (embedded JetStream KV store, auto-create on). The key
 // of a tag is deleted as `nats kv del leaf_alloc orders` does; leafd then
 // answers an error for the tag, never an id it handed out before; `leafctl

@@ -121,7 +121,7 @@ func TestAcquireAfterHandDeleteWaits(t *testing.T) {
 	}
 }
 
-// TestAcquireAfterForgedFreeWaits (issue #15): a lease looks freed by its
+// TestAcquireAfterForgedFreeWaits: a lease looks freed by its
 // holder or its TTL only when the bucket shows it. An operator's value put
 // with a short TTL over a live lease (`nats kv put` with a per-message
 // TTL), whose expiry the server marks as any other; a release marker
@@ -248,7 +248,7 @@ func TestOpenKeepsHistory(t *testing.T) {
 	}
 }
 
-// TestMaxAgeBucketRefused (issue #15): a bucket with a max age (`nats kv
+// TestMaxAgeBucketRefused: a bucket with a max age (`nats kv
 // add leaf_mono --ttl 1s`, made again under running nodes) expires a lease
 // while its holder serves, and the server's marker looks like the
 // holder's own expiry. Open refuses such a bucket, and so does Acquire in
@@ -285,7 +285,7 @@ func TestMaxAgeBucketRefused(t *testing.T) {
 	}
 }
 
-// TestStreamEditWaits (issue #15): an operator edits the bucket's stream
+// TestStreamEditWaits: an operator edits the bucket's stream
 // under running nodes, then puts values with a 1s TTL over a live lease.
 // Cut back to one message per key (`nats kv edit leaf_mono --history 1`),
 // one put leaves nothing but its own expiry marker; with the marker TTL

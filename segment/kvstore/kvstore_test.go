@@ -487,7 +487,7 @@ func TestClusterNodeLoss(t *testing.T) {
 
 const globalAccount = "$G"
 
-// TestOperatorDeletesKey: issue #12, path 2. `nats kv del leaf_alloc TAG`
+// TestOperatorDeletesKey: `nats kv del leaf_alloc TAG`
 // (and `nats kv purge`) under a node with auto-create on: the next request
 // gets an error, never an id already handed out, and the tag comes back
 // only through Restart, not below what the bucket still knows.
@@ -692,7 +692,7 @@ func TestOperatorLowersMaxID(t *testing.T) {
 	}
 }
 
-// TestForgedHandBackIsLowered (issue #15): a HandBack's revision says the
+// TestForgedHandBackIsLowered: a HandBack's revision says the
 // max_id it took back from, and the revisions up to it do not count as a
 // lowered max_id. A row put by hand with a handed_back_from of its own
 // choosing must not pass for one: only a handed_back_from equal to the

@@ -628,7 +628,7 @@ func TestGBKConnection(t *testing.T) {
 	}
 }
 
-// TestOperatorDeletesRow: issue #12, path 2 on MySQL. A row deleted from
+// TestOperatorDeletesRow: on MySQL, a row deleted from
 // leaf_alloc by hand is not created again at 1 (auto-create calls Create);
 // Restart brings it back only at or above the max_id it had.
 func TestOperatorDeletesRow(t *testing.T) {
@@ -729,7 +729,7 @@ func TestHistoryBackfill(t *testing.T) {
 	}
 }
 
-// TestAutoCreateAfterRowDeleted: issue #12, path 2 through the engine, as
+// TestAutoCreateAfterRowDeleted: a deleted row through the engine, as
 // leafd runs it (--mysql --auto-create true): after DELETE FROM leaf_alloc
 // the tag is refused, never started again at 1.
 func TestAutoCreateAfterRowDeleted(t *testing.T) {

@@ -150,7 +150,7 @@ func noIDsOf(t *testing.T, src *snowflake.Source, worker int64) {
 	}
 }
 
-// TestFreezeFences is the freeze proof of issue #12 (path 4): a node
+// TestFreezeFences is the fencing invariant under a freeze: a node
 // frozen (SIGSTOP) past the claim TTL, whose worker id another node then
 // claims and leases, must serve no id of it when it wakes — neither from
 // the Source (before its goroutine has even run: the monotonic clock says

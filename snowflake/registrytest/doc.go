@@ -11,7 +11,7 @@
 //		})
 //	}
 //
-// The Fenced case (issue #12, path 4) needs Factory.Takeover: it freezes a
+// The Fenced case (a frozen holder is fenced) needs Factory.Takeover: it freezes a
 // holder past its claim, lets another registry claim the same worker id,
 // wakes the first and checks that none of its Leases succeeds any more.
 package registrytest

@@ -299,7 +299,7 @@ func TestCacheFile(t *testing.T) {
 
 	// A process that lost its claim in ZooKeeper (NoCacheRegister) does
 	// not take the worker back from the cache: another process with this
-	// Addr may hold it now (issue #12: after a partition).
+	// Addr may hold it now (after a partition).
 	noCache := o
 	noCache.NoCacheRegister = true
 	if _, err := open(t, down, snowflake.LeafLayout(), noCache).Register(ctxT(t)); !errors.Is(err, snowflake.ErrRegistryUnavailable) {

@@ -98,7 +98,7 @@ const (
 	// for HostsFor under the load.
 	FaultHostsKV   = "hosts-kv"        // worker ids from JetStream KV leases
 	FaultHostsZK   = "hosts-zk"        // from ZooKeeper, each with its own --zk-addr <host>:<port>
-	FaultHostsZKNA = "hosts-zk-noaddr" // from ZooKeeper, with no --zk-addr (duplicate path 1 of issue 12)
+	FaultHostsZKNA = "hosts-zk-noaddr" // from ZooKeeper, with no --zk-addr: each host's identity is its own address
 
 	// Network, through Toxiproxy (in-process) on one link for NetFor:
 	// latency (+500ms±100ms each way), blackhole (nothing passes, the
