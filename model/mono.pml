@@ -21,7 +21,7 @@
  *                         last record was seen; the create is conditional on
  *                         the message read), Lease.Renew and Lease.Release
  *                         (conditional on the grant's revision)
- *   node/mono.go          monoRanges (a segment.Reserver: a fresh range
+ *   mono/server.go        reserver (a segment.Reserver: a fresh range
  *                         from the store, above the floors)
  *
  * What it abstracts: one tag, N nodes; a global tick counter stands for

@@ -25,4 +25,13 @@
 // Gaps are allowed (the rest of a range on failover); order and uniqueness
 // are not negotiable. While no node leads a tag, requests find no
 // responder and the client retries within its deadline.
+//
+// A node runs one Server (StartServer): a Leader for every monotonic tag
+// of its store, each answered (ServerConfig.Serve) only while it leads,
+// and the balance of leadership across the live nodes. The Server knows
+// nothing of NATS or of the node's peers: the node passes them in as
+// funcs (the announcements of new tags, the live nodes, the peers' floors
+// and modes) and the Lease (mono/kvlease).
+//
+// Leader and Server are safe for concurrent use.
 package mono

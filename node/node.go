@@ -25,6 +25,7 @@ import (
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natsauth"
+	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/pool"
@@ -81,7 +82,7 @@ type segments struct {
 	engine *segment.Engine
 	prod   *producer.Producer
 	pool   *pool.Filler
-	mono   atomic.Pointer[monoServer] // leaders of the monotonic tags; nil until started
+	mono   atomic.Pointer[mono.Server] // leaders of the monotonic tags; nil until started
 }
 
 // serving is what answers on NATS besides the segments.

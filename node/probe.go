@@ -94,7 +94,7 @@ func (p *prober) probeAll() {
 			p.probe(wire.SubjectSnowflake, &nats.Msg{Subject: wire.SnowflakePrefix + wire.ProbeToken})
 		}
 	}
-	if tags := n.seg.mono.Load().leadingTags(); len(tags) > 0 {
+	if tags := n.seg.mono.Load().LeadingTags(); len(tags) > 0 {
 		p.mu.Lock()
 		tag := tags[p.round%len(tags)]
 		p.round++

@@ -200,8 +200,8 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		subjects = append(subjects, sf)
 	}
 	if m := n.seg.mono.Load(); m != nil {
-		serving, waiting := m.servingNow()
-		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.leading.Load() > 0,
+		serving, waiting := m.ServingNow()
+		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.Leading() > 0,
 			Ready: serving > 0 && connected && !slow, Problems: offline, Probed: n.serve.resp.Probed(wire.SubjectMono)}
 		for _, tag := range waiting {
 			ms.Problems = append(ms.Problems, "mono: "+tag+": taking over, no ids until the last leader's lease has run out")

@@ -1,4 +1,4 @@
-package node
+package mono
 
 import (
 	"context"
@@ -30,18 +30,18 @@ func (h *heardFloors) Announce(tag string, end int64, mode string) {
 	h.got = append(h.got, heardFloor{tag: tag, end: end, mode: mode})
 }
 
-// TestMonoRangesAbovePeerFloor: a monotonic leader reserves as the engine
+// TestReserverAbovePeerFloor: a monotonic leader reserves as the engine
 // does. A store whose max_id lies below a peer's floor of the tag (a
 // hand-back this node did not hear) but not below this node's own is
 // raised to the peer's floor and the range taken above it, recorded and
 // announced; a range of a tag that is not monotonic in the store is
 // refused and not announced.
-func TestMonoRangesAbovePeerFloor(t *testing.T) {
+func TestReserverAbovePeerFloor(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
-	mono, seg := wire.MustTag("ticks"), wire.MustTag("orders")
+	mt, seg := wire.MustTag("ticks"), wire.MustTag("orders")
 	for _, tag := range []segment.Tag{
-		{Name: mono, Step: 10, MaxID: 101, Mode: segment.Mode{Kind: segment.KindMono}},
+		{Name: mt, Step: 10, MaxID: 101, Mode: segment.Mode{Kind: segment.KindMono}},
 		{Name: seg, Step: 10},
 	} {
 		if err := s.Create(ctx, tag); err != nil {
@@ -53,8 +53,9 @@ func TestMonoRangesAbovePeerFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	heard := &heardFloors{}
-	r := monoRanges(s, floors, func(string) int64 { return 500 }, func(string) string { return "" }, heard, slog.New(slog.DiscardHandler))
-	a, err := r.Reserve(ctx, mono, 10)
+	r := reserver(ServerConfig{Store: s, Floors: floors, PeerFloor: func(string) int64 { return 500 },
+		PeerMode: func(string) string { return "" }, Announce: heard, Logger: slog.New(slog.DiscardHandler)})
+	a, err := r.Reserve(ctx, mt, 10)
 	if err != nil || a.Start() != 500 || a.End() != 510 {
 		t.Fatalf("Reserve of a monotonic tag below a peer's floor = %+v, %v; want [500,510)", a, err)
 	}

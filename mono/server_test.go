@@ -1,0 +1,152 @@
+package mono_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/mono"
+	"github.com/leafmq/leafmq/mono/memlease"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/memstore"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// served records which tags a Server has answered now.
+type served struct {
+	mu   sync.Mutex
+	tags map[string]*mono.Leader
+}
+
+func (s *served) serve(tag wire.Tag, l *mono.Leader) (func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.tags[tag.String()]; ok {
+		return nil, errors.New("served twice")
+	}
+	s.tags[tag.String()] = l
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.tags, tag.String())
+	}, nil
+}
+
+func (s *served) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for tag := range s.tags {
+		out = append(out, tag)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func createTags(t *testing.T, s *memstore.Store, kind segment.Kind, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag(name), Step: 10, Mode: segment.Mode{Kind: kind}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestServerLeadsMonoTags: a Server leads every monotonic tag of the store
+// (those listed at start and those announced later), not the others; it
+// answers a tag only while it leads it, with strictly increasing ids; it
+// stops leading a tag that is no longer monotonic, and Close stops
+// answering and releases every lease.
+func TestServerLeadsMonoTags(t *testing.T) {
+	s := memstore.New()
+	createTags(t, s, segment.KindMono, "a", "b")
+	createTags(t, s, segment.KindSegment, "seg")
+	lease := memlease.New(600*time.Millisecond, nil)
+	sv := &served{tags: map[string]*mono.Leader{}}
+	var announced func(string)
+	m, err := mono.StartServer(context.Background(), mono.ServerConfig{
+		Node: "n1", Store: s, Lease: lease, Floors: segment.NewMemFloors(), Serve: sv.serve,
+		Subscribe: func(f func(string)) (func(), error) { announced = f; return func() {}, nil },
+		Refresh:   50 * time.Millisecond, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			m.Close()
+		}
+	}()
+	same := func(want ...string) func() bool {
+		return func() bool {
+			serving, waiting := m.ServingNow()
+			return slices.Equal(m.LeadingTags(), want) && slices.Equal(sv.names(), want) &&
+				m.Leading() == len(want) && serving == len(want) && len(waiting) == 0
+		}
+	}
+	testenv.Eventually(t, "a and b led and answered", 10*time.Second, same("a", "b"))
+
+	createTags(t, s, segment.KindMono, "c")
+	announced("c")
+	testenv.Eventually(t, "c led after its announcement", 10*time.Second, same("a", "b", "c"))
+	sv.mu.Lock()
+	l := sv.tags["c"]
+	sv.mu.Unlock()
+	var last int64
+	for range 30 {
+		first, k, err := l.Next(context.Background(), 1)
+		if err != nil || k != 1 || first <= last {
+			t.Fatalf("Next = %d, %d, %v after %d", first, k, err, last)
+		}
+		last = first
+	}
+
+	s.SetModeByHand(wire.MustTag("b"), segment.Mode{Kind: segment.KindSegment})
+	testenv.Eventually(t, "b dropped once no longer monotonic", 10*time.Second, same("a", "c"))
+
+	m.Close()
+	closed = true
+	if got := sv.names(); len(got) != 0 {
+		t.Fatalf("answering %v after Close", got)
+	}
+	for _, tag := range []string{"a", "b", "c"} {
+		if h, err := lease.Holder(context.Background(), tag); err != nil || h != "" {
+			t.Fatalf("Holder(%s) after Close = %q, %v; want released", tag, h, err)
+		}
+	}
+}
+
+// TestServerBalanceYields: a Server leading every tag yields those above
+// its share (the tags over the live nodes that are not starting, rounded
+// up).
+func TestServerBalanceYields(t *testing.T) {
+	s := memstore.New()
+	createTags(t, s, segment.KindMono, "t0", "t1", "t2", "t3")
+	var (
+		mu    sync.Mutex
+		nodes []wire.NodeStatus
+	)
+	m, err := mono.StartServer(context.Background(), mono.ServerConfig{
+		Node: "n1", Store: s, Lease: memlease.New(600*time.Millisecond, nil), Serve: (&served{tags: map[string]*mono.Leader{}}).serve,
+		Nodes: func(context.Context) ([]wire.NodeStatus, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return nodes, nil
+		},
+		BalanceEvery: 50 * time.Millisecond, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	testenv.Eventually(t, "all four led", 10*time.Second, func() bool { return len(m.LeadingTags()) == 4 })
+	mu.Lock()
+	nodes = []wire.NodeStatus{{Node: "n1"}, {Node: "n2"}, {Node: "n3", Starting: true}}
+	mu.Unlock()
+	testenv.Eventually(t, "two led: the share of two live nodes", 10*time.Second, func() bool { return len(m.LeadingTags()) == 2 })
+}
