@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/config"
 )
 
 // BenchmarkNext takes ids of one tag from one client with prefetch on, from
@@ -12,7 +12,7 @@ import (
 // leafd in the same process (which shares the CPUs). Run with -cpu 2.
 func BenchmarkNext(b *testing.B) {
 	url := natsURL(b)
-	startLeafd(b, url, node.Config{})
+	startLeafd(b, url, config.Config{})
 	c := newClient(b, url)
 	ctx := context.Background()
 	for range 100_000 { // the rate estimate grows the batches
@@ -47,7 +47,7 @@ func BenchmarkNext(b *testing.B) {
 // batch's age against the clock) against a real leafd.
 func BenchmarkSnowflake(b *testing.B) {
 	url := natsURL(b)
-	startLeafd(b, url, node.Config{})
+	startLeafd(b, url, config.Config{})
 	c := newClient(b, url)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -65,7 +65,7 @@ func BenchmarkSnowflake(b *testing.B) {
 // BenchmarkNextN takes 100 ids per call from a real leafd.
 func BenchmarkNextN(b *testing.B) {
 	url := natsURL(b)
-	startLeafd(b, url, node.Config{})
+	startLeafd(b, url, config.Config{})
 	c := newClient(b, url)
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -27,7 +27,7 @@ func TestUniqueAcrossClients(t *testing.T) {
 		perWorker = 20_000
 	}
 	url := natsURL(t)
-	startLeafd(t, url, node.Config{})
+	startLeafd(t, url, config.Config{})
 	cs := make([]*Client, clients)
 	for i := range cs {
 		cs[i] = newClient(t, url)
@@ -106,7 +106,7 @@ func TestUniqueAcrossClients(t *testing.T) {
 // before any request.
 func TestErrors(t *testing.T) {
 	url := natsURL(t)
-	startLeafd(t, url, node.Config{Store: node.StoreConfig{AutoCreate: "false"}})
+	startLeafd(t, url, config.Config{Store: config.StoreConfig{AutoCreate: "false"}})
 	ctx := ctxFor(t)
 	for _, prefetch := range []bool{true, false} {
 		var opts []Option
@@ -213,7 +213,7 @@ func TestNodeStartsLate(t *testing.T) {
 				done <- result{id, err}
 			}()
 			eventually(t, "failed attempts", func() bool { return c.failures.Load() >= 2 })
-			startLeafd(t, url, node.Config{Name: "late"})
+			startLeafd(t, url, config.Config{Name: "late"})
 			r := <-done
 			if r.err != nil || r.id < 1 {
 				t.Fatalf("Next = %d, %v", r.id, r.err)
@@ -341,7 +341,7 @@ func TestSizeFollowsRate(t *testing.T) {
 // idempotent and later calls fail with ErrClosed.
 func TestClose(t *testing.T) {
 	url := natsURL(t)
-	startLeafd(t, url, node.Config{})
+	startLeafd(t, url, config.Config{})
 	ctx := ctxFor(t)
 	before := len(clientGoroutines())
 	a := newClient(t, url)
@@ -473,7 +473,7 @@ func TestSnowflakeMaxAge(t *testing.T) {
 // snowflake ids from a pre-filled ring, so an id's own time may be older.
 func TestSnowflakeMaxAgeLeafd(t *testing.T) {
 	url := natsURL(t)
-	startLeafd(t, url, node.Config{})
+	startLeafd(t, url, config.Config{})
 	const maxAge = 50 * time.Millisecond
 	c := newClient(t, url, WithSnowflakeMaxAge(maxAge))
 	ctx := ctxFor(t)
@@ -507,7 +507,7 @@ func TestSnowflakeMaxAgeLeafd(t *testing.T) {
 // least recently used is dropped, and idle ones go away.
 func TestTagCardinality(t *testing.T) {
 	url := natsURL(t)
-	startLeafd(t, url, node.Config{})
+	startLeafd(t, url, config.Config{})
 	ctx := ctxFor(t)
 	before := len(clientGoroutines())
 	c := newClient(t, url, WithMaxTags(3))
@@ -589,7 +589,7 @@ func TestTagCardinality(t *testing.T) {
 // into requests of at most the max batch.
 func TestWithoutPrefetch(t *testing.T) {
 	url := natsURL(t)
-	startLeafd(t, url, node.Config{})
+	startLeafd(t, url, config.Config{})
 	c := newClient(t, url, WithoutPrefetch())
 	ctx := ctxFor(t)
 	for i := range 5 {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leafmq/leafmq/client"
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/node"
 )
 
@@ -24,13 +25,13 @@ func leafd(autoCreate string) (url string, stop func()) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:     "example",
-		NATS:     node.NATSConfig{Listen: "127.0.0.1:-1"},
-		HTTP:     node.HTTPConfig{Addr: "off"},
+		NATS:     config.NATSConfig{Listen: "127.0.0.1:-1"},
+		HTTP:     config.HTTPConfig{Addr: "off"},
 		DataDir:  dir,
-		Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 7},
-		Store:    node.StoreConfig{AutoCreate: autoCreate},
+		Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 7},
+		Store:    config.StoreConfig{AutoCreate: autoCreate},
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		log.Fatal(err)

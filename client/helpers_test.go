@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
@@ -27,14 +28,14 @@ func natsURL(t testing.TB) string {
 
 // startLeafd starts a real leafd node in-process on the NATS at url (JetStream
 // KV store, static worker id 1); cfg fills in or overrides the rest.
-func startLeafd(t testing.TB, url string, cfg node.Config) *node.Node {
+func startLeafd(t testing.TB, url string, cfg config.Config) *node.Node {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "c1"
 	}
 	cfg.NATS.URL, cfg.HTTP.Addr, cfg.DataDir = url, "off", t.TempDir()
 	if cfg.Registry.Kind == "" {
-		cfg.Registry.Kind, cfg.Registry.WorkerID = node.RegistryStatic, 1
+		cfg.Registry.Kind, cfg.Registry.WorkerID = config.RegistryStatic, 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -21,7 +21,7 @@ import (
 // keeps getting ids from it while every leafd is down, until it drains.
 func TestPoolRefillsAndOutlivesLeafd(t *testing.T) {
 	url := natsURL(t)
-	n := startLeafd(t, url, node.Config{Pool: node.PoolConfig{Tags: "pooled,snowflake", Depth: 5, Batch: 200}})
+	n := startLeafd(t, url, config.Config{Pool: config.PoolConfig{Tags: "pooled,snowflake", Depth: 5, Batch: 200}})
 	js, err := jetstream.New(natstest.Connect(t, url))
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
@@ -316,13 +317,13 @@ func TestNATSClusterPermissions(t *testing.T) {
 	const nodeName = "deploy-leafd"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:    nodeName,
-		NATS:    node.NATSConfig{URL: urlsFor(servers, "leafd")},
-		Store:   node.StoreConfig{KVReplicas: 3},
-		HTTP:    node.HTTPConfig{Addr: "off"},
+		NATS:    config.NATSConfig{URL: urlsFor(servers, "leafd")},
+		Store:   config.StoreConfig{KVReplicas: 3},
+		HTTP:    config.HTTPConfig{Addr: "off"},
 		DataDir: t.TempDir(),
-		Pool:    node.PoolConfig{Tags: "demo,snowflake", Depth: 4, Batch: 10},
+		Pool:    config.PoolConfig{Tags: "demo,snowflake", Depth: 4, Batch: 10},
 	}, nil)
 	if err != nil {
 		t.Fatalf("leafd as user leafd: %v", err)

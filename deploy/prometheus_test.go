@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/snowflake"
@@ -59,10 +60,10 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	const name = "prom-e2e"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:    name,
-		NATS:    node.NATSConfig{Listen: "127.0.0.1:-1"},
-		HTTP:    node.HTTPConfig{Addr: "127.0.0.1:0"},
+		NATS:    config.NATSConfig{Listen: "127.0.0.1:-1"},
+		HTTP:    config.HTTPConfig{Addr: "127.0.0.1:0"},
 		DataDir: t.TempDir(),
 	}, slog.New(slog.DiscardHandler))
 	if err != nil {

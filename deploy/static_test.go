@@ -21,14 +21,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/config"
 )
 
 // leafdFlags returns leafd's flag names and their LEAF_* variables.
 func leafdFlags(t *testing.T) (flags, envs map[string]bool) {
 	t.Helper()
 	flags, envs = map[string]bool{}, map[string]bool{}
-	(&node.Config{}).FlagSet(io.Discard).VisitAll(func(f *flag.Flag) {
+	(&config.Config{}).FlagSet(io.Discard).VisitAll(func(f *flag.Flag) {
 		flags[f.Name] = true
 		envs["LEAF_"+strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))] = true
 	})

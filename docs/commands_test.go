@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/config"
 )
 
 // shellLangs are the info strings of the fenced blocks whose lines are
@@ -58,7 +58,7 @@ func (c command) String() string { return fmt.Sprintf("%s: %s", c.block, strings
 // Every command in a shell block of README.md, docs/*.md and deploy's
 // READMEs is run, or checked against what it names: leafctl commands that
 // answer at once run against a real leafd and must succeed, the others are
-// parsed by leafctl itself; leafd's flags are parsed by node.Parse, the
+// parsed by leafctl itself; leafd's flags are parsed by config.Parse, the
 // flag set leafd uses, and a leafd that joins a NATS is started, joined to
 // the test's node; make targets and variables are the Makefile's;
 // nats-server's flags are parsed by nats-server's own ConfigureOptions;
@@ -242,7 +242,7 @@ func checkLeafd(t *testing.T, n *leafd, c command, args []string) {
 		return
 	}
 	noEnv := func(string) string { return "" }
-	if _, err := node.Parse(args, noEnv, io.Discard); err != nil {
+	if _, err := config.Parse(args, noEnv, io.Discard); err != nil {
 		t.Errorf("%s: leafd refuses its arguments: %v", c, err)
 		return
 	}

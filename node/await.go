@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
@@ -120,7 +121,7 @@ func (n *Node) await(ctx context.Context, phase string, step func(context.Contex
 // stream"), a live node that did not answer a check, a JetStream or store
 // that is (temporarily) unavailable, a connection refused.
 func transient(err error) bool {
-	if errors.Is(err, ErrConfig) {
+	if errors.Is(err, config.ErrConfig) {
 		return false
 	}
 	var api *jetstream.APIError

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/mysql"
@@ -30,9 +31,9 @@ func TestTransient(t *testing.T) {
 		{fmt.Errorf("connect to nats: %w", nats.ErrAuthorization), false},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
 		{fmt.Errorf("snowflake: open registry: %w: kvworker: open bucket leaf_workers: no answer in time: context deadline exceeded", snowflake.ErrRegistryUnavailable), true},
-		{fmt.Errorf("%w: bad flag", ErrConfig), false},
+		{fmt.Errorf("%w: bad flag", config.ErrConfig), false},
 		{fmt.Errorf("asking the live nodes for their floors: %w", peers.ErrSilent), true},
-		{fmt.Errorf("%w: %w: name", ErrConfig, peers.ErrNameTaken), false},
+		{fmt.Errorf("%w: %w: name", config.ErrConfig, peers.ErrNameTaken), false},
 		{fmt.Errorf("mysql store: %w", mysql.ErrAccess), false},
 		{fmt.Errorf("mysql store: %w", mysql.ErrSchema), false},
 		{fmt.Errorf("%w: bucket name", segment.ErrInvalid), false},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 )
 
@@ -13,7 +14,7 @@ import (
 // the NATS micro service would refuse it later, less clearly.
 func checkVersion(v string) error {
 	if !buildinfo.ValidVersion(v) {
-		return fmt.Errorf("%w: leafd was built with version %q, which is not SemVer (build with scripts/build.sh)", ErrConfig, v)
+		return fmt.Errorf("%w: leafd was built with version %q, which is not SemVer (build with scripts/build.sh)", config.ErrConfig, v)
 	}
 	return nil
 }

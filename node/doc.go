@@ -7,12 +7,12 @@
 //
 // Snowflake: before it claims a worker id the node compares its clock with
 // the live nodes' (leaf.admin.time) and refuses to start when it is off by
-// more than Config.PeerClockMax. The responder is in the snowflake queue
-// group exactly while the source serves; every change of state is published
-// on leaf.events.snowflake. The node hands snownode its registry (openers.go)
-// and the questions to the live nodes.
+// more than config.SnowflakeConfig.PeerClockMax. The responder is in the
+// snowflake queue group exactly while the source serves; every change of
+// state is published on leaf.events.snowflake. The node hands snownode its
+// registry (openers.go) and the questions to the live nodes.
 //
-// The data directory (Config.DataDir) holds what a node keeps across
+// The data directory (config.Config.DataDir) holds what a node keeps across
 // restarts: the embedded server's JetStream store (run with sync_always:
 // every reservation, lease and pool delete is fsynced before it is
 // acknowledged), the snowflake lease files of every registry (snowflake/:
@@ -50,12 +50,8 @@
 // and shut the embedded server down, from wherever a start got to. No
 // goroutine outlives Close.
 //
-// Config holds one struct per subsystem (NATSConfig, HTTPConfig,
-// StoreConfig, RegistryConfig, SnowflakeConfig, PoolConfig, LogConfig,
-// FaultConfig), each with one settings table in config.go: flag, LEAF_*
-// variable, default and help, from which Parse, leafd -h, Validate's
-// defaults and the README's Configuration table follow. Its zero value is
-// the zero-setup default. A segment store or worker registry is opened by
-// name through the tables of openers.go, the one place a name meets its
-// package.
+// Start takes a config.Config (package config: one struct and one settings
+// table per subsystem; its zero value is the zero-setup default). A
+// segment store or worker registry is opened by name through the tables of
+// openers.go, the one place a name meets its package.
 package node

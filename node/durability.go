@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/snowflake/kvworker"
@@ -26,7 +27,7 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 	if n.cfg.Store.MySQL == "" {
 		streams = append(streams, "KV_"+kvstore.DefaultBucket)
 	}
-	if n.cfg.Registry.Kind == RegistryKV {
+	if n.cfg.Registry.Kind == config.RegistryKV {
 		streams = append(streams, "KV_"+kvworker.DefaultBucket)
 	}
 	if n.seg.pool != nil {

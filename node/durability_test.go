@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -279,12 +280,12 @@ func TestWarnsOnUnreplicatedStreams(t *testing.T) {
 	srv := natstest.RunServer(t)
 	for _, tc := range []struct {
 		name string
-		cfg  node.Config
+		cfg  config.Config
 		want []string
 	}{
-		{"external", node.Config{Name: "r1", NATS: node.NATSConfig{URL: srv.ClientURL()}, Pool: node.PoolConfig{Tags: "demo"}},
+		{"external", config.Config{Name: "r1", NATS: config.NATSConfig{URL: srv.ClientURL()}, Pool: config.PoolConfig{Tags: "demo"}},
 			[]string{"KV_leaf_alloc", "KV_leaf_workers", "LEAF_POOL"}},
-		{"embedded", node.Config{Name: "emb", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}}, nil},
+		{"embedded", config.Config{Name: "emb", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs testenv.Buffer
@@ -324,13 +325,13 @@ func TestLayoutChangeRefused(t *testing.T) {
 	start := func(epoch string) (*node.Node, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return node.Start(ctx, node.Config{
+		return node.Start(ctx, config.Config{
 			Name:      "layout",
-			NATS:      node.NATSConfig{Listen: "127.0.0.1:-1"},
-			HTTP:      node.HTTPConfig{Addr: "off"},
+			NATS:      config.NATSConfig{Listen: "127.0.0.1:-1"},
+			HTTP:      config.HTTPConfig{Addr: "off"},
 			DataDir:   dir,
-			Registry:  node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 5},
-			Snowflake: node.SnowflakeConfig{Epoch: epoch},
+			Registry:  config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 5},
+			Snowflake: config.SnowflakeConfig{Epoch: epoch},
 		}, nil)
 	}
 	n, err := start("")
@@ -342,7 +343,7 @@ func TestLayoutChangeRefused(t *testing.T) {
 		_ = n.Close(context.Background())
 		t.Fatal("a restart with the epoch moved 10 s started")
 	}
-	if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "layout was") {
+	if !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), "layout was") {
 		t.Fatalf("restart with another epoch: %v; want ErrConfig naming the recorded layout", err)
 	}
 	if n, err = start(""); err != nil {
@@ -358,8 +359,8 @@ func TestLayoutChangeRefused(t *testing.T) {
 func TestPeerLayoutMismatchRefused(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 1}})
-	try := func(cfg node.Config) error {
+	startNode(t, config.Config{Name: "first", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 1}})
+	try := func(cfg config.Config) error {
 		cfg.NATS.URL, cfg.HTTP.Addr, cfg.DataDir = s.ClientURL(), "off", t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -370,17 +371,17 @@ func TestPeerLayoutMismatchRefused(t *testing.T) {
 		return err
 	}
 	for _, c := range []struct {
-		cfg  node.Config
+		cfg  config.Config
 		want string
 	}{
-		{node.Config{Name: "epoch", Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 2}, Snowflake: node.SnowflakeConfig{Epoch: "1288834984657"}}, "serves layout"},
+		{config.Config{Name: "epoch", Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 2}, Snowflake: config.SnowflakeConfig{Epoch: "1288834984657"}}, "serves layout"},
 	} {
 		err := try(c.cfg)
-		if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "live node first") || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), "live node first") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want ErrConfig naming node first and %q", c.cfg.Name, err, c.want)
 		}
 	}
-	if err := try(node.Config{Name: "same", Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3}}); err != nil {
+	if err := try(config.Config{Name: "same", Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 3}}); err != nil {
 		t.Fatalf("a node with the same layout and registry: %v", err)
 	}
 }
@@ -413,7 +414,7 @@ func TestCrashRestartFast(t *testing.T) {
 func TestCopiedDataDirKeepsLiveMember(t *testing.T) {
 	t.Parallel()
 	srv := natstest.RunServer(t)
-	cfg := node.Config{Name: "twin", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), HTTP: node.HTTPConfig{Addr: "off"}}
+	cfg := config.Config{Name: "twin", NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), HTTP: config.HTTPConfig{Addr: "off"}}
 	startNode(t, cfg)
 	rec, err := os.ReadFile(filepath.Join(cfg.DataDir, "instance.json"))
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
@@ -29,7 +30,7 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-func startNode(t *testing.T, cfg node.Config) *node.Node {
+func startNode(t *testing.T, cfg config.Config) *node.Node {
 	t.Helper()
 	n, err := tryStart(t, cfg, 60*time.Second)
 	if err != nil {
@@ -41,7 +42,7 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 
 // tryStart starts a node on cfg with the tests' defaults (HTTP on a free
 // loopback port, a temporary data directory), within timeout.
-func tryStart(t *testing.T, cfg node.Config, timeout time.Duration) (*node.Node, error) {
+func tryStart(t *testing.T, cfg config.Config, timeout time.Duration) (*node.Node, error) {
 	t.Helper()
 	if cfg.HTTP.Addr == "" {
 		cfg.HTTP.Addr = "127.0.0.1:0"
@@ -186,7 +187,7 @@ func load(t *testing.T, url, subject string, clients int, want int64, maxErrs in
 // threeNodes runs the end-to-end scenario on one store: three leafd
 // in one queue group, eight clients, a million ids in singles and batches,
 // one node stopped mid-run.
-func threeNodes(t *testing.T, base node.Config) {
+func threeNodes(t *testing.T, base config.Config) {
 	s := natstest.RunServer(t)
 	var nodes []*node.Node
 	for i := 0; i < 3; i++ {
@@ -208,12 +209,12 @@ func threeNodes(t *testing.T, base node.Config) {
 
 func TestThreeNodesMySQL(t *testing.T) {
 	t.Parallel()
-	threeNodes(t, node.Config{Store: node.StoreConfig{MySQL: testenv.MySQL(t)}})
+	threeNodes(t, config.Config{Store: config.StoreConfig{MySQL: testenv.MySQL(t)}})
 }
 
 func TestThreeNodesJetStreamKV(t *testing.T) {
 	t.Parallel()
-	threeNodes(t, node.Config{})
+	threeNodes(t, config.Config{})
 }
 
 // privateMariaDB starts a MariaDB of this test's own, so stopping it with
@@ -266,7 +267,7 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 	t.Parallel()
 	dsn, pid := privateMariaDB(t)
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "frozen", NATS: node.NATSConfig{URL: s.ClientURL()}, Store: node.StoreConfig{MySQL: dsn}})
+	startNode(t, config.Config{Name: "frozen", NATS: config.NATSConfig{URL: s.ClientURL()}, Store: config.StoreConfig{MySQL: dsn}})
 	nc := natstest.Connect(t, s.ClientURL())
 	storeEvents, err := nc.SubscribeSync(events.Prefix + "store.>")
 	if err != nil {
@@ -351,7 +352,7 @@ func TestStoreStoppedBuffersServe(t *testing.T) {
 func TestBadInputEndToEnd(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	waitServing(t, startNode(t, node.Config{Name: "bad", NATS: node.NATSConfig{URL: s.ClientURL()}, Store: node.StoreConfig{AutoCreate: "false"}}))
+	waitServing(t, startNode(t, config.Config{Name: "bad", NATS: config.NATSConfig{URL: s.ClientURL()}, Store: config.StoreConfig{AutoCreate: "false"}}))
 	nc := natstest.Connect(t, s.ClientURL())
 	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "good"})
 	tests := []struct {
@@ -439,11 +440,11 @@ func TestBadInputEndToEnd(t *testing.T) {
 // group, and the two hand out disjoint ids of the same tag.
 func TestSecondNodeJoinsEmbedded(t *testing.T) {
 	t.Parallel()
-	first := startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: t.TempDir()})
+	first := startNode(t, config.Config{Name: "first", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: t.TempDir()})
 	if first.Server() == nil {
 		t.Fatal("first node did not embed a server")
 	}
-	second := startNode(t, node.Config{Name: "second", NATS: node.NATSConfig{URL: first.ClientURL()}})
+	second := startNode(t, config.Config{Name: "second", NATS: config.NATSConfig{URL: first.ClientURL()}})
 	if second.Server() != nil {
 		t.Fatal("second node embedded a server instead of joining")
 	}
@@ -519,7 +520,7 @@ func TestSecondNodeJoinsEmbedded(t *testing.T) {
 func TestRestartKeepsDynamicStep(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cfg := node.Config{Name: "steps", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, HTTP: node.HTTPConfig{Addr: "off"}, Registry: node.RegistryConfig{Kind: node.RegistryOff}}
+	cfg := config.Config{Name: "steps", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, HTTP: config.HTTPConfig{Addr: "off"}, Registry: config.RegistryConfig{Kind: config.RegistryOff}}
 	ctx := context.Background()
 	a, err := node.Start(ctx, cfg, nil)
 	if err != nil {
@@ -597,12 +598,12 @@ func TestStartsWithoutWritableDataDir(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, node.Config{
+	startNode(t, config.Config{
 		Name:     "nodir",
-		NATS:     node.NATSConfig{URL: s.ClientURL()},
+		NATS:     config.NATSConfig{URL: s.ClientURL()},
 		DataDir:  filepath.Join(file, "data"),
-		Registry: node.RegistryConfig{Kind: node.RegistryOff},
-		HTTP:     node.HTTPConfig{Addr: "off"},
+		Registry: config.RegistryConfig{Kind: config.RegistryOff},
+		HTTP:     config.HTTPConfig{Addr: "off"},
 	})
 	nc := natstest.Connect(t, s.ClientURL())
 	if _, err := takeReady(nc, "nodir", 3, true); err != nil {

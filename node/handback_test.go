@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -30,7 +31,7 @@ func TestGracefulRestartNoGap(t *testing.T) {
 	for _, store := range []string{"kv", "mysql"} {
 		t.Run(store, func(t *testing.T) {
 			srv := natstest.RunServer(t)
-			cfg := node.Config{Name: "alone", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir()}
+			cfg := config.Config{Name: "alone", NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir()}
 			if store == "mysql" {
 				cfg.Store.MySQL = testenv.MySQL(t)
 			}
@@ -70,7 +71,7 @@ func TestGracefulRestartNoGap(t *testing.T) {
 				t.Fatal(err)
 			}
 			n = startNode(t, cfg)
-			peer := startNode(t, node.Config{Name: "peer", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Store: node.StoreConfig{MySQL: cfg.Store.MySQL}})
+			peer := startNode(t, config.Config{Name: "peer", NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Store: config.StoreConfig{MySQL: cfg.Store.MySQL}})
 			nc = natstest.Connect(t, srv.ClientURL())
 			seen := map[int64]bool{}
 			for range 20 {
@@ -107,7 +108,7 @@ func TestGracefulRestartNoGap(t *testing.T) {
 func TestGracefulRestartsWithPoolNoRepeat(t *testing.T) {
 	t.Parallel()
 	srv := natstest.RunServer(t)
-	cfg := node.Config{Name: "alone", NATS: node.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Pool: node.PoolConfig{Tags: "orders", Depth: 4, Batch: 50}}
+	cfg := config.Config{Name: "alone", NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Pool: config.PoolConfig{Tags: "orders", Depth: 4, Batch: 50}}
 	nc := natstest.Connect(t, srv.ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -170,9 +171,9 @@ func TestHandBackWhileAPeerIsFrozen(t *testing.T) {
 				dsn = testenv.MySQL(t)
 			}
 			link := newCutProxy(t, srv.Addr().String())
-			cfg := func(name, url string) node.Config {
-				return node.Config{Name: name, NATS: node.NATSConfig{URL: url}, DataDir: t.TempDir(),
-					Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{MySQL: dsn, DefaultStep: 100, MaxStep: 100}}
+			cfg := func(name, url string) config.Config {
+				return config.Config{Name: name, NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir(),
+					Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{MySQL: dsn, DefaultStep: 100, MaxStep: 100}}
 			}
 			frozen := startNode(t, cfg("frozen", "nats://"+link.addr()))
 			stopCfg := cfg("stopping", srv.ClientURL())

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -19,7 +19,7 @@ import (
 func TestLeafHTTPAPI(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	n := startNode(t, node.Config{Name: "http", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 5}})
+	n := startNode(t, config.Config{Name: "http", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 5}})
 	waitServing(t, n)
 	nc := natstest.Connect(t, s.ClientURL())
 	base := "http://" + n.HTTPAddr()
@@ -103,7 +103,7 @@ func TestLeafHTTPAPI(t *testing.T) {
 func TestHTTPMetrics(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	n := startNode(t, node.Config{Name: "httpmetrics", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 6}})
+	n := startNode(t, config.Config{Name: "httpmetrics", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 6}})
 	waitServing(t, n)
 	base := "http://" + n.HTTPAddr()
 	get := func(path string) (int, string) {

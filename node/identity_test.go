@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -19,7 +20,7 @@ import (
 )
 
 // startErr starts a node that is expected to refuse, and returns its error.
-func startErr(t *testing.T, cfg node.Config) error {
+func startErr(t *testing.T, cfg config.Config) error {
 	t.Helper()
 	n, err := tryStart(t, cfg, 90*time.Second)
 	if err == nil {
@@ -36,11 +37,11 @@ func startErr(t *testing.T, cfg node.Config) error {
 func TestSameNameRefused(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	base := node.Config{Name: "twin", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}}
+	base := config.Config{Name: "twin", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryKV}}
 	a := startNode(t, base)
 	waitServing(t, a)
 	err := startErr(t, base)
-	if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "node twin (pid ") || !strings.Contains(err.Error(), "--name") {
+	if !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), "node twin (pid ") || !strings.Contains(err.Error(), "--name") {
 		t.Fatalf("a second node named twin beside a live one: %v, want ErrConfig naming the live one and --name", err)
 	}
 	if err := a.Close(context.Background()); err != nil {
@@ -60,9 +61,9 @@ func TestSameNameRefused(t *testing.T) {
 func TestZKCachedRegistrationAsksPeers(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	base := node.Config{
-		NATS:     node.NATSConfig{URL: s.ClientURL()},
-		Registry: node.RegistryConfig{Kind: node.RegistryZK, ZK: testenv.ZooKeeper(t), ZKName: testenv.RandomName("cache", 6), ZKAddr: "127.0.0.1:7301"},
+	base := config.Config{
+		NATS:     config.NATSConfig{URL: s.ClientURL()},
+		Registry: config.RegistryConfig{Kind: config.RegistryZK, ZK: testenv.ZooKeeper(t), ZKName: testenv.RandomName("cache", 6), ZKAddr: "127.0.0.1:7301"},
 	}
 	const unreachable = "127.0.0.1:1"
 	dirA := t.TempDir()
@@ -128,7 +129,7 @@ func TestErasedWorkerWaitsForPastLease(t *testing.T) {
 
 func erasedWorkerWaits(t *testing.T, restart bool) {
 	s := natstest.RunServer(t)
-	base := node.Config{NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}, Snowflake: node.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second}}
+	base := config.Config{NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryKV}, Snowflake: config.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second}}
 	leasedBefore(t, s.ClientURL(), "50+1+12", "s")
 	cfgA := base
 	cfgA.Name, cfgA.DataDir = "pa", t.TempDir()
@@ -205,7 +206,7 @@ func erasedWorkerWaits(t *testing.T, restart bool) {
 
 // startTogether starts a node on each cfg at the same moment and returns
 // the nodes that started (closed at cleanup) and the errors of the others.
-func startTogether(t *testing.T, cfgs ...node.Config) ([]*node.Node, []error) {
+func startTogether(t *testing.T, cfgs ...config.Config) ([]*node.Node, []error) {
 	t.Helper()
 	type res struct {
 		n   *node.Node
@@ -249,13 +250,13 @@ func TestWorkerRegisteredTogether(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	for i := range 3 {
-		var cfgs []node.Config
+		var cfgs []config.Config
 		for _, name := range []string{"left", "right"} {
-			cfgs = append(cfgs, node.Config{
+			cfgs = append(cfgs, config.Config{
 				Name:      fmt.Sprintf("%s%d", name, i),
-				NATS:      node.NATSConfig{URL: s.ClientURL()},
-				Registry:  node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 9},
-				Snowflake: node.SnowflakeConfig{PeerClockMax: -1},
+				NATS:      config.NATSConfig{URL: s.ClientURL()},
+				Registry:  config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 9},
+				Snowflake: config.SnowflakeConfig{PeerClockMax: -1},
 			})
 		}
 		nodes, errs := startTogether(t, cfgs...)
@@ -283,13 +284,13 @@ func TestSameNameStartedTogether(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	for i := range 3 {
-		cfg := node.Config{Name: fmt.Sprintf("twin%d", i), NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}}
+		cfg := config.Config{Name: fmt.Sprintf("twin%d", i), NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}}
 		nodes, errs := startTogether(t, cfg, cfg)
 		if len(nodes) > 1 {
 			t.Fatalf("round %d: two live nodes named %s", i, cfg.Name)
 		}
 		for _, err := range errs {
-			if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "--name") {
+			if !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), "--name") {
 				t.Fatalf("round %d: %v, want ErrConfig about --name", i, err)
 			}
 		}
@@ -345,10 +346,10 @@ func leasedBefore(t *testing.T, url, spec, unit string) {
 func TestErasedWorkerOfStoppedHolder(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	base := node.Config{
-		NATS:      node.NATSConfig{URL: s.ClientURL()},
-		Registry:  node.RegistryConfig{Kind: node.RegistryKV},
-		Snowflake: node.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 6 * time.Second, PeerClockMax: -1},
+	base := config.Config{
+		NATS:      config.NATSConfig{URL: s.ClientURL()},
+		Registry:  config.RegistryConfig{Kind: config.RegistryKV},
+		Snowflake: config.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 6 * time.Second, PeerClockMax: -1},
 	}
 	leasedBefore(t, s.ClientURL(), "50+1+12", "s")
 	cfgA := base
@@ -393,7 +394,7 @@ func TestErasedWorkerOfStoppedHolder(t *testing.T) {
 // firstIDsOn starts a node named name on cfg, which must get the erased
 // worker id w, and returns it with its first snowflake ids: the first of
 // the ring its responder serves from.
-func firstIDsOn(t *testing.T, cfg node.Config, name string, w int64) (*node.Node, []int64) {
+func firstIDsOn(t *testing.T, cfg config.Config, name string, w int64) (*node.Node, []int64) {
 	t.Helper()
 	cfg.Name = name
 	b := startNode(t, cfg)
@@ -451,11 +452,11 @@ func TestZKStoppedHolderWaitedOut(t *testing.T) {
 	for _, fault := range []string{"cache", "wiped"} {
 		t.Run(fault, func(t *testing.T) {
 			s := natstest.RunServer(t)
-			base := node.Config{
-				NATS: node.NATSConfig{URL: s.ClientURL()},
-				Registry: node.RegistryConfig{Kind: node.RegistryZK, ZK: testenv.ZooKeeper(t),
+			base := config.Config{
+				NATS: config.NATSConfig{URL: s.ClientURL()},
+				Registry: config.RegistryConfig{Kind: config.RegistryZK, ZK: testenv.ZooKeeper(t),
 					ZKName: testenv.RandomName("stopped", 6), ZKAddr: "127.0.0.1:7401"},
-				Snowflake: node.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second, PeerClockMax: -1},
+				Snowflake: config.SnowflakeConfig{Layout: "50+1+12", TimeUnit: "s", LeaseAhead: 20 * time.Second, PeerClockMax: -1},
 			}
 			cfgA := base
 			cfgA.Name, cfgA.DataDir = "za", t.TempDir()

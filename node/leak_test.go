@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
 )
@@ -21,7 +22,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 		before := len(ours())
-		cfg := node.Config{Name: "leak", NATS: node.NATSConfig{URL: url}, HTTP: node.HTTPConfig{Addr: "127.0.0.1:0"}, DataDir: t.TempDir()}
+		cfg := config.Config{Name: "leak", NATS: config.NATSConfig{URL: url}, HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}, DataDir: t.TempDir()}
 		if embedded {
 			cfg.NATS.Listen = "127.0.0.1:-1"
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -58,9 +58,9 @@ func TestSlowPeerIsWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	cfg := node.Config{Name: "twin", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}}
+	cfg := config.Config{Name: "twin", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}}
 	err = startErr(t, cfg)
-	if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "node twin (pid 4242 on host far") {
+	if !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), "node twin (pid 4242 on host far") {
 		t.Fatalf("a node named twin beside a live twin that answers in 1.2 s: %v, want ErrConfig naming it", err)
 	}
 
@@ -91,7 +91,7 @@ func TestSlowPeerIsWaitedFor(t *testing.T) {
 func TestSlowPeerFloorRefusesRestart(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "near", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}})
+	startNode(t, config.Config{Name: "near", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}})
 	nc := natstest.Connect(t, s.ClientURL())
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100})
 	js, err := jetstream.New(nc)

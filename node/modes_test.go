@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -33,8 +34,8 @@ const (
 // permutation), and the mode cannot be changed by creating the tag again.
 func TestOpaqueTagEndToEnd(t *testing.T) {
 	t.Parallel()
-	first := startNode(t, node.Config{Name: "first", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
-	second := startNode(t, node.Config{Name: "second", NATS: node.NATSConfig{URL: first.ClientURL()}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	first := startNode(t, config.Config{Name: "first", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
+	second := startNode(t, config.Config{Name: "second", NATS: config.NATSConfig{URL: first.ClientURL()}, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, first.ClientURL())
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque", Width: 40})
 
@@ -106,7 +107,7 @@ func TestOpaqueTagEndToEnd(t *testing.T) {
 func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := startNode(t, node.Config{Name: "keyed", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	n := startNode(t, config.Config{Name: "keyed", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, n.ClientURL())
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque"})
 	if _, err := takeReady(nc, "orders", 3, false); err != nil {
@@ -118,7 +119,7 @@ func TestOpaqueTagRefusedWithoutItsKey(t *testing.T) {
 	}
 	for name, key := range map[string]string{"other key": otherOpaqueKey, "no key": ""} {
 		t.Run(name, func(t *testing.T) {
-			n := startNode(t, node.Config{Name: "unkeyed", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: node.StoreConfig{OpaqueKey: key}})
+			n := startNode(t, config.Config{Name: "unkeyed", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: config.StoreConfig{OpaqueKey: key}})
 			nc := natstest.Connect(t, n.ClientURL())
 			for range 3 { // a 503: a client asks again, and another node may hold the key
 				ids, err := take(nc, "orders", 1, false)
@@ -155,7 +156,7 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	dirA := t.TempDir()
-	a := startNode(t, node.Config{Name: "served", NATS: node.NATSConfig{URL: url}, DataDir: dirA, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	a := startNode(t, config.Config{Name: "served", NATS: config.NATSConfig{URL: url}, DataDir: dirA, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, url)
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque"})
 	for range 5 {
@@ -163,7 +164,7 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := startNode(t, node.Config{Name: "never-served", NATS: node.NATSConfig{URL: url}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	b := startNode(t, config.Config{Name: "never-served", NATS: config.NATSConfig{URL: url}, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
 
 	// The operator's hand: nats kv purge leaf_alloc mode.orders, and the
 	// row put again without "mode".
@@ -211,7 +212,7 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 	if err := b.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, node.Config{Name: "served-again", NATS: node.NATSConfig{URL: url}, DataDir: dirA, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	startNode(t, config.Config{Name: "served-again", NATS: config.NATSConfig{URL: url}, DataDir: dirA, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
 	refused("the node that served it, restarted on its data directory")
 }
 
@@ -220,7 +221,7 @@ func TestModeRemovedByHandRefused(t *testing.T) {
 // 400 that says the domain is used up (a client does not retry a 400).
 func TestOpaqueDomainEnd(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, node.Config{Name: "domain", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	n := startNode(t, config.Config{Name: "domain", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, n.ClientURL())
 	const left = 250 // the last range reaches past the domain's end
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "tiny", Step: 100, MaxID: 1<<20 - left, Mode: "opaque", Width: 20})
@@ -293,9 +294,9 @@ func TestModeRowDeletedOnMySQL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn := testenv.MySQL(t)
 			url := natstest.RunServer(t).ClientURL()
-			cfg := func(name string) node.Config {
-				return node.Config{Name: name, NATS: node.NATSConfig{URL: url}, Registry: node.RegistryConfig{Kind: node.RegistryOff},
-					Store: node.StoreConfig{MySQL: dsn, OpaqueKey: testOpaqueKey}}
+			cfg := func(name string) config.Config {
+				return config.Config{Name: name, NATS: config.NATSConfig{URL: url}, Registry: config.RegistryConfig{Kind: config.RegistryOff},
+					Store: config.StoreConfig{MySQL: dsn, OpaqueKey: testOpaqueKey}}
 			}
 			startNode(t, cfg("served"))
 			nc := natstest.Connect(t, url)
@@ -383,9 +384,9 @@ func TestModeRowDeletedRollingReplacement(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.MySQL(t)
 	url := natstest.RunServer(t).ClientURL()
-	cfg := func(name string) node.Config {
-		return node.Config{Name: name, NATS: node.NATSConfig{URL: url}, Registry: node.RegistryConfig{Kind: node.RegistryOff},
-			Store: node.StoreConfig{MySQL: dsn, OpaqueKey: testOpaqueKey}}
+	cfg := func(name string) config.Config {
+		return config.Config{Name: name, NATS: config.NATSConfig{URL: url}, Registry: config.RegistryConfig{Kind: config.RegistryOff},
+			Store: config.StoreConfig{MySQL: dsn, OpaqueKey: testOpaqueKey}}
 	}
 	served := startNode(t, cfg("served"))
 	nc := natstest.Connect(t, url)

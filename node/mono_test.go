@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/client"
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/mono"
@@ -30,7 +31,7 @@ func TestMonoTagEndToEnd(t *testing.T) {
 	url := srv.ClientURL()
 	nodes := map[string]*node.Node{}
 	for _, name := range []string{"m1", "m2", "m3"} {
-		nodes[name] = startNode(t, node.Config{Name: name, NATS: node.NATSConfig{URL: url}})
+		nodes[name] = startNode(t, config.Config{Name: name, NATS: config.NATSConfig{URL: url}})
 	}
 	nc := natstest.Connect(t, url)
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "ticks", Step: 50, Mode: "mono"})
@@ -98,14 +99,14 @@ func TestMonoLeadershipSpreads(t *testing.T) {
 	defer node.SetMonoBalanceEvery(500 * time.Millisecond)()
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
-	nodes := []*node.Node{startNode(t, node.Config{Name: "s1", NATS: node.NATSConfig{URL: url}})}
+	nodes := []*node.Node{startNode(t, config.Config{Name: "s1", NATS: config.NATSConfig{URL: url}})}
 	nc := natstest.Connect(t, url)
 	for i := range 6 {
 		admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: fmt.Sprintf("t%d", i), Mode: "mono"})
 	}
 	testenv.Eventually(t, "s1 leading all six", 30*time.Second, func() bool { return len(nodes[0].MonoLeading()) == 6 })
 	for _, name := range []string{"s2", "s3"} {
-		nodes = append(nodes, startNode(t, node.Config{Name: name, NATS: node.NATSConfig{URL: url}}))
+		nodes = append(nodes, startNode(t, config.Config{Name: name, NATS: config.NATSConfig{URL: url}}))
 	}
 	spread := func() bool {
 		for _, n := range nodes {

@@ -10,6 +10,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 )
 
@@ -21,7 +22,7 @@ func TestConnectsFarFromNATS(t *testing.T) {
 	s := natstest.RunServer(t)
 	p := proxyTo(t, s.ClientURL())
 	bothWays(t, p, "latency", "latency", 800)
-	n := &Node{cfg: Config{Name: "far", NATS: NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
+	n := &Node{cfg: config.Config{Name: "far", NATS: config.NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
 	if err := n.startNATS(); err != nil {
 		t.Fatalf("a node 0.8 s from NATS: %v", err)
 	}
@@ -38,7 +39,7 @@ func TestBlackholedLinkIsNoticed(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	p := proxyTo(t, s.ClientURL())
-	n := &Node{cfg: Config{Name: "cut", NATS: NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
+	n := &Node{cfg: config.Config{Name: "cut", NATS: config.NATSConfig{URL: "nats://" + p.Listen}}, log: slog.New(slog.DiscardHandler)}
 	if err := n.startNATS(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
-	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -40,7 +40,7 @@ func TestNATSRestartEverySubjectAnswers(t *testing.T) {
 			dir := t.TempDir()
 			s := natstest.RunServer(t, func(o *server.Options) { o.StoreDir = dir })
 			url, port := s.ClientURL(), s.Addr().(*net.TCPAddr).Port
-			startNode(t, node.Config{Name: "ext", NATS: node.NATSConfig{URL: url}, DataDir: t.TempDir()})
+			startNode(t, config.Config{Name: "ext", NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir()})
 			return url, func(d time.Duration) {
 				s.Shutdown()
 				s.WaitForShutdown()
@@ -54,8 +54,8 @@ func TestNATSRestartEverySubjectAnswers(t *testing.T) {
 				c.Start(i)
 			}
 			c.Wait()
-			startNode(t, node.Config{Name: "clu", NATS: node.NATSConfig{URL: c.URL(0)}, DataDir: t.TempDir(),
-				Store: node.StoreConfig{KVReplicas: 3}})
+			startNode(t, config.Config{Name: "clu", NATS: config.NATSConfig{URL: c.URL(0)}, DataDir: t.TempDir(),
+				Store: config.StoreConfig{KVReplicas: 3}})
 			return natstest.ClientURLs(c.Servers), func(d time.Duration) {
 				c.Servers[0].Shutdown()
 				c.Servers[0].WaitForShutdown()
@@ -64,10 +64,10 @@ func TestNATSRestartEverySubjectAnswers(t *testing.T) {
 			}
 		}},
 		{"embedded server of another node", func(t *testing.T) (string, func(time.Duration)) {
-			cfg := node.Config{Name: "host", NATS: node.NATSConfig{Listen: freeAddr(t)}, DataDir: t.TempDir()}
+			cfg := config.Config{Name: "host", NATS: config.NATSConfig{Listen: freeAddr(t)}, DataDir: t.TempDir()}
 			host := startNode(t, cfg)
 			url := host.ClientURL()
-			startNode(t, node.Config{Name: "joined", NATS: node.NATSConfig{URL: url}, DataDir: t.TempDir()})
+			startNode(t, config.Config{Name: "joined", NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir()})
 			return url, func(d time.Duration) {
 				if err := host.Close(context.Background()); err != nil {
 					t.Errorf("stop the host node: %v", err)

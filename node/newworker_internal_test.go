@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
@@ -20,12 +21,12 @@ func TestNoPeerServes(t *testing.T) {
 	start := func(name string, worker int64) *Node {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := Start(ctx, Config{
+		n, err := Start(ctx, config.Config{
 			Name:     name,
-			NATS:     NATSConfig{URL: s.ClientURL()},
-			HTTP:     HTTPConfig{Addr: "off"},
+			NATS:     config.NATSConfig{URL: s.ClientURL()},
+			HTTP:     config.HTTPConfig{Addr: "off"},
 			DataDir:  t.TempDir(),
-			Registry: RegistryConfig{Kind: RegistryStatic, WorkerID: worker},
+			Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: worker},
 		}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -60,13 +61,13 @@ func TestPeerClockWatched(t *testing.T) {
 	start := func(name string, worker int64, step string) *Node {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := Start(ctx, Config{
+		n, err := Start(ctx, config.Config{
 			Name:     name,
-			NATS:     NATSConfig{URL: s.ClientURL()},
-			HTTP:     HTTPConfig{Addr: "off"},
+			NATS:     config.NATSConfig{URL: s.ClientURL()},
+			HTTP:     config.HTTPConfig{Addr: "off"},
 			DataDir:  t.TempDir(),
-			Registry: RegistryConfig{Kind: RegistryStatic, WorkerID: worker},
-			Fault:    FaultConfig{ClockStep: step},
+			Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: worker},
+			Fault:    config.FaultConfig{ClockStep: step},
 		}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/clock"
@@ -35,11 +36,17 @@ import (
 	"github.com/leafmq/leafmq/snownode"
 )
 
+// timeouts used when building the node.
+const (
+	startTimeout = 30 * time.Second
+	stopTimeout  = 10 * time.Second
+)
+
 // Node is one running leafd.
 type Node struct {
-	cfg    Config
+	cfg    config.Config
 	log    *slog.Logger
-	clock  clock.Clock  // Config.Clock
+	clock  clock.Clock  // config.Config.Clock
 	start  starting     // when Start began, and what it waits for, on /readyz
 	met    *liveMetrics // request metrics (metrics.go has the collector of the rest)
 	events *events.Publisher
@@ -127,7 +134,7 @@ type boot struct {
 
 // Start builds and starts a node. On error everything started so far is
 // stopped again.
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err error) {
+func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -284,7 +291,7 @@ func (n *Node) startNATS() error {
 		host, portStr, _ := net.SplitHostPort(n.cfg.NATS.Listen)
 		port, err := strconv.Atoi(portStr)
 		if err != nil {
-			return fmt.Errorf("%w: nats-listen port %q", ErrConfig, portStr)
+			return fmt.Errorf("%w: nats-listen port %q", config.ErrConfig, portStr)
 		}
 		if port == 0 {
 			port = server.RANDOM_PORT // as for --http: 0 picks a free port (nats-server reads 0 as 4222)
@@ -326,7 +333,7 @@ func (n *Node) startNATS() error {
 	if !n.cfg.NATS.Auth.IsZero() {
 		auth, err := n.cfg.NATS.Auth.Options()
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrConfig, err)
+			return fmt.Errorf("%w: %v", config.ErrConfig, err)
 		}
 		opts = append(opts, auth...)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/segment/mysql"
 	"github.com/leafmq/leafmq/snowflake"
@@ -36,10 +37,10 @@ var stores = map[string]func(*Node, context.Context) error{
 // function the snowflake source calls: at start, again if the worker id
 // was refused, and after each lost claim.
 var registries = map[string]func(*Node, snowflake.Layout) (func(context.Context) (snowflake.Registry, error), error){
-	RegistryKV:     (*Node).kvRegistry,
-	RegistryZK:     (*Node).zkRegistry,
-	RegistryMySQL:  (*Node).mysqlRegistry,
-	RegistryStatic: (*Node).staticRegistry,
+	config.RegistryKV:     (*Node).kvRegistry,
+	config.RegistryZK:     (*Node).zkRegistry,
+	config.RegistryMySQL:  (*Node).mysqlRegistry,
+	config.RegistryStatic: (*Node).staticRegistry,
 }
 
 func (n *Node) openMySQLStore(ctx context.Context) error {
@@ -84,11 +85,11 @@ func (n *Node) kvRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 		// first: a restart that gets its own back waits only past the
 		// last time it used (its stop record), not out a whole lease.
 		r, err := kvworker.Open(ctx, js, layout, kvworker.Options{Replicas: cfg.Store.KVReplicas, Node: cfg.Name,
-			Prefer: snowflake.StoppedWorkers(dir, RegistryKV)})
+			Prefer: snowflake.StoppedWorkers(dir, config.RegistryKV)})
 		if err != nil {
 			return nil, err
 		}
-		return n.leaseFiles(r, dir, RegistryKV), nil
+		return n.leaseFiles(r, dir, config.RegistryKV), nil
 	}, nil
 }
 
@@ -126,7 +127,7 @@ func (n *Node) mysqlRegistry(layout snowflake.Layout) (func(context.Context) (sn
 		if err != nil {
 			return nil, err
 		}
-		return n.leaseFiles(r, dir, RegistryMySQL), nil
+		return n.leaseFiles(r, dir, config.RegistryMySQL), nil
 	}, nil
 }
 

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
-	"github.com/leafmq/leafmq/node"
 )
 
 // cutProxy forwards TCP connections to a target until it is cut: then
@@ -223,8 +223,8 @@ func cuttableCluster(t *testing.T) (servers []*server.Server, to0 *cutProxy) {
 func TestStartOnTheMajoritySide(t *testing.T) {
 	servers, to0 := cuttableCluster(t)
 	url := func(i int) string { return servers[i].ClientURL() }
-	cfg := func(name string, i int) node.Config {
-		return node.Config{Name: name, NATS: node.NATSConfig{URL: url(i)}, Store: node.StoreConfig{KVReplicas: 3}}
+	cfg := func(name string, i int) config.Config {
+		return config.Config{Name: name, NATS: config.NATSConfig{URL: url(i)}, Store: config.StoreConfig{KVReplicas: 3}}
 	}
 	startNode(t, cfg("minority", 0))
 	startNode(t, cfg("majority", 1))

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -76,8 +77,8 @@ func allocBucket(t *testing.T, nc *nats.Conn) (jetstream.KeyValue, context.Conte
 func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "fa", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
-	b := startNode(t, node.Config{Name: "fb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	a := startNode(t, config.Config{Name: "fa", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	b := startNode(t, config.Config{Name: "fb", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	for i, fails := 0, 0; i < 40 || a.SegmentFloor("forgot") == 0 || b.SegmentFloor("forgot") == 0; i++ {
 		if _, err := take(nc, "forgot", 100, true); err != nil { // a 503 while a busy machine loads
@@ -132,8 +133,8 @@ func TestRestartRefusedBelowLiveNodesFloor(t *testing.T) {
 func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "pa", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
-	b := startNode(t, node.Config{Name: "pb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	a := startNode(t, config.Config{Name: "pa", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	b := startNode(t, config.Config{Name: "pb", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	seen := map[int64]bool{}
 	takeAll := func(what string, n int, mayFail bool) {
@@ -179,9 +180,9 @@ func TestLoweredTwiceAfterLostAnnouncement(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	p := node.ProxyTo(t, s.ClientURL())
-	store := node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}
-	a := startNode(t, node.Config{Name: "la", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: store})
-	b := startNode(t, node.Config{Name: "lb", NATS: node.NATSConfig{URL: "nats://" + p.Listen}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: store})
+	store := config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}
+	a := startNode(t, config.Config{Name: "la", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: store})
+	b := startNode(t, config.Config{Name: "lb", NATS: config.NATSConfig{URL: "nats://" + p.Listen}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: store})
 	nc := natstest.Connect(t, s.ClientURL())
 	seen := map[int64]string{}
 	takeAll := func(what string, n int, mayFail bool) {
@@ -252,7 +253,7 @@ func TestLoweredTwiceAfterLostAnnouncement(t *testing.T) {
 func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "ra", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	a := startNode(t, config.Config{Name: "ra", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	var high int64
 	for range 30 {
@@ -272,7 +273,7 @@ func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, kvstore.DefaultBucket); err != nil {
 		t.Fatal(err)
 	}
-	b := startNode(t, node.Config{Name: "rb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	b := startNode(t, config.Config{Name: "rb", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	bc := natstest.Connect(t, s.ClientURL())
 	refused := 0
 	for i := range 40 {
@@ -299,7 +300,7 @@ func TestNewNodeRefusesTagAliveNodeServed(t *testing.T) {
 func TestLateNodeLearnsPeerFloors(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "la", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	a := startNode(t, config.Config{Name: "la", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	nc := natstest.Connect(t, s.ClientURL())
 	seen := map[int64]bool{}
 	takeAll := func(what string, n int, mayFail bool) {
@@ -335,7 +336,7 @@ func TestLateNodeLearnsPeerFloors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startNode(t, node.Config{Name: "lb", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
+	startNode(t, config.Config{Name: "lb", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}})
 	takeAll("after the row was lowered twice and a node joined", 60, true)
 }
 
@@ -353,8 +354,8 @@ func TestRestartingNodeFloorsHeard(t *testing.T) {
 	s := natstest.RunServer(t)
 	url := s.ClientURL()
 	dirB := t.TempDir()
-	cfgB := node.Config{Name: "b", NATS: node.NATSConfig{URL: url}, DataDir: dirB, HTTP: node.HTTPConfig{Addr: "off"},
-		Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}}
+	cfgB := config.Config{Name: "b", NATS: config.NATSConfig{URL: url}, DataDir: dirB, HTTP: config.HTTPConfig{Addr: "off"},
+		Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}}
 	b := startNode(t, cfgB)
 	nc := natstest.Connect(t, url)
 	var high int64
@@ -372,7 +373,7 @@ func TestRestartingNodeFloorsHeard(t *testing.T) {
 	// b again, stuck registering its snowflake worker: ZooKeeper does
 	// not answer. Its engine has started by then.
 	stuck := cfgB
-	stuck.Registry = node.RegistryConfig{Kind: node.RegistryZK, ZK: freeAddr(t), ZKName: "stuck", ZKAddr: "127.0.0.1:7999"}
+	stuck.Registry = config.RegistryConfig{Kind: config.RegistryZK, ZK: freeAddr(t), ZKName: "stuck", ZKAddr: "127.0.0.1:7999"}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -392,8 +393,8 @@ func TestRestartingNodeFloorsHeard(t *testing.T) {
 	if err := js.DeleteKeyValue(t.Context(), kvstore.DefaultBucket); err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, node.Config{Name: "c", NATS: node.NATSConfig{URL: url}, HTTP: node.HTTPConfig{Addr: "off"},
-		Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: node.StoreConfig{DefaultStep: 1000}})
+	startNode(t, config.Config{Name: "c", NATS: config.NATSConfig{URL: url}, HTTP: config.HTTPConfig{Addr: "off"},
+		Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{DefaultStep: 1000}})
 	ids, err := takeReady(nc, "orders", 100, true)
 	if err == nil {
 		if ids[0] <= high {

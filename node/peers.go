@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/segment"
@@ -49,7 +50,7 @@ func (n *Node) startingStatus() wire.NodeStatus {
 func (n *Node) checkName(ctx context.Context) error {
 	err := n.peers.CheckName(ctx)
 	if errors.Is(err, peers.ErrNameTaken) {
-		return fmt.Errorf("%w: %w: every node needs its own --name (LEAF_NAME); stop that one first to move it here", ErrConfig, err)
+		return fmt.Errorf("%w: %w: every node needs its own --name (LEAF_NAME); stop that one first to move it here", config.ErrConfig, err)
 	}
 	return err
 }

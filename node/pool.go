@@ -7,51 +7,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
 )
-
-// poolSubjects parses --pool into pool subjects.
-func (c *Config) poolSubjects() ([]string, error) {
-	if strings.TrimSpace(c.Pool.Tags) == "" {
-		return nil, nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, p := range strings.Split(c.Pool.Tags, ",") {
-		p = strings.TrimSpace(p)
-		var subject string
-		switch {
-		case p == "snowflake":
-			if c.Registry.Kind == RegistryOff {
-				return nil, fmt.Errorf("%w: pool snowflake needs snowflake (--worker-registry is off)", ErrConfig)
-			}
-			subject = pool.SnowflakeSubject
-		default:
-			if _, err := wire.ParseTag(p); err != nil {
-				return nil, fmt.Errorf("%w: pool %q: want tags ([A-Za-z0-9_-]{1,128}) and/or snowflake", ErrConfig, p)
-			}
-			subject = pool.SegmentSubject(p)
-		}
-		if !seen[subject] {
-			seen[subject] = true
-			out = append(out, subject)
-		}
-	}
-	return out, nil
-}
-
-func (c *Config) validatePool() error {
-	if c.Pool.Depth < 1 || c.Pool.Depth > 100_000 {
-		return fmt.Errorf("%w: pool-depth %d must be 1-100000", ErrConfig, c.Pool.Depth)
-	}
-	if c.Pool.Batch < 1 || c.Pool.Batch > c.MaxBatch {
-		return fmt.Errorf("%w: pool-batch %d must be 1-%d (max-batch)", ErrConfig, c.Pool.Batch, c.MaxBatch)
-	}
-	_, err := c.poolSubjects()
-	return err
-}
 
 // startPool starts topping up the configured pools.
 func (n *Node) startPool(ctx context.Context) error {
@@ -64,7 +24,7 @@ func (n *Node) startPool(ctx context.Context) error {
 }
 
 func (n *Node) fillPool(ctx context.Context) error {
-	subjects, err := n.cfg.poolSubjects()
+	subjects, err := n.cfg.PoolSubjects()
 	if err != nil || len(subjects) == 0 {
 		return err
 	}
@@ -93,7 +53,7 @@ func (n *Node) fillPool(ctx context.Context) error {
 		if subject == pool.SnowflakeSubject {
 			r := n.serve.sf.Ring()
 			if r == nil {
-				return fmt.Errorf("%w: pool snowflake needs snowflake", ErrConfig)
+				return fmt.Errorf("%w: pool snowflake needs snowflake", config.ErrConfig)
 			}
 			src = r.Next
 		} else {

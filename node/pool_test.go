@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
@@ -21,11 +22,11 @@ func TestPoolOutlivesNodes(t *testing.T) {
 	s := natstest.RunServer(t)
 	var nodes []*node.Node
 	for i, w := range []int64{1, 2} {
-		nodes = append(nodes, startNode(t, node.Config{
+		nodes = append(nodes, startNode(t, config.Config{
 			Name:     []string{"pa", "pb"}[i],
-			NATS:     node.NATSConfig{URL: s.ClientURL()},
-			Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: w},
-			Pool:     node.PoolConfig{Tags: "orders,snowflake", Depth: 6, Batch: 100},
+			NATS:     config.NATSConfig{URL: s.ClientURL()},
+			Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: w},
+			Pool:     config.PoolConfig{Tags: "orders,snowflake", Depth: 6, Batch: 100},
 		}))
 	}
 	nc := natstest.Connect(t, s.ClientURL())

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -21,7 +21,7 @@ func TestRestartPreloadsOnlyServedTags(t *testing.T) {
 	srv := natstest.RunServer(t)
 	url := srv.ClientURL()
 	dir := t.TempDir()
-	n := startNode(t, node.Config{Name: "preload", NATS: node.NATSConfig{URL: url}, DataDir: dir})
+	n := startNode(t, config.Config{Name: "preload", NATS: config.NATSConfig{URL: url}, DataDir: dir})
 	nc := natstest.Connect(t, url)
 	for i := range 20 {
 		admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: fmt.Sprintf("cold%02d", i), Step: 10})
@@ -33,7 +33,7 @@ func TestRestartPreloadsOnlyServedTags(t *testing.T) {
 	if err := n.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	startNode(t, node.Config{Name: "preload", NATS: node.NATSConfig{URL: url}, DataDir: dir})
+	startNode(t, config.Config{Name: "preload", NATS: config.NATSConfig{URL: url}, DataDir: dir})
 	rows := tagRows(t, nc)
 	for i := range 20 {
 		tag := fmt.Sprintf("cold%02d", i)

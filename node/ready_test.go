@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -65,7 +66,7 @@ func subjectOf(st wire.NodeStatus, subject string) (wire.SubjectStatus, bool) {
 func TestRefusedTagKeepsNodeReady(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := startNode(t, node.Config{Name: "keyed", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: node.StoreConfig{OpaqueKey: testOpaqueKey}})
+	n := startNode(t, config.Config{Name: "keyed", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir, Store: config.StoreConfig{OpaqueKey: testOpaqueKey}})
 	nc := natstest.Connect(t, n.ClientURL())
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", Step: 100, Mode: "opaque"})
 	if _, err := takeReady(nc, "orders", 3, false); err != nil {
@@ -76,7 +77,7 @@ func TestRefusedTagKeepsNodeReady(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	n = startNode(t, node.Config{Name: "unkeyed", NATS: node.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir})
+	n = startNode(t, config.Config{Name: "unkeyed", NATS: config.NATSConfig{Listen: "127.0.0.1:-1"}, DataDir: dir})
 	nc = natstest.Connect(t, n.ClientURL())
 	for range 3 {
 		if ids, err := take(nc, "orders", 1, false); !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "key") {
@@ -131,7 +132,7 @@ func TestRefusedTagKeepsNodeReady(t *testing.T) {
 func TestSelfProbeCatchesSilentSubject(t *testing.T) {
 	defer node.SetProbeEvery(20 * time.Millisecond)()
 	s := natstest.RunServer(t)
-	n := startNode(t, node.Config{Name: "probed", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3}})
+	n := startNode(t, config.Config{Name: "probed", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 3}})
 	waitServing(t, n)
 	answered := func(subject string) float64 {
 		t.Helper()
@@ -183,7 +184,7 @@ func TestSelfProbeCatchesSilentSubject(t *testing.T) {
 func TestMonoTakeoverWaitNotReady(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	n := startNode(t, node.Config{Name: "mt", NATS: node.NATSConfig{URL: s.ClientURL()}})
+	n := startNode(t, config.Config{Name: "mt", NATS: config.NATSConfig{URL: s.ClientURL()}})
 	nc := natstest.Connect(t, s.ClientURL())
 	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "mt", Step: 50, Mode: "mono"})
 	testenv.Eventually(t, "mt served", 30*time.Second, func() bool {

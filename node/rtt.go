@@ -22,7 +22,7 @@ const rttTimeout = 10 * time.Second
 // nothing.
 // An answer from this node reaches a client no sooner than one round trip
 // plus the client's own, so a node whose round trip is above
-// NATSConfig.MaxRTT is not ready for the subjects it answers through NATS
+// config.NATSConfig.MaxRTT is not ready for the subjects it answers through NATS
 // (readiness).
 //
 // A measurement in flight counts for as long as it has taken so far: a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -30,12 +31,12 @@ func TestSecretsNotLogged(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:    "secret",
-		NATS:    node.NATSConfig{URL: url},
-		HTTP:    node.HTTPConfig{Addr: "127.0.0.1:0"},
+		NATS:    config.NATSConfig{URL: url},
+		HTTP:    config.HTTPConfig{Addr: "127.0.0.1:0"},
 		DataDir: t.TempDir(),
-		Log:     node.LogConfig{Level: "debug"},
+		Log:     config.LogConfig{Level: "debug"},
 	}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestSecretsNotLogged(t *testing.T) {
 		t.Fatalf("no start log:\n%s", logs.String())
 	}
 	bad := strings.Replace(url, secret, secret+"-wrong", 1)
-	_, err = node.Start(ctx, node.Config{Name: "secret2", NATS: node.NATSConfig{URL: bad}, HTTP: node.HTTPConfig{Addr: "off"}, DataDir: t.TempDir()}, log)
+	_, err = node.Start(ctx, config.Config{Name: "secret2", NATS: config.NATSConfig{URL: bad}, HTTP: config.HTTPConfig{Addr: "off"}, DataDir: t.TempDir()}, log)
 	if err == nil {
 		t.Fatal("started with a wrong password")
 	}
@@ -70,7 +71,7 @@ func TestNATSAuthSettings(t *testing.T) {
 	}
 	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	cfg, err := node.Parse([]string{"--nats", s.ClientURL(), "--http", "off", "--data", t.TempDir(), "--name", "authd",
+	cfg, err := config.Parse([]string{"--nats", s.ClientURL(), "--http", "off", "--data", t.TempDir(), "--name", "authd",
 		"--nats-user", "leafd"}, func(k string) string {
 		if k == "LEAF_NATS_PASSWORD_FILE" {
 			return pwFile
@@ -98,7 +99,7 @@ func TestNATSAuthSettings(t *testing.T) {
 		{"--nats", s.ClientURL(), "--nats-creds", "/nonexistent"}, // unreadable file
 		{"--nats", s.ClientURL(), "--nats-tls-cert", pwFile},      // cert without key
 	} {
-		if _, err := node.Parse(args, func(string) string { return "" }, io.Discard); !errors.Is(err, node.ErrConfig) {
+		if _, err := config.Parse(args, func(string) string { return "" }, io.Discard); !errors.Is(err, config.ErrConfig) {
 			t.Errorf("%v: %v, want a config error", args, err)
 		}
 	}
@@ -113,13 +114,13 @@ func TestOpaqueKeyNotLogged(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:    "keyed",
-		NATS:    node.NATSConfig{Listen: "127.0.0.1:-1"},
-		HTTP:    node.HTTPConfig{Addr: "127.0.0.1:0"},
+		NATS:    config.NATSConfig{Listen: "127.0.0.1:-1"},
+		HTTP:    config.HTTPConfig{Addr: "127.0.0.1:0"},
 		DataDir: t.TempDir(),
-		Log:     node.LogConfig{Level: "debug"},
-		Store:   node.StoreConfig{OpaqueKey: key},
+		Log:     config.LogConfig{Level: "debug"},
+		Store:   config.StoreConfig{OpaqueKey: key},
 	}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestOpaqueKeyNotLogged(t *testing.T) {
 	if !strings.Contains(logs.String(), "key_id=") {
 		t.Fatalf("no key id in the logs:\n%s", logs.String())
 	}
-	cfg := node.Config{Store: node.StoreConfig{OpaqueKey: key[:30] + "zz"}}
+	cfg := config.Config{Store: config.StoreConfig{OpaqueKey: key[:30] + "zz"}}
 	err = cfg.Validate()
 	for what, text := range map[string]string{"logs": logs.String(), "status": status, "error": fmt.Sprint(err)} {
 		if strings.Contains(text, key) || strings.Contains(text, key[:30]) {

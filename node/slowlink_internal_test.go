@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -32,8 +33,8 @@ func TestSnowflakeServesOverSlowLink(t *testing.T) {
 	p := proxyTo(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	n, err := Start(ctx, Config{Name: "slow", NATS: NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
-		HTTP: HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
+	n, err := Start(ctx, config.Config{Name: "slow", NATS: config.NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
+		HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +114,8 @@ func TestSlowNATSLinkNotReady(t *testing.T) {
 	p := proxyTo(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	n, err := Start(ctx, Config{Name: "far", NATS: NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
-		HTTP: HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
+	n, err := Start(ctx, config.Config{Name: "far", NATS: config.NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
+		HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

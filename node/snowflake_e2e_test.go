@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
@@ -27,9 +28,9 @@ import (
 // snowflake ids to eight clients while one node is stopped and started again
 // with the same configuration (so, on ZooKeeper and static registries, the
 // same worker id): no duplicate.
-func threeSnowflakeNodes(t *testing.T, base node.Config) {
+func threeSnowflakeNodes(t *testing.T, base config.Config) {
 	s := natstest.RunServer(t)
-	cfgs := make([]node.Config, 3)
+	cfgs := make([]config.Config, 3)
 	nodes := make([]*node.Node, 3)
 	for i := range cfgs {
 		cfg := base
@@ -83,18 +84,18 @@ func waitServing(t *testing.T, n *node.Node) {
 
 func TestThreeSnowflakeNodesKV(t *testing.T) {
 	t.Parallel()
-	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryConfig{Kind: node.RegistryKV}})
+	threeSnowflakeNodes(t, config.Config{Registry: config.RegistryConfig{Kind: config.RegistryKV}})
 }
 
 func TestThreeSnowflakeNodesZooKeeper(t *testing.T) {
 	t.Parallel()
 	zkAddr := testenv.ZooKeeper(t)
-	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryConfig{Kind: node.RegistryZK, ZK: zkAddr, ZKName: testenv.RandomName("e2e", 6)}})
+	threeSnowflakeNodes(t, config.Config{Registry: config.RegistryConfig{Kind: config.RegistryZK, ZK: zkAddr, ZKName: testenv.RandomName("e2e", 6)}})
 }
 
 func TestThreeSnowflakeNodesMySQL(t *testing.T) {
 	t.Parallel()
-	threeSnowflakeNodes(t, node.Config{Registry: node.RegistryConfig{Kind: node.RegistryMySQL}, Store: node.StoreConfig{MySQL: testenv.MySQL(t)}})
+	threeSnowflakeNodes(t, config.Config{Registry: config.RegistryConfig{Kind: config.RegistryMySQL}, Store: config.StoreConfig{MySQL: testenv.MySQL(t)}})
 }
 
 // takeAll takes n snowflake ids in batches of 1000.
@@ -123,18 +124,18 @@ func takeAll(t *testing.T, nc *nats.Conn, n int) []int64 {
 // last lease, and never repeats an id.
 func TestRestartClockBehind(t *testing.T) {
 	t.Parallel()
-	for _, reg := range []string{node.RegistryStatic, node.RegistryZK} {
+	for _, reg := range []string{config.RegistryStatic, config.RegistryZK} {
 		t.Run(reg, func(t *testing.T) {
 			s := natstest.RunServer(t)
 			nc := natstest.Connect(t, s.ClientURL())
-			cfg := node.Config{
+			cfg := config.Config{
 				Name:      "drill",
-				NATS:      node.NATSConfig{URL: s.ClientURL()},
+				NATS:      config.NATSConfig{URL: s.ClientURL()},
 				DataDir:   t.TempDir(),
-				Registry:  node.RegistryConfig{Kind: reg, WorkerID: 7, ZKAddr: "127.0.0.1:7100"},
-				Snowflake: node.SnowflakeConfig{PeerClockMax: -1},
+				Registry:  config.RegistryConfig{Kind: reg, WorkerID: 7, ZKAddr: "127.0.0.1:7100"},
+				Snowflake: config.SnowflakeConfig{PeerClockMax: -1},
 			}
-			if reg == node.RegistryZK {
+			if reg == config.RegistryZK {
 				cfg.Registry.ZK = testenv.ZooKeeper(t)
 				cfg.Registry.ZKName = testenv.RandomName("drill", 6)
 			}
@@ -215,12 +216,12 @@ func TestClockStepPausesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	n := startNode(t, node.Config{
+	n := startNode(t, config.Config{
 		Name:      "step",
-		NATS:      node.NATSConfig{URL: s.ClientURL()},
-		Registry:  node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3},
-		Snowflake: node.SnowflakeConfig{PeerClockMax: -1, LeaseAhead: time.Second},
-		Fault:     node.FaultConfig{ClockStep: "-4s@2s"},
+		NATS:      config.NATSConfig{URL: s.ClientURL()},
+		Registry:  config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 3},
+		Snowflake: config.SnowflakeConfig{PeerClockMax: -1, LeaseAhead: time.Second},
+		Fault:     config.FaultConfig{ClockStep: "-4s@2s"},
 	})
 	waitServing(t, n)
 	seen := map[int64]bool{}
@@ -270,16 +271,16 @@ func TestClockStepPausesAndResumes(t *testing.T) {
 func TestPeerClockCheck(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	startNode(t, node.Config{Name: "peer-a", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}})
+	startNode(t, config.Config{Name: "peer-a", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryKV}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:     "peer-b",
-		NATS:     node.NATSConfig{URL: s.ClientURL()},
-		Registry: node.RegistryConfig{Kind: node.RegistryKV},
+		NATS:     config.NATSConfig{URL: s.ClientURL()},
+		Registry: config.RegistryConfig{Kind: config.RegistryKV},
 		DataDir:  t.TempDir(),
-		HTTP:     node.HTTPConfig{Addr: "127.0.0.1:0"},
-		Fault:    node.FaultConfig{ClockOffset: -10 * time.Second},
+		HTTP:     config.HTTPConfig{Addr: "127.0.0.1:0"},
+		Fault:    config.FaultConfig{ClockOffset: -10 * time.Second},
 	}, nil)
 	if err == nil {
 		_ = n.Close(context.Background())
@@ -289,13 +290,13 @@ func TestPeerClockCheck(t *testing.T) {
 		t.Fatalf("error %v, want the peer clock check's", err)
 	}
 	// Within the threshold it starts.
-	startNode(t, node.Config{Name: "peer-c", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryKV}, Fault: node.FaultConfig{ClockOffset: 300 * time.Millisecond}})
+	startNode(t, config.Config{Name: "peer-c", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryKV}, Fault: config.FaultConfig{ClockOffset: 300 * time.Millisecond}})
 }
 
 func TestSnowflakeMetrics(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	n := startNode(t, node.Config{Name: "metrics", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 9}})
+	n := startNode(t, config.Config{Name: "metrics", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 9}})
 	waitServing(t, n)
 	nc := natstest.Connect(t, s.ClientURL())
 	takeAll(t, nc, 10)
@@ -337,13 +338,13 @@ func TestLayoutExpiry(t *testing.T) {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:      "expired",
-		NATS:      node.NATSConfig{URL: s.ClientURL()},
-		HTTP:      node.HTTPConfig{Addr: "off"},
+		NATS:      config.NATSConfig{URL: s.ClientURL()},
+		HTTP:      config.HTTPConfig{Addr: "off"},
 		DataDir:   t.TempDir(),
-		Registry:  node.RegistryConfig{Kind: node.RegistryStatic},
-		Snowflake: node.SnowflakeConfig{Layout: "uidgen"},
+		Registry:  config.RegistryConfig{Kind: config.RegistryStatic},
+		Snowflake: config.SnowflakeConfig{Layout: "uidgen"},
 	}, nil)
 	if err == nil {
 		_ = n.Close(context.Background())
@@ -360,11 +361,11 @@ func TestLayoutExpiry(t *testing.T) {
 	}
 	// 28 bits of seconds last 8.5 years: an epoch 8.4 years ago leaves ~5 weeks.
 	epoch := time.Now().Add(-8*365*24*time.Hour - 146*24*time.Hour).UTC().Format(time.DateOnly)
-	n = startNode(t, node.Config{
+	n = startNode(t, config.Config{
 		Name:      "expiring",
-		NATS:      node.NATSConfig{URL: s.ClientURL()},
-		Registry:  node.RegistryConfig{Kind: node.RegistryStatic},
-		Snowflake: node.SnowflakeConfig{Layout: "uidgen", Epoch: epoch},
+		NATS:      config.NATSConfig{URL: s.ClientURL()},
+		Registry:  config.RegistryConfig{Kind: config.RegistryStatic},
+		Snowflake: config.SnowflakeConfig{Layout: "uidgen", Epoch: epoch},
 	})
 	msg, err := layoutEvents.NextMsg(5 * time.Second)
 	if err != nil {
@@ -399,15 +400,15 @@ func mustEpoch(t *testing.T, s string) time.Time {
 // A's claim.
 func TestWipedWorkerRegistry(t *testing.T) {
 	t.Parallel()
-	for _, reg := range []string{node.RegistryZK, node.RegistryKV} {
+	for _, reg := range []string{config.RegistryZK, config.RegistryKV} {
 		t.Run(reg, func(t *testing.T) { wipedWorkerRegistry(t, reg) })
 	}
 }
 
 func wipedWorkerRegistry(t *testing.T, reg string) {
 	s := natstest.RunServer(t)
-	base := node.Config{NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: reg}}
-	if reg == node.RegistryZK {
+	base := config.Config{NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: reg}}
+	if reg == config.RegistryZK {
 		base.Registry.ZK, base.Registry.ZKName = testenv.ZooKeeper(t), testenv.RandomName("wipe", 6)
 	}
 	cfgA, cfgB := base, base
@@ -465,10 +466,10 @@ func wipedWorkerRegistry(t *testing.T, reg string) {
 }
 
 // wipeRegistry deletes cfg's worker registry as an operator would.
-func wipeRegistry(t *testing.T, cfg node.Config) {
+func wipeRegistry(t *testing.T, cfg config.Config) {
 	t.Helper()
 	switch cfg.Registry.Kind {
-	case node.RegistryKV:
+	case config.RegistryKV:
 		js, err := jetstream.New(natstest.Connect(t, cfg.NATS.URL))
 		if err != nil {
 			t.Fatal(err)
@@ -478,7 +479,7 @@ func wipeRegistry(t *testing.T, cfg node.Config) {
 		if err := js.DeleteKeyValue(ctx, "leaf_workers"); err != nil {
 			t.Fatal(err)
 		}
-	case node.RegistryZK:
+	case config.RegistryZK:
 		conn, _, err := zkclient.Connect([]string{cfg.Registry.ZK}, 10*time.Second, zkclient.WithLogInfo(false))
 		if err != nil {
 			t.Fatal(err)
@@ -508,11 +509,11 @@ func wipeRegistry(t *testing.T, cfg node.Config) {
 // ids all along, across three restarts; none repeats.
 func TestGracefulRestartSnowflake(t *testing.T) {
 	t.Parallel()
-	for _, reg := range []string{node.RegistryKV, node.RegistryStatic} {
+	for _, reg := range []string{config.RegistryKV, config.RegistryStatic} {
 		t.Run(reg, func(t *testing.T) {
 			s := natstest.RunServer(t)
-			cfg := node.Config{Name: "alone", NATS: node.NATSConfig{URL: s.ClientURL()}, DataDir: t.TempDir(),
-				Registry: node.RegistryConfig{Kind: reg, WorkerID: 9}}
+			cfg := config.Config{Name: "alone", NATS: config.NATSConfig{URL: s.ClientURL()}, DataDir: t.TempDir(),
+				Registry: config.RegistryConfig{Kind: reg, WorkerID: 9}}
 			n := startNode(t, cfg)
 			waitServing(t, n)
 			worker := n.Snowflake().Worker()

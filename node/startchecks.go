@@ -13,6 +13,10 @@ import (
 	"github.com/leafmq/leafmq/segment"
 )
 
+// stepFileName is the file under DataDir where the segment engine remembers
+// each tag's dynamic step across restarts (segment.StepFile).
+const stepFileName = "segment-steps.json"
+
 // startChecks is the phase of Start that runs independent checks
 // together: the name check, the snowflake worker's registration (its own
 // checks against the live nodes) and the segment store with the live
@@ -118,7 +122,7 @@ func (b *boot) startChecks(ctx context.Context) error {
 	if err := snowflakeFailed(); err != nil {
 		return fail(err)
 	}
-	if n.seg.opaque, err = cfg.Store.opaqueKey(); err != nil {
+	if n.seg.opaque, err = cfg.Store.ReadOpaqueKey(); err != nil {
 		return fail(err)
 	}
 	if n.seg.opaque != nil {

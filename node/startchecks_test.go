@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -34,13 +35,13 @@ func TestStartChecksRunTogether(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		n, err := node.Start(ctx, node.Config{
+		n, err := node.Start(ctx, config.Config{
 			Name:     "together",
-			NATS:     node.NATSConfig{URL: s.ClientURL()},
-			Store:    node.StoreConfig{MySQL: fmt.Sprintf("leaf:leaf@tcp(%s)/leaf", closed)},
-			Registry: node.RegistryConfig{Kind: node.RegistryKV},
+			NATS:     config.NATSConfig{URL: s.ClientURL()},
+			Store:    config.StoreConfig{MySQL: fmt.Sprintf("leaf:leaf@tcp(%s)/leaf", closed)},
+			Registry: config.RegistryConfig{Kind: config.RegistryKV},
 			DataDir:  t.TempDir(),
-			HTTP:     node.HTTPConfig{Addr: "127.0.0.1:0"},
+			HTTP:     config.HTTPConfig{Addr: "127.0.0.1:0"},
 		}, nil)
 		if err == nil {
 			_ = n.Close(context.Background())

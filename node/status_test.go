@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/node"
 )
 
 // Every node answers leaf.admin.status with its tags, buffers, rings and
@@ -16,8 +16,8 @@ import (
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	a := startNode(t, node.Config{Name: "st-a", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 1}})
-	startNode(t, node.Config{Name: "st-b", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}})
+	a := startNode(t, config.Config{Name: "st-a", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 1}})
+	startNode(t, config.Config{Name: "st-b", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}})
 	waitServing(t, a)
 	nc := natstest.Connect(t, s.ClientURL())
 	for range 20 {

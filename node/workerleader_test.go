@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -65,8 +66,8 @@ func TestWorkerStreamLeaderDies(t *testing.T) {
 	urls := natstest.ClientURLs(servers)
 	nodes := make([]*node.Node, 3)
 	for i := range 3 {
-		nodes[i] = startNode(t, node.Config{Name: fmt.Sprintf("wl%d", i), NATS: node.NATSConfig{URL: urls},
-			Store: node.StoreConfig{KVReplicas: 3}})
+		nodes[i] = startNode(t, config.Config{Name: fmt.Sprintf("wl%d", i), NATS: config.NATSConfig{URL: urls},
+			Store: config.StoreConfig{KVReplicas: 3}})
 	}
 	testenv.Eventually(t, "every node in the snowflake queue group", 30*time.Second, func() bool {
 		for _, n := range nodes {

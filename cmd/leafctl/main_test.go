@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
@@ -20,7 +21,7 @@ func startLeafd(t *testing.T) string {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{Name: "ctl", NATS: node.NATSConfig{URL: s.ClientURL()}, HTTP: node.HTTPConfig{Addr: "off"}, DataDir: t.TempDir()}, nil)
+	n, err := node.Start(ctx, config.Config{Name: "ctl", NATS: config.NATSConfig{URL: s.ClientURL()}, HTTP: config.HTTPConfig{Addr: "off"}, DataDir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +125,10 @@ func TestCredentials(t *testing.T) {
 	s := natstest.RunServer(t, func(o *server.Options) { o.Username, o.Password = "ctl", secret })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:    "ctl-auth",
-		NATS:    node.NATSConfig{URL: s.ClientURL(), Auth: natsauth.Config{User: "ctl", Password: secret}},
-		HTTP:    node.HTTPConfig{Addr: "off"},
+		NATS:    config.NATSConfig{URL: s.ClientURL(), Auth: natsauth.Config{User: "ctl", Password: secret}},
+		HTTP:    config.HTTPConfig{Addr: "off"},
 		DataDir: t.TempDir(),
 	}, nil)
 	if err != nil {

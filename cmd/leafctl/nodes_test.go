@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/node"
 )
@@ -14,13 +15,13 @@ func TestNodesPoolBatch(t *testing.T) {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:     "ctl-pool",
-		NATS:     node.NATSConfig{URL: s.ClientURL()},
-		HTTP:     node.HTTPConfig{Addr: "off"},
+		NATS:     config.NATSConfig{URL: s.ClientURL()},
+		HTTP:     config.HTTPConfig{Addr: "off"},
 		DataDir:  t.TempDir(),
-		Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 2},
-		Pool:     node.PoolConfig{Tags: "demo,snowflake", Depth: 4, Batch: 50},
+		Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 2},
+		Pool:     config.PoolConfig{Tags: "demo,snowflake", Depth: 4, Batch: 50},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -91,13 +92,13 @@ func TestBenchPool(t *testing.T) {
 	s := natstest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, node.Config{
+	n, err := node.Start(ctx, config.Config{
 		Name:     "bench-pool",
-		NATS:     node.NATSConfig{URL: s.ClientURL()},
-		HTTP:     node.HTTPConfig{Addr: "off"},
+		NATS:     config.NATSConfig{URL: s.ClientURL()},
+		HTTP:     config.HTTPConfig{Addr: "off"},
 		DataDir:  t.TempDir(),
-		Registry: node.RegistryConfig{Kind: node.RegistryStatic, WorkerID: 3},
-		Pool:     node.PoolConfig{Tags: "bp,snowflake", Depth: 8, Batch: 100},
+		Registry: config.RegistryConfig{Kind: config.RegistryStatic, WorkerID: 3},
+		Pool:     config.PoolConfig{Tags: "bp,snowflake", Depth: 8, Batch: 100},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

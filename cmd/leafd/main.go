@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/node"
 )
@@ -48,7 +49,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if jsonLog && !helpRequested(args) {
 		parseOut = io.Discard
 	}
-	cfg, err := node.Parse(args, getenv, parseOut)
+	cfg, err := config.Parse(args, getenv, parseOut)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -97,7 +98,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 }
 
 // jsonRequested reports whether args or LEAF_LOG_FORMAT ask for JSON logs,
-// read as node.Parse reads them (the last flag wins over the environment),
+// read as config.Parse reads them (the last flag wins over the environment),
 // for the errors leafd reports before it has a Config.
 func jsonRequested(args []string, getenv func(string) string) bool {
 	format := getenv("LEAF_LOG_FORMAT")
@@ -154,7 +155,7 @@ func probe(args []string, stderr io.Writer) int {
 // serve (and auto-create tags): every command names any other URL. Where
 // tags are not created on first use, no command names a tag that may not
 // exist.
-func banner(cfg node.Config, url, httpAddr, leafctl string) string {
+func banner(cfg config.Config, url, httpAddr, leafctl string) string {
 	natsFlag, ctlFlag := "", ""
 	if url != nats.DefaultURL {
 		show := url

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/testenv"
-	"github.com/leafmq/leafmq/node"
 )
 
 // syncBuffer is a bytes.Buffer safe for the daemon goroutine and the test.
@@ -167,14 +167,14 @@ func TestBannerAndJSONLogs(t *testing.T) {
 // The banner's commands reach the node that printed them, and name a tag
 // only where it is created on first use.
 func TestBannerCommands(t *testing.T) {
-	kv := node.Defaults()
-	mysql := node.Defaults()
+	kv := config.Defaults()
+	mysql := config.Defaults()
 	mysql.Store.MySQL = "root@tcp(127.0.0.1:3306)/leaf"
-	off := node.Defaults()
+	off := config.Defaults()
 	off.Store.AutoCreate = "false"
 	tests := []struct {
 		name    string
-		cfg     node.Config
+		cfg     config.Config
 		url     string
 		want    []string
 		mustNot []string

@@ -1,4 +1,4 @@
-package node_test
+package config_test
 
 import (
 	"errors"
@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/segment"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestParseDefaults(t *testing.T) {
-	c, err := node.Parse(nil, env(nil), io.Discard)
+	c, err := config.Parse(nil, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestParseDefaults(t *testing.T) {
 }
 
 func TestParseEnvAndFlags(t *testing.T) {
-	c, err := node.Parse([]string{"--http", "127.0.0.1:9999", "--name", "flag-name"}, env(map[string]string{
+	c, err := config.Parse([]string{"--http", "127.0.0.1:9999", "--name", "flag-name"}, env(map[string]string{
 		"LEAF_NATS":         "nats://10.0.0.1:4222",
 		"LEAF_HTTP":         "127.0.0.1:1111",
 		"LEAF_NAME":         "env-name",
@@ -82,7 +82,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := node.Parse(tc.args, env(tc.env), io.Discard)
+			_, err := config.Parse(tc.args, env(tc.env), io.Discard)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -91,8 +91,8 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
-	_, err := node.Parse([]string{"--kv-replicas", "9"}, env(nil), io.Discard)
-	if !errors.Is(err, node.ErrConfig) {
+	_, err := config.Parse([]string{"--kv-replicas", "9"}, env(nil), io.Discard)
+	if !errors.Is(err, config.ErrConfig) {
 		t.Fatalf("validation error %v does not wrap ErrConfig", err)
 	}
 }
@@ -102,7 +102,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("--nats-listen", "[::1]:4222", "LEAF_MAX_BATCH", "-1")
 	f.Add("--name", "x", "LEAF_AUTO_CREATE", "false")
 	f.Fuzz(func(t *testing.T, flagName, flagVal, envName, envVal string) {
-		c, err := node.Parse([]string{flagName, flagVal}, env(map[string]string{envName: envVal}), io.Discard)
+		c, err := config.Parse([]string{flagName, flagVal}, env(map[string]string{envName: envVal}), io.Discard)
 		if err != nil {
 			return
 		}
@@ -113,26 +113,26 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestParseSnowflake(t *testing.T) {
-	c, err := node.Parse([]string{"--snowflake-layout", "uidgen", "--snowflake-epoch", "2025-01-01",
+	c, err := config.Parse([]string{"--snowflake-layout", "uidgen", "--snowflake-epoch", "2025-01-01",
 		"--worker-registry", "static", "--worker-id", "4000000"}, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Registry.Kind != node.RegistryStatic || c.Registry.WorkerID != 4000000 {
+	if c.Registry.Kind != config.RegistryStatic || c.Registry.WorkerID != 4000000 {
 		t.Fatalf("config = %+v", c)
 	}
-	c, err = node.Parse(nil, env(map[string]string{"LEAF_MYSQL": "u:p@tcp(db:3306)/leaf"}), io.Discard)
+	c, err = config.Parse(nil, env(map[string]string{"LEAF_MYSQL": "u:p@tcp(db:3306)/leaf"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Registry.Kind != node.RegistryMySQL || c.Registry.WorkerMySQL != c.Store.MySQL {
+	if c.Registry.Kind != config.RegistryMySQL || c.Registry.WorkerMySQL != c.Store.MySQL {
 		t.Fatalf("with --mysql the default registry is %q on %q, want mysql on the same DSN", c.Registry.Kind, c.Registry.WorkerMySQL)
 	}
-	c, err = node.Parse(nil, env(nil), io.Discard)
+	c, err = config.Parse(nil, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Registry.Kind != node.RegistryKV || c.Registry.ZKAddr != "127.0.0.1:8080" {
+	if c.Registry.Kind != config.RegistryKV || c.Registry.ZKAddr != "127.0.0.1:8080" {
 		t.Fatalf("defaults: registry %q, zk-addr %q", c.Registry.Kind, c.Registry.ZKAddr)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"flag"
@@ -54,7 +54,7 @@ func (b bound) fill() {
 			continue
 		}
 		if err := setText(r.ptr, r.def); err != nil {
-			panic(fmt.Sprintf("node: setting %s: default %q: %v", r.name, r.def, err))
+			panic(fmt.Sprintf("config: setting %s: default %q: %v", r.name, r.def, err))
 		}
 	}
 }
@@ -111,7 +111,7 @@ func (c *Config) FlagSet(out io.Writer) *flag.FlagSet {
 			case *time.Duration:
 				fs.DurationVar(p, r.name, *p, help)
 			default:
-				panic(fmt.Sprintf("node: setting %s has a field of type %T", r.name, p))
+				panic(fmt.Sprintf("config: setting %s has a field of type %T", r.name, p))
 			}
 		}
 		if b.group == natsSettings.group {

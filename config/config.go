@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"errors"
@@ -344,7 +344,7 @@ func (c *StoreConfig) validate() error {
 	if c.OpaqueKey != "" && c.OpaqueKeyFile != "" {
 		return fmt.Errorf("%w: give the opaque key in LEAF_OPAQUE_KEY or --opaque-key-file, not both", ErrConfig)
 	}
-	if _, err := c.opaqueKey(); err != nil {
+	if _, err := c.ReadOpaqueKey(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	switch c.AutoCreate {
@@ -367,8 +367,8 @@ func (c *StoreConfig) validate() error {
 	return nil
 }
 
-// opaqueKey reads the opaque key, nil when none is configured.
-func (c *StoreConfig) opaqueKey() (*opaque.Key, error) {
+// ReadOpaqueKey reads the opaque key, nil when none is configured.
+func (c *StoreConfig) ReadOpaqueKey() (*opaque.Key, error) {
 	switch {
 	case c.OpaqueKeyFile != "":
 		return opaque.ReadKeyFile(c.OpaqueKeyFile)
@@ -422,13 +422,3 @@ func nameRE(s string) bool {
 	}
 	return true
 }
-
-// timeouts used when building the node.
-const (
-	startTimeout = 30 * time.Second
-	stopTimeout  = 10 * time.Second
-)
-
-// stepFileName is the file under DataDir where the segment engine remembers
-// each tag's dynamic step across restarts (segment.StepFile).
-const stepFileName = "segment-steps.json"
