@@ -178,7 +178,7 @@ func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 func TestLoweredTwiceAfterLostAnnouncement(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	p := node.ProxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	store := node.StoreConfig{DefaultStep: 1000, MaxStep: 1000}
 	a := startNode(t, node.Config{Name: "la", NATS: node.NATSConfig{URL: s.ClientURL()}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: store})
 	b := startNode(t, node.Config{Name: "lb", NATS: node.NATSConfig{URL: "nats://" + p.Listen}, Registry: node.RegistryConfig{Kind: node.RegistryOff}, Store: store})

@@ -29,7 +29,7 @@ import (
 func TestSnowflakeServesOverSlowLink(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	p := proxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	n, err := Start(ctx, Config{Name: "slow", NATS: NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
@@ -45,7 +45,7 @@ func TestSnowflakeServesOverSlowLink(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	bothWays(t, p, "latency", "latency", 400)
+	natstest.BothWays(t, p, "latency", "latency", 400)
 	slowed := time.Now()
 	// Past a few renewals on the slow link.
 	time.Sleep(10 * time.Second)
@@ -110,7 +110,7 @@ func TestSnowflakeServesOverSlowLink(t *testing.T) {
 func TestSlowNATSLinkNotReady(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	p := proxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	n, err := Start(ctx, Config{Name: "far", NATS: NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
@@ -148,7 +148,7 @@ func TestSlowNATSLinkNotReady(t *testing.T) {
 		t.Fatalf("round trip %v over a fast link", rtt)
 	}
 
-	bothWays(t, p, "latency", "latency", 600)
+	natstest.BothWays(t, p, "latency", "latency", 600)
 	const reason = "above --max-nats-rtt 500ms"
 	took := waitFor("unready for segment", 20*time.Second, func() bool { return !segReady() })
 	_, why := n.ReadySubject(wire.SubjectSegment)
