@@ -32,4 +32,4 @@ func (n *Node) StopSegmentService() error { return n.serve.resp.Service().Stop()
 func (n *Node) PeerFloor(tag string) int64 { return n.peers.Floor(tag) }
 
 // NATSConnected reports whether the node's connection to NATS is up.
-func (n *Node) NATSConnected() bool { return n.conn.nc.IsConnected() }
+func (n *Node) NATSConnected() bool { return n.conn.NC().IsConnected() }

@@ -79,7 +79,7 @@ type monoTag struct {
 // and serves no monotonic tag; the other modes are not affected. A bucket
 // that does not answer in time is a transient error: Start tries again.
 func (n *Node) startMono(ctx context.Context) error {
-	js, err := jetstream.New(n.conn.nc)
+	js, err := jetstream.New(n.conn.NC())
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (n *Node) startMono(ctx context.Context) error {
 		return nil
 	}
 	m, err := startMonoServer(ctx, monoConfig{
-		nc:     n.conn.nc,
+		nc:     n.conn.NC(),
 		store:  n.seg.store,
 		node:   n.cfg.Name,
 		lease:  lease,
@@ -449,7 +449,7 @@ func keptMono(floors segment.Floors, peerMode func(string) string, tag string) b
 func (n *Node) askMono(ctx context.Context, tag wire.Tag, dst []int64) error {
 	backoff := 10 * time.Millisecond
 	for {
-		reply, err := n.conn.nc.RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
+		reply, err := n.conn.NC().RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
 		if err == nil {
 			err = wire.ReplyError(reply)
 		}

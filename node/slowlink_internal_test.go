@@ -136,7 +136,7 @@ func TestSlowNATSLinkNotReady(t *testing.T) {
 		for !ok() {
 			if time.Since(start) > within {
 				_, why := n.ReadySubject(wire.SubjectSegment)
-				t.Fatalf("not %s after %v (segment: %v; round trip %v)", what, within, why, n.conn.rtt.Load().rtt())
+				t.Fatalf("not %s after %v (segment: %v; round trip %v)", what, within, why, n.conn.RTT())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -144,7 +144,7 @@ func TestSlowNATSLinkNotReady(t *testing.T) {
 	}
 	segReady := func() bool { _, err := n.ReadySubject(wire.SubjectSegment); return err == nil }
 	waitFor("ready at the start", time.Minute, func() bool { return n.Ready() == nil })
-	if rtt := n.conn.rtt.Load().rtt(); rtt <= 0 || rtt > 500*time.Millisecond {
+	if rtt := n.conn.RTT(); rtt <= 0 || rtt > 500*time.Millisecond {
 		t.Fatalf("round trip %v over a fast link", rtt)
 	}
 
