@@ -20,7 +20,7 @@ import (
 // taken pool batch back: ids repeat. R3 (--kv-replicas 3), or sync_always
 // on every server, closes that.
 func (n *Node) warnUnreplicated(ctx context.Context) {
-	if n.conn.ns != nil {
+	if n.conn.Server() != nil {
 		return
 	}
 	var streams []string
@@ -33,7 +33,7 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 	if n.seg.pool != nil {
 		streams = append(streams, pool.Stream)
 	}
-	js, err := jetstream.New(n.conn.nc)
+	js, err := jetstream.New(n.conn.NC())
 	if err != nil {
 		return
 	}

@@ -73,7 +73,7 @@ func (n *Node) onEmpty(tag string) {
 
 // newEvents makes the node's event publisher, on its NATS connection.
 func (n *Node) newEvents(context.Context) error {
-	n.events = events.New(events.Config{Node: n.cfg.Name, Publish: n.conn.nc.Publish, Clock: n.clock, Logger: n.log})
+	n.events = events.New(events.Config{Node: n.cfg.Name, Publish: n.conn.NC().Publish, Clock: n.clock, Logger: n.log})
 	return nil
 }
 

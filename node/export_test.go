@@ -1,11 +1,6 @@
 package node
 
-import (
-	"testing"
-	"time"
-
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-)
+import "time"
 
 // SetMonoBalanceEvery sets how often nodes rebalance monotonic tags, for
 // tests that start nodes after it; it returns the restore.
@@ -36,9 +31,5 @@ func (n *Node) StopSegmentService() error { return n.serve.resp.Service().Stop()
 // PeerFloor is the highest floor of tag the node heard from its peers.
 func (n *Node) PeerFloor(tag string) int64 { return n.peers.Floor(tag) }
 
-// ProxyTo starts a Toxiproxy proxy to the NATS server at url, stopped at
-// clean-up.
-func ProxyTo(t *testing.T, url string) *toxiproxy.Proxy { return proxyTo(t, url) }
-
 // NATSConnected reports whether the node's connection to NATS is up.
-func (n *Node) NATSConnected() bool { return n.conn.nc.IsConnected() }
+func (n *Node) NATSConnected() bool { return n.conn.NC().IsConnected() }

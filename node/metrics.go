@@ -116,7 +116,7 @@ const maxTagSeries = 500
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	subjects, _, _ := n.readiness()
-	ch <- prometheus.MustNewConstMetric(c.natsRTT, prometheus.GaugeValue, n.conn.rtt.Load().rtt().Seconds())
+	ch <- prometheus.MustNewConstMetric(c.natsRTT, prometheus.GaugeValue, n.conn.RTT().Seconds())
 	sent := n.serve.probe.counts()
 	for _, s := range subjects {
 		ch <- prometheus.MustNewConstMetric(c.serving, prometheus.GaugeValue, b2f(s.Serving), s.Subject)

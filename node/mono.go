@@ -26,7 +26,7 @@ var monoBalanceEvery = mono.DefaultBalanceEvery
 // and serves no monotonic tag; the other modes are not affected. A bucket
 // that does not answer in time is a transient error: Start tries again.
 func (n *Node) startMono(ctx context.Context) error {
-	js, err := jetstream.New(n.conn.nc)
+	js, err := jetstream.New(n.conn.NC())
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (n *Node) startMono(ctx context.Context) error {
 		n.log.Error("mono: no lease bucket: this node serves no monotonic tag", "err", err)
 		return nil
 	}
-	nc := n.conn.nc
+	nc := n.conn.NC()
 	m, err := mono.StartServer(ctx, mono.ServerConfig{
 		Node:      n.cfg.Name,
 		Store:     n.seg.store,
@@ -92,7 +92,7 @@ func (n *Node) MonoLeading() []string { return n.seg.mono.Load().LeadingTags() }
 func (n *Node) askMono(ctx context.Context, tag wire.Tag, dst []int64) error {
 	backoff := 10 * time.Millisecond
 	for {
-		reply, err := n.conn.nc.RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
+		reply, err := n.conn.NC().RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
 		if err == nil {
 			err = wire.ReplyError(reply)
 		}

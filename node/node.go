@@ -8,9 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +22,7 @@ import (
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/clock"
-	"github.com/leafmq/leafmq/internal/natsauth"
+	"github.com/leafmq/leafmq/internal/natsconn"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/peers"
@@ -51,7 +48,7 @@ type Node struct {
 	met    *liveMetrics // request metrics (metrics.go has the collector of the rest)
 	events *events.Publisher
 	life   life
-	conn   natsConn
+	conn   *natsconn.Conn // the node's NATS, and its round trip
 	// peers is this node among the live nodes: its membership, the
 	// floors it hears and answers, the checks against the others.
 	peers *peers.Set
@@ -66,17 +63,6 @@ type life struct {
 	stops  stops    // what Close runs: pushed by Start, one subsystem at a time
 	mu     sync.Mutex
 	closed bool // by Close, under mu
-}
-
-// natsConn is the node's NATS.
-type natsConn struct {
-	ns *server.Server // nil when joining an existing NATS
-	nc *nats.Conn
-	// dial connects to NATS as nc did, with extra options; the snowflake
-	// endpoints take a connection of their own from it at each join
-	// (responder.Config.SnowflakeConn).
-	dial func(extra ...nats.Option) (*nats.Conn, error)
-	rtt  atomic.Pointer[rttMeter] // the round trip to NATS; nil until measured
 }
 
 // segments is what serves segment ids.
@@ -152,6 +138,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		seg:   segments{health: storeHealth{fails: map[string]storeFail{}}},
 	}
 	n.start.at = n.clock.Now()
+	n.conn = natsconn.New(natsconn.Options{Name: cfg.Name, URL: cfg.NATS.URL, Listen: cfg.NATS.Listen,
+		DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Logger: n.log, Clock: n.clock, ErrConfig: config.ErrConfig})
 	defer func() {
 		if err != nil {
 			_ = n.Close(context.Background())
@@ -167,9 +155,10 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 	for _, p := range []phase{
 		{name: "data directory lock", stop: func(context.Context) error { return n.life.lock.Close() }, start: b.lockDir},
 		{name: "http", stop: n.stopHTTP, start: func(context.Context) error { return n.startHTTP() }},
-		{name: "embedded nats-server", stop: n.stopServer},
-		{name: "nats", stop: n.drainNATS, start: func(context.Context) error { return n.startNATS() }, await: "connecting to NATS"},
-		{name: "nats round trip", stop: n.stopRTT, start: n.startRTT},
+		{name: "embedded nats-server", stop: func(context.Context) error { n.conn.Shutdown(); return nil }},
+		{name: "nats", stop: n.conn.Drain, start: func(context.Context) error { return n.conn.Connect() }, await: "connecting to NATS"},
+		{name: "nats round trip", stop: func(context.Context) error { n.conn.StopRTT(); return nil },
+			start: func(context.Context) error { n.conn.StartRTT(); return nil }},
 		{name: "events", start: n.newEvents},
 		{name: "tag floors", start: b.openFloors},
 		{name: "live nodes", start: b.newPeers},
@@ -211,7 +200,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 func (n *Node) startResponder(context.Context) error {
 	cfg := n.cfg
 	rc := responder.Config{
-		Conn:      n.conn.nc,
+		Conn:      n.conn.NC(),
 		IDs:       n.seg.prod,
 		Store:     n.seg.store,
 		Node:      cfg.Name,
@@ -251,109 +240,12 @@ func (n *Node) storeKind() string {
 	return storeKV
 }
 
-// natsConnectTimeout bounds one connection's handshake to NATS.
-const natsConnectTimeout = 10 * time.Second
-
-// A connection whose server has not answered pingsOut pings sent every
-// pingEvery is given up as stale and made again (to another server of a
-// cluster): a link that swallows bytes, or a frozen server, is otherwise
-// noticed only by nats.go's default pings, after minutes in which the
-// node says it is ready and NATS routes requests to it that nobody
-// answers. A ping every few seconds costs nothing next to the requests.
-const (
-	pingEvery = 5 * time.Second
-	pingsOut  = 2
-)
-
-func (n *Node) startNATS() error {
-	url := n.cfg.NATS.URL
-	opts := []nats.Option{
-		nats.Name(n.cfg.Name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		// The handshake is three trips one way: nats.go's 2 s default
-		// leaves a node 0.7 s from NATS unable to connect, or to reconnect
-		// once it lost its server.
-		nats.Timeout(natsConnectTimeout),
-		nats.PingInterval(pingEvery),
-		nats.MaxPingsOutstanding(pingsOut),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				n.log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
-	}
-	if url == "" && n.conn.ns != nil { // an earlier attempt started the server
-		url = n.conn.ns.ClientURL()
-		opts = append(opts, nats.InProcessServer(n.conn.ns))
-	} else if url == "" {
-		host, portStr, _ := net.SplitHostPort(n.cfg.NATS.Listen)
-		port, err := strconv.Atoi(portStr)
-		if err != nil {
-			return fmt.Errorf("%w: nats-listen port %q", config.ErrConfig, portStr)
-		}
-		if port == 0 {
-			port = server.RANDOM_PORT // as for --http: 0 picks a free port (nats-server reads 0 as 4222)
-		}
-		ns, err := server.NewServer(&server.Options{
-			ServerName: n.cfg.Name,
-			Host:       host,
-			Port:       port,
-			JetStream:  true,
-			StoreDir:   filepath.Join(n.cfg.DataDir, "jetstream"),
-			// Every range reservation, worker lease and taken pool batch
-			// an id depends on is fsynced before the server acknowledges
-			// it: a power cut must not roll max_id or a lease back
-			// (DESIGN invariant 2). The default syncs every 2 minutes.
-			SyncAlways: true,
-			// As the deploy configs: a stuck client (a frozen leafd
-			// joined to this server) loses its subscriptions within
-			// seconds, not the default two minutes.
-			PingInterval: pingEvery,
-			MaxPingsOut:  pingsOut,
-			NoSigs:       true,
-			NoLog:        true,
-		})
-		if err != nil {
-			return fmt.Errorf("embedded nats-server: %w", err)
-		}
-		// Its debug output only where leafd logs debug (trace never: a line
-		// per protocol message).
-		ns.SetLoggerV2(natsLogger{n.log}, n.log.Enabled(context.Background(), slog.LevelDebug), false, false)
-		go ns.Start()
-		if !ns.ReadyForConnections(10 * time.Second) {
-			ns.Shutdown()
-			return fmt.Errorf("embedded nats-server did not start on %s (is the port taken?)", n.cfg.NATS.Listen)
-		}
-		n.conn.ns = ns
-		url = ns.ClientURL()
-		opts = append(opts, nats.InProcessServer(ns))
-	}
-	if !n.cfg.NATS.Auth.IsZero() {
-		auth, err := n.cfg.NATS.Auth.Options()
-		if err != nil {
-			return fmt.Errorf("%w: %v", config.ErrConfig, err)
-		}
-		opts = append(opts, auth...)
-	}
-	n.conn.dial = func(extra ...nats.Option) (*nats.Conn, error) {
-		return nats.Connect(url, append(slices.Clip(opts), extra...)...)
-	}
-	nc, err := n.conn.dial()
-	if err != nil {
-		return fmt.Errorf("connect to nats %s: %w", natsauth.RedactURL(url), err)
-	}
-	n.conn.nc = nc
-	return nil
-}
-
 // snowflakeConn is the connection of one membership of the snowflake queue
 // group (responder.Config.SnowflakeConn). It connects even while NATS is
 // away, as a node whose claim is confirmed serves its ring then too, and
 // logs nothing of its own: nc reports the state of NATS.
 func (n *Node) snowflakeConn() (*nats.Conn, error) {
-	return n.conn.dial(nats.Name(n.cfg.Name+" snowflake"), nats.RetryOnFailedConnect(true),
+	return n.conn.Dial(nats.Name(n.cfg.Name+" snowflake"), nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil))
 }
 
@@ -414,15 +306,7 @@ func (n *Node) serveAPI() error {
 }
 
 // ClientURL is the NATS URL the node is connected to.
-func (n *Node) ClientURL() string {
-	if n.conn.ns != nil {
-		return n.conn.ns.ClientURL()
-	}
-	if n.conn.nc != nil {
-		return n.conn.nc.ConnectedUrlRedacted()
-	}
-	return ""
-}
+func (n *Node) ClientURL() string { return n.conn.ClientURL() }
 
 // HTTPAddr is the address the HTTP port listens on, or "".
 func (n *Node) HTTPAddr() string {
@@ -433,7 +317,7 @@ func (n *Node) HTTPAddr() string {
 }
 
 // Server is the embedded nats-server, or nil.
-func (n *Node) Server() *server.Server { return n.conn.ns }
+func (n *Node) Server() *server.Server { return n.conn.Server() }
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
@@ -471,35 +355,6 @@ func (n *Node) stopHTTP(ctx context.Context) error {
 		}
 	})
 	return err
-}
-
-// drainNATS drains the node's connection (its subscriptions finish what
-// they hold), closing it when that takes longer than ctx allows.
-func (n *Node) drainNATS(ctx context.Context) error {
-	if n.conn.nc == nil {
-		return nil
-	}
-	closed := make(chan struct{})
-	n.conn.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := n.conn.nc.Drain(); err != nil {
-		n.conn.nc.Close()
-		return nil
-	}
-	select {
-	case <-closed:
-	case <-ctx.Done():
-		n.conn.nc.Close()
-	}
-	return nil
-}
-
-// stopServer stops the embedded nats-server, if there is one.
-func (n *Node) stopServer(context.Context) error {
-	if n.conn.ns != nil {
-		n.conn.ns.Shutdown()
-		n.conn.ns.WaitForShutdown()
-	}
-	return nil
 }
 
 func (n *Node) snowflakeWorker() int64 {

@@ -60,7 +60,7 @@ func (n *Node) openMySQLStore(ctx context.Context) error {
 }
 
 func (n *Node) openKVStore(ctx context.Context) error {
-	js, err := jetstream.New(n.conn.nc)
+	js, err := jetstream.New(n.conn.NC())
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -75,7 +75,7 @@ func (n *Node) openKVStore(ctx context.Context) error {
 
 func (n *Node) kvRegistry(layout snowflake.Layout) (func(context.Context) (snowflake.Registry, error), error) {
 	cfg := n.cfg
-	js, err := jetstream.New(n.conn.nc)
+	js, err := jetstream.New(n.conn.NC())
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}

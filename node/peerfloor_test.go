@@ -179,7 +179,7 @@ func TestLoweredTwiceRefusedByPeerFloor(t *testing.T) {
 func TestLoweredTwiceAfterLostAnnouncement(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	p := node.ProxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	store := config.StoreConfig{DefaultStep: 1000, MaxStep: 1000}
 	a := startNode(t, config.Config{Name: "la", NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: store})
 	b := startNode(t, config.Config{Name: "lb", NATS: config.NATSConfig{URL: "nats://" + p.Listen}, Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: store})

@@ -104,13 +104,13 @@ func (n *Node) incarnation(ctx context.Context) (string, error) {
 func (b *boot) newPeers(context.Context) error {
 	var err error
 	b.peers, err = peers.New(peers.Config{
-		Conn:      b.conn.nc,
+		Conn:      b.conn.NC(),
 		Name:      b.cfg.Name,
 		Instance:  b.instance,
 		Clock:     b.clock,
 		Log:       b.log,
 		Replicas:  b.cfg.Store.KVReplicas,
-		OwnServer: b.conn.ns != nil,
+		OwnServer: b.conn.Server() != nil,
 		Status:    b.startingStatus,
 		Floor:     b.seg.floors.Floor,
 	})

@@ -28,7 +28,7 @@ func (n *Node) fillPool(ctx context.Context) error {
 	if err != nil || len(subjects) == 0 {
 		return err
 	}
-	js, err := jetstream.New(n.conn.nc)
+	js, err := jetstream.New(n.conn.NC())
 	if err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}

@@ -105,7 +105,7 @@ func (p *prober) probeAll() {
 
 func (p *prober) probe(subject string, msg *nats.Msg) {
 	result := probeAnswered
-	if _, err := p.n.conn.nc.RequestMsg(msg, probeTimeout); err != nil {
+	if _, err := p.n.conn.NC().RequestMsg(msg, probeTimeout); err != nil {
 		result = probeFailed
 		p.n.log.Debug("self-probe failed", "subject", msg.Subject, "err", err)
 	}

@@ -30,7 +30,7 @@ import (
 func TestSnowflakeServesOverSlowLink(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	p := proxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	n, err := Start(ctx, config.Config{Name: "slow", NATS: config.NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
@@ -46,7 +46,7 @@ func TestSnowflakeServesOverSlowLink(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	bothWays(t, p, "latency", "latency", 400)
+	natstest.BothWays(t, p, "latency", "latency", 400)
 	slowed := time.Now()
 	// Past a few renewals on the slow link.
 	time.Sleep(10 * time.Second)
@@ -111,7 +111,7 @@ func TestSnowflakeServesOverSlowLink(t *testing.T) {
 func TestSlowNATSLinkNotReady(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	p := proxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	n, err := Start(ctx, config.Config{Name: "far", NATS: config.NATSConfig{URL: "nats://" + p.Listen}, DataDir: t.TempDir(),
@@ -137,7 +137,7 @@ func TestSlowNATSLinkNotReady(t *testing.T) {
 		for !ok() {
 			if time.Since(start) > within {
 				_, why := n.ReadySubject(wire.SubjectSegment)
-				t.Fatalf("not %s after %v (segment: %v; round trip %v)", what, within, why, n.conn.rtt.Load().rtt())
+				t.Fatalf("not %s after %v (segment: %v; round trip %v)", what, within, why, n.conn.RTT())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -145,11 +145,11 @@ func TestSlowNATSLinkNotReady(t *testing.T) {
 	}
 	segReady := func() bool { _, err := n.ReadySubject(wire.SubjectSegment); return err == nil }
 	waitFor("ready at the start", time.Minute, func() bool { return n.Ready() == nil })
-	if rtt := n.conn.rtt.Load().rtt(); rtt <= 0 || rtt > 500*time.Millisecond {
+	if rtt := n.conn.RTT(); rtt <= 0 || rtt > 500*time.Millisecond {
 		t.Fatalf("round trip %v over a fast link", rtt)
 	}
 
-	bothWays(t, p, "latency", "latency", 600)
+	natstest.BothWays(t, p, "latency", "latency", 600)
 	const reason = "above --max-nats-rtt 500ms"
 	took := waitFor("unready for segment", 20*time.Second, func() bool { return !segReady() })
 	_, why := n.ReadySubject(wire.SubjectSegment)

@@ -57,7 +57,7 @@ func (n *Node) newSnowflake() error {
 		Lease:          n.peers.Lease,
 		NewWorker:      n.noPeerServes,
 		Clocks:         n.peers.Clocks,
-		Conn:           n.conn.nc,
+		Conn:           n.conn.NC(),
 		Events:         n.events,
 		Logger:         n.log,
 	})

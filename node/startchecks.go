@@ -110,7 +110,7 @@ func (b *boot) startChecks(ctx context.Context) error {
 	// From now on a reconnect to NATS gathers the live nodes' floors
 	// again: announcements sent while this node was away never reach it
 	// (peers.Set.Reconnected).
-	n.conn.nc.SetReconnectHandler(func(nc *nats.Conn) {
+	n.conn.NC().SetReconnectHandler(func(nc *nats.Conn) {
 		n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		n.peers.Reconnected()
 	})

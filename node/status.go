@@ -70,7 +70,7 @@ func (n *Node) status() wire.NodeStatus {
 		}
 	}
 	st.Snow = n.serve.sf.Status(n.SnowflakeJoined())
-	st.NATSRTT = int64(n.conn.rtt.Load().rtt())
+	st.NATSRTT = int64(n.conn.RTT())
 	subjects, problems, err := n.readiness()
 	st.Ready, st.Problems, st.Subjects = err == nil, problems, subjects
 	return st
@@ -145,16 +145,16 @@ func (n *Node) failingTags() []failingTag {
 // queue group meanwhile) and Ready's error.
 func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	var fatal, problems []string
-	connected := n.conn.nc != nil && n.conn.nc.IsConnected()
+	connected := n.conn.NC() != nil && n.conn.NC().IsConnected()
 	// offline are the problems of every subject the node answers through
 	// NATS: not connected, or a round trip too slow for the answers to
-	// reach clients in time (rttMeter). They make each such subject, and
-	// the node, not ready.
+	// reach clients in time (natsconn.Conn.RTT). They make each such
+	// subject, and the node, not ready.
 	var offline []string
 	if !connected {
 		offline = []string{"not connected to NATS"}
 		fatal = append(fatal, offline...)
-	} else if rtt, most := n.conn.rtt.Load().rtt(), n.cfg.NATS.MaxRTT; most > 0 && rtt > most {
+	} else if rtt, most := n.conn.RTT(), n.cfg.NATS.MaxRTT; most > 0 && rtt > most {
 		offline = []string{fmt.Sprintf("NATS round trip %v above --max-nats-rtt %v", rtt.Round(time.Millisecond), most)}
 		fatal = append(fatal, offline...)
 	}
@@ -237,7 +237,7 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		Segment: n.seg.prod.Segment,
 		Layout:  n.serve.sf.Layout(),
 		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
-			return ask.Status(ctx, n.conn.nc, 300*time.Millisecond)
+			return ask.Status(ctx, n.conn.NC(), 300*time.Millisecond)
 		},
 		Rows:         httpapi.StoreRows(n.seg.store),
 		Ready:        n.Ready,

@@ -77,7 +77,7 @@ func (o *ownFloors) raise(tag string, f int64) {
 // a max_id lowered twice below it afterwards cannot grant B A's ids.
 func TestReconnectGathersFloorsAgain(t *testing.T) {
 	s := natstest.RunServer(t)
-	p := proxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	ncA := natstest.Connect(t, s.ClientURL())
 	ncB := natstest.Connect(t, "nats://"+p.Listen, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	ownA, ownB := &ownFloors{m: map[string]int64{}}, &ownFloors{m: map[string]int64{}}

@@ -2,16 +2,12 @@ package peers
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
@@ -27,7 +23,7 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 	direct := natstest.Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p := proxyTo(t, s.ClientURL())
+	p := natstest.Proxy(t, s.ClientURL())
 	nc, err := nats.Connect("nats://"+p.Listen, nats.Timeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +35,7 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 	}
 	m.closed.Do(func() { close(m.stop) }) // renewals by hand
 	m.wg.Wait()
-	bothWays(t, p, "latency", "latency", 900)
+	natstest.BothWays(t, p, "latency", "latency", 900)
 	js, err := jetstream.New(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -56,29 +52,5 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 	}
 	if _, err := kv.Get(ctx, "i8"); err != nil {
 		t.Fatalf("the far member's key after its renewal: %v", err)
-	}
-}
-
-// proxyTo starts a Toxiproxy proxy to the NATS server at url, stopped at
-// clean-up.
-func proxyTo(t *testing.T, url string) *toxiproxy.Proxy {
-	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "nats", "127.0.0.1:0", strings.TrimPrefix(url, "nats://"))
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	return p
-}
-
-// bothWays adds a toxic of kind with one attribute to both directions of p.
-func bothWays(t *testing.T, p *toxiproxy.Proxy, kind, attr string, value int) {
-	t.Helper()
-	for _, stream := range []string{"upstream", "downstream"} {
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
-			`{"name":"%s-%s","type":%q,"stream":%q,"toxicity":1,"attributes":{%q:%d}}`, kind, stream, kind, stream, attr, value))); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -17,5 +17,9 @@
 // ports picked by the kernel (client port -1) or found free (cluster ports),
 // and keep their JetStream data under t.TempDir().
 //
+// Proxy puts a Toxiproxy proxy between a client and a server, and BothWays
+// slows or cuts the link in both directions, for tests of a node far from
+// NATS or behind a partition.
+//
 // The helpers are safe to call from parallel tests.
 package natstest

@@ -1,4 +1,4 @@
-package node
+package natsconn
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"log/slog"
 )
 
-// natsLogger passes the embedded nats-server's log to the node's logger,
+// natsLogger passes the embedded nats-server's log to Options.Logger,
 // so that it comes out in leafd's format (--log-format json included) and
 // not at all where that logger discards it. The server's notices (its
 // start-up banner among them, about twenty lines) are Debug: leafd's own

@@ -1,4 +1,4 @@
-package node
+package natsconn
 
 import (
 	"context"
@@ -10,20 +10,20 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// rttEvery is how often a node measures its round trip to NATS.
+// rttEvery is how often a Conn measures its round trip to NATS.
 var rttEvery = 5 * time.Second
 
 // rttTimeout bounds one measurement.
 const rttTimeout = 10 * time.Second
 
-// rttMeter measures the node's round trip to its NATS server (as nc.RTT
+// rttMeter measures the round trip to the NATS server (as nc.RTT
 // does: a PING behind whatever the connection has queued, and its PONG)
 // every rttEvery on a goroutine of its own, so the request path pays
 // nothing.
-// An answer from this node reaches a client no sooner than one round trip
-// plus the client's own, so a node whose round trip is above
-// config.NATSConfig.MaxRTT is not ready for the subjects it answers through NATS
-// (readiness).
+// An answer from a node reaches a client no sooner than one round trip
+// plus the client's own, so a node whose round trip is above its
+// --max-nats-rtt is not ready for the subjects it answers through NATS
+// (its readiness reads RTT).
 //
 // A measurement in flight counts for as long as it has taken so far: a
 // link that turns slow, or silent, is seen as slow within rttEvery plus
@@ -40,20 +40,21 @@ type rttMeter struct {
 	since atomic.Int64
 	base  time.Time
 	every time.Duration
-	ctx   context.Context // cancelled by stopRTT, which ends a measurement in flight
+	ctx   context.Context // cancelled by StopRTT, which ends a measurement in flight
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 }
 
-// startRTT starts measuring the round trip to NATS.
-func (n *Node) startRTT(context.Context) error {
-	m := &rttMeter{nc: n.conn.nc, base: time.Now(), every: rttEvery}
+// StartRTT starts measuring the round trip to NATS, every 5 s on a
+// goroutine of its own until StopRTT; after Connect.
+func (c *Conn) StartRTT() {
+	m := &rttMeter{nc: c.nc, base: time.Now(), every: rttEvery}
 	m.ctx, m.stop = context.WithCancel(context.Background())
-	n.conn.rtt.Store(m)
+	c.rtt.Store(m)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		t := n.clock.NewTicker(m.every)
+		t := c.opts.Clock.NewTicker(m.every)
 		defer t.Stop()
 		for {
 			m.measure()
@@ -64,15 +65,15 @@ func (n *Node) startRTT(context.Context) error {
 			}
 		}
 	}()
-	return nil
 }
 
-func (n *Node) stopRTT(context.Context) error {
-	if m := n.conn.rtt.Load(); m != nil {
+// StopRTT stops measuring (and ends a measurement in flight), and waits
+// for the meter's goroutine. Nothing to stop before StartRTT.
+func (c *Conn) StopRTT() {
+	if m := c.rtt.Load(); m != nil {
 		m.stop()
 		m.wg.Wait()
 	}
-	return nil
 }
 
 // measure takes one round trip. While the connection is down there is no
@@ -113,3 +114,8 @@ func (m *rttMeter) rtt() time.Duration {
 	}
 	return max(time.Duration(m.last.Load()), pending)
 }
+
+// RTT is the round trip to NATS as last measured, or as long as the
+// measurement in flight has taken if that is longer; 0 when unknown (not
+// measuring, or not connected).
+func (c *Conn) RTT() time.Duration { return c.rtt.Load().rtt() }
