@@ -25,6 +25,7 @@ import (
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natsauth"
+	"github.com/leafmq/leafmq/metrics"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/pool"
@@ -38,9 +39,9 @@ import (
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
-	clock  clock.Clock  // Config.Clock
-	start  starting     // when Start began, and what it waits for, on /readyz
-	met    *liveMetrics // request metrics (metrics.go has the collector of the rest)
+	clock  clock.Clock   // Config.Clock
+	start  starting      // when Start began, and what it waits for, on /readyz
+	met    *metrics.Live // request metrics (Node.collector reads the rest)
 	events *events.Publisher
 	life   life
 	conn   natsConn
@@ -89,7 +90,7 @@ type serving struct {
 	sf   *snownode.Server // snowflake ids; nil with --worker-registry off
 	resp *responder.Responder
 	// probe sends the self-probes; set once before the HTTP API is served.
-	probe *prober
+	probe *responder.Prober
 }
 
 // web is the node's HTTP server.
@@ -140,7 +141,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		cfg:   cfg,
 		log:   log.With("node", cfg.Name),
 		clock: clock.Or(cfg.Clock),
-		met:   newLiveMetrics(),
+		met:   metrics.NewLive(),
 		seg:   segments{health: storeHealth{fails: map[string]storeFail{}}},
 	}
 	n.start.at = n.clock.Now()
@@ -214,7 +215,7 @@ func (n *Node) startResponder(context.Context) error {
 		Logger:    n.log,
 		Layout:    n.serve.sf.Layout(),
 		Clock:     n.clock,
-		Observe:   n.met.observe,
+		Observe:   n.met.Observe,
 		Status:    n.status,
 		Floor:     n.seg.engine.Floor,
 		PeerFloor: n.peers.HighestFloor,
@@ -363,7 +364,7 @@ func (n *Node) startHTTP() error {
 	}
 	n.web.reg = prometheus.NewRegistry()
 	n.web.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfoCollector(n.cfg.Name))
+		metrics.BuildInfo(n.cfg.Name))
 	mux := http.NewServeMux()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if api := n.web.api.Load(); api != nil {
@@ -396,8 +397,8 @@ func (n *Node) serveAPI() error {
 	if n.web.srv == nil {
 		return nil
 	}
-	n.web.reg.MustRegister(newCollector(n))
-	n.met.register(n.web.reg)
+	n.web.reg.MustRegister(n.collector())
+	n.met.Register(n.web.reg)
 	api, err := n.httpAPI()
 	if err != nil {
 		return err

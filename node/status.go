@@ -249,6 +249,6 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		cfg.Snowflake = r.Next
 	}
 	cfg.Mono = n.askMono
-	cfg.Observe = n.met.observeHTTP
+	cfg.Observe = n.met.ObserveHTTP
 	return httpapi.New(cfg)
 }
