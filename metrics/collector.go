@@ -53,8 +53,7 @@ type FailingTag struct {
 // Responder is what the Collector reads of a responder.Responder.
 type Responder interface {
 	AsyncErrors() uint64
-	Service() micro.Service
-	SnowflakeService() micro.Service // nil while out of the snowflake queue group
+	Endpoints() []*micro.EndpointStats
 }
 
 // Snowflake is what the Collector reads of a snownode.Server.
@@ -222,13 +221,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if r := s.Responder; r != nil {
 		ch <- prometheus.MustNewConstMetric(c.asyncErr, prometheus.CounterValue, float64(r.AsyncErrors()))
-		eps := r.Service().Stats().Endpoints
-		if sf := r.SnowflakeService(); sf != nil {
-			// Recreated at each rejoin: its counters then start again at 0,
-			// which rate() treats as a counter reset.
-			eps = append(eps, sf.Stats().Endpoints...)
-		}
-		for _, e := range eps {
+		// The snowflake endpoints' counters start again at 0 at each
+		// rejoin (Endpoints), which rate() treats as a counter reset.
+		for _, e := range r.Endpoints() {
 			ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(e.NumErrors), e.Name)
 			if e.Name == responder.WorkerErrorsEndpoint {
 				continue // errors of requests already counted where they arrived

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -23,6 +24,16 @@ type fakePool struct{}
 
 func (fakePool) Levels() map[string]int { return map[string]int{"leaf.pool.snowflake": 7} }
 func (fakePool) Wasted() uint64         { return 3 }
+
+type fakeResponder struct{}
+
+func (fakeResponder) AsyncErrors() uint64 { return 2 }
+func (fakeResponder) Endpoints() []*micro.EndpointStats {
+	return []*micro.EndpointStats{
+		{Name: "segment", NumRequests: 10, NumErrors: 1, ProcessingTime: 2 * time.Second},
+		{Name: responder.WorkerErrorsEndpoint, NumRequests: 2, NumErrors: 2},
+	}
+}
 
 type fakeEngine struct{}
 
@@ -52,8 +63,9 @@ func TestCollectorReadsSources(t *testing.T) {
 		ProbesSent: func() map[responder.ProbeKey]uint64 {
 			return map[responder.ProbeKey]uint64{{Subject: wire.SubjectSegment, Result: responder.ProbeAnswered}: 6}
 		},
-		Pool:   fakePool{},
-		Events: func() []events.Count { return []events.Count{{Kind: "node.up", Published: 1, Suppressed: 2}} },
+		Responder: fakeResponder{},
+		Pool:      fakePool{},
+		Events:    func() []events.Count { return []events.Count{{Kind: "node.up", Published: 1, Suppressed: 2}} },
 		Rings: func() []producer.RingState {
 			return []producer.RingState{{Tag: "web", Len: 25, Cap: 100, Stats: ringbuf.Stats{Takes: 9}}}
 		},
@@ -81,6 +93,19 @@ leafmq_probe_requests_total{result="failed",subject="segment"} 0
 # HELP leafmq_segment_tag_refused 1 for a tag this node refuses until an operator acts (an opaque tag's key it lacks, a mode conflict, a store below the ids already issued); the node stays ready for other tags.
 # TYPE leafmq_segment_tag_refused gauge
 leafmq_segment_tag_refused{tag="keyless"} 1
+# HELP leafmq_requests_total Requests answered by endpoint (the NATS micro endpoints; http-segment, http-snowflake, http-mono: the HTTP API's id routes).
+# TYPE leafmq_requests_total counter
+leafmq_requests_total{endpoint="segment"} 10
+# HELP leafmq_request_errors_total Requests answered with an error, by endpoint (worker-errors: requests a worker finished, of any endpoint: a store outage's 503s).
+# TYPE leafmq_request_errors_total counter
+leafmq_request_errors_total{endpoint="segment"} 1
+leafmq_request_errors_total{endpoint="worker-errors"} 2
+# HELP leafmq_request_processing_seconds_total Time spent in handlers, by endpoint.
+# TYPE leafmq_request_processing_seconds_total counter
+leafmq_request_processing_seconds_total{endpoint="segment"} 2
+# HELP leafmq_worker_request_errors_total Requests answered with an error by a worker (also in request_errors_total{endpoint="worker-errors"}).
+# TYPE leafmq_worker_request_errors_total counter
+leafmq_worker_request_errors_total 2
 # HELP leafmq_pool_batches Batches in a JetStream pool at this node's last check, by pool subject.
 # TYPE leafmq_pool_batches gauge
 leafmq_pool_batches{subject="leaf.pool.snowflake"} 7
@@ -104,6 +129,9 @@ leafmq_segment_tags 1
 leafmq_segment_ids_ready{tag="web"} 900
 `
 	got := scrape(t, c)
+	if strings.Contains(got, `leafmq_requests_total{endpoint="worker-errors"}`) {
+		t.Errorf("the worker errors' requests counted twice:\n%s", got)
+	}
 	for _, line := range strings.Split(strings.TrimSpace(want), "\n") {
 		if !strings.Contains(got, line+"\n") {
 			t.Errorf("no %q in the scrape:\n%s", line, got)

@@ -24,11 +24,7 @@ func (n *Node) status() wire.NodeStatus {
 	st.Store = n.storeKind()
 	st.Mono = n.MonoLeading()
 	if n.serve.resp != nil {
-		eps := n.serve.resp.Service().Stats().Endpoints
-		if sf := n.serve.resp.SnowflakeService(); sf != nil {
-			eps = append(eps, sf.Stats().Endpoints...)
-		}
-		for _, e := range eps {
+		for _, e := range n.serve.resp.Endpoints() {
 			st.Requests += uint64(e.NumRequests)
 			st.Errors += uint64(e.NumErrors)
 		}
