@@ -90,16 +90,8 @@ func (n *Node) Ready() error {
 func (n *Node) ReadySubject(subject string) (ok bool, err error) {
 	subjects, _, _ := n.readiness()
 	for _, s := range subjects {
-		if s.Subject != subject {
-			continue
-		}
-		switch {
-		case s.Ready:
-			return true, nil
-		case len(s.Problems) > 0:
-			return true, errors.New(strings.Join(s.Problems, "; "))
-		default:
-			return true, errors.New("not serving")
+		if s.Subject == subject {
+			return true, s.Err()
 		}
 	}
 	return false, nil
