@@ -10,13 +10,13 @@ import (
 )
 
 // leafdMetrics are the metric families leafd exports (without "leafmq_"),
-// from node/metrics.go and node/livemetrics.go. Dashboards and alerts may
-// name only these; keep the list in step with package node
+// from metrics/collector.go and metrics/live.go. Dashboards and alerts may
+// name only these; keep the list in step with packages metrics and node
 // (TestMetricListMatchesNode checks that direction).
 var leafdMetrics = []string{
-	// node/buildinfo.go
+	// metrics/buildinfo.go
 	"build_info",
-	// node/metrics.go
+	// metrics/collector.go
 	"requests_total",
 	"request_errors_total",
 	"request_processing_seconds_total",
@@ -52,7 +52,7 @@ var leafdMetrics = []string{
 	"probe_requests_total",  // labels subject, result
 	"segment_tag_refused",   // label tag
 	"nats_rtt_seconds",
-	// node/livemetrics.go
+	// metrics/live.go
 	"request_duration_seconds", // histogram, label engine
 	"id_requests_total",        // labels engine, code
 	"ids_issued_total",         // label engine=segment|snowflake
@@ -97,12 +97,16 @@ func unknownMetrics(text string) []string {
 	return bad
 }
 
-// Every metric package node defines is in leafdMetrics, so dashboards and
-// alerts are checked against what leafd really exports.
+// Every metric packages metrics and node define is in leafdMetrics, so
+// dashboards and alerts are checked against what leafd really exports.
 func TestMetricListMatchesNode(t *testing.T) {
-	files, err := filepath.Glob("../node/*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range []string{"../metrics", "../node"} {
+		fs, err := filepath.Glob(dir + "/*.go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
 	}
 	defRE := regexp.MustCompile(`\bd\("([a-z0-9_]+)"|Name: +"leafmq_([a-z0-9_]+)"`)
 	var defs []string
@@ -119,16 +123,16 @@ func TestMetricListMatchesNode(t *testing.T) {
 		}
 	}
 	if len(defs) < 25 {
-		t.Fatalf("found only %d metric definitions in package node: has their shape changed?", len(defs))
+		t.Fatalf("found only %d metric definitions in packages metrics and node: has their shape changed?", len(defs))
 	}
 	for _, d := range defs {
 		if !slices.Contains(leafdMetrics, d) {
-			t.Errorf("package node exports leafmq_%s, which deploy/metrics_test.go's leafdMetrics lacks: add it (and a dashboard panel if it helps)", d)
+			t.Errorf("leafd exports leafmq_%s, which deploy/metrics_test.go's leafdMetrics lacks: add it (and a dashboard panel if it helps)", d)
 		}
 	}
 	for _, m := range leafdMetrics {
 		if !slices.Contains(defs, m) {
-			t.Errorf("leafdMetrics lists leafmq_%s, which package node does not define", m)
+			t.Errorf("leafdMetrics lists leafmq_%s, which packages metrics and node do not define", m)
 		}
 	}
 }

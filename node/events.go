@@ -28,9 +28,8 @@ type storeFail struct {
 // load attempt. It runs on the engine's loader goroutine and must not block
 // (events.Publisher does not).
 func (n *Node) onLoad(ev segment.LoadEvent) {
-	n.met.loadSeconds.Observe(ev.Took.Seconds())
+	n.met.ObserveLoad(ev)
 	if ev.Err != nil {
-		n.met.storeErrors.Inc()
 		n.seg.health.mu.Lock()
 		f := n.seg.health.fails[ev.Tag]
 		if f.n == 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natsconn"
+	"github.com/leafmq/leafmq/metrics"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/peers"
@@ -43,9 +44,9 @@ const (
 type Node struct {
 	cfg    config.Config
 	log    *slog.Logger
-	clock  clock.Clock  // config.Config.Clock
-	start  starting     // when Start began, and what it waits for, on /readyz
-	met    *liveMetrics // request metrics (metrics.go has the collector of the rest)
+	clock  clock.Clock   // config.Config.Clock
+	start  starting      // when Start began, and what it waits for, on /readyz
+	met    *metrics.Live // request metrics (Node.collector reads the rest)
 	events *events.Publisher
 	life   life
 	conn   *natsconn.Conn // the node's NATS, and its round trip
@@ -83,7 +84,7 @@ type serving struct {
 	sf   *snownode.Server // snowflake ids; nil with --worker-registry off
 	resp *responder.Responder
 	// probe sends the self-probes; set once before the HTTP API is served.
-	probe *prober
+	probe *responder.Prober
 }
 
 // web is the node's HTTP server.
@@ -134,7 +135,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		cfg:   cfg,
 		log:   log.With("node", cfg.Name),
 		clock: clock.Or(cfg.Clock),
-		met:   newLiveMetrics(),
+		met:   metrics.NewLive(),
 		seg:   segments{health: storeHealth{fails: map[string]storeFail{}}},
 	}
 	n.start.at = n.clock.Now()
@@ -210,7 +211,7 @@ func (n *Node) startResponder(context.Context) error {
 		Logger:    n.log,
 		Layout:    n.serve.sf.Layout(),
 		Clock:     n.clock,
-		Observe:   n.met.observe,
+		Observe:   n.met.Observe,
 		Status:    n.status,
 		Floor:     n.seg.engine.Floor,
 		PeerFloor: n.peers.HighestFloor,
@@ -262,7 +263,7 @@ func (n *Node) startHTTP() error {
 	}
 	n.web.reg = prometheus.NewRegistry()
 	n.web.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfoCollector(n.cfg.Name))
+		metrics.BuildInfo(n.cfg.Name))
 	mux := http.NewServeMux()
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if api := n.web.api.Load(); api != nil {
@@ -295,8 +296,8 @@ func (n *Node) serveAPI() error {
 	if n.web.srv == nil {
 		return nil
 	}
-	n.web.reg.MustRegister(newCollector(n))
-	n.met.register(n.web.reg)
+	n.web.reg.MustRegister(n.collector())
+	n.met.Register(n.web.reg)
 	api, err := n.httpAPI()
 	if err != nil {
 		return err

@@ -24,11 +24,7 @@ func (n *Node) status() wire.NodeStatus {
 	st.Store = n.storeKind()
 	st.Mono = n.MonoLeading()
 	if n.serve.resp != nil {
-		eps := n.serve.resp.Service().Stats().Endpoints
-		if sf := n.serve.resp.SnowflakeService(); sf != nil {
-			eps = append(eps, sf.Stats().Endpoints...)
-		}
-		for _, e := range eps {
+		for _, e := range n.serve.resp.Endpoints() {
 			st.Requests += uint64(e.NumRequests)
 			st.Errors += uint64(e.NumErrors)
 		}
@@ -94,16 +90,8 @@ func (n *Node) Ready() error {
 func (n *Node) ReadySubject(subject string) (ok bool, err error) {
 	subjects, _, _ := n.readiness()
 	for _, s := range subjects {
-		if s.Subject != subject {
-			continue
-		}
-		switch {
-		case s.Ready:
-			return true, nil
-		case len(s.Problems) > 0:
-			return true, errors.New(strings.Join(s.Problems, "; "))
-		default:
-			return true, errors.New("not serving")
+		if s.Subject == subject {
+			return true, s.Err()
 		}
 	}
 	return false, nil
@@ -249,6 +237,6 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		cfg.Snowflake = r.Next
 	}
 	cfg.Mono = n.askMono
-	cfg.Observe = n.met.observeHTTP
+	cfg.Observe = n.met.ObserveHTTP
 	return httpapi.New(cfg)
 }

@@ -45,6 +45,11 @@
 // store. So one slow tag or a store outage never holds up the other requests
 // of a node. A Responder is safe for concurrent use.
 //
+// A probe (wire.ProbeToken, wire.ProbeHeader) takes no id: a node's
+// subscriptions answer it and count it (Probed), and its Prober sends one
+// on each subject the node serves every few seconds, through the queue
+// group that clients reach.
+//
 // Time comes from Config.Clock (an internal/clock.Clock, the real clock by
 // default): the leaf.admin.time answer, the Took of each Observation and
 // the polls of Stop's wait for in-flight requests.

@@ -269,6 +269,18 @@ const startFlush = 5 * time.Second
 // Service is the underlying micro service (for stats and info).
 func (r *Responder) Service() micro.Service { return r.svc }
 
+// Endpoints are the stats of the endpoints served now: the service's, and
+// the snowflake service's while it is in the queue group. The snowflake
+// service is recreated at each rejoin, so its counters then start again
+// at 0.
+func (r *Responder) Endpoints() []*micro.EndpointStats {
+	eps := r.svc.Stats().Endpoints
+	if sf := r.SnowflakeService(); sf != nil {
+		eps = append(eps, sf.Stats().Endpoints...)
+	}
+	return eps
+}
+
 // Stop leaves the queue group, lets in-flight requests finish and stops the
 // workers. Idempotent.
 //

@@ -1,5 +1,10 @@
 package wire
 
+import (
+	"errors"
+	"strings"
+)
+
 // StatusSubject is answered by every node (no queue group) with its
 // NodeStatus as JSON; the status page gathers the answers.
 const StatusSubject = "leaf.admin.status"
@@ -82,6 +87,19 @@ type SubjectStatus struct {
 	// subscription answered: it grows while the subject really reaches
 	// the node through the server.
 	Probed uint64 `json:"probed"`
+}
+
+// Err is nil when the subject is ready, else why not: its problems, or
+// "not serving" (the node's /readyz/<subject>).
+func (s SubjectStatus) Err() error {
+	switch {
+	case s.Ready:
+		return nil
+	case len(s.Problems) > 0:
+		return errors.New(strings.Join(s.Problems, "; "))
+	default:
+		return errors.New("not serving")
+	}
 }
 
 // BufferStatus is one half of a tag's double buffer.

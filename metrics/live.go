@@ -1,4 +1,4 @@
-package node
+package metrics
 
 import (
 	"strconv"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/leafmq/leafmq/httpapi"
 	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/segment"
 )
 
-// liveMetrics are the metrics updated as things happen (the collector reads
-// the rest at scrape time). Label values are bounded: engines and codes are
-// a handful; tags are capped at maxTagSeries, the rest count as "_other".
-type liveMetrics struct {
+// Live are the metrics updated as things happen (the Collector reads the
+// rest at scrape time). Label values are bounded: engines and codes are a
+// handful; tags are capped at MaxTagSeries, the rest count as "_other".
+type Live struct {
 	reqSeconds  *prometheus.HistogramVec // engine
 	reqCodes    *prometheus.CounterVec   // engine, code
 	ids         *prometheus.CounterVec   // engine
@@ -32,7 +33,7 @@ type liveMetrics struct {
 	tags     sync.Map // tag -> prometheus.Counter
 
 	// http counts the HTTP API's id requests per engine, for the
-	// collector's requests_total, request_errors_total and
+	// Collector's requests_total, request_errors_total and
 	// request_processing_seconds_total under endpoint "http-<engine>"
 	// (the NATS endpoints' counts come from the micro service's stats).
 	http map[string]*httpCounts
@@ -47,8 +48,9 @@ type httpCounts struct {
 // httpEngines are the engines of the HTTP API's id routes.
 var httpEngines = []string{"segment", "snowflake", "mono"}
 
-func newLiveMetrics() *liveMetrics {
-	m := &liveMetrics{
+// NewLive returns the live metrics, all at zero; Register exports them.
+func NewLive() *Live {
+	m := &Live{
 		reqSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leafmq_request_duration_seconds",
 			Help:    "Time from receiving an id request to sending its answer, by engine (segment, snowflake, mono).",
@@ -89,12 +91,13 @@ func newLiveMetrics() *liveMetrics {
 	return m
 }
 
-func (m *liveMetrics) register(reg prometheus.Registerer) {
+// Register registers the live metrics with reg.
+func (m *Live) Register(reg prometheus.Registerer) {
 	reg.MustRegister(m.reqSeconds, m.reqCodes, m.ids, m.tagIDs, m.loadSeconds, m.storeErrors)
 }
 
-// observe is the responder's Observe hook.
-func (m *liveMetrics) observe(o responder.Observation) {
+// Observe is the responder's Observe hook (responder.Config.Observe).
+func (m *Live) Observe(o responder.Observation) {
 	if o.Engine == "mono" { // not on the hot path of the rings
 		m.reqSeconds.WithLabelValues(o.Engine).Observe(o.Took.Seconds())
 		m.reqCodes.WithLabelValues(o.Engine, o.Code).Inc()
@@ -120,14 +123,14 @@ func (m *liveMetrics) observe(o responder.Observation) {
 	m.reqCodes.WithLabelValues(o.Engine, o.Code).Inc()
 }
 
-// observeHTTP is the HTTP API's Observe hook. Its requests count in the
+// ObserveHTTP is the HTTP API's Observe hook (httpapi.Config.Observe). Its requests count in the
 // same series as NATS requests (ids issued, requests by code, latency), so
 // dashboards and alerts see HTTP-only clients; endpoint "http-<engine>" of
 // requests_total tells the transports apart without a label that would
 // split every existing series. A mono request over HTTP is a NATS request
 // to the tag's leader, which counts it there: here it counts only as an
 // HTTP request, so that its ids are not counted twice.
-func (m *liveMetrics) observeHTTP(o httpapi.Observation) {
+func (m *Live) ObserveHTTP(o httpapi.Observation) {
 	if c := m.http[o.Engine]; c != nil {
 		c.requests.Add(1)
 		if o.Code != 200 {
@@ -138,10 +141,19 @@ func (m *liveMetrics) observeHTTP(o httpapi.Observation) {
 	if o.Engine == "mono" {
 		return
 	}
-	m.observe(responder.Observation{Engine: o.Engine, Tag: o.Tag, Code: strconv.Itoa(o.Code), IDs: o.IDs, Took: o.Took})
+	m.Observe(responder.Observation{Engine: o.Engine, Tag: o.Tag, Code: strconv.Itoa(o.Code), IDs: o.IDs, Took: o.Took})
 }
 
-func (m *liveMetrics) tag(tag string) prometheus.Counter {
+// ObserveLoad is the segment engine's load hook (segment.Config.OnLoad):
+// the time of every load attempt, and the failed ones.
+func (m *Live) ObserveLoad(ev segment.LoadEvent) {
+	m.loadSeconds.Observe(ev.Took.Seconds())
+	if ev.Err != nil {
+		m.storeErrors.Inc()
+	}
+}
+
+func (m *Live) tag(tag string) prometheus.Counter {
 	if c, ok := m.tags.Load(tag); ok {
 		return c.(prometheus.Counter)
 	}
@@ -150,7 +162,7 @@ func (m *liveMetrics) tag(tag string) prometheus.Counter {
 	if c, ok := m.tags.Load(tag); ok {
 		return c.(prometheus.Counter)
 	}
-	if m.tagCount.Load() >= maxTagSeries {
+	if m.tagCount.Load() >= MaxTagSeries {
 		return m.tagIDs.WithLabelValues("_other")
 	}
 	c := m.tagIDs.WithLabelValues(tag)
