@@ -24,6 +24,7 @@ import (
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/datadir"
 	"github.com/leafmq/leafmq/internal/natsauth"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/peers"
@@ -54,8 +55,8 @@ type Node struct {
 
 // life is what holds the node's data directory and stops it.
 type life struct {
-	lock   *dirLock // DataDir/leafd.lock, held while the node runs
-	stops  stops    // what Close runs: pushed by Start, one subsystem at a time
+	lock   *datadir.Lock // DataDir/leafd.lock, held while the node runs
+	stops  stops         // what Close runs: pushed by Start, one subsystem at a time
 	mu     sync.Mutex
 	closed bool // by Close, under mu
 }
