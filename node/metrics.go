@@ -133,8 +133,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if i == maxTagSeries {
 			break
 		}
-		if tagRefused(f.err) {
-			ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, 1, f.tag)
+		if tagRefused(f.Err) {
+			ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, 1, f.Tag)
 		}
 	}
 	if n.serve.resp != nil {

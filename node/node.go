@@ -75,7 +75,7 @@ type natsConn struct {
 // segments is what serves segment ids.
 type segments struct {
 	store  segment.Store
-	health storeHealth
+	health segment.LoadHealth // the tags whose loads fail now (onLoad)
 	steps  *segment.StepFile
 	floors segment.Floors // the engine's, shared with the monotonic leaders
 	opaque *opaque.Key    // of opaque tags; nil: refused
@@ -142,7 +142,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (_ *Node, err erro
 		log:   log.With("node", cfg.Name),
 		clock: clock.Or(cfg.Clock),
 		met:   newLiveMetrics(),
-		seg:   segments{health: storeHealth{fails: map[string]storeFail{}}},
 	}
 	n.start.at = n.clock.Now()
 	defer func() {
