@@ -23,8 +23,9 @@
  *                         announce / heard (leaf.floor.<tag>, may be lost),
  *                         createCheck / peersFloor (the live nodes' floors of
  *                         the tag before a create)
- *   node/handback.go      handBack (only when no other node is alive; own
- *                         floor lowered first)
+ *   segment/handback.go   Engine.HandBack (own floor lowered first, then
+ *                         the store's compare-and-swap)
+ *   node/handback.go      handBack (only when no other node is alive)
  *
  * What it abstracts: one tag on the JetStream KV store (bucket history 2:
  * the current revision and the one before), N nodes, ranges of STEP ids; a

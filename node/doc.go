@@ -22,8 +22,9 @@
 // (segment-floors.json, a segment.FloorFile) and each tag's last dynamic
 // step (segment-steps.json, a segment.StepFile). One node holds a data
 // directory at a time: Start takes a flock on the directory's own inode and
-// on its JetStream store's (leafd.lock names the holder), so a second node
-// refuses at once with ErrDataDirInUse.
+// on its JetStream store's (leafd.lock names the holder; package
+// internal/datadir), so a second node refuses at once: "data directory in
+// use".
 //
 // Floors are shared, on every store: after each range it reserves (the
 // engine's loads and the monotonic leaders' alike, through one

@@ -2,11 +2,11 @@ package node
 
 import (
 	"context"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/config"
+	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/snowflake/kvworker"
@@ -37,16 +37,8 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	for _, name := range streams {
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		s, err := js.Stream(cctx, name)
-		cancel()
-		if err != nil {
-			continue // not created (yet), or not ours to see
-		}
-		if r := s.CachedInfo().Config.Replicas; r <= 1 {
-			n.log.Warn("a stream that ids depend on has one replica: a power cut of its server can repeat ids unless every server runs with sync_always; use --kv-replicas 3",
-				"stream", name, "replicas", r)
-		}
+	for _, s := range jskv.Unreplicated(ctx, js, streams...) {
+		n.log.Warn("a stream that ids depend on has one replica: a power cut of its server can repeat ids unless every server runs with sync_always; use --kv-replicas 3",
+			"stream", s.Stream, "replicas", s.Replicas)
 	}
 }

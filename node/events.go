@@ -3,55 +3,29 @@ package node
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/segment"
 )
 
-// storeHealth follows segment loads per tag, to report store errors and
-// the recovery after them as events.
-type storeHealth struct {
-	mu    sync.Mutex
-	fails map[string]storeFail // by tag, while failing
-}
-
-type storeFail struct {
-	n     int
-	since time.Time
-	err   error // of the last attempt
-}
-
 // onLoad is the segment engine's OnLoad hook: metrics and events of every
-// load attempt. It runs on the engine's loader goroutine and must not block
-// (events.Publisher does not).
+// load attempt, and the tags whose loads fail (n.seg.health). It runs on
+// the engine's loader goroutine and must not block (events.Publisher does
+// not).
 func (n *Node) onLoad(ev segment.LoadEvent) {
 	n.met.ObserveLoad(ev)
+	f, recovered := n.seg.health.Record(ev, n.clock.Now())
 	if ev.Err != nil {
-		n.seg.health.mu.Lock()
-		f := n.seg.health.fails[ev.Tag]
-		if f.n == 0 {
-			f.since = n.clock.Now()
-		}
-		f.n++
-		f.err = ev.Err
-		n.seg.health.fails[ev.Tag] = f
-		n.seg.health.mu.Unlock()
 		n.events.Emit(events.Event{Kind: events.StoreError, Level: events.Error, Tag: ev.Tag,
 			Message: fmt.Sprintf("loading a segment of %s failed: %v", ev.Tag, ev.Err),
-			Fields:  map[string]any{"error": ev.Err.Error(), "failures": f.n, "took_ms": ev.Took.Milliseconds()}})
+			Fields:  map[string]any{"error": ev.Err.Error(), "failures": f.Failures, "took_ms": ev.Took.Milliseconds()}})
 		return
 	}
-	n.seg.health.mu.Lock()
-	f, failed := n.seg.health.fails[ev.Tag]
-	delete(n.seg.health.fails, ev.Tag)
-	n.seg.health.mu.Unlock()
-	if failed {
+	if recovered {
 		n.events.Emit(events.Event{Kind: events.StoreRecovered, Tag: ev.Tag,
-			Message: fmt.Sprintf("segments of %s load again after %d failures", ev.Tag, f.n),
-			Fields:  map[string]any{"failures": f.n, "down_ms": n.clock.Since(f.since).Milliseconds()}})
+			Message: fmt.Sprintf("segments of %s load again after %d failures", ev.Tag, f.Failures),
+			Fields:  map[string]any{"failures": f.Failures, "down_ms": n.clock.Since(f.Since).Milliseconds()}})
 	}
 	n.events.Emit(events.Event{Kind: events.SegmentLoaded, Tag: ev.Tag,
 		Message: fmt.Sprintf("segment [%d, %d) of %s loaded", ev.Start, ev.End, ev.Tag),

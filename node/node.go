@@ -22,6 +22,7 @@ import (
 	"github.com/leafmq/leafmq/events"
 	"github.com/leafmq/leafmq/internal/buildinfo"
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/datadir"
 	"github.com/leafmq/leafmq/internal/natsconn"
 	"github.com/leafmq/leafmq/metrics"
 	"github.com/leafmq/leafmq/mono"
@@ -60,8 +61,8 @@ type Node struct {
 
 // life is what holds the node's data directory and stops it.
 type life struct {
-	lock   *dirLock // DataDir/leafd.lock, held while the node runs
-	stops  stops    // what Close runs: pushed by Start, one subsystem at a time
+	lock   *datadir.Lock // DataDir/leafd.lock, held while the node runs
+	stops  stops         // what Close runs: pushed by Start, one subsystem at a time
 	mu     sync.Mutex
 	closed bool // by Close, under mu
 }
@@ -69,7 +70,7 @@ type life struct {
 // segments is what serves segment ids.
 type segments struct {
 	store  segment.Store
-	health storeHealth
+	health segment.LoadHealth // the tags whose loads fail now (onLoad)
 	steps  *segment.StepFile
 	floors segment.Floors // the engine's, shared with the monotonic leaders
 	opaque *opaque.Key    // of opaque tags; nil: refused
@@ -136,7 +137,6 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		log:   log.With("node", cfg.Name),
 		clock: clock.Or(cfg.Clock),
 		met:   metrics.NewLive(),
-		seg:   segments{health: storeHealth{fails: map[string]storeFail{}}},
 	}
 	n.start.at = n.clock.Now()
 	n.conn = natsconn.New(natsconn.Options{Name: cfg.Name, URL: cfg.NATS.URL, Listen: cfg.NATS.Listen,

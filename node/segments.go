@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 
+	"github.com/leafmq/leafmq/internal/datadir"
 	"github.com/leafmq/leafmq/segment"
 )
 
@@ -12,7 +13,7 @@ import (
 // node runs without a data directory lock (lockDir), which keeps them in
 // memory.
 func (b *boot) openFloors(context.Context) error {
-	ff, err := segment.OpenFloorFile(filepath.Join(b.cfg.DataDir, floorFileName))
+	ff, err := segment.OpenFloorFile(filepath.Join(b.cfg.DataDir, datadir.FloorFileName))
 	switch {
 	case err == nil:
 		b.seg.floors = ff

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -32,8 +31,8 @@ func (n *Node) status() wire.NodeStatus {
 	}
 	refused := map[string]string{}
 	for _, f := range n.failingTags() {
-		if tagRefused(f.err) {
-			refused[f.tag] = f.err.Error()
+		if tagRefused(f.Err) {
+			refused[f.Tag] = f.Err.Error()
 		}
 	}
 	if n.seg.engine != nil {
@@ -109,23 +108,8 @@ func tagRefused(err error) bool {
 		errors.Is(err, segment.ErrBelowFloor) || errors.Is(err, segment.ErrTagDeleted)
 }
 
-// failingTag is a tag whose segment loads fail.
-type failingTag struct {
-	tag string
-	storeFail
-}
-
 // failingTags are the tags whose loads fail now, sorted.
-func (n *Node) failingTags() []failingTag {
-	n.seg.health.mu.Lock()
-	out := make([]failingTag, 0, len(n.seg.health.fails))
-	for tag, f := range n.seg.health.fails {
-		out = append(out, failingTag{tag, f})
-	}
-	n.seg.health.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].tag < out[j].tag })
-	return out
-}
+func (n *Node) failingTags() []segment.LoadFailure { return n.seg.health.Failing() }
 
 // readiness is each subject's readiness, the node's problems (Ready's
 // error, then warnings: some, like a snowflake node waiting for its
@@ -155,11 +139,11 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	}
 	var segFatal, segWarn []string
 	for _, f := range n.failingTags() {
-		msg := fmt.Sprintf("segment store: loads of %s failing (%d times since %s)", f.tag, f.n, f.since.UTC().Format(time.RFC3339))
+		msg := fmt.Sprintf("segment store: loads of %s failing (%d times since %s)", f.Tag, f.Failures, f.Since.UTC().Format(time.RFC3339))
 		switch {
-		case tagRefused(f.err):
-			segWarn = append(segWarn, fmt.Sprintf("segment: tag %s refused on this node: %v", f.tag, f.err))
-		case n.seg.engine != nil && tagDry(n.seg.engine.State(f.tag)):
+		case tagRefused(f.Err):
+			segWarn = append(segWarn, fmt.Sprintf("segment: tag %s refused on this node: %v", f.Tag, f.Err))
+		case n.seg.engine != nil && tagDry(n.seg.engine.State(f.Tag)):
 			segFatal = append(segFatal, msg+", no ids left")
 		default:
 			segWarn = append(segWarn, msg+", still serving from buffers")

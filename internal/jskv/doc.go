@@ -1,7 +1,7 @@
 // Package jskv holds what leafmq's JetStream KV backends (segment/kvstore
-// and snowflake/kvworker) share: reads through the stream leader, and the
-// classification of JetStream errors into conflicts, transient failures and
-// an unreachable JetStream.
+// and snowflake/kvworker) and the node share: reads through the stream
+// leader, and the classification of JetStream errors into conflicts,
+// transient failures and an unreachable JetStream.
 //
 // Why leader reads: a KV bucket allows "direct get", which any replica
 // answers (a client's own server's replica first). On an R>1 bucket a
@@ -15,6 +15,10 @@
 // DirectBatch is the exception, for reading a whole bucket: batched direct
 // gets from any replica, fast, whose end the reader confirms with the
 // leader.
+//
+// Unreplicated tells which of the streams ids depend on hold one replica,
+// for the node's warning that one server's disk sync is then all their
+// durability.
 //
 // Everything here is safe for concurrent use.
 package jskv

@@ -261,3 +261,29 @@ func OpenOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 	}
 	return kv, nil
 }
+
+// StreamReplicas is a stream and the replicas its configuration asks for.
+type StreamReplicas struct {
+	Stream   string
+	Replicas int
+}
+
+// Unreplicated returns those of streams configured with one replica (or
+// none given: JetStream's default is one), in the order given. A stream
+// that cannot be read within 3 s (not created yet, not this account's to
+// see) is left out.
+func Unreplicated(ctx context.Context, js jetstream.JetStream, streams ...string) []StreamReplicas {
+	var out []StreamReplicas
+	for _, name := range streams {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		s, err := js.Stream(cctx, name)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if r := s.CachedInfo().Config.Replicas; r <= 1 {
+			out = append(out, StreamReplicas{name, r})
+		}
+	}
+	return out
+}
