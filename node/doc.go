@@ -43,13 +43,16 @@
 // just for a window: a slow answer is not taken for no node. Package peers
 // holds all of it; the node keeps one *peers.Set (peers.go has its side).
 //
-// Start builds everything in dependency order, pushing each subsystem's
-// stop on a stack (stops.go) before it starts it, and Close runs the stack
+// Start (start.go: the table of phases) builds everything in dependency
+// order, pushing each subsystem's stop on a stack (stops.go) before it
+// starts it, and Close runs the stack
 // last-first: say goodbye and stop HTTP, hand the monotonic tags over,
 // leave the queue groups (so NATS sends requests to the other nodes), hand
 // back unserved ids, stop the engine and the store, drain the connection
 // and shut the embedded server down, from wherever a start got to. No
-// goroutine outlives Close.
+// goroutine outlives Close. The files build on one another one way:
+// node.go holds the Node and its parts, each phase's file uses only files
+// below it, and start.go, on top, runs them.
 //
 // Start takes a config.Config (package config: one struct and one settings
 // table per subsystem; its zero value is the zero-setup default). A

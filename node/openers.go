@@ -155,3 +155,11 @@ func (n *Node) leaseFiles(r snowflake.Registry, dir, prefix string) snowflake.Re
 	}
 	return snowflake.NewLeaseFiles(r, dir, prefix)
 }
+
+// storeKind names the node's segment store, as its status does.
+func (n *Node) storeKind() string {
+	if n.cfg.Store.MySQL != "" {
+		return storeMySQL
+	}
+	return storeKV
+}

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/wire"
-	"github.com/nats-io/nats.go"
 )
 
 // TestRestartPreloadsOnlyServedTags: a node restarted on its data

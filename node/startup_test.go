@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/internal/testenv"
-	"github.com/leafmq/leafmq/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // leafd started beside a NATS cluster whose JetStream has no meta leader yet
