@@ -19,10 +19,10 @@
  *                         purge marker that keeps a deleted tag, HandBack
  *                         (only while max_id is still the range's end)
  *   segment/floors.go     FloorFile (durable, survives a crash)
- *   node/peerfloors.go    startPeerFloors (the live nodes' floors at start),
- *                         announce / heard (leaf.floor.<tag>, may be lost),
- *                         createCheck / peersFloor (the live nodes' floors of
- *                         the tag before a create)
+ *   peers/floors.go       Set.HearFloors (the live nodes' floors at start),
+ *                         Set.Announce / heard (leaf.floor.<tag>, may be
+ *                         lost), Set.HighestFloor (the live nodes' floors of
+ *                         the tag before a create; node/peers.go createCheck)
  *   segment/handback.go   Engine.HandBack (own floor lowered first, then
  *                         the store's compare-and-swap)
  *   node/handback.go      handBack (only when no other node is alive)
