@@ -384,7 +384,7 @@ func TestNATSClusterPermissions(t *testing.T) {
 	// checked at the end).
 	adminSubjects := []string{wire.TagsSubject, wire.TagCreateSubject, wire.TagStepSubject, wire.TagMaxSubject,
 		wire.TagRestartSubject, wire.TagDecodeSubject, wire.StatusSubject, wire.TimeSubject, wire.FloorsSubject, wire.FloorPrefix + "demo",
-		wire.MonoAnnouncePrefix + "demo"}
+		wire.TagChangedPrefix + "demo"}
 	t.Run("client denied every admin subject", func(t *testing.T) {
 		for _, subj := range adminSubjects {
 			if err := client.Publish(subj, nil); err != nil {

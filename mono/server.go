@@ -20,7 +20,7 @@ import (
 const (
 	// DefaultRefresh is how often a Server re-reads which tags are
 	// monotonic, on top of the announcements of new ones
-	// (wire.MonoAnnouncePrefix).
+	// (wire.TagChangedPrefix).
 	DefaultRefresh = 60 * time.Second
 	// DefaultBalanceEvery is how often a Server compares the monotonic
 	// tags it leads with its share (the tags over the live nodes, rounded
@@ -50,7 +50,7 @@ type ServerConfig struct {
 	// (responder.Responder.ServeMono). Required.
 	Serve func(tag wire.Tag, l *Leader) (stop func(), err error)
 	// Subscribe has announced called with the name of every tag announced
-	// as new (wire.MonoAnnouncePrefix), until stop is called. Nil: new
+	// as new (wire.TagChangedPrefix), until stop is called. Nil: new
 	// tags are found by the refresh only.
 	Subscribe func(announced func(tag string)) (stop func(), err error)
 	// Nodes returns the status of every live node (ask.Status), for the

@@ -610,3 +610,27 @@ func TestStartsWithoutWritableDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCreatedTagServesAtOnce: a node that answered "unknown tag" for a
+// name serves the tag as soon as it is created through any node, not once
+// its memory of the absence expires (wire.TagChangedPrefix).
+func TestCreatedTagServesAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	cfg := func(name string) config.Config {
+		return config.Config{Name: name, NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(),
+			Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{AutoCreate: "false"}}
+	}
+	startNode(t, cfg("first"))
+	if _, err := take(nc, "late", 1, false); !errors.Is(err, wire.ErrUnknownTag) {
+		t.Fatalf("before the create: %v, want unknown tag", err)
+	}
+	startNode(t, cfg("second"))
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "late", Step: 100})
+	for i := range 20 { // through both nodes of the queue group
+		if _, err := takeReady(nc, "late", 1, false); err != nil {
+			t.Fatalf("request %d after the create: %v", i, err)
+		}
+	}
+}

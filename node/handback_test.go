@@ -108,7 +108,10 @@ func TestGracefulRestartNoGap(t *testing.T) {
 func TestGracefulRestartsWithPoolNoRepeat(t *testing.T) {
 	t.Parallel()
 	srv := natstest.RunServer(t)
-	cfg := config.Config{Name: "alone", NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(), Pool: config.PoolConfig{Tags: "orders", Depth: 4, Batch: 50}}
+	// Tags are not created on first use: the pool's filler would race the
+	// create below (a tag of the default step, and "exists").
+	cfg := config.Config{Name: "alone", NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(),
+		Store: config.StoreConfig{AutoCreate: "false"}, Pool: config.PoolConfig{Tags: "orders", Depth: 4, Batch: 50}}
 	nc := natstest.Connect(t, srv.ClientURL())
 	js, err := jetstream.New(nc)
 	if err != nil {

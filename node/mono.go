@@ -59,8 +59,8 @@ func (n *Node) startMono(ctx context.Context) error {
 			return n.serve.resp.ServeMono(tag, l)
 		},
 		Subscribe: func(announced func(tag string)) (func(), error) {
-			sub, err := nc.Subscribe(wire.MonoAnnouncePrefix+"*", func(msg *nats.Msg) {
-				announced(strings.TrimPrefix(msg.Subject, wire.MonoAnnouncePrefix))
+			sub, err := nc.Subscribe(wire.TagChangedPrefix+"*", func(msg *nats.Msg) {
+				announced(strings.TrimPrefix(msg.Subject, wire.TagChangedPrefix))
 			})
 			if err != nil {
 				return nil, err

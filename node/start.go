@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,7 @@ import (
 	"github.com/leafmq/leafmq/internal/natsconn"
 	"github.com/leafmq/leafmq/metrics"
 	"github.com/leafmq/leafmq/responder"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // startPhase is one step of Start. Its stop, if any, is pushed on the stop
@@ -138,7 +140,14 @@ func (n *Node) startResponder(context.Context) error {
 		rc.SnowflakeConn = n.snowflakeConn
 	}
 	var err error
-	n.serve.resp, err = responder.Start(rc)
+	if n.serve.resp, err = responder.Start(rc); err != nil {
+		return err
+	}
+	// A tag created or restarted through any node serves here at once, not
+	// once the engine's memory of its absence expires.
+	_, err = n.conn.NC().Subscribe(wire.TagChangedPrefix+"*", func(m *nats.Msg) {
+		n.seg.engine.Forget(strings.TrimPrefix(m.Subject, wire.TagChangedPrefix))
+	})
 	return err
 }
 

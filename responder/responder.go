@@ -639,9 +639,7 @@ func (r *Responder) handleCreate(req micro.Request) {
 		r.failAdmin(req, err)
 		return
 	}
-	if m.Kind == segment.KindMono {
-		r.announceMono(a.Tag)
-	}
+	r.announceTag(a.Tag)
 	r.respondRow(ctx, req, tag)
 }
 
@@ -726,15 +724,15 @@ func (r *Responder) handleRestart(req micro.Request) {
 		return
 	}
 	r.cfg.Logger.Warn("segment: tag restarted by an operator", "tag", a.Tag, "floor", a.Floor)
-	r.announceMono(a.Tag) // a node that stopped leading the deleted tag looks again
+	r.announceTag(a.Tag) // a node that stopped leading the deleted tag looks again
 	r.respondRow(ctx, req, tag)
 }
 
-// announceMono tells every node that tag may be a new monotonic tag, so
-// that they compete to lead it now rather than at their next listing.
-func (r *Responder) announceMono(tag string) {
-	if err := r.cfg.Conn.Publish(wire.MonoAnnouncePrefix+tag, nil); err != nil {
-		r.cfg.Logger.Warn("mono: announcing a tag", "tag", tag, "err", err)
+// announceTag tells every node that tag was created or restarted
+// (wire.TagChangedPrefix).
+func (r *Responder) announceTag(tag string) {
+	if err := r.cfg.Conn.Publish(wire.TagChangedPrefix+tag, nil); err != nil {
+		r.cfg.Logger.Warn("announcing a tag", "tag", tag, "err", err)
 	}
 }
 

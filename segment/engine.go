@@ -1077,6 +1077,15 @@ func (e *Engine) Retire() []Unserved {
 	return out
 }
 
+// Forget drops what the engine remembers of tag's absence (the negative
+// cache), so that the next request for it asks the store: the tag was
+// just created (wire.TagChangedPrefix).
+func (e *Engine) Forget(tag string) {
+	e.missMu.Lock()
+	delete(e.negative, tag)
+	e.missMu.Unlock()
+}
+
 // Known reports whether tag is in the cache (it does not ask the store).
 func (e *Engine) Known(tag wire.Tag) bool {
 	return (*e.tags.Load())[tag.String()] != nil

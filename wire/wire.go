@@ -18,10 +18,12 @@ const (
 	// MonoPrefix is followed by a monotonic tag: leaf.mono.<tag>. Only the
 	// node that leads the tag subscribes to it.
 	MonoPrefix = "leaf.mono."
-	// MonoAnnouncePrefix + <tag> tells every node (no reply) that a
-	// monotonic tag was created or restarted, so that each starts
-	// competing to lead it at once instead of at its next listing.
-	MonoAnnouncePrefix = "leaf.admin.mono."
+	// TagChangedPrefix + <tag> tells every node (no reply) that the tag
+	// was created or restarted: each forgets having found no such tag (the
+	// engine's negative cache), so the tag serves at once on every node,
+	// and competes to lead it at once if it is monotonic, instead of at its
+	// next listing.
+	TagChangedPrefix = "leaf.admin.changed."
 	// SnowflakeSubject answers snowflake ids; SnowflakePrefix is followed by
 	// a key, accepted and ignored as Leaf does (leaf.snowflake.<key>),
 	// except the reserved key "decode".
