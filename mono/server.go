@@ -56,6 +56,14 @@ type ServerConfig struct {
 	// Nodes returns the status of every live node (ask.Status), for the
 	// balance of leadership. Nil: no balance.
 	Nodes func(ctx context.Context) ([]wire.NodeStatus, error)
+	// MaxRTT, when not 0, is the round trip to NATS above which a node is
+	// slow (--max-nats-rtt): a slow leader's ids reach clients late, so
+	// the tags are shared over the nodes that are not slow
+	// (wire.NodeStatus.NATSRTT) while there are any, and a slow node
+	// yields every tag it leads to them. RTT is this node's round trip;
+	// nil: never slow.
+	MaxRTT time.Duration
+	RTT    func() time.Duration
 	// Refresh and BalanceEvery: defaults DefaultRefresh and
 	// DefaultBalanceEvery.
 	Refresh      time.Duration
@@ -260,7 +268,8 @@ func (m *Server) hold() time.Duration {
 }
 
 // balance yields the tags this node leads above its share: the
-// monotonic tags over the live nodes, rounded up. A yielded tag has no
+// monotonic tags over the live nodes, rounded up (over the fast ones, and
+// none for a slow node, while any node is fast: ServerConfig.MaxRTT). A yielded tag has no
 // leader until another node takes it (within the lease's retry), and its
 // ids stay above every id served before (a new leader takes a fresh
 // range).
@@ -271,14 +280,23 @@ func (m *Server) balance() {
 	if err != nil {
 		return
 	}
-	var nodes []wire.NodeStatus
+	slow := func(rtt time.Duration) bool { return m.cfg.MaxRTT > 0 && rtt > m.cfg.MaxRTT }
+	var nodes, fast []wire.NodeStatus
 	for _, st := range all {
-		if !st.Starting { // not taking tags yet
-			nodes = append(nodes, st)
+		if st.Starting { // not taking tags yet
+			continue
+		}
+		nodes = append(nodes, st)
+		if !slow(time.Duration(st.NATSRTT)) {
+			fast = append(fast, st)
 		}
 	}
 	if len(nodes) == 0 {
 		return
+	}
+	self := len(nodes) // the nodes a fast node shares the tags with
+	if len(fast) > 0 {
+		self = len(fast)
 	}
 	m.mu.Lock()
 	total := len(m.tags)
@@ -289,12 +307,15 @@ func (m *Server) balance() {
 		}
 	}
 	m.mu.Unlock()
-	share := (total + len(nodes) - 1) / len(nodes)
+	share := (total + self - 1) / self
+	if m.cfg.RTT != nil && slow(m.cfg.RTT()) && len(fast) > 0 {
+		share = 0 // the fast nodes take them
+	}
 	for i := 0; i < len(lead)-share; i++ {
 		lead[i].l.Yield(2 * m.cfg.Lease.TTL())
 	}
 	if len(lead) > share {
-		m.cfg.Logger.Info("mono: yielding tags above this node's share", "leading", len(lead), "share", share, "nodes", len(nodes))
+		m.cfg.Logger.Info("mono: yielding tags above this node's share", "leading", len(lead), "share", share, "nodes", len(nodes), "fast", len(fast))
 	}
 }
 

@@ -150,3 +150,64 @@ func TestServerBalanceYields(t *testing.T) {
 	mu.Unlock()
 	testenv.Eventually(t, "two led: the share of two live nodes", 10*time.Second, func() bool { return len(m.LeadingTags()) == 2 })
 }
+
+// TestServerSlowNodeYields: a node whose round trip to NATS is above
+// MaxRTT yields every tag while another node is fast, and the fast nodes
+// count only each other in their share; with no fast node, the share is
+// as usual.
+func TestServerSlowNodeYields(t *testing.T) {
+	s := memstore.New()
+	createTags(t, s, segment.KindMono, "t0", "t1", "t2", "t3")
+	var (
+		mu    sync.Mutex
+		nodes []wire.NodeStatus
+		rtt   = map[string]time.Duration{}
+	)
+	start := func(name string) *mono.Server {
+		m, err := mono.StartServer(context.Background(), mono.ServerConfig{
+			Node: name, Store: s, Lease: memlease.New(600*time.Millisecond, nil), Serve: (&served{tags: map[string]*mono.Leader{}}).serve,
+			Nodes: func(context.Context) ([]wire.NodeStatus, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return nodes, nil
+			},
+			MaxRTT: 500 * time.Millisecond,
+			RTT: func() time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
+				return rtt[name]
+			},
+			BalanceEvery: 50 * time.Millisecond, Logger: quiet,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		return m
+	}
+	m := start("n1")
+	testenv.Eventually(t, "all four led", 10*time.Second, func() bool { return len(m.LeadingTags()) == 4 })
+	set := func(own time.Duration, st ...wire.NodeStatus) { // own: n1's round trip
+		mu.Lock()
+		rtt["n1"], nodes = own, st
+		mu.Unlock()
+	}
+	slow, fast := int64(800*time.Millisecond), int64(time.Millisecond)
+	// A slow peer does not take a share of the fast node's tags.
+	set(time.Millisecond, wire.NodeStatus{Node: "n1", NATSRTT: fast}, wire.NodeStatus{Node: "n2", NATSRTT: slow})
+	time.Sleep(500 * time.Millisecond)
+	if got := len(m.LeadingTags()); got != 4 {
+		t.Fatalf("fast node beside a slow one leads %d tags, want 4", got)
+	}
+	// Alone and slow: it keeps them, nobody else could answer.
+	set(800*time.Millisecond, wire.NodeStatus{Node: "n1", NATSRTT: slow})
+	time.Sleep(500 * time.Millisecond)
+	if got := len(m.LeadingTags()); got != 4 {
+		t.Fatalf("a lone slow node leads %d tags, want 4", got)
+	}
+	// Slow beside a fast node: it yields every tag, and the fast one takes them.
+	other := start("n2")
+	set(800*time.Millisecond, wire.NodeStatus{Node: "n1", NATSRTT: slow}, wire.NodeStatus{Node: "n2", NATSRTT: fast})
+	testenv.Eventually(t, "the slow node leads none", 10*time.Second, func() bool { return len(m.LeadingTags()) == 0 })
+	testenv.Eventually(t, "the fast node leads all four", 10*time.Second, func() bool { return len(other.LeadingTags()) == 4 })
+}

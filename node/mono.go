@@ -70,6 +70,8 @@ func (n *Node) startMono(ctx context.Context) error {
 		Nodes: func(ctx context.Context) ([]wire.NodeStatus, error) {
 			return ask.Status(ctx, nc, 300*time.Millisecond)
 		},
+		MaxRTT:       n.cfg.NATS.MaxRTT,
+		RTT:          n.conn.RTT,
 		BalanceEvery: monoBalanceEvery,
 		Logger:       n.log,
 		Clock:        n.clock,
