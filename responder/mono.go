@@ -250,6 +250,14 @@ func (r *Responder) runLater(ms *monoSub, tag string) {
 	}
 }
 
+// monoRangeWait bounds how long a request of leaf.mono.<tag> waits for
+// its leader's next range: a reservation takes one store round trip, and
+// a store that does not answer within it gets the client a 503 (held back
+// monoRefuseDelay) within its 1 s deadline, an answer it can act on,
+// rather than silence: monoWait in the queue, monoRangeWait and
+// monoRefuseDelay add up to 750 ms.
+const monoRangeWait = 400 * time.Millisecond
+
 // serveMono answers one request of leaf.mono.<tag>, received at start: the
 // body is a count, as on leaf.segment.<tag>, and the ids come in strictly
 // increasing order. An error of the source is returned, not answered
@@ -260,7 +268,7 @@ func (r *Responder) serveMono(src MonoSource, tag string, msg *nats.Msg, start t
 		r.failMono(tag, msg, fmt.Errorf("%w: %v", segment.ErrInvalid, err), start)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(r.ctx, min(r.cfg.Timeout, monoRangeWait))
 	defer cancel()
 	ids := make([]int64, 0, count)
 	for len(ids) < count {

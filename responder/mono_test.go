@@ -273,6 +273,44 @@ func TestServeMonoShedsFlood(t *testing.T) {
 	}
 }
 
+// TestServeMonoSilentStore: while the leader's store does not answer (its
+// next range never comes), a request gets a 503 within a client's 1 s
+// deadline, not silence.
+func TestServeMonoSilentStore(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	url := natstest.RunServer(t).ClientURL()
+	r, err := responder.Start(responder.Config{Conn: natstest.Connect(t, url), IDs: &counter{}, Node: "n", Instance: "i1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	tag := wire.MustTag("ticks")
+	stop, err := r.ServeMono(tag, monoBlocked{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	nc := natstest.Connect(t, url)
+	for i := range 3 {
+		reply, err := nc.Request(wire.MonoPrefix+tag.String(), []byte("1"), time.Second)
+		if err != nil {
+			t.Fatalf("request %d: %v, want a 503 within 1 s", i, err)
+		}
+		if err := wire.ReplyError(reply); !errors.Is(err, wire.ErrUnavailable) {
+			t.Fatalf("request %d: %v, want a 503", i, err)
+		}
+	}
+}
+
+// monoBlocked is a leader whose next range never comes: it waits as long
+// as the request may.
+type monoBlocked struct{}
+
+func (monoBlocked) Next(ctx context.Context, _ int) (int64, int, error) {
+	<-ctx.Done()
+	return 0, 0, ctx.Err()
+}
+
 // monoFunc is a MonoSource from a function.
 type monoFunc func(n int) (int64, int, error)
 
