@@ -92,7 +92,24 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	kv, err := jskv.OpenOrCreate(cctx, js, jetstream.KeyValueConfig{
+	kv, err := openBucket(cctx, js, opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}
+	if err := l.checkBucket(cctx); err != nil {
+		return nil, err
+	}
+	if l.w, err = startWatch(cctx, js, opts.Clock, opts.Bucket, l.prefix); err != nil {
+		return nil, fail(cctx, "watch bucket "+opts.Bucket, err)
+	}
+	return l, nil
+}
+
+// openBucket opens the bucket, creating it if needed, with per-key TTLs
+// on and the history Acquire reads.
+func openBucket(ctx context.Context, js jetstream.JetStream, opts Options) (jetstream.KeyValue, error) {
+	kv, err := jskv.OpenOrCreate(ctx, js, jetstream.KeyValueConfig{
 		Bucket:         opts.Bucket,
 		Description:    "leafmq: leaders of monotonic tags",
 		History:        history,
@@ -104,19 +121,20 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Lease, er
 		return nil, fmt.Errorf("%w: %w", segment.ErrInvalid, err)
 	}
 	if err != nil {
-		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
+		return nil, fail(ctx, "open bucket "+opts.Bucket, err)
 	}
-	if err := keepHistory(cctx, js, kv); err != nil {
-		return nil, fail(cctx, "open bucket "+opts.Bucket, err)
+	if err := keepHistory(ctx, js, kv); err != nil {
+		return nil, fail(ctx, "open bucket "+opts.Bucket, err)
 	}
-	l := &Lease{js: js, kv: kv, opts: opts, prefix: "$KV." + opts.Bucket + ".", getSubj: jskv.GetSubject(js, opts.Bucket)}
-	if err := l.checkBucket(cctx); err != nil {
-		return nil, err
-	}
-	if l.w, err = startWatch(cctx, js, opts.Clock, opts.Bucket, l.prefix); err != nil {
-		return nil, fail(cctx, "watch bucket "+opts.Bucket, err)
-	}
-	return l, nil
+	return kv, nil
+}
+
+// streamGone reports whether err says the bucket's stream does not exist
+// (deleted by hand: nats kv del --bucket).
+func streamGone(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+		(errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamNotFound)
 }
 
 // Close stops following the bucket.
@@ -147,6 +165,16 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 	cctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	kept, err := l.kept(cctx, tag)
+	if streamGone(err) {
+		// A bucket deleted by hand is made again, as at Open: leases in it
+		// are gone with it, and the new bucket's keys are judged as any
+		// bucket made again — a whole TTL's wait (wait), so a leader that
+		// holds a lease of the old bucket has stepped down before anyone
+		// serves under a new one.
+		if _, err = openBucket(cctx, l.js, l.opts); err == nil {
+			kept, err = l.kept(cctx, tag)
+		}
+	}
 	if err != nil {
 		return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 	}

@@ -486,3 +486,49 @@ func TestFollowerAwayWaits(t *testing.T) {
 		t.Fatalf("Acquire = %+v: the follower serves %v before the holder's last renewal runs out", ng, sent.Add(ttl).Sub(serves))
 	}
 }
+
+// TestBucketDeletedMadeAgain: the bucket deleted by hand while a holder
+// leads (`nats kv del --bucket leaf_mono`) and nobody makes it again: the
+// next Acquire makes it and waits a whole TTL, and the old holder loses
+// its lease at its next renewal. Without it the tag had no leader until a
+// node restarted.
+func TestBucketDeletedMadeAgain(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx := t.Context()
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	open := func() *kvlease.Lease {
+		l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "gone", TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	holder, other := open(), open()
+	g, err := holder.Acquire(ctx, "t", "n0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	if g, err = holder.Renew(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	ng, err := other.Acquire(ctx, "t", "n1")
+	if err != nil {
+		t.Fatalf("Acquire after the bucket was deleted: %v", err)
+	}
+	if serves := asked.Add(ng.Wait); serves.Before(renewed.Add(ttl)) {
+		t.Fatalf("Acquire = %+v: n1 serves %v before n0's lease runs out", ng, renewed.Add(ttl).Sub(serves))
+	}
+	if _, err := holder.Renew(ctx, g); !errors.Is(err, mono.ErrLost) {
+		t.Fatalf("the old holder's renewal in the new bucket: %v, want ErrLost", err)
+	}
+}
