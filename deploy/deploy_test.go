@@ -98,6 +98,13 @@ func TestNATSConfigsParse(t *testing.T) {
 			if o.SystemAccount != "SYS" {
 				t.Errorf("system_account %q", o.SystemAccount)
 			}
+			// A frozen server's routes are given up within ~3 s
+			// (docs/fault-model.md, "A server freezes").
+			if c := o.Cluster; c.PingInterval != time.Second || c.MaxPingsOut != 2 || c.WriteDeadline != 2*time.Second ||
+				c.WriteTimeout != server.WriteTimeoutPolicyClose {
+				t.Errorf("cluster ping_interval %v, ping_max %d, write_deadline %v, write_timeout %v: want 1s, 2, 2s, close",
+					c.PingInterval, c.MaxPingsOut, c.WriteDeadline, c.WriteTimeout)
+			}
 			for _, u := range []string{"leafd", "client", "admin"} {
 				acc, perms, pw := userPerms(t, o, u)
 				if acc != "LEAF" || perms == nil || perms.Publish == nil || perms.Subscribe == nil {

@@ -170,6 +170,10 @@ cluster {
   advertise: "127.0.0.1:%d"
   no_advertise: true
   routes: [%s]
+  ping_interval: "1s"
+  ping_max: 2
+  write_deadline: "2s"
+  write_timeout: close
 }
 ping_interval: "5s"
 ping_max: 2
