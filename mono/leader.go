@@ -86,6 +86,7 @@ type Leader struct {
 	cur     span
 	next    span
 	loading bool
+	began   time.Duration // since(mono0) when the load in flight began
 	loaded  chan struct{} // closed when a load in flight ends
 	loadErr error
 
@@ -147,6 +148,29 @@ func (l *Leader) leadingLocked() bool {
 	return l.fence > 0 && now < l.fence && now >= l.from
 }
 
+// DryAfter is how long a leader may wait for a range with none left
+// before Dry says so: a reservation takes one store round trip.
+const DryAfter = 400 * time.Millisecond
+
+// Dry reports why a leading Leader cannot hand out ids now: it has none
+// left and its last reservation failed, or one has been under way for
+// DryAfter (a store that does not answer). "" when it has ids, or does
+// not lead.
+func (l *Leader) Dry() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leadingLocked() || !l.cur.empty() || !l.next.empty() {
+		return ""
+	}
+	switch {
+	case l.loading && l.since()-l.began >= DryAfter:
+		return fmt.Sprintf("no ids left, a range asked of the store %v ago", (l.since() - l.began).Round(time.Millisecond))
+	case !l.loading && l.loadErr != nil:
+		return "no ids left, the last range failed: " + l.loadErr.Error()
+	}
+	return ""
+}
+
 // Next takes up to n (≥ 1) ids, each larger than every id any leader of
 // the tag handed out before this call began. It returns the first and the
 // count of a run of consecutive ids, which may be fewer than n at the end
@@ -197,6 +221,7 @@ func (l *Leader) loadLocked() {
 	}
 	l.loading = true
 	gen, began := l.gen, l.since()
+	l.began = began
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(l.cfg.Lease.TTL(), 5*time.Second))
 		a, err := l.cfg.Ranges.Reserve(ctx, l.cfg.Tag, l.cfg.Step)

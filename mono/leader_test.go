@@ -336,3 +336,54 @@ func TestHandDeletedLeaseKeepsOrder(t *testing.T) {
 		t.Fatal("no leader after the delete")
 	}
 }
+
+// silentRanges gives one range, then waits as a store that does not answer
+// does, until released.
+type silentRanges struct {
+	mu      sync.Mutex
+	given   bool
+	release chan struct{}
+}
+
+func (r *silentRanges) Reserve(ctx context.Context, tag wire.Tag, step int) (segment.Alloc, error) {
+	r.mu.Lock()
+	first := !r.given
+	r.given = true
+	r.mu.Unlock()
+	if !first {
+		select {
+		case <-r.release:
+		case <-ctx.Done():
+			return segment.Alloc{}, ctx.Err()
+		}
+	}
+	return segment.Alloc{Tag: tag, MaxID: 10, Step: 10}, nil
+}
+
+// TestDrySaysSo: a leader whose ids ran out while its store does not
+// answer says so (Dry), for readiness to tell, and stops saying so once a
+// range comes.
+func TestDrySaysSo(t *testing.T) {
+	r := &silentRanges{release: make(chan struct{})}
+	l := start(t, mono.Config{Node: "a", Ranges: r, Lease: memlease.New(time.Second, nil), Step: 10})
+	testenv.Eventually(t, "leading", 10*time.Second, l.Leading)
+	for taken := 0; taken < 10; {
+		_, k, err := l.Next(context.Background(), 10-taken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken += k
+	}
+	if why := l.Dry(); why != "" {
+		t.Fatalf("Dry = %q at once", why)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, _, err := l.Next(ctx, 1) // starts the reservation that does not come
+	cancel()
+	if err == nil {
+		t.Fatal("an id without a range")
+	}
+	testenv.Eventually(t, "dry", 10*time.Second, func() bool { return l.Dry() != "" })
+	close(r.release)
+	testenv.Eventually(t, "not dry once the range came", 10*time.Second, func() bool { return l.Dry() == "" })
+}

@@ -331,10 +331,12 @@ func (m *Server) Leading() int {
 // ServingNow counts the tags this node leads and serves now, and names
 // those it leads but may not serve yet: a new leader answers 503 until the
 // lease of the leader before it has surely run out (Grant.Wait), and
-// readiness must say so rather than count the tag as served.
-func (m *Server) ServingNow() (serving int, waiting []string) {
+// readiness must say so rather than count the tag as served; and those it
+// leads without ids to hand out (Leader.Dry: a store that does not
+// answer), each with why.
+func (m *Server) ServingNow() (serving int, waiting, dry []string) {
 	if m == nil {
-		return 0, nil
+		return 0, nil, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -342,16 +344,22 @@ func (m *Server) ServingNow() (serving int, waiting []string) {
 		t.mu.Lock()
 		leading := t.unserve != nil
 		t.mu.Unlock()
-		switch {
-		case !leading || t.l == nil:
-		case t.l.Leading():
-			serving++
-		default:
-			waiting = append(waiting, tag)
+		if !leading || t.l == nil {
+			continue
 		}
+		if !t.l.Leading() {
+			waiting = append(waiting, tag)
+			continue
+		}
+		if why := t.l.Dry(); why != "" {
+			dry = append(dry, tag+": "+why)
+			continue
+		}
+		serving++
 	}
 	slices.Sort(waiting)
-	return serving, waiting
+	slices.Sort(dry)
+	return serving, waiting, dry
 }
 
 func (m *Server) onLeading(tag wire.Tag, t *serverTag, leading bool) {

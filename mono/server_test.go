@@ -84,9 +84,9 @@ func TestServerLeadsMonoTags(t *testing.T) {
 	}()
 	same := func(want ...string) func() bool {
 		return func() bool {
-			serving, waiting := m.ServingNow()
+			serving, waiting, dry := m.ServingNow()
 			return slices.Equal(m.LeadingTags(), want) && slices.Equal(sv.names(), want) &&
-				m.Leading() == len(want) && serving == len(want) && len(waiting) == 0
+				m.Leading() == len(want) && serving == len(want) && len(waiting) == 0 && len(dry) == 0
 		}
 	}
 	testenv.Eventually(t, "a and b led and answered", 10*time.Second, same("a", "b"))

@@ -172,11 +172,15 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		subjects = append(subjects, sf)
 	}
 	if m := n.seg.mono.Load(); m != nil {
-		serving, waiting := m.ServingNow()
+		serving, waiting, dry := m.ServingNow()
 		ms := wire.SubjectStatus{Subject: wire.SubjectMono, Serving: m.Leading() > 0,
 			Ready: serving > 0 && connected && !slow, Problems: offline, Probed: n.serve.resp.Probed(wire.SubjectMono)}
 		for _, tag := range waiting {
 			ms.Problems = append(ms.Problems, "mono: "+tag+": taking over, no ids until the last leader's lease has run out")
+		}
+		for _, why := range dry { // as a segment tag without ids: not ready
+			ms.Problems = append(ms.Problems, "mono: "+why)
+			fatal = append(fatal, "mono: "+why)
 		}
 		subjects = append(subjects, ms)
 	}
