@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,7 +21,6 @@ import (
 	"github.com/leafmq/leafmq/internal/natsconn"
 	"github.com/leafmq/leafmq/metrics"
 	"github.com/leafmq/leafmq/responder"
-	"github.com/leafmq/leafmq/wire"
 )
 
 // startPhase is one step of Start. Its stop, if any, is pushed on the stop
@@ -43,8 +41,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkVersion(buildinfo.Version); err != nil {
-		return nil, err
+	if v := buildinfo.Version; !buildinfo.ValidVersion(v) { // NATS micro would refuse it later, less clearly
+		return nil, fmt.Errorf("%w: leafd was built with version %q, which is not SemVer (build with scripts/build.sh)", config.ErrConfig, v)
 	}
 	if log == nil {
 		log = slog.Default()
@@ -133,6 +131,9 @@ func (n *Node) startResponder(context.Context) error {
 		Floor:     n.seg.engine.Floor,
 		PeerFloor: n.peers.HighestFloor,
 		Opaque:    n.seg.opaque,
+		// A tag created or restarted through any node serves here at
+		// once, not once the engine's memory of its absence expires.
+		TagChanged: n.seg.engine.Forget,
 	}
 	if n.serve.sf != nil { // leaf.admin.time answers the snowflake clock
 		rc.Clock = n.serve.sf.Clock()
@@ -140,14 +141,7 @@ func (n *Node) startResponder(context.Context) error {
 		rc.SnowflakeConn = n.snowflakeConn
 	}
 	var err error
-	if n.serve.resp, err = responder.Start(rc); err != nil {
-		return err
-	}
-	// A tag created or restarted through any node serves here at once, not
-	// once the engine's memory of its absence expires.
-	_, err = n.conn.NC().Subscribe(wire.TagChangedPrefix+"*", func(m *nats.Msg) {
-		n.seg.engine.Forget(strings.TrimPrefix(m.Subject, wire.TagChangedPrefix))
-	})
+	n.serve.resp, err = responder.Start(rc)
 	return err
 }
 

@@ -83,6 +83,10 @@ type Config struct {
 	// inverts an opaque tag's ids with it. Without it both refuse opaque
 	// tags.
 	Opaque *opaque.Key
+	// TagChanged, if set, is called with every tag a node announces as
+	// created or restarted (wire.TagChangedPrefix; this Responder
+	// announces those it creates or restarts).
+	TagChanged func(tag string)
 }
 
 // Observation is one answered id request.
@@ -218,6 +222,15 @@ func Start(cfg Config) (*Responder, error) {
 			_ = svc.Stop()
 			r.cancel()
 			return nil, fmt.Errorf("responder: add admin-floor endpoint: %w", err)
+		}
+	}
+	if cfg.TagChanged != nil {
+		if err := leaf.AddEndpoint("admin-tag-changed", micro.HandlerFunc(func(req micro.Request) {
+			cfg.TagChanged(strings.TrimPrefix(req.Subject(), wire.TagChangedPrefix))
+		}), micro.WithEndpointSubject(rel(wire.TagChangedPrefix+"*")), micro.WithEndpointQueueGroupDisabled()); err != nil {
+			_ = svc.Stop()
+			r.cancel()
+			return nil, fmt.Errorf("responder: add admin-tag-changed endpoint: %w", err)
 		}
 	}
 	if cfg.Snowflake != nil {
