@@ -33,8 +33,8 @@ const (
 	SnowflakePaused     = "snowflake.paused"     // the clock moved backwards: fields worker, until, reason
 	SnowflakeLost       = "snowflake.lost"       // the worker claim was lost: field reason
 	SnowflakeClosed     = "snowflake.closed"
-	QueueLeft           = "queue.left"      // the node left the snowflake queue group
-	QueueJoined         = "queue.joined"    // the node (re)joined the snowflake queue group
+	QueueLeft           = "queue.left"      // the node left the snowflake or segment queue group
+	QueueJoined         = "queue.joined"    // the node (re)joined the snowflake or segment queue group
 	LayoutExpiring      = "layout.expiring" // the layout's time bits run out soon: fields expires, left_hours
 	ClockOffset         = "clock.offset"    // the clock compared with the live peers at start: fields offset_ms, peers
 	PoolLow             = "pool.low"        // a JetStream batch pool is below a quarter of its depth (tag: the pool's subject): fields level, depth

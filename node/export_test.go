@@ -26,7 +26,7 @@ func SetProbeEvery(d time.Duration) func() {
 // StopSegmentService stops the node's segment micro service behind its
 // back: its subscriptions are gone, while the node still says it serves
 // segment ids, as after a subscription the server dropped.
-func (n *Node) StopSegmentService() error { return n.serve.resp.Service().Stop() }
+func (n *Node) StopSegmentService() error { return n.serve.resp.SegmentService().Stop() }
 
 // PeerFloor is the highest floor of tag the node heard from its peers.
 func (n *Node) PeerFloor(tag string) int64 { return n.peers.Floor(tag) }

@@ -34,7 +34,7 @@ func (n *Node) startProbes(ctx context.Context) error {
 func (n *Node) probeTargets() responder.ProbeTargets {
 	var t responder.ProbeTargets
 	if n.serve.resp != nil {
-		t.Segment, t.Snowflake = true, n.serve.resp.SnowflakeService() != nil
+		t.Segment, t.Snowflake = n.serve.resp.SegmentService() != nil, n.serve.resp.SnowflakeService() != nil
 	}
 	t.Mono = n.seg.mono.Load().LeadingTags()
 	return t

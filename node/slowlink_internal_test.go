@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -184,4 +185,99 @@ func TestSlowNATSLinkNotReady(t *testing.T) {
 	if code, body := get("/readyz/segment"); code != http.StatusOK {
 		t.Errorf("/readyz/segment after the recovery: %d %q", code, body)
 	}
+}
+
+// TestSlowNodeLeavesQueueGroups: of two nodes, the one whose link to NATS
+// slows to 0.4 s each way (a 0.8 s round trip, above --max-nats-rtt)
+// leaves the segment and snowflake queue groups once it measured the
+// round trip and heard that the other node is not slow and serves both
+// (snowflake while its worker serves: it yields, see
+// TestSnowflakeServesOverSlowLink for a worker over such a link): then
+// every request through the queue groups is answered by the fast node
+// within a client's 1 s deadline, and the slow node says it serves
+// neither subject. Once the link is fast again it joins both again; slow
+// again, and alone, it joins too (answering late beats not answering).
+func TestSlowNodeLeavesQueueGroups(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	p := natstest.Proxy(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	start := func(name, url string) *Node {
+		t.Helper()
+		n, err := Start(ctx, config.Config{Name: name, NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir(),
+			HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	near := start("near", s.ClientURL())
+	far := start("far", "nats://"+p.Listen)
+	waitFor := func(what string, within time.Duration, ok func() bool) {
+		t.Helper()
+		begin := time.Now()
+		for !ok() {
+			if time.Since(begin) > within {
+				t.Fatalf("not %s after %v (far: round trip %v, segment in %v, snowflake in %v)", what, within,
+					far.conn.RTT(), far.serve.resp.SegmentService() != nil, far.SnowflakeJoined())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("%s after %v", what, time.Since(begin).Round(100*time.Millisecond))
+	}
+	in := func(n *Node) bool { return n.serve.resp.SegmentService() != nil && n.SnowflakeJoined() }
+	out := func(n *Node) bool { return n.serve.resp.SegmentService() == nil && !n.SnowflakeJoined() }
+	waitFor("both nodes in both groups", time.Minute, func() bool { return in(near) && in(far) })
+
+	natstest.BothWays(t, p, "latency", "latency", 400)
+	waitFor("the slow node out of both groups", 40*time.Second, func() bool { return out(far) })
+	waitFor("the slow node's snowflake serving, out of its group", 40*time.Second, func() bool {
+		return far.Snowflake().State() == snowflake.StateServing && !far.SnowflakeJoined()
+	})
+	for _, sub := range far.status().Subjects {
+		if sub.Subject != wire.SubjectSegment && sub.Subject != wire.SubjectSnowflake {
+			continue
+		}
+		if sub.Serving || sub.Ready || !strings.Contains(strings.Join(sub.Problems, "; "), "out of the queue group") {
+			t.Errorf("the slow node out of the %s queue group says: serving %v, ready %v, problems %q", sub.Subject, sub.Serving, sub.Ready, sub.Problems)
+		}
+	}
+
+	// Probes name the node that answered; ids show the deadline is kept.
+	nc := natstest.Connect(t, s.ClientURL())
+	for i := range 20 {
+		for _, subject := range []string{wire.SegmentPrefix + wire.ProbeToken, wire.SnowflakePrefix + wire.ProbeToken, wire.SnowflakeSubject} {
+			begin := time.Now()
+			reply, err := nc.RequestMsg(wire.NewRequest(subject, 1, false), time.Second)
+			if err == nil {
+				err = wire.ReplyError(reply)
+			}
+			if err != nil {
+				t.Fatalf("request %d on %s: %v after %v", i, subject, err, time.Since(begin))
+			}
+			if subject == wire.SnowflakeSubject {
+				continue
+			}
+			var pr wire.ProbeReply
+			if err := json.Unmarshal(reply.Data, &pr); err != nil || pr.Node != "near" {
+				t.Fatalf("request %d on %s answered by %q (%v), want near", i, subject, pr.Node, err)
+			}
+		}
+	}
+
+	for _, stream := range []string{"upstream", "downstream"} {
+		if err := p.Toxics.RemoveToxic(ctx, "latency-"+stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor("the node in both groups again once its link is fast", 30*time.Second, func() bool { return in(far) })
+
+	natstest.BothWays(t, p, "latency", "latency", 400)
+	waitFor("the slow node out again", 40*time.Second, func() bool { return far.serve.resp.SegmentService() == nil })
+	if err := near.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the slow node in the segment group once alone", 30*time.Second, func() bool { return far.serve.resp.SegmentService() != nil })
 }

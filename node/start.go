@@ -88,6 +88,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		{name: "responder", stop: n.stopResponder, start: n.startResponder},
 		{name: "members", stop: n.leavePeers, start: n.startedPeers},
 		{name: "snowflake state", stop: n.stopSnowflake, start: n.serveSnowflake},
+		{name: "segment queue group", stop: n.stopSegment, start: n.keepSegment},
 		{name: "batch pool", stop: n.stopPool, start: n.startPool, await: "starting the batch pool"},
 		// Leases released while NATS is up: others take over at once.
 		{name: "monotonic tags", stop: n.stopMono, start: n.startMono, await: "starting the monotonic tags"},
@@ -140,6 +141,7 @@ func (n *Node) startResponder(context.Context) error {
 		rc.Snowflake = n.serve.sf.Ring()
 		rc.SnowflakeConn = n.snowflakeConn
 	}
+	rc.SegmentConn = n.segmentConn
 	var err error
 	n.serve.resp, err = responder.Start(rc)
 	return err

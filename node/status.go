@@ -133,7 +133,7 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	slow := connected && len(offline) > 0
 	var subjects []wire.SubjectStatus
 
-	seg := wire.SubjectStatus{Subject: wire.SubjectSegment, Serving: n.serve.resp != nil, Problems: offline}
+	seg := wire.SubjectStatus{Subject: wire.SubjectSegment, Serving: n.serve.resp != nil && n.serve.resp.SegmentService() != nil, Problems: offline}
 	if n.serve.resp != nil {
 		seg.Probed = n.serve.resp.Probed(wire.SubjectSegment)
 	}
@@ -149,6 +149,9 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 			segWarn = append(segWarn, msg+", still serving from buffers")
 		}
 	}
+	if n.serve.resp != nil && !seg.Serving && slow {
+		segWarn = append(segWarn, yieldedMsg(wire.SubjectSegment))
+	}
 	fatal = append(fatal, segFatal...)
 	problems = append(problems, segWarn...)
 	seg.Problems = append(append(seg.Problems, segFatal...), segWarn...)
@@ -162,6 +165,9 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 			sf.Probed = n.serve.resp.Probed(wire.SubjectSnowflake)
 		}
 		msg, isFatal := n.serve.sf.Problem()
+		if msg == "" && !sf.Serving && slow {
+			msg = yieldedMsg(wire.SubjectSnowflake)
+		}
 		switch {
 		case isFatal:
 			fatal, sf.Problems = append(fatal, msg), append(sf.Problems, msg)
@@ -199,6 +205,12 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		return subjects, problems, errors.New(strings.Join(fatal, "; "))
 	}
 	return subjects, problems, nil
+}
+
+// yieldedMsg is the problem of a subject whose queue group a slow node
+// left (yieldSlow).
+func yieldedMsg(subject string) string {
+	return subject + ": out of the queue group while a live node that is not slow serves it"
 }
 
 // tagDry reports whether a tag the engine holds has no buffer with ids.

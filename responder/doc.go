@@ -25,7 +25,10 @@
 // The snowflake endpoints are a micro service of their own (same name and
 // queue group) that SetSnowflake adds and stops, so a node whose clock is
 // behind leaves the queue group for snowflake while it keeps serving
-// segments.
+// segments. With Config.SegmentConn the segment endpoint is one too, a
+// second "leaf-segment" beside the admin endpoints, that SetSegment adds
+// and stops: a node too slow to answer in time leaves while faster nodes
+// serve. Each such membership subscribes on a connection of its own.
 //
 // leaf.mono.<tag> is no micro endpoint: the node calls ServeMono while it
 // leads the tag (package mono) and stops it when it no longer does, and

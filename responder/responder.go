@@ -57,6 +57,12 @@ type Config struct {
 	// while NATS is away (nats.RetryOnFailedConnect). Required with
 	// Snowflake.
 	SnowflakeConn func() (*nats.Conn, error)
+	// SegmentConn, if set, dials the connection that the segment endpoint
+	// subscribes on, as SnowflakeConn for snowflake: the endpoint is then a
+	// service of its own that can leave its queue group (SetSegment). Nil
+	// keeps it in the main service, in the group for as long as the
+	// Responder runs.
+	SegmentConn func() (*nats.Conn, error)
 	// Layout decodes ids on leaf.snowflake.decode; default Leaf's.
 	Layout snowflake.Layout
 	// Clock is answered on leaf.admin.time, times the requests reported to
@@ -124,10 +130,8 @@ type Responder struct {
 	errSubject string // this node's WorkerErrorsEndpoint
 	probes     probes
 
-	sfMu      sync.Mutex    // guards sfSvc, sfConn and sfStopped
-	sfSvc     micro.Service // the snowflake endpoints while in the queue group, else nil
-	sfConn    *nats.Conn    // the connection sfSvc subscribes on
-	sfStopped bool          // Stop began: SetSnowflake(true) refuses
+	sf  membership // the snowflake endpoints (SetSnowflake)
+	seg membership // the segment endpoint, with Config.SegmentConn (SetSegment)
 
 	monoMu   sync.Mutex
 	monoSubs map[*monoSub]struct{} // ServeMono's; nil once stopped
@@ -165,6 +169,7 @@ func Start(cfg Config) (*Responder, error) {
 			cfg.MaxBatch, cfg.Workers, cfg.Timeout)
 	}
 	r := &Responder{cfg: cfg, jobs: make(chan job, 4*cfg.Workers), monoSubs: map[*monoSub]struct{}{}}
+	r.seg.carry = true
 	r.try, _ = cfg.IDs.(TrySource)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.bufs.New = func() any { b := make([]int64, 0, 64); return &b }
@@ -187,10 +192,12 @@ func Start(cfg Config) (*Responder, error) {
 	add := func(name, subject string, h micro.HandlerFunc) error {
 		return leaf.AddEndpoint(name, h, micro.WithEndpointSubject(subject))
 	}
-	if err := add("segment", rel(wire.SegmentPrefix+"*"), r.handleSegment); err != nil {
-		_ = svc.Stop()
-		r.cancel()
-		return nil, fmt.Errorf("responder: add segment endpoint: %w", err)
+	if cfg.SegmentConn == nil {
+		if err := add("segment", rel(wire.SegmentPrefix+"*"), r.handleSegment); err != nil {
+			_ = svc.Stop()
+			r.cancel()
+			return nil, fmt.Errorf("responder: add segment endpoint: %w", err)
+		}
 	}
 	// Errors of requests a worker finished come back through this node's
 	// own endpoint, so that micro counts them (nats micro stats) like the
@@ -268,6 +275,13 @@ func Start(cfg Config) (*Responder, error) {
 		r.cancel()
 		return nil, fmt.Errorf("responder: subscribing: %w", err)
 	}
+	if cfg.SegmentConn != nil {
+		if err := r.SetSegment(true); err != nil {
+			_ = svc.Stop()
+			r.cancel()
+			return nil, err
+		}
+	}
 	for i := 0; i < cfg.Workers; i++ {
 		r.wg.Add(1)
 		go r.worker()
@@ -282,12 +296,16 @@ const startFlush = 5 * time.Second
 // Service is the underlying micro service (for stats and info).
 func (r *Responder) Service() micro.Service { return r.svc }
 
-// Endpoints are the stats of the endpoints served now: the service's, and
-// the snowflake service's while it is in the queue group. The snowflake
-// service is recreated at each rejoin, so its counters then start again
-// at 0.
+// Endpoints are the stats of the endpoints served now: the service's, the
+// segment endpoint's (counted across its leaves and rejoins, SetSegment),
+// and the snowflake service's while it is in the queue group. The
+// snowflake service is recreated at each rejoin, so its counters then
+// start again at 0.
 func (r *Responder) Endpoints() []*micro.EndpointStats {
 	eps := r.svc.Stats().Endpoints
+	if r.cfg.SegmentConn != nil {
+		eps = append(eps, r.seg.endpoints()...)
+	}
 	if sf := r.SnowflakeService(); sf != nil {
 		eps = append(eps, sf.Stats().Endpoints...)
 	}
@@ -304,11 +322,18 @@ func (r *Responder) Endpoints() []*micro.EndpointStats {
 func (r *Responder) Stop() error {
 	var err error
 	r.once.Do(func() {
-		r.sfMu.Lock()
-		r.sfStopped = true
-		r.sfMu.Unlock()
+		for _, m := range []*membership{&r.sf, &r.seg} {
+			m.mu.Lock()
+			m.stopped = true
+			m.mu.Unlock()
+		}
 		r.stopMono()
-		err = errors.Join(r.svc.Stop(), r.SetSnowflake(false))
+		err = r.svc.Stop()
+		for _, m := range []*membership{&r.seg, &r.sf} {
+			m.mu.Lock()
+			err = errors.Join(err, m.leaveLocked())
+			m.mu.Unlock()
+		}
 		c := r.cfg.Clock
 		deadline := c.Now().Add(stopGrace)
 		for quiet := 0; quiet < 3 && c.Now().Before(deadline); {

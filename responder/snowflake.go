@@ -33,24 +33,17 @@ import (
 // routing a share of the queue group to it, where requests go unanswered
 // (TestSnowflakeRejoinAfterServerRestart).
 func (r *Responder) SetSnowflake(on bool) error {
-	r.sfMu.Lock()
-	defer r.sfMu.Unlock()
-	if !on {
-		return r.leaveSnowflakeLocked()
-	}
-	if r.cfg.Snowflake == nil {
+	if on && r.cfg.Snowflake == nil {
 		return errors.New("responder: no snowflake source configured")
 	}
-	if r.sfStopped || r.ctx.Err() != nil {
-		return errors.New("responder: stopped")
-	}
-	if r.sfSvc != nil {
-		return nil
-	}
-	nc, err := r.cfg.SnowflakeConn()
-	if err != nil {
-		return fmt.Errorf("responder: connect the snowflake endpoints: %w", err)
-	}
+	r.sf.mu.Lock()
+	defer r.sf.mu.Unlock()
+	return r.sf.setLocked(on, r.ctx.Err() != nil, r.cfg.SnowflakeConn, r.addSnowflakeService, r.cfg.Logger.Warn)
+}
+
+// addSnowflakeService adds the snowflake endpoints as a service of their
+// own on nc.
+func (r *Responder) addSnowflakeService(nc *nats.Conn) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        wire.SnowflakeService,
 		Version:     r.cfg.Version,
@@ -59,8 +52,7 @@ func (r *Responder) SetSnowflake(on bool) error {
 		Metadata:    map[string]string{"node": r.cfg.Node, "engine": "snowflake"},
 	})
 	if err != nil {
-		nc.Close()
-		return fmt.Errorf("responder: add snowflake service: %w", err)
+		return nil, fmt.Errorf("responder: add snowflake service: %w", err)
 	}
 	g := svc.AddGroup("leaf")
 	if err := errors.Join(
@@ -68,53 +60,14 @@ func (r *Responder) SetSnowflake(on bool) error {
 		g.AddEndpoint("snowflake-key", micro.HandlerFunc(r.handleSnowflake), micro.WithEndpointSubject(strings.TrimPrefix(wire.SnowflakePrefix+"*", "leaf."))),
 	); err != nil {
 		_ = svc.Stop()
-		nc.Close()
-		return fmt.Errorf("responder: add snowflake endpoints: %w", err)
+		return nil, fmt.Errorf("responder: add snowflake endpoints: %w", err)
 	}
-	r.sfSvc, r.sfConn = svc, nc
-	// The server must have the subscriptions before we say we are in.
-	if err := nc.FlushTimeout(2 * time.Second); err != nil {
-		r.cfg.Logger.Warn("flush after joining the snowflake queue group", "err", err)
-	}
-	return nil
-}
-
-// leaveDrain bounds how long a leave lets the requests already delivered
-// to the snowflake endpoints be answered before it closes their connection.
-const leaveDrain = 2 * time.Second
-
-// leaveSnowflakeLocked stops the snowflake endpoints and closes their
-// connection. Requests already delivered are answered first (a drain)
-// while the connection is up; replies that workers send go out on
-// Config.Conn, so closing this one loses none of them.
-func (r *Responder) leaveSnowflakeLocked() error {
-	svc, nc := r.sfSvc, r.sfConn
-	r.sfSvc, r.sfConn = nil, nil
-	if svc == nil {
-		return nil
-	}
-	err := svc.Stop()
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if nc.Drain() == nil { // else not connected: nothing to drain, and the server holds none of its subscriptions
-		t := time.NewTimer(leaveDrain) // the drain's own time on the wire, not the node's clock
-		select {
-		case <-closed:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	nc.Close()
-	return err
+	return svc, nil
 }
 
 // SnowflakeService is the snowflake micro service while it is in the queue
 // group, else nil.
-func (r *Responder) SnowflakeService() micro.Service {
-	r.sfMu.Lock()
-	defer r.sfMu.Unlock()
-	return r.sfSvc
-}
+func (r *Responder) SnowflakeService() micro.Service { return r.sf.service() }
 
 // handleSnowflake answers leaf.snowflake and leaf.snowflake.<key> like
 // handleSegment: at once from the ring when it holds every id asked for,

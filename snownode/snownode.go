@@ -73,6 +73,13 @@ type Config struct {
 	// Conn is the node's NATS connection, on which a serving node
 	// measures its peers' clocks every PeerClockEvery.
 	Conn *nats.Conn
+	// Yield, if set, reports whether the node stays out of the snowflake
+	// queue group although its Source serves: its round trip to NATS is
+	// above --max-nats-rtt while another live node that is not slow serves
+	// snowflake, so its answers would reach clients later than that
+	// node's. Asked at each change of state and every second; it must
+	// return within a few seconds. Nil: never.
+	Yield func(ctx context.Context) bool
 
 	Events *events.Publisher
 	Logger *slog.Logger
@@ -97,9 +104,11 @@ type Server struct {
 	diskPast map[int64]time.Time  // worker ids of this data directory's lease files
 
 	// Set by Serve.
-	group Group
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	group  Group
+	stop   chan struct{}
+	ctx    context.Context // ends at Stop: bounds Yield
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	claim       atomic.Int64 // worker id of the last registration (-1: none); in the status from before the peers are asked
 	held        atomic.Bool  // a worker id was claimed and kept
@@ -300,8 +309,10 @@ func (s *Server) Serve(g Group) error {
 	if s == nil || s.src == nil {
 		return nil
 	}
-	if s.src.State() == snowflake.StateServing {
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.src.State() == snowflake.StateServing && !s.yield() {
 		if err := g.SetSnowflake(true); err != nil {
+			s.cancel()
 			return err
 		}
 	}
@@ -320,7 +331,13 @@ func (s *Server) Stop() {
 		return
 	}
 	close(s.stop)
+	s.cancel()
 	s.wg.Wait()
+}
+
+// yield is Config.Yield, false without it.
+func (s *Server) yield() bool {
+	return s.cfg.Yield != nil && s.cfg.Yield(s.ctx)
 }
 
 // Close closes the ring, then the Source (it releases the worker id).
@@ -343,7 +360,8 @@ func (s *Server) Close() error {
 }
 
 // apply keeps the node in the snowflake queue group exactly while the
-// Source serves.
+// Source serves and the node does not yield to a faster one
+// (Config.Yield).
 func (s *Server) apply() {
 	defer s.wg.Done()
 	t := s.cfg.Clock.NewTicker(time.Second)
@@ -355,7 +373,9 @@ func (s *Server) apply() {
 		case <-s.states:
 		case <-t.C():
 		}
-		on := s.src.State() == snowflake.StateServing
+		serving := s.src.State() == snowflake.StateServing
+		yield := serving && s.yield()
+		on := serving && !yield
 		was := s.group.SnowflakeService() != nil
 		if err := s.group.SetSnowflake(on); err != nil {
 			s.log.Warn("snowflake queue group change failed", "join", on, "err", err)
@@ -365,6 +385,10 @@ func (s *Server) apply() {
 		case on && !was:
 			s.cfg.Events.Emit(events.Event{Kind: events.QueueJoined, Message: "joined the snowflake queue group",
 				Fields: map[string]any{"worker": s.src.Worker()}})
+		case !on && was && yield:
+			s.cfg.Events.Emit(events.Event{Kind: events.QueueLeft, Level: events.Warn,
+				Message: "left the snowflake queue group: the round trip to NATS is above --max-nats-rtt and a live node that is not slow serves snowflake",
+				Fields:  map[string]any{"worker": s.src.Worker()}})
 		case !on && was:
 			s.cfg.Events.Emit(events.Event{Kind: events.QueueLeft, Level: events.Warn,
 				Message: "left the snowflake queue group: snowflake is " + s.src.State().String(),

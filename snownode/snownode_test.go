@@ -6,8 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/snownode"
@@ -169,4 +173,83 @@ func TestNilServer(t *testing.T) {
 	if msg, fatal := s.Problem(); msg != "" || fatal {
 		t.Fatalf("a nil Server's problem: %q %v", msg, fatal)
 	}
+}
+
+// group is a queue group membership that records the node's joins and
+// leaves (snownode.Group).
+type group struct {
+	mu sync.Mutex
+	in bool
+}
+
+// member stands for the micro service of a node in the group.
+type member struct{ micro.Service }
+
+func (g *group) SetSnowflake(on bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.in = on
+	return nil
+}
+
+func (g *group) SnowflakeService() micro.Service {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.in {
+		return member{}
+	}
+	return nil
+}
+
+// TestServeYieldsWhileSlow: a serving node stays in the snowflake queue
+// group while Yield says no, leaves within its next round once Yield says
+// it is slow beside a fast node, and joins again once Yield no longer
+// says so. Yield is asked with a context that Stop ends.
+func TestServeYieldsWhileSlow(t *testing.T) {
+	t.Parallel()
+	cfg := config(t, t.TempDir(), leaf(t, ""), 3)
+	var yield atomic.Bool
+	var asked atomic.Int64
+	cfg.Yield = func(ctx context.Context) bool {
+		asked.Add(1)
+		if ctx.Err() != nil {
+			t.Error("Yield asked with an ended context")
+		}
+		return yield.Load()
+	}
+	s, err := start(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &group{}
+	waitIn := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for (g.SnowflakeService() != nil) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("in the group: %v after 10 s, want %v (source %v)", !want, want, s.Source().State())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := s.Serve(g); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	waitIn(true)
+	if asked.Load() == 0 {
+		t.Fatal("Yield not asked before joining")
+	}
+	yield.Store(true)
+	waitIn(false)
+	// Out while Yield says so: every round keeps it out.
+	before := asked.Load()
+	for asked.Load() < before+2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g.SnowflakeService() != nil {
+		t.Fatal("joined again while Yield says slow")
+	}
+	yield.Store(false)
+	waitIn(true)
 }
