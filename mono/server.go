@@ -43,7 +43,7 @@ type ServerConfig struct {
 	// (or of its peers) is kept or checked, no mode of a peer, nothing
 	// announced.
 	Floors    segment.Floors
-	PeerFloor func(tag string) int64
+	PeerFloor func(tag string) (int64, error)
 	PeerMode  func(tag string) string
 	Announce  segment.Announcer
 	// Serve answers leaf.mono.<tag> from l until stop is called

@@ -53,7 +53,7 @@ func TestReserverAbovePeerFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	heard := &heardFloors{}
-	r := reserver(ServerConfig{Store: s, Floors: floors, PeerFloor: func(string) int64 { return 500 },
+	r := reserver(ServerConfig{Store: s, Floors: floors, PeerFloor: func(string) (int64, error) { return 500, nil },
 		PeerMode: func(string) string { return "" }, Announce: heard, Logger: slog.New(slog.DiscardHandler)})
 	a, err := r.Reserve(ctx, mt, 10)
 	if err != nil || a.Start() != 500 || a.End() != 510 {

@@ -29,7 +29,7 @@ func SetProbeEvery(d time.Duration) func() {
 func (n *Node) StopSegmentService() error { return n.serve.resp.SegmentService().Stop() }
 
 // PeerFloor is the highest floor of tag the node heard from its peers.
-func (n *Node) PeerFloor(tag string) int64 { return n.peers.Floor(tag) }
+func (n *Node) PeerFloor(tag string) int64 { f, _ := n.peers.Floor(tag); return f }
 
 // NATSConnected reports whether the node's connection to NATS is up.
 func (n *Node) NATSConnected() bool { return n.conn.NC().IsConnected() }

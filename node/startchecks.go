@@ -107,9 +107,16 @@ func (b *boot) startChecks(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	// From now on a reconnect to NATS gathers the live nodes' floors
-	// again: announcements sent while this node was away never reach it
-	// (peers.Set.Reconnected).
+	// From now on a loss of NATS makes the live nodes' floors stale, and
+	// the reconnect gathers them again: announcements sent while this
+	// node was away never reach it, and no range is reserved until it
+	// knows them (peers.Set.Disconnected, Reconnected).
+	n.conn.NC().SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
+		if err != nil {
+			n.log.Warn("nats disconnected", "err", err)
+		}
+		n.peers.Disconnected()
+	})
 	n.conn.NC().SetReconnectHandler(func(nc *nats.Conn) {
 		n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		n.peers.Reconnected()

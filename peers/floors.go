@@ -3,9 +3,11 @@ package peers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,10 +45,15 @@ type heard struct {
 
 	// again asks the regather goroutine to gather the live nodes' floors
 	// once more (Reconnected); cancel and wg end it (close).
-	again  chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed sync.Once
+	again chan struct{}
+	// lost counts the connection's losses (Disconnected, Reconnected);
+	// gathered is the count when the last gather that succeeded began.
+	// While gathered < lost an announcement may have been missed: Floor
+	// refuses (ErrFloorsStale).
+	lost, gathered atomic.Uint64
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	closed         sync.Once
 }
 
 // floorsWindow is how long a starting node gathers its peers' floors
@@ -131,11 +138,28 @@ func (s *Set) Reconnected() {
 	if s == nil || s.heard == nil {
 		return
 	}
+	s.heard.lost.Add(1)
 	select {
 	case s.heard.again <- struct{}{}:
 	default: // one is pending already: it gathers after this reconnect
 	}
 }
+
+// Disconnected tells the Set that its connection to NATS was lost:
+// announcements sent from now on may never reach it, so Floor refuses
+// until a gather after the reconnect (Reconnected) has succeeded. It does
+// not block (nats.DisconnectErrHandler).
+func (s *Set) Disconnected() {
+	if s == nil || s.heard == nil {
+		return
+	}
+	s.heard.lost.Add(1)
+}
+
+// ErrFloorsStale is Floor's refusal while the peers' floors are not known
+// to be current: the connection to NATS was lost and the live nodes have
+// not all been asked again since.
+var ErrFloorsStale = errors.New("the live nodes' floors are not known since the connection to NATS was lost; asking them again")
 
 // regatherRetry is how long regather waits after a gather that failed (a
 // silent member, the members' list unreadable) before it asks again.
@@ -151,7 +175,11 @@ func (s *Set) regather(ctx context.Context, h *heard) {
 		case <-h.again:
 		}
 		for {
+			began := h.lost.Load()
 			err := s.gatherFloors(ctx, h)
+			if err == nil {
+				h.gathered.Store(max(h.gathered.Load(), began))
+			}
 			if err == nil || ctx.Err() != nil {
 				break
 			}
@@ -239,14 +267,19 @@ func (h *heard) close() {
 
 // Floor is the highest floor of tag a peer announced or answered (0 if
 // none, or before HearFloors): the engine reserves no range below it, as a
-// range is reserved above every floor any node has seen.
-func (s *Set) Floor(tag string) int64 {
+// range is reserved above every floor any node has seen. ErrFloorsStale
+// from a loss of the connection until the live nodes were all asked again
+// (Disconnected, Reconnected): a floor announced meanwhile may be missing.
+func (s *Set) Floor(tag string) (int64, error) {
 	if s == nil || s.heard == nil {
-		return 0
+		return 0, nil
+	}
+	if s.heard.gathered.Load() < s.heard.lost.Load() {
+		return 0, ErrFloorsStale
 	}
 	s.heard.mu.Lock()
 	defer s.heard.mu.Unlock()
-	return s.heard.floors[tag]
+	return s.heard.floors[tag], nil
 }
 
 // Mode is the mode peers announced for tag ("" if none did): a tag is

@@ -22,13 +22,13 @@ func TestPeerFloorsSameNameOtherProcess(t *testing.T) {
 	announce("own", "aaaa", 500)
 	announce("other", "bbbb", 700)
 	announce("old", "", 900) // a node that sends no instance: by name, itself
-	if f := p.Floor("own"); f != 0 {
+	if f, _ := p.Floor("own"); f != 0 {
 		t.Errorf("own announcement taken as a peer's floor: %d", f)
 	}
-	if f := p.Floor("other"); f != 700 {
+	if f, _ := p.Floor("other"); f != 700 {
 		t.Errorf("floor of another process under the same name = %d, want 700", f)
 	}
-	if f := p.Floor("old"); f != 0 {
+	if f, _ := p.Floor("old"); f != 0 {
 		t.Errorf("an announcement without instance under this name = %d, want 0 (itself)", f)
 	}
 }

@@ -188,7 +188,7 @@ func TestModesPassedAlong(t *testing.T) {
 	if got := c.Mode("o"); got != mode {
 		t.Errorf("c's mode of o = %q after a stopped, want %q (b knew it)", got, mode)
 	}
-	if got := c.Floor("o"); got < 500 {
+	if got, _ := c.Floor("o"); got < 500 {
 		t.Errorf("c's peer floor of o = %d after a stopped, want >= 500 (b knew it)", got)
 	}
 }

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -83,15 +84,21 @@ func TestReconnectGathersFloorsAgain(t *testing.T) {
 	ownA, ownB := &ownFloors{m: map[string]int64{}}, &ownFloors{m: map[string]int64{}}
 	a := floorSet(t, ncA, "a", ownA)
 	b := floorSet(t, ncB, "b", ownB)
-	ncB.SetReconnectHandler(func(*nats.Conn) { b.Reconnected() }) // as the node does once HearFloors returned
+	// As the node does once HearFloors returned.
+	ncB.SetDisconnectErrHandler(func(*nats.Conn, error) { b.Disconnected() })
+	ncB.SetReconnectHandler(func(*nats.Conn) { b.Reconnected() })
+	floor := func() int64 { f, _ := b.Floor("t"); return f }
 
 	// Heard while connected.
 	ownA.raise("t", 1000)
 	a.Announce("t", 1000, "segment")
-	testenv.Eventually(t, "B hears A's first floor", 5*time.Second, func() bool { return b.Floor("t") == 1000 })
+	testenv.Eventually(t, "B hears A's first floor", 5*time.Second, func() bool { return floor() == 1000 })
 
 	p.Stop() // B's link cut: its connection and every new one refused
 	testenv.Eventually(t, "B disconnected", 5*time.Second, func() bool { return !ncB.IsConnected() })
+	// From the loss on, B may be missing an announcement: it refuses
+	// until it has asked the live nodes again.
+	testenv.Eventually(t, "B's floors stale", 5*time.Second, func() bool { _, err := b.Floor("t"); return errors.Is(err, ErrFloorsStale) })
 	ownA.raise("t", 5000)
 	a.Announce("t", 5000, "segment") // lost to B
 	if err := ncA.Flush(); err != nil {
@@ -101,5 +108,11 @@ func TestReconnectGathersFloorsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, "B reconnected", 10*time.Second, func() bool { return ncB.IsConnected() })
-	testenv.Eventually(t, "B knows A's floor announced while B was away", 10*time.Second, func() bool { return b.Floor("t") == 5000 })
+	testenv.Eventually(t, "B knows A's floor announced while B was away", 10*time.Second, func() bool {
+		f, err := b.Floor("t")
+		if err == nil && f != 5000 {
+			t.Fatalf("B's floor of t is %d after the reconnect, before it asked A again: A announced 5000 meanwhile", f)
+		}
+		return err == nil && f == 5000
+	})
 }

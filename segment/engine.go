@@ -120,9 +120,9 @@ type Config struct {
 	// store whose max_id lies between the two is raised to the peer's
 	// floor (Store.SetMaxID) and the range taken above it: a peer's
 	// hand-back this node did not hear leaves max_id there for good
-	// (see Reserver). Called from load goroutines; must not
-	// block.
-	PeerFloor func(tag string) int64
+	// (see Reserver). An error (the peers' floors not known now) refuses
+	// the load. Called from load goroutines; must not block.
+	PeerFloor func(tag string) (int64, error)
 	// CreateCheck, if set, is asked before AutoCreate creates a tag the
 	// store does not know; an error refuses the create. The node asks the
 	// live nodes: one that has received ids of the tag means the store

@@ -116,7 +116,7 @@ func TestPeerFloorAboveStoreReservesAbove(t *testing.T) {
 			s.create(t, "t", 10)
 			var peer atomic.Int64
 			e := newEngine(t, segment.Config{Store: tc.wrap(s), RefreshInterval: -1, Sleep: newStepSleeper().Sleep,
-				PeerFloor: func(string) int64 { return peer.Load() }})
+				PeerFloor: func(string) (int64, error) { return peer.Load(), nil }})
 			seen := map[int64]bool{}
 			for range 5 {
 				seen[next(t, e, "t")] = true

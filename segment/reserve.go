@@ -36,8 +36,10 @@ type Reserver struct {
 	// is kept or checked.
 	Floors Floors
 	// PeerFloor, if set, is the highest floor of a tag that the other
-	// nodes announced. Must not block.
-	PeerFloor func(tag string) int64
+	// nodes announced; an error when they are not known now (this node
+	// may have missed an announcement), which refuses the range
+	// (ErrUnavailable). Must not block.
+	PeerFloor func(tag string) (int64, error)
 	// Announce, if set, hears the end of every range returned, after the
 	// floor was raised and before the caller serves an id of it.
 	Announce Announcer
@@ -83,7 +85,10 @@ func (r *Reserver) reserve(ctx context.Context, tag wire.Tag, step int, accept f
 		own = r.Floors.Floor(name)
 	}
 	if r.PeerFloor != nil {
-		peer = r.PeerFloor(name)
+		var err error
+		if peer, err = r.PeerFloor(name); err != nil {
+			return Alloc{}, fmt.Errorf("%w: tag %q: %w", ErrUnavailable, name, err)
+		}
 	}
 	floor := max(own, peer)
 	inc, err := r.incarnation(ctx)

@@ -94,7 +94,7 @@ func TestReserverAbovePeerFloor(t *testing.T) {
 	ann := &announcements{floors: floors}
 	peer := int64(500)
 	r := &segment.Reserver{Store: s, Floors: floors, Announce: ann, Logger: slog.New(slog.DiscardHandler),
-		PeerFloor: func(string) int64 { return peer }}
+		PeerFloor: func(string) (int64, error) { return peer, nil }}
 	a, err := r.Reserve(context.Background(), tag, 0)
 	if err != nil || a.Start() != 500 || a.End() != 510 {
 		t.Fatalf("Reserve below a peer's floor = %+v, %v; want [500,510)", a, err)
