@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -76,12 +75,10 @@ type segments struct {
 
 // serving is what answers on NATS besides the segments.
 type serving struct {
-	sf   *snownode.Server // snowflake ids; nil with --worker-registry off
-	resp *responder.Responder
-	// yield is what a slow node heard of its peers (yieldSlow); segKeep
-	// keeps it in the segment queue group, or out while it yields.
-	yield   slowYield
-	segKeep *segmentKeeper
+	sf      *snownode.Server // snowflake ids; nil with --worker-registry off
+	resp    *responder.Responder
+	yield   *responder.SlowYield     // a slow node out of the queue groups while a faster one serves
+	segKeep *responder.SegmentKeeper // yield applied to segment; nil without --max-nats-rtt
 	// probe sends the self-probes; set once before the HTTP API is served.
 	probe *responder.Prober
 }
@@ -145,20 +142,4 @@ func (n *Node) opaquePerm(tag string, m segment.Mode) (segment.Permuter, error) 
 		return nil, fmt.Errorf("the tag was created with key %s, node %s has key %s", m.KeyID, n.cfg.Name, n.seg.opaque.ID())
 	}
 	return n.seg.opaque.Perm(tag, m.Width)
-}
-
-// slowYield is what a slow node last heard of its peers, by subject.
-type slowYield struct {
-	mu  sync.Mutex
-	at  map[string]time.Time // when the peers were last asked
-	out map[string]bool      // their answer: a fast node serves the subject
-}
-
-// segmentKeeper keeps the node in the segment queue group except while
-// it yields to a faster node (yieldSlow).
-type segmentKeeper struct {
-	stop   chan struct{}
-	ctx    context.Context // ends at stop: bounds the peers' questions
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }

@@ -58,7 +58,7 @@ func (n *Node) newSnowflake() error {
 		NewWorker:      n.noPeerServes,
 		Clocks:         n.peers.Clocks,
 		Conn:           n.conn.NC(),
-		Yield:          n.snowflakeYield(),
+		Yield:          n.serve.yield.YieldFunc(wire.SubjectSnowflake),
 		Events:         n.events,
 		Logger:         n.log,
 	})
@@ -126,15 +126,6 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 		}
 	}
 	return true
-}
-
-// snowflakeYield is snownode.Config.Yield: yieldSlow for snowflake, nil
-// without --max-nats-rtt.
-func (n *Node) snowflakeYield() func(context.Context) bool {
-	if n.cfg.NATS.MaxRTT <= 0 {
-		return nil
-	}
-	return func(ctx context.Context) bool { return n.yieldSlow(ctx, wire.SubjectSnowflake) }
 }
 
 // peerClockEvery is how often a serving node compares its clock with its

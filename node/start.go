@@ -78,6 +78,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		{name: "events", start: n.newEvents},
 		{name: "tag floors", start: b.openFloors},
 		{name: "live nodes", start: b.newPeers},
+		{name: "slow node", start: func(context.Context) (err error) { // out of the queue groups while a faster one serves
+			n.serve.yield, err = responder.NewSlowYield(responder.SlowYieldConfig{Conn: n.conn.NC(), RTT: n.conn.RTT,
+				MaxRTT: n.cfg.NATS.MaxRTT, Instance: n.peers.Instance(), Clock: n.clock, Logger: n.log, Events: n.events})
+			return err
+		}},
 		// Before the node answers anyone: a starting node's status names
 		// the snowflake layout and the worker id it registers.
 		{name: "snowflake layout", start: func(context.Context) error { return n.newSnowflake() }},
@@ -88,7 +93,8 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		{name: "responder", stop: n.stopResponder, start: n.startResponder},
 		{name: "members", stop: n.leavePeers, start: n.startedPeers},
 		{name: "snowflake state", stop: n.stopSnowflake, start: n.serveSnowflake},
-		{name: "segment queue group", stop: n.stopSegment, start: n.keepSegment},
+		{name: "segment queue group", stop: func(context.Context) error { n.serve.segKeep.Close(); return nil },
+			start: func(context.Context) error { n.serve.segKeep = n.serve.yield.KeepSegment(n.serve.resp); return nil }},
 		{name: "batch pool", stop: n.stopPool, start: n.startPool, await: "starting the batch pool"},
 		// Leases released while NATS is up: others take over at once.
 		{name: "monotonic tags", stop: n.stopMono, start: n.startMono, await: "starting the monotonic tags"},
@@ -139,9 +145,9 @@ func (n *Node) startResponder(context.Context) error {
 	if n.serve.sf != nil { // leaf.admin.time answers the snowflake clock
 		rc.Clock = n.serve.sf.Clock()
 		rc.Snowflake = n.serve.sf.Ring()
-		rc.SnowflakeConn = n.snowflakeConn
+		rc.SnowflakeConn = func() (*nats.Conn, error) { return n.conn.DialMember("snowflake") }
 	}
-	rc.SegmentConn = n.segmentConn
+	rc.SegmentConn = func() (*nats.Conn, error) { return n.conn.DialMember("segment") }
 	var err error
 	n.serve.resp, err = responder.Start(rc)
 	return err
@@ -152,15 +158,6 @@ func (n *Node) stopResponder(context.Context) error {
 		return nil
 	}
 	return n.serve.resp.Stop()
-}
-
-// snowflakeConn is the connection of one membership of the snowflake queue
-// group (responder.Config.SnowflakeConn). It connects even while NATS is
-// away, as a node whose claim is confirmed serves its ring then too, and
-// logs nothing of its own: nc reports the state of NATS.
-func (n *Node) snowflakeConn() (*nats.Conn, error) {
-	return n.conn.Dial(nats.Name(n.cfg.Name+" snowflake"), nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil))
 }
 
 // startHTTP listens and serves /healthz (alive), /metrics and pprof at

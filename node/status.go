@@ -150,7 +150,7 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		}
 	}
 	if n.serve.resp != nil && !seg.Serving && slow {
-		segWarn = append(segWarn, yieldedMsg(wire.SubjectSegment))
+		segWarn = append(segWarn, n.serve.yield.Yielded(wire.SubjectSegment))
 	}
 	fatal = append(fatal, segFatal...)
 	problems = append(problems, segWarn...)
@@ -166,7 +166,7 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		}
 		msg, isFatal := n.serve.sf.Problem()
 		if msg == "" && !sf.Serving && slow {
-			msg = yieldedMsg(wire.SubjectSnowflake)
+			msg = n.serve.yield.Yielded(wire.SubjectSnowflake)
 		}
 		switch {
 		case isFatal:
@@ -205,12 +205,6 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		return subjects, problems, errors.New(strings.Join(fatal, "; "))
 	}
 	return subjects, problems, nil
-}
-
-// yieldedMsg is the problem of a subject whose queue group a slow node
-// left (yieldSlow).
-func yieldedMsg(subject string) string {
-	return subject + ": out of the queue group while a live node that is not slow serves it"
 }
 
 // tagDry reports whether a tag the engine holds has no buffer with ids.

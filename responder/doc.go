@@ -29,6 +29,8 @@
 // second "leaf-segment" beside the admin endpoints, that SetSegment adds
 // and stops: a node too slow to answer in time leaves while faster nodes
 // serve. Each such membership subscribes on a connection of its own.
+// SlowYield decides when a slow node stays out (Yield, for segment and
+// snowflake) and its SegmentKeeper applies that to the segment endpoint.
 //
 // leaf.mono.<tag> is no micro endpoint: the node calls ServeMono while it
 // leads the tag (package mono) and stops it when it no longer does, and

@@ -179,6 +179,17 @@ func (c *Conn) Dial(extra ...nats.Option) (*nats.Conn, error) {
 	return c.dial(extra...)
 }
 
+// DialMember makes the connection of one membership of a queue group that
+// the node joins and leaves on its own (responder.Config.SnowflakeConn and
+// SegmentConn), named after the node and suffix. It connects even while
+// NATS is away, as a node serves a membership then too (a snowflake ring
+// whose claim is confirmed), and logs nothing of its own: NC reports the
+// state of NATS.
+func (c *Conn) DialMember(suffix string) (*nats.Conn, error) {
+	return c.Dial(nats.Name(c.opts.Name+" "+suffix), nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil))
+}
+
 // ClientURL is the NATS URL the connection is connected to: the embedded
 // server's, else the server's it is connected to now (redacted), else "".
 func (c *Conn) ClientURL() string {

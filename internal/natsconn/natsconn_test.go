@@ -97,3 +97,25 @@ func TestRTT(t *testing.T) {
 		t.Fatalf("round trip %v to a server in this process", rtt)
 	}
 }
+
+// TestDialMember: a membership's connection is named after the node and
+// its queue group, and there is none before Connect.
+func TestDialMember(t *testing.T) {
+	s := natstest.RunServer(t)
+	c := natsconn.New(natsconn.Options{Name: "n", URL: s.ClientURL(), Logger: discard})
+	if _, err := c.DialMember("segment"); err == nil {
+		t.Fatal("DialMember before Connect")
+	}
+	if err := c.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	nc, err := c.DialMember("segment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if nc.Opts.Name != "n segment" || !nc.Opts.RetryOnFailedConnect {
+		t.Fatalf("name %q, retry on failed connect %v: want \"n segment\", true", nc.Opts.Name, nc.Opts.RetryOnFailedConnect)
+	}
+}
