@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/producer"
 	"github.com/leafmq/leafmq/segment"
@@ -107,20 +105,6 @@ func (b *boot) startChecks(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	// From now on a loss of NATS makes the live nodes' floors stale, and
-	// the reconnect gathers them again: announcements sent while this
-	// node was away never reach it, and no range is reserved until it
-	// knows them (peers.Set.Disconnected, Reconnected).
-	n.conn.NC().SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
-		if err != nil {
-			n.log.Warn("nats disconnected", "err", err)
-		}
-		n.peers.Disconnected()
-	})
-	n.conn.NC().SetReconnectHandler(func(nc *nats.Conn) {
-		n.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
-		n.peers.Reconnected()
-	})
 	// The tags load once the name passed (a refused process reserves no
 	// range) and while the snowflake branch has not failed.
 	if err := waitName(); err != nil {

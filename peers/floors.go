@@ -106,6 +106,19 @@ func (s *Set) HearFloors(ctx context.Context, f Floors) error {
 	h.cancel = cancel
 	h.wg.Go(func() { s.regather(rctx, h) })
 	s.heard = h
+	// From now on a loss of the connection makes the floors stale, and the
+	// reconnect gathers them again: announcements sent while this node
+	// was away never reach it.
+	nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
+		if err != nil {
+			s.cfg.Log.Warn("nats disconnected", "err", err)
+		}
+		s.Disconnected()
+	})
+	nc.SetReconnectHandler(func(nc *nats.Conn) {
+		s.cfg.Log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		s.Reconnected()
+	})
 	return nil
 }
 

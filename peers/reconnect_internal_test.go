@@ -84,9 +84,6 @@ func TestReconnectGathersFloorsAgain(t *testing.T) {
 	ownA, ownB := &ownFloors{m: map[string]int64{}}, &ownFloors{m: map[string]int64{}}
 	a := floorSet(t, ncA, "a", ownA)
 	b := floorSet(t, ncB, "b", ownB)
-	// As the node does once HearFloors returned.
-	ncB.SetDisconnectErrHandler(func(*nats.Conn, error) { b.Disconnected() })
-	ncB.SetReconnectHandler(func(*nats.Conn) { b.Reconnected() })
 	floor := func() int64 { f, _ := b.Floor("t"); return f }
 
 	// Heard while connected.
