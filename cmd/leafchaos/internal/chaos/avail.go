@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -69,7 +71,26 @@ type availTL struct {
 	t0     int64 // unix ns
 	bucket int64 // ns
 	c      [numClasses][]availCounts
+
+	// The requests not answered with ids within goalLatency, and the
+	// stretches in which leafchaos itself did not run (watchStalls): a
+	// request in flight across one is not judged (stalled), as its
+	// lateness may be the harness's own.
+	mu     sync.Mutex
+	late   []lateReq
+	stalls [][2]int64 // unix ns [from, to)
 }
+
+type lateReq struct {
+	class      int
+	sent, done int64
+	silent     bool
+}
+
+// stallMin is the lag of leafchaos's own clock ticks from which it counts
+// itself stalled: its goroutines did not run, and a request's answer may
+// have waited for it rather than for the node.
+const stallMin = 250 * time.Millisecond
 
 type availCounts struct {
 	sent      atomic.Int64 // not straddled
@@ -78,6 +99,7 @@ type availCounts struct {
 	refused   atomic.Int64 // an error answer: a wire code, no responders, an empty pool
 	silent    atomic.Int64 // no answer within the deadline
 	straddled atomic.Int64 // in flight when a fault struck
+	stalled   atomic.Int64 // late, in flight while leafchaos itself stalled (excludeStalls)
 }
 
 func newAvailTL(t0 int64, span time.Duration) *availTL {
@@ -118,12 +140,76 @@ func (tl *availTL) record(class int, sent, done int64, code string, straddled bo
 		b.ok.Add(1)
 		if time.Duration(done-sent) <= goalLatency {
 			b.fast.Add(1)
+		} else {
+			tl.noteLate(lateReq{class, sent, done, false})
 		}
 	case "silent":
 		b.silent.Add(1)
+		tl.noteLate(lateReq{class, sent, done, true})
 	case "refused":
 		b.refused.Add(1)
 	}
+}
+
+func (tl *availTL) noteLate(r lateReq) {
+	tl.mu.Lock()
+	tl.late = append(tl.late, r)
+	tl.mu.Unlock()
+}
+
+// watchStalls ticks every 20 ms until ctx ends and notes each stretch in
+// which a tick came stallMin late or more: leafchaos itself did not run
+// (the machine starved it), and the answers of that stretch cannot be
+// timed.
+func (tl *availTL) watchStalls(ctx context.Context) {
+	const every = 20 * time.Millisecond
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if now.Sub(last) >= every+stallMin {
+			tl.mu.Lock()
+			tl.stalls = append(tl.stalls, [2]int64{last.UnixNano(), now.UnixNano()})
+			tl.mu.Unlock()
+		}
+		last = now
+	}
+}
+
+// excludeStalls takes out of the counts every late or silent request that
+// was in flight across a stall of leafchaos itself, counting it stalled
+// instead, and returns how many and how long leafchaos stalled in all.
+// Call it once, when the load has ended, before the sums.
+func (tl *availTL) excludeStalls() (excluded int64, stalled time.Duration) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, st := range tl.stalls {
+		stalled += time.Duration(st[1] - st[0])
+	}
+	for _, r := range tl.late {
+		for _, st := range tl.stalls {
+			if r.sent < st[1] && st[0] < r.done {
+				b := &tl.c[r.class][tl.index(r.sent)]
+				b.sent.Add(-1)
+				if r.silent {
+					b.silent.Add(-1)
+				} else {
+					b.ok.Add(-1)
+				}
+				b.stalled.Add(1)
+				excluded++
+				break
+			}
+		}
+	}
+	tl.late = nil
+	return excluded, stalled
 }
 
 // Share is what the requests of one class sent in a stretch of time got.
@@ -135,6 +221,9 @@ type Share struct {
 	Silent  int64 `json:"silent"`  // no answer within the deadline
 	// Straddled: in flight when a fault struck, counted nowhere else.
 	Straddled int64 `json:"straddled,omitempty"`
+	// Stalled: late or silent while leafchaos itself did not run (a
+	// stall of stallMin or more), counted nowhere else.
+	Stalled int64 `json:"stalled,omitempty"`
 }
 
 func (s *Share) add(o Share) {
@@ -144,6 +233,7 @@ func (s *Share) add(o Share) {
 	s.Refused += o.Refused
 	s.Silent += o.Silent
 	s.Straddled += o.Straddled
+	s.Stalled += o.Stalled
 }
 
 // OKShare is the share of requests answered with ids (1 with none sent).
@@ -171,7 +261,7 @@ func (tl *availTL) sum(class int, from, to int64) Share {
 	for i := tl.first(from); i < len(tl.c[class]) && tl.t0+int64(i)*tl.bucket < to; i++ {
 		b := &tl.c[class][i]
 		s.add(Share{Sent: b.sent.Load(), OK: b.ok.Load(), Fast: b.fast.Load(), Refused: b.refused.Load(),
-			Silent: b.silent.Load(), Straddled: b.straddled.Load()})
+			Silent: b.silent.Load(), Straddled: b.straddled.Load(), Stalled: b.stalled.Load()})
 	}
 	return s
 }

@@ -141,3 +141,23 @@ func TestProberReport(t *testing.T) {
 		t.Errorf("report = %+v", n)
 	}
 }
+
+// A late or silent request in flight while leafchaos itself did not run is
+// not judged; one late outside every stall still counts, as do fast ones.
+func TestExcludeStalls(t *testing.T) {
+	sec := func(s float64) int64 { return int64(s * float64(time.Second)) }
+	tl := newAvailTL(0, 30*time.Second)
+	tl.record(clsSegment, sec(1), sec(1)+int64(10*time.Millisecond), "", false) // fast
+	tl.record(clsSegment, sec(2), sec(4), "", false)                            // late, across the stall
+	tl.record(clsSegment, sec(2), sec(5), CodeTimeout, false)                   // silent, across the stall
+	tl.record(clsSegment, sec(8), sec(10), "", false)                           // late, no stall
+	tl.stalls = append(tl.stalls, [2]int64{sec(3), sec(3) + int64(400*time.Millisecond)})
+	n, d := tl.excludeStalls()
+	if n != 2 || d != 400*time.Millisecond {
+		t.Fatalf("excluded %d over %v, want 2 over 400ms", n, d)
+	}
+	sh := tl.sum(clsSegment, 0, sec(20))
+	if sh.Sent != 2 || sh.OK != 2 || sh.Fast != 1 || sh.Silent != 0 || sh.Stalled != 2 {
+		t.Errorf("after the exclusion: %+v, want 2 sent (1 fast, 1 late), 2 stalled", sh)
+	}
+}

@@ -104,6 +104,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer stopSoft()
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
+	go l.av.watchStalls(loadCtx)
 	f := &faulter{c: c, l: l, cfg: &cfg, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)), t0: t0,
 		faults: mainFaults, spaces: spaces, cycled: make(chan struct{})}
 	ot := &opTrack{c: c, cfg: &cfg, faults: opFaults, t0: t0, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 2))}

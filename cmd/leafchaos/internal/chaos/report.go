@@ -65,6 +65,11 @@ type Report struct {
 	// past the heal of the main track's last fault — to the end of the load.
 	CalmFromS float64      `json:"calm_from_s"`
 	Calm      []ClassShare `json:"calm"`
+	// Stalled counts the late or silent requests not judged: in flight
+	// while leafchaos itself did not run for stallMin or more (StallS in
+	// all), so their lateness may be the harness's own.
+	Stalled int64   `json:"stalled_requests"`
+	StallS  float64 `json:"stalls_s"`
 }
 
 // ClassShare is one class of request over a stretch of time.
@@ -298,6 +303,8 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		}
 	}
 	r.Availability = ratio(r.OK, r.Requests)
+	stalled, stallTime := l.av.excludeStalls()
+	r.Stalled, r.StallS = stalled, stallTime.Seconds()
 	// Faults.
 	r.Faults = all0
 	tl := l.tl
@@ -611,6 +618,10 @@ func (r *Report) WriteText(w io.Writer) {
 // request, the share answered with ids during the fault, the worst
 // recovery after its heal, and what the silent and refused requests were.
 func (r *Report) writeAvail(w io.Writer) {
+	if r.Stalled > 0 {
+		fmt.Fprintf(w, "not judged: %d late or silent requests in flight while leafchaos itself stalled (%.1f s in all, each %v or more)\n",
+			r.Stalled, r.StallS, stallMin)
+	}
 	fmt.Fprintf(w, "availability by fault kind: ids answered during the fault (from the strike to the heal) / recovery: from the heal until %.1f%% are\n", 100*goalShare)
 	fmt.Fprintf(w, "answered with ids within %v for %v (worst injection; '>' not within the window to the next fault); goal: the recovery time named for the fault\n", goalLatency, recoverySustain)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
