@@ -71,7 +71,7 @@ func (n *Node) startMono(ctx context.Context) error {
 			return ask.Status(ctx, nc, 300*time.Millisecond)
 		},
 		MaxRTT:       n.cfg.NATS.MaxRTT,
-		RTT:          n.conn.RTT,
+		RTT:          n.conn.SteadyRTT,
 		BalanceEvery: monoBalanceEvery,
 		Logger:       n.log,
 		Clock:        n.clock,

@@ -79,7 +79,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		{name: "tag floors", start: b.openFloors},
 		{name: "live nodes", start: b.newPeers},
 		{name: "slow node", start: func(context.Context) (err error) { // out of the queue groups while a faster one serves
-			n.serve.yield, err = responder.NewSlowYield(responder.SlowYieldConfig{Conn: n.conn.NC(), RTT: n.conn.RTT,
+			n.serve.yield, err = responder.NewSlowYield(responder.SlowYieldConfig{Conn: n.conn.NC(), RTT: n.conn.SteadyRTT,
 				MaxRTT: n.cfg.NATS.MaxRTT, Instance: n.peers.Instance(), Clock: n.clock, Logger: n.log, Events: n.events})
 			return err
 		}},

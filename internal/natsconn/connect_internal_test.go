@@ -49,3 +49,23 @@ func TestBlackholedLinkIsNoticed(t *testing.T) {
 	}
 	t.Logf("noticed after %v", time.Since(cut).Round(100*time.Millisecond))
 }
+
+// SteadyRTT is slow only when the last two measurements were: one slow
+// moment (the machine stalled) does not make the node step aside.
+func TestSteadyRTT(t *testing.T) {
+	c := &Conn{}
+	if got := c.SteadyRTT(); got != 0 {
+		t.Fatalf("before measuring: %v", got)
+	}
+	m := &rttMeter{}
+	c.rtt.Store(m)
+	m.prev.Store(int64(2 * time.Millisecond))
+	m.last.Store(int64(900 * time.Millisecond))
+	if got := c.SteadyRTT(); got != 2*time.Millisecond {
+		t.Errorf("one slow measurement: SteadyRTT %v, want 2ms", got)
+	}
+	m.prev.Store(int64(800 * time.Millisecond))
+	if got := c.SteadyRTT(); got != 800*time.Millisecond {
+		t.Errorf("two slow measurements: SteadyRTT %v, want 800ms", got)
+	}
+}

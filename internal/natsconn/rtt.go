@@ -32,6 +32,7 @@ const rttTimeout = 10 * time.Second
 type rttMeter struct {
 	nc   *nats.Conn
 	last atomic.Int64 // nanoseconds of the last measurement; 0: none since (re)connecting
+	prev atomic.Int64 // of the one before it
 	// since is when the measurement in flight began, as nanoseconds
 	// after base plus one (monotonic), 0 when none is. measure stores
 	// last before it clears since, and rtt loads since before last: a
@@ -81,6 +82,7 @@ func (c *Conn) StopRTT() {
 // connection is measured afresh.
 func (m *rttMeter) measure() {
 	if !m.nc.IsConnected() {
+		m.prev.Store(0)
 		m.last.Store(0)
 		return
 	}
@@ -97,6 +99,7 @@ func (m *rttMeter) measure() {
 	default: // stopping, or the connection went down
 		d = 0
 	}
+	m.prev.Store(m.last.Load())
 	m.last.Store(int64(d))
 	m.since.Store(0)
 }
@@ -119,3 +122,16 @@ func (m *rttMeter) rtt() time.Duration {
 // measurement in flight has taken if that is longer; 0 when unknown (not
 // measuring, or not connected).
 func (c *Conn) RTT() time.Duration { return c.rtt.Load().rtt() }
+
+// SteadyRTT is the lower of the last two measured round trips (one
+// measurement apart, 5 s), 0 when unknown: a link that stays slow, not a
+// moment in which the whole machine stalled, as every node on it would
+// see at once. What a node yields its queue groups and monotonic tags on,
+// so that nodes stalled together do not all step aside together.
+func (c *Conn) SteadyRTT() time.Duration {
+	m := c.rtt.Load()
+	if m == nil {
+		return 0
+	}
+	return min(time.Duration(m.last.Load()), time.Duration(m.prev.Load()))
+}
