@@ -101,6 +101,9 @@ func (p *prober) round(ctx context.Context, tag string) {
 		}()
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return // stopped under way: the questions were cut short by the harness, not unanswered
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, l := range p.c.leafds {
