@@ -148,13 +148,15 @@ func (l *Leader) leadingLocked() bool {
 	return l.fence > 0 && now < l.fence && now >= l.from
 }
 
-// DryAfter is how long a leader may wait for a range with none left
-// before Dry says so: a reservation takes one store round trip.
-const DryAfter = 400 * time.Millisecond
+// dryAfter is how long a leader may wait for a range with none left
+// before Dry says so: a reservation takes one store round trip. The
+// responder refuses a request after as long (monoRangeWait): readiness
+// says so from when requests start getting 503s.
+const dryAfter = 400 * time.Millisecond
 
 // Dry reports why a leading Leader cannot hand out ids now: it has none
 // left and its last reservation failed, or one has been under way for
-// DryAfter (a store that does not answer). "" when it has ids, or does
+// dryAfter (a store that does not answer). "" when it has ids, or does
 // not lead.
 func (l *Leader) Dry() string {
 	l.mu.Lock()
@@ -163,7 +165,7 @@ func (l *Leader) Dry() string {
 		return ""
 	}
 	switch {
-	case l.loading && l.since()-l.began >= DryAfter:
+	case l.loading && l.since()-l.began >= dryAfter:
 		return fmt.Sprintf("no ids left, a range asked of the store %v ago", (l.since() - l.began).Round(time.Millisecond))
 	case !l.loading && l.loadErr != nil:
 		return "no ids left, the last range failed: " + l.loadErr.Error()
