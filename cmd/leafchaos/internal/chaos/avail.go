@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,16 +184,32 @@ func (tl *availTL) watchStalls(ctx context.Context) {
 	}
 }
 
+// LateRequest is one request judged late (ids after goalLatency) or silent
+// (none within the deadline), for finding what a node did at that moment.
+type LateRequest struct {
+	Class  string  `json:"class"`
+	SentS  float64 `json:"sent_s"` // since the start of the load
+	TookS  float64 `json:"took_s"`
+	Silent bool    `json:"silent,omitempty"`
+}
+
+// maxLateListed bounds the late requests listed in the report (a dead
+// cluster makes every request late).
+const maxLateListed = 5000
+
 // excludeStalls takes out of the counts every late or silent request that
 // was in flight across a stall of leafchaos itself, counting it stalled
-// instead, and returns how many and how long leafchaos stalled in all.
-// Call it once, when the load has ended, before the sums.
-func (tl *availTL) excludeStalls() (excluded int64, stalled time.Duration) {
+// instead, and returns how many, how long leafchaos stalled in all, and
+// the late requests left judged (the first maxLateListed). Call it once,
+// when the load has ended, before the sums.
+func (tl *availTL) excludeStalls() (excluded int64, stalled time.Duration, judged []LateRequest) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	for _, st := range tl.stalls {
 		stalled += time.Duration(st[1] - st[0])
 	}
+	slices.SortFunc(tl.late, func(a, b lateReq) int { return cmp.Compare(a.sent, b.sent) })
+late:
 	for _, r := range tl.late {
 		for _, st := range tl.stalls {
 			if r.sent < st[1] && st[0] < r.done {
@@ -204,12 +222,16 @@ func (tl *availTL) excludeStalls() (excluded int64, stalled time.Duration) {
 				}
 				b.stalled.Add(1)
 				excluded++
-				break
+				continue late
 			}
+		}
+		if len(judged) < maxLateListed {
+			judged = append(judged, LateRequest{Class: classNames[r.class], SentS: time.Duration(r.sent - tl.t0).Seconds(),
+				TookS: time.Duration(r.done - r.sent).Seconds(), Silent: r.silent})
 		}
 	}
 	tl.late = nil
-	return excluded, stalled
+	return excluded, stalled, judged
 }
 
 // Share is what the requests of one class sent in a stretch of time got.

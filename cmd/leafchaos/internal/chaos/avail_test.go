@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,9 +153,12 @@ func TestExcludeStalls(t *testing.T) {
 	tl.record(clsSegment, sec(2), sec(5), CodeTimeout, false)                   // silent, across the stall
 	tl.record(clsSegment, sec(8), sec(10), "", false)                           // late, no stall
 	tl.stalls = append(tl.stalls, [2]int64{sec(3), sec(3) + int64(400*time.Millisecond)})
-	n, d := tl.excludeStalls()
+	n, d, late := tl.excludeStalls()
 	if n != 2 || d != 400*time.Millisecond {
 		t.Fatalf("excluded %d over %v, want 2 over 400ms", n, d)
+	}
+	if want := []LateRequest{{Class: "segment", SentS: 8, TookS: 2}}; !slices.Equal(late, want) {
+		t.Errorf("late requests listed: %+v, want %+v", late, want)
 	}
 	sh := tl.sum(clsSegment, 0, sec(20))
 	if sh.Sent != 2 || sh.OK != 2 || sh.Fast != 1 || sh.Silent != 0 || sh.Stalled != 2 {

@@ -70,6 +70,9 @@ type Report struct {
 	// all), so their lateness may be the harness's own.
 	Stalled int64   `json:"stalled_requests"`
 	StallS  float64 `json:"stalls_s"`
+	// Late: the requests judged late or silent, in the order sent (the
+	// first 5000), to set beside the nodes' logs.
+	Late []LateRequest `json:"late,omitempty"`
 }
 
 // ClassShare is one class of request over a stretch of time.
@@ -303,8 +306,8 @@ func buildReport(ctx context.Context, cfg *Config, c *cluster, l *load, f *fault
 		}
 	}
 	r.Availability = ratio(r.OK, r.Requests)
-	stalled, stallTime := l.av.excludeStalls()
-	r.Stalled, r.StallS = stalled, stallTime.Seconds()
+	stalled, stallTime, late := l.av.excludeStalls()
+	r.Stalled, r.StallS, r.Late = stalled, stallTime.Seconds(), late
 	// Faults.
 	r.Faults = all0
 	tl := l.tl
