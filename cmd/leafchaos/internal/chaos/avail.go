@@ -274,18 +274,30 @@ func shareOf(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-// sum adds the buckets of class whose start lies in [from, to).
+// sum adds the buckets of class that lie wholly in [from, to). A bucket
+// across either end is left out: a request sent after the next fault
+// struck (in the bucket it struck in) would be judged with the calm before
+// it, and one sent before the heal with the time after it.
 func (tl *availTL) sum(class int, from, to int64) Share {
 	var s Share
 	if to <= from {
 		return s
 	}
-	for i := tl.first(from); i < len(tl.c[class]) && tl.t0+int64(i)*tl.bucket < to; i++ {
+	for i := tl.first(from); i < tl.upTo(class, to); i++ {
 		b := &tl.c[class][i]
 		s.add(Share{Sent: b.sent.Load(), OK: b.ok.Load(), Fast: b.fast.Load(), Refused: b.refused.Load(),
 			Silent: b.silent.Load(), Straddled: b.straddled.Load(), Stalled: b.stalled.Load()})
 	}
 	return s
+}
+
+// upTo is the bucket after the last that ends at or before t.
+func (tl *availTL) upTo(class int, t int64) int {
+	i := 0
+	if t > tl.t0 {
+		i = int((t - tl.t0) / tl.bucket)
+	}
+	return min(i, len(tl.c[class]))
 }
 
 // first is the first bucket starting at or after t.
@@ -303,10 +315,9 @@ func (tl *availTL) first(t int64) int {
 // least minJudged) has at least goalShare answered with ids within
 // goalLatency. ok is false when there is no such moment.
 func (tl *availTL) recovery(class int, heal, end int64) (after time.Duration, ok bool) {
-	lo := tl.first(heal)
-	hi := lo
-	for hi < len(tl.c[class]) && tl.t0+int64(hi)*tl.bucket < end {
-		hi++
+	lo, hi := tl.first(heal), tl.upTo(class, end)
+	if hi < lo {
+		return 0, false
 	}
 	// prefix sums of sent and fast over [lo, hi)
 	sent := make([]int64, hi-lo+1)

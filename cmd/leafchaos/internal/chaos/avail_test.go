@@ -111,6 +111,28 @@ func TestAvailabilityGoal(t *testing.T) {
 	}
 }
 
+// The requests sent after the next fault struck, in the bucket it struck
+// in, belong to that fault: they are not judged against the goal of the
+// fault before it, whose window ends there.
+func TestGoalWindowEndsAtTheNextStrike(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tl := newAvailTL(t0.UnixNano(), time.Minute)
+	fill(tl, clsSegment, 0, 40, 10, 0)
+	next := t0.Add(39*time.Second + 930*time.Millisecond) // strikes at 39.93 s
+	for i := range 30 {                                   // silent: the next fault froze their node
+		sent := next.UnixNano() + int64(i)*int64(time.Millisecond)
+		tl.record(clsSegment, sent, sent+int64(2*time.Second), CodeTimeout, false)
+	}
+	fr := &FaultResult{Kind: FaultRestartZK, at: t0.Add(10 * time.Second), done: t0.Add(11 * time.Second)}
+	availability(tl, fr, next)
+	if seg := fr.Avail[0]; !seg.Judged || !seg.GoalMet || seg.AfterGoal.Silent != 0 {
+		t.Errorf("segment after the goal: %+v, want judged and met with none silent", seg.AfterGoal)
+	}
+	if sh := tl.sum(clsSegment, next.UnixNano(), t0.Add(41*time.Second).UnixNano()); sh.Silent != 0 {
+		t.Errorf("the bucket the next fault struck in is partly before it, yet summed: %+v", sh)
+	}
+}
+
 func TestCategory(t *testing.T) {
 	for code, want := range map[string]string{"": "ok", CodeTimeout: "silent", CodeClientUnavailable: "silent",
 		"503": "refused", CodeNoResponders: "refused", CodePoolEmpty: "refused", CodeBadReply: "bad"} {
