@@ -26,10 +26,14 @@ func gather(nc *nats.Conn, subject string, window time.Duration) ([]*nats.Msg, e
 
 // nodeRow is one micro service instance of leafmq.
 type nodeRow struct {
-	Node     string        `json:"node"`
-	ID       string        `json:"id"`
-	Service  string        `json:"service"` // the micro service: leaf-segment or leaf-snowflake
-	Engine   string        `json:"engine"`  // "main" or "snowflake"
+	Node    string `json:"node"`
+	ID      string `json:"id"`
+	Service string `json:"service"` // the micro service: leaf-segment or leaf-snowflake
+	// Engine is what the instance answers: "segment" or "snowflake" (each
+	// a queue group membership of its own, left by a slow node), or
+	// "admin" (the node's admin subjects, and segment ids too when the
+	// node keeps no separate segment membership).
+	Engine   string        `json:"engine"`
 	Version  string        `json:"version"`
 	Started  time.Time     `json:"started"`
 	Requests int           `json:"requests"`
@@ -92,7 +96,7 @@ func (nodesCmd) Run(c *cli, args []string) error {
 		if json.Unmarshal(m.Data, &st) != nil {
 			continue
 		}
-		r := nodeRow{ID: st.ID, Service: st.Name, Version: st.Version, Started: st.Started, RTT: rtt[st.ID], Engine: "main", Node: "?"}
+		r := nodeRow{ID: st.ID, Service: st.Name, Version: st.Version, Started: st.Started, RTT: rtt[st.ID], Engine: "admin", Node: "?"}
 		if md := meta[st.ID]; md != nil {
 			r.Node = md["node"]
 			if md["engine"] != "" {
@@ -114,7 +118,10 @@ func (nodesCmd) Run(c *cli, args []string) error {
 		if rows[i].Node != rows[j].Node {
 			return rows[i].Node < rows[j].Node
 		}
-		return rows[i].Service < rows[j].Service
+		if rows[i].Service != rows[j].Service {
+			return rows[i].Service < rows[j].Service
+		}
+		return rows[i].Engine < rows[j].Engine
 	})
 	if *asJSON {
 		return writeJSON(c, rows)
@@ -123,9 +130,9 @@ func (nodesCmd) Run(c *cli, args []string) error {
 		return errors.New("no leafd answered (is one running?)")
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSERVICE\tVERSION\tUP\tREQUESTS\tERRORS\tAVG TIME\tID")
+	fmt.Fprintln(tw, "NODE\tSERVICE\tENGINE\tVERSION\tUP\tREQUESTS\tERRORS\tAVG TIME\tID")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Node, r.Service, r.Version,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Node, r.Service, r.Engine, r.Version,
 			time.Since(r.Started).Round(time.Second), r.Requests, r.Errors, r.AvgTime.Round(time.Microsecond), r.ID)
 	}
 	return tw.Flush()

@@ -55,6 +55,10 @@ func TestNodesPoolBatch(t *testing.T) {
 		// and the README do.
 		{"nodes segment service", []string{"nodes"}, 0, "ctl-pool  leaf-segment", ""},
 		{"nodes snowflake service", []string{"nodes"}, 0, "ctl-pool  leaf-snowflake", ""},
+		// A node's two leaf-segment instances (its admin subjects, its
+		// segment queue group) are told apart by the ENGINE column.
+		{"nodes admin engine", []string{"nodes"}, 0, "leaf-segment    admin", ""},
+		{"nodes segment engine", []string{"nodes"}, 0, "leaf-segment    segment", ""},
 		{"nodes json service", []string{"nodes", "--json"}, 0, `"service": "leaf-snowflake"`, ""},
 		{"nodes json", []string{"nodes", "--json"}, 0, `"node": "ctl-pool"`, ""},
 		{"pool json", []string{"pool", "--json"}, 0, `"subject": "leaf.pool.snowflake"`, ""},
