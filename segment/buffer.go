@@ -400,16 +400,20 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		// an opaque tag permuted within [1, Max]: the local numbers
 		// served end at top, whose id is the last within the limit
 		// (one region, a plain tag: 2^63-1, which no range passes).
-		limit, what := int64(math.MaxInt64), fmt.Sprintf("tag %q has handed out every id of region %d of %d below 2^63", t.name, e.cfg.Regions.R, e.cfg.Regions.N)
+		limit := int64(math.MaxInt64)
 		if m.perm != nil {
-			limit, what = m.perm.Max(), fmt.Sprintf("opaque tag %q has handed out every id of its %d-bit domain", t.name, m.mode.Width)
-			if e.cfg.Regions.Many() {
-				what += fmt.Sprintf(" in region %d of %d", e.cfg.Regions.R, e.cfg.Regions.N)
-			}
+			limit = m.perm.Max()
 		}
 		top := e.cfg.Regions.Last(limit)
 		if a.End()-1 <= top {
 			return nil
+		}
+		what := fmt.Sprintf("tag %q has handed out every id of region %d of %d below 2^63", t.name, e.cfg.Regions.R, e.cfg.Regions.N)
+		if m.perm != nil {
+			what = fmt.Sprintf("opaque tag %q has handed out every id of its %d-bit domain", t.name, m.mode.Width)
+			if e.cfg.Regions.Many() {
+				what += fmt.Sprintf(" in region %d of %d", e.cfg.Regions.R, e.cfg.Regions.N)
+			}
 		}
 		// A range that reaches past top is served up to top and no
 		// further; the store's max_id and this node's floor stay at the
