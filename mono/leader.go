@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -49,6 +50,11 @@ type Config struct {
 	// lease: a node that leads many tags holds back, so that nodes leading
 	// fewer win the free leases and leadership spreads.
 	Hold func() time.Duration
+	// Regions places this region's ids in a deployment of many regions
+	// (segment.Config.Regions): the ranges, the store's max_id and the
+	// floors count local sequence numbers, and Next hands out their
+	// Regions.ID, still strictly increasing. The zero value: one region.
+	Regions segment.Regions
 	// OnLeading, if set, is called from the Leader's goroutine when it
 	// starts (true) and stops (false) leading. It must not block for long.
 	OnLeading func(leading bool)
@@ -89,6 +95,10 @@ type Leader struct {
 	began   time.Duration // since(mono0) when the load in flight began
 	loaded  chan struct{} // closed when a load in flight ends
 	loadErr error
+	// exhausted, once set, is why no range is reserved any more: the
+	// store's max_id passed the last local number whose id fits an int64
+	// (Config.Regions). Next answers it once the ranges are used up.
+	exhausted error
 
 	yield chan time.Duration // Yield's requests to Run
 	stop  chan struct{}
@@ -105,6 +115,9 @@ func NewLeader(cfg Config) (*Leader, error) {
 	}
 	if cfg.Tag.IsZero() {
 		return nil, fmt.Errorf("%w: mono: Tag is required", segment.ErrInvalid)
+	}
+	if err := cfg.Regions.Check(); err != nil {
+		return nil, fmt.Errorf("mono: %w", err)
 	}
 	ttl := cfg.Lease.TTL()
 	if cfg.Step == 0 {
@@ -176,8 +189,11 @@ func (l *Leader) Dry() string {
 // Next takes up to n (≥ 1) ids, each larger than every id any leader of
 // the tag handed out before this call began. It returns the first and the
 // count of a run of consecutive ids, which may be fewer than n at the end
-// of a range. It waits (bounded by ctx) for a range after a switch-over;
-// it fails with ErrNotLeader when this node does not lead the tag.
+// of a range; with many regions (Config.Regions) no two ids are
+// consecutive, and the run is of one. It waits (bounded by ctx) for a range
+// after a switch-over; it fails with ErrNotLeader when this node does not
+// lead the tag, and with an error wrapping segment.ErrDomainExhausted once
+// the tag has no id left that fits an int64.
 func (l *Leader) Next(ctx context.Context, n int) (int64, int, error) {
 	if n < 1 {
 		return 0, 0, fmt.Errorf("%w: mono: n %d must be at least 1", segment.ErrInvalid, n)
@@ -194,12 +210,19 @@ func (l *Leader) Next(ctx context.Context, n int) (int64, int, error) {
 		if !l.cur.empty() {
 			first := l.cur.next
 			k := int(min(int64(n), l.cur.end-first))
+			if l.cfg.Regions.Many() {
+				k = 1
+			}
 			l.cur.next += int64(k)
 			if l.next.empty() && l.cur.end-l.cur.next < int64(l.cfg.Step)/2 {
 				l.loadLocked()
 			}
 			l.mu.Unlock()
-			return first, k, nil
+			return l.cfg.Regions.ID(first), k, nil
+		}
+		if err := l.exhausted; err != nil {
+			l.mu.Unlock()
+			return 0, 0, err
 		}
 		l.loadLocked()
 		wait, lastErr := l.loaded, l.loadErr
@@ -218,7 +241,7 @@ func (l *Leader) Next(ctx context.Context, n int) (int64, int, error) {
 // loadLocked starts reserving a range under the current grant, unless one
 // is on its way. Called with mu held, while leading.
 func (l *Leader) loadLocked() {
-	if l.loading {
+	if l.loading || l.exhausted != nil {
 		return
 	}
 	l.loading = true
@@ -238,6 +261,16 @@ func (l *Leader) loadLocked() {
 			l.log.Warn("mono: reserving a range failed", "err", err)
 			return
 		}
+		// Local numbers past top have ids past 2^63-1: the range is cut
+		// there, and no more is reserved (the store's max_id is past top
+		// for good). With one region no range reaches past top.
+		end := a.End()
+		if top := l.cfg.Regions.Last(math.MaxInt64); end-1 > top {
+			end = max(top+1, a.Start())
+			l.exhausted = fmt.Errorf("%w: monotonic tag %q has handed out every id of region %d of %d below 2^63 (its last range was [%d,%d), cut at %d)",
+				segment.ErrDomainExhausted, l.cfg.Tag, l.cfg.Regions.R, l.cfg.Regions.N, a.Start(), a.End(), top+1)
+			l.log.Error("mono: the tag's ids are exhausted", "err", l.exhausted)
+		}
 		// A range reserved under an earlier grant is never served: a
 		// leader in between may have served ids above it. Nor is one
 		// whose reservation began before the grant's Wait ended: the
@@ -245,7 +278,7 @@ func (l *Leader) loadLocked() {
 		if gen != l.gen || !l.leadingLocked() || began < l.from {
 			return
 		}
-		s := span{next: a.Start(), end: a.End(), gen: gen}
+		s := span{next: a.Start(), end: end, gen: gen}
 		if l.cur.empty() {
 			l.cur = s
 		} else {

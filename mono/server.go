@@ -46,6 +46,9 @@ type ServerConfig struct {
 	PeerFloor func(tag string) (int64, error)
 	PeerMode  func(tag string) string
 	Announce  segment.Announcer
+	// Regions places this region's ids in a deployment of many regions
+	// (Config.Regions). The zero value: one region.
+	Regions segment.Regions
 	// Serve answers leaf.mono.<tag> from l until stop is called
 	// (responder.Responder.ServeMono). Required.
 	Serve func(tag wire.Tag, l *Leader) (stop func(), err error)
@@ -235,6 +238,7 @@ func (m *Server) ensure(ctx context.Context, tag wire.Tag) {
 		Ranges:    m.ranges,
 		Lease:     m.cfg.Lease,
 		Step:      step,
+		Regions:   m.cfg.Regions,
 		Hold:      m.hold,
 		OnLeading: func(leading bool) { m.onLeading(tag, t, leading) },
 		Logger:    m.cfg.Logger,

@@ -302,7 +302,7 @@ func (p *Producer) newRing(tr *tagRing, size int) (*ringbuf.Ring[int64], error) 
 	})
 }
 
-// fill is the rings' FillFunc: a chunk of consecutive ids from the engine.
+// fill is the rings' FillFunc: a chunk of ids from the engine, in its order.
 // It also notices rings that drain too fast and grows them: a refill (not
 // a chunk of one) that starts sooner than GrowAfter after the one before.
 // The first fill of a ring is not a refill: a ring nobody takes from never

@@ -387,7 +387,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 
 	ev := LoadEvent{Tag: t.name, Step: step, PrevStep: prev}
 	began := e.clock.Now()
-	var end int64  // where the span's ids end when not at a.End() (an opaque domain's end)
+	var end int64  // where the span's ids end when not at a.End() (the end of the tag's domain)
 	var last error // the span's final
 	// The mode is checked before the floor is raised: a mode this node
 	// keeps goes to disk with the floor's write.
@@ -396,25 +396,38 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 			return err
 		}
 		m := t.mode.Load()
-		if m.perm == nil || a.End()-1 <= m.perm.Max() {
+		// The ids of a tag are Regions.ID of its local numbers, those of
+		// an opaque tag permuted within [1, Max]: the local numbers
+		// served end at top, whose id is the last within the limit
+		// (one region, a plain tag: 2^63-1, which no range passes).
+		limit := int64(math.MaxInt64)
+		if m.perm != nil {
+			limit = m.perm.Max()
+		}
+		top := e.cfg.Regions.Last(limit)
+		if a.End()-1 <= top {
 			return nil
 		}
-		// The ids of an opaque tag are its sequence numbers [1, Max]
-		// permuted. A range that reaches past Max is served up to Max
-		// and no further; the store's max_id and this node's floor stay
-		// at the range's end, past the domain, so no later load, here or
-		// on another node, after a restart or not, can start inside it.
-		domain := m.perm.Max() + 1
+		what := fmt.Sprintf("tag %q has handed out every id of region %d of %d below 2^63", t.name, e.cfg.Regions.R, e.cfg.Regions.N)
+		if m.perm != nil {
+			what = fmt.Sprintf("opaque tag %q has handed out every id of its %d-bit domain", t.name, m.mode.Width)
+			if e.cfg.Regions.Many() {
+				what += fmt.Sprintf(" in region %d of %d", e.cfg.Regions.R, e.cfg.Regions.N)
+			}
+		}
+		// A range that reaches past top is served up to top and no
+		// further; the store's max_id and this node's floor stay at the
+		// range's end, past the domain, so no later load, here or on
+		// another node, after a restart or not, can start inside it.
+		domain := top + 1
 		if a.Start() >= domain {
-			err := fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its sequence is at %d, past %d)",
-				ErrDomainExhausted, t.name, m.mode.Width, a.Start(), m.perm.Max())
+			err := fmt.Errorf("%w: %s (its sequence is at %d, past %d)", ErrDomainExhausted, what, a.Start(), top)
 			t.mode.Store(&tagMode{mode: m.mode, perm: m.perm, refuse: err})
 			return err
 		}
-		last = fmt.Errorf("%w: opaque tag %q has handed out every id of its %d-bit domain (its last range was [%d,%d), cut at %d)",
-			ErrDomainExhausted, t.name, m.mode.Width, a.Start(), a.End(), domain)
+		last = fmt.Errorf("%w: %s (its last range was [%d,%d), cut at %d)", ErrDomainExhausted, what, a.Start(), a.End(), domain)
 		end = domain
-		e.log.Warn("segment: an opaque tag's domain ends within this range", "tag", t.name, "width", m.mode.Width,
+		e.log.Warn("segment: a tag's domain ends within this range", "tag", t.name, "mode", m.mode.String(),
 			"start", a.Start(), "end", a.End(), "ids_left", domain-max(a.Start(), 1))
 		return nil
 	})

@@ -97,6 +97,16 @@
 // its delete markers compacted away, leaf_alloc_history edited by hand)
 // cannot refuse it; such a tag is safe only on the nodes that served it.
 //
+// # Regions
+//
+// A deployment of many regions, each with a store of its own, gives each
+// region the ids l*N + R of its local sequence numbers l (Config.Regions,
+// docs/regions.md): ids of two regions never meet, and no region asks
+// another for anything. The mapping is made where ids leave the buffers
+// (Fill, Reserve); the stores, the floors and the hand-back count local
+// numbers. A local number whose id would pass the tag's limit is never
+// served (ErrDomainExhausted).
+//
 // # Guarantees
 //
 // An id is handed out at most once per Engine, and only from a range the

@@ -152,6 +152,17 @@ type Config struct {
 	// any id of it is handed out: the node tells its peers, whose
 	// PeerFloor it becomes. Called from load goroutines; must not block.
 	Announce Announcer
+	// Regions places this region's ids in a deployment of many regions,
+	// each with its own store (docs/regions.md): the ids handed out (Next,
+	// Fill, TryFill, Reserve, TryReserve; an opaque tag permutes them) are
+	// Regions.ID of the local sequence numbers the store's rows count.
+	// Everything kept or reported of a range stays local: max_id, the
+	// floors and peer floors, LoadEvent, TagState, Unserved and the
+	// hand-back, Floor. A local number whose id would pass the tag's
+	// limit (2^63-1; an opaque tag's domain) is never served: the tag
+	// answers ErrDomainExhausted, as an opaque tag at its domain's end.
+	// The zero value is one region: ids are the local numbers.
+	Regions Regions
 	// OnLoad, if set, is called after every load attempt, successful (Err
 	// nil) or not, from the loader goroutine, in order for each tag. A
 	// successful segment is handed out only after OnLoad returns, so it
@@ -339,6 +350,9 @@ func (c *Config) fill() error {
 	if c.Floors == nil {
 		c.Floors = newMemFloors()
 	}
+	if err := c.Regions.Check(); err != nil {
+		return fmt.Errorf("segment config: %w", err)
+	}
 	return nil
 }
 
@@ -504,18 +518,27 @@ func (e *Engine) TryFill(tag wire.Tag, dst []int64) (int, bool) {
 	return n, true
 }
 
-// write puts the ids of sequence numbers [first, first+n) of t into dst.
+// write puts the ids of local sequence numbers [first, first+n) of t into
+// dst: the one place where a local number becomes an id (Config.Regions),
+// and an opaque tag's id its permutation.
 func write(t *tagBuf, first int64, n int, dst []int64) {
+	rg := t.e.cfg.Regions
 	// The mode is set before the tag's first segment is installed, and
 	// never changes after.
 	if m := t.mode.Load(); m != nil && m.perm != nil {
 		for i := range n {
-			dst[i] = m.perm.Permute(first + int64(i))
+			dst[i] = m.perm.Permute(rg.ID(first + int64(i)))
+		}
+		return
+	}
+	if !rg.Many() {
+		for i := range n {
+			dst[i] = first + int64(i)
 		}
 		return
 	}
 	for i := range n {
-		dst[i] = first + int64(i)
+		dst[i] = rg.ID(first + int64(i))
 	}
 }
 
@@ -529,8 +552,12 @@ func write(t *tagBuf, first int64, n int, dst []int64) {
 // ErrInvalid (the zero Tag, or a bad max), ErrUnknownTag, ErrClosed or ctx.Err().
 //
 // An opaque tag's ids are not consecutive: Reserve refuses it with
-// ErrMode (use Fill), as it refuses a monotonic tag.
+// ErrMode (use Fill), as it refuses a monotonic tag. With many regions
+// (Config.Regions) no two ids of a region are consecutive: n is 1.
 func (e *Engine) Reserve(ctx context.Context, tag wire.Tag, max int) (first int64, n int, err error) {
+	if e.cfg.Regions.Many() {
+		max = min(max, 1)
+	}
 	first, n, t, err := e.reserve(ctx, tag, max)
 	if err != nil {
 		return 0, 0, err
@@ -538,7 +565,7 @@ func (e *Engine) Reserve(ctx context.Context, tag wire.Tag, max int) (first int6
 	if m := t.mode.Load(); m != nil && m.perm != nil {
 		return 0, 0, fmt.Errorf("%w: tag %q is opaque: its ids are permuted, not consecutive (use Fill)", ErrMode, tag)
 	}
-	return first, n, nil
+	return e.cfg.Regions.ID(first), n, nil
 }
 
 func (e *Engine) reserve(ctx context.Context, tag wire.Tag, max int) (int64, int, *tagBuf, error) {
@@ -563,16 +590,22 @@ func (e *Engine) reserve(ctx context.Context, tag wire.Tag, max int) (int64, int
 // TryReserve is Reserve's fast path alone: up to max consecutive ids of
 // tag from its current segment, or ok false, without ever waiting, looking a
 // tag up or starting anything but the next segment's load. Callers fall back
-// to Reserve when it fails. An opaque tag is never ok.
+// to Reserve when it fails. An opaque tag is never ok. With many regions
+// n is 1, as in Reserve.
 func (e *Engine) TryReserve(tag wire.Tag, max int) (first int64, n int, ok bool) {
 	if max < 1 || e.done.Load() {
 		return 0, 0, false
+	}
+	if e.cfg.Regions.Many() {
+		max = 1
 	}
 	if t := (*e.tags.Load())[tag.String()]; t != nil {
 		if m := t.mode.Load(); m != nil && m.perm != nil {
 			return 0, 0, false
 		}
-		return t.take(max)
+		if first, n, ok = t.take(max); ok {
+			return e.cfg.Regions.ID(first), n, true
+		}
 	}
 	return 0, 0, false
 }

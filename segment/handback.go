@@ -35,8 +35,10 @@ func (e *Engine) HandBack(ctx context.Context, rings map[wire.Tag][]int64) {
 	})
 	for _, u := range e.Retire() {
 		to := u.To
-		if ids := rings[u.Tag]; !u.Opaque && contiguousBelow(ids, to) {
-			to -= int64(len(ids))
+		if !u.Opaque {
+			if ids := e.locals(rings[u.Tag]); contiguousBelow(ids, to) {
+				to -= int64(len(ids))
+			}
 		}
 		if to >= u.From {
 			continue
@@ -57,6 +59,25 @@ func (e *Engine) HandBack(ctx context.Context, rings map[wire.Tag][]int64) {
 			e.log.Warn("segment: hand-back failed", "tag", u.Tag, "err", err)
 		}
 	}
+}
+
+// locals maps the ids a ring holds back to this region's local sequence
+// numbers, in which Unserved counts (Config.Regions); nil when one is not
+// this region's: such a ring is not the run below an Unserved.
+func (e *Engine) locals(ids []int64) []int64 {
+	rg := e.cfg.Regions
+	if !rg.Many() {
+		return ids
+	}
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		l, r, ok := rg.Local(id)
+		if !ok || r != rg.R {
+			return nil
+		}
+		out[i] = l
+	}
+	return out
 }
 
 // contiguousBelow reports whether ids are exactly the run [to-len, to).

@@ -55,6 +55,7 @@ func Run(t *testing.T, f Factory) {
 		{"ModeInvalid", testModeInvalid},
 		{"Overflow", testOverflow},
 		{"OpaqueDomainEnd", testOpaqueDomainEnd},
+		{"RegionsDomainEnd", testRegionsDomainEnd},
 		{"ConcurrentNoOverlap", testConcurrent},
 		{"ContextCanceled", testContextCanceled},
 		{"Closed", testClosed},
@@ -704,6 +705,60 @@ func testOpaqueDomainEnd(t *testing.T, s segment.Store) {
 	e3 := engine()
 	defer e3.Close()
 	exhausted(take(e3, 1), "a third engine")
+}
+
+// testRegionsDomainEnd: with many regions a plain tag's local numbers end
+// where their ids would pass 2^63-1, far below the int64 (or signed
+// bigint) max_id: the store keeps such a row and ranges past it, and an
+// engine serves up to the last id that fits, then answers
+// ErrDomainExhausted (a 400), on this engine and after a restart.
+func testRegionsDomainEnd(t *testing.T, s segment.Store) {
+	rg := segment.Regions{N: 4, R: 3}
+	top := rg.Last(1<<63 - 1)
+	tag := wire.MustTag("regions")
+	mustCreate(t, s, segment.Tag{Name: tag, MaxID: top - 15, Step: 10})
+	engine := func() *segment.Engine {
+		e, err := segment.New(segment.Config{Store: s, RefreshInterval: -1, Regions: rg,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := engine()
+	defer e.Close()
+	var last int64
+	for n := 0; ; n++ {
+		id, err := e.Next(ctx(t), tag)
+		if err != nil {
+			if !errors.Is(err, segment.ErrDomainExhausted) || wire.CodeOf(err) != wire.CodeBadRequest {
+				t.Fatalf("after %d ids: %v (code %q), want ErrDomainExhausted, code 400", n, err, wire.CodeOf(err))
+			}
+			if n != 16 || last != rg.ID(top) {
+				t.Fatalf("%d ids, the last %d; want 16 up to %d", n, last, rg.ID(top))
+			}
+			break
+		}
+		if id <= last || id%rg.N != rg.R {
+			t.Fatalf("id %d after %d", id, last)
+		}
+		last = id
+	}
+	row, err := s.Get(ctx(t), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.MaxID <= top {
+		t.Fatalf("max_id %d, want past the last local number %d", row.MaxID, top)
+	}
+	e2 := engine()
+	defer e2.Close()
+	if _, err := e2.Next(ctx(t), tag); !errors.Is(err, segment.ErrDomainExhausted) {
+		t.Fatalf("after a restart: %v, want ErrDomainExhausted", err)
+	}
 }
 
 func testConcurrent(t *testing.T, s segment.Store) {
