@@ -72,6 +72,9 @@ func TestConformance(t *testing.T) {
 		New: func(t testing.TB) snowflake.Registry {
 			return open(t, dsn, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
 		},
+		NewRegion: func(t testing.TB, region string) snowflake.Registry {
+			return open(t, dsn, snowflake.LeafDCLayout(), dbworker.Options{CreateTable: true, Region: region})
+		},
 		Distinct: true,
 		Durable:  false, // a disposable id is never handed out again
 		// An operator hands the id out again: the rows from it on deleted
