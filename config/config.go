@@ -27,6 +27,7 @@ type Config struct {
 	MaxBatch int    // largest ids per request; default wire.DefaultMaxBatch
 
 	NATS      NATSConfig
+	Region    RegionConfig
 	HTTP      HTTPConfig
 	Store     StoreConfig
 	Registry  RegistryConfig
@@ -59,6 +60,35 @@ type NATSConfig struct {
 	// --nats-user, --nats-password-file, --nats-tls-ca, …). A user and
 	// password (or a token) may also be in the URL.
 	Auth natsauth.Config
+}
+
+// RegionConfig is the node's region, in a deployment of several regions:
+// each a NATS cluster of its own, the clusters joined by gateways. A
+// region's snowflake workers are leased from a registry of its own and
+// its id is in the top bits of the ids' worker field (Snowflake's layout
+// with region bits), so regions never make the same id.
+type RegionConfig struct {
+	// Count is how many region ids the deployment has, fixed for its
+	// whole life (its ids' layout depends on it); 0: no regions.
+	Count int
+	// ID is this node's region id, 0..Count-1: set by --region-id, which
+	// is required when Count > 0. A Config built in code sets it with
+	// SetID (a zero ID alone is not an id given).
+	ID int
+	// Name is the region's name: the KV bucket, ZooKeeper path and MySQL
+	// rows of its worker registry carry it. [A-Za-z0-9_-], at most 64
+	// characters; empty: the node takes its NATS cluster's name.
+	Name string
+
+	idFlag string // --region-id as given ("" when not)
+}
+
+// On reports whether the deployment has regions (--regions > 0).
+func (r RegionConfig) On() bool { return r.Count > 0 }
+
+// SetID sets ID as --region-id does.
+func (r *RegionConfig) SetID(id int) {
+	r.ID, r.idFlag = id, strconv.Itoa(id)
 }
 
 // HTTPConfig is the node's HTTP listener (status, health, metrics, Leaf's API).
@@ -96,7 +126,7 @@ type RegistryConfig struct {
 
 // SnowflakeConfig is the snowflake layout, its clock guards and its ring.
 type SnowflakeConfig struct {
-	Layout       string        // leaf, uidgen or TIME+WORKER+SEQ bits
+	Layout       string        // leaf, leaf-dc, uidgen, TIME+WORKER+SEQ or TIME+REGION+WORKER+SEQ bits
 	TimeUnit     string        // ms or s; default the layout's
 	Epoch        string        // date, RFC 3339 time or Unix ms; default the layout's
 	LeaseAhead   time.Duration // persisted time lease reach; default 3s (10 ticks for a layout in seconds)
@@ -151,6 +181,14 @@ var (
 		{"max-nats-rtt", "500ms", func(c *NATSConfig) any { return &c.MaxRTT },
 			"not ready for segment, snowflake and monotonic tags while the round trip to NATS is above this; negative disables"},
 	}}
+	regionSettings = table[RegionConfig]{"region", "Regions (each a NATS cluster, joined by gateways)", []setting[RegionConfig]{
+		{"regions", "", func(c *RegionConfig) any { return &c.Count },
+			"how many region ids the deployment has, fixed for its life (the snowflake layout's region bits hold them); default 0: no regions"},
+		{"region-id", "", func(c *RegionConfig) any { return &c.idFlag },
+			"this node's region id, 0 to --regions minus 1; required with --regions"},
+		{"region", "", func(c *RegionConfig) any { return &c.Name },
+			"this node's region name ([A-Za-z0-9_-]), which names its worker registry; default the NATS cluster's name"},
+	}}
 	httpSettings = table[HTTPConfig]{"http", "HTTP", []setting[HTTPConfig]{
 		{"http", "127.0.0.1:8080", func(c *HTTPConfig) any { return &c.Addr },
 			"HTTP address for /healthz and /metrics, or off"},
@@ -187,7 +225,7 @@ var (
 	}}
 	snowflakeSettings = table[SnowflakeConfig]{"snowflake", "Snowflake layout and clock", []setting[SnowflakeConfig]{
 		{"snowflake-layout", "leaf", func(c *SnowflakeConfig) any { return &c.Layout },
-			"snowflake bit layout: leaf (41+10+12 ms), uidgen (28+22+13 s) or TIME+WORKER+SEQ"},
+			"snowflake bit layout: leaf (41+10+12 ms), leaf-dc (41+5+5+12 ms: 5 region bits), uidgen (28+22+13 s), TIME+WORKER+SEQ or, with --regions, TIME+REGION+WORKER+SEQ"},
 		{"snowflake-unit", "", func(c *SnowflakeConfig) any { return &c.TimeUnit },
 			"time unit of the layout: ms or s; default the layout's"},
 		{"snowflake-epoch", "", func(c *SnowflakeConfig) any { return &c.Epoch },
@@ -233,6 +271,7 @@ func (c *Config) subsystems() []bound {
 	return []bound{
 		nodeSettings.bind(c),
 		natsSettings.bind(&c.NATS),
+		regionSettings.bind(&c.Region),
 		httpSettings.bind(&c.HTTP),
 		storeSettings.bind(&c.Store),
 		registrySettings.bind(&c.Registry),
@@ -291,7 +330,7 @@ func (c *Config) Validate() error {
 	if c.MaxBatch < 1 || c.MaxBatch > 1_000_000 {
 		return fmt.Errorf("%w: max-batch %d must be 1-1000000", ErrConfig, c.MaxBatch)
 	}
-	for _, err := range []error{c.NATS.validate(), c.HTTP.validate(), c.Store.validate(), c.Log.validate()} {
+	for _, err := range []error{c.NATS.validate(), c.Region.validate(), c.HTTP.validate(), c.Store.validate(), c.Log.validate()} {
 		if err != nil {
 			return err
 		}
@@ -326,6 +365,36 @@ func (c *NATSConfig) validate() error {
 	}
 	if err := c.Auth.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return nil
+}
+
+// maxRegions bounds --regions: as many regions as a layout's worker
+// field could ever split into leaves no worker to any of them.
+const maxRegions = 1 << 16
+
+func (r *RegionConfig) validate() error {
+	given := r.idFlag != "" || r.ID != 0
+	if r.idFlag != "" {
+		id, err := strconv.Atoi(r.idFlag)
+		if err != nil {
+			return fmt.Errorf("%w: --region-id %q is not a number", ErrConfig, r.idFlag)
+		}
+		r.ID = id
+	}
+	switch {
+	case r.Count < 0 || r.Count > maxRegions:
+		return fmt.Errorf("%w: --regions %d must be 0 (no regions) to %d", ErrConfig, r.Count, maxRegions)
+	case r.Count == 0 && given:
+		return fmt.Errorf("%w: --region-id %d needs --regions N (how many regions the deployment has); without regions leave it out", ErrConfig, r.ID)
+	case r.Count == 0 && r.Name != "":
+		return fmt.Errorf("%w: --region %q needs --regions N and --region-id R; without regions leave it out", ErrConfig, r.Name)
+	case r.Count > 0 && !given:
+		return fmt.Errorf("%w: --regions %d needs --region-id, this node's region: 0-%d", ErrConfig, r.Count, r.Count-1)
+	case r.Count > 0 && (r.ID < 0 || r.ID >= r.Count):
+		return fmt.Errorf("%w: --region-id %d must be 0-%d for --regions %d", ErrConfig, r.ID, r.Count-1, r.Count)
+	case len(r.Name) > 64 || strings.Trim(r.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "":
+		return fmt.Errorf("%w: --region %q must be at most 64 characters of [A-Za-z0-9_-] (it names a KV bucket and a NATS subject token)", ErrConfig, r.Name)
 	}
 	return nil
 }

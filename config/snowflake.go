@@ -53,7 +53,11 @@ func (c *Config) validateSnowflake() error {
 		c.Snowflake.LeaseAhead = max(snowflake.DefaultLeaseAhead, 10*l.TimeUnit)
 	}
 	if c.Registry.Kind == RegistryStatic && (c.Registry.WorkerID < 0 || c.Registry.WorkerID > l.MaxWorker()) {
-		return fmt.Errorf("%w: worker-id %d must be 0-%d for layout %s", ErrConfig, c.Registry.WorkerID, l.MaxWorker(), l)
+		within := ""
+		if c.Region.On() {
+			within = fmt.Sprintf(" (the worker within region %d)", c.Region.ID)
+		}
+		return fmt.Errorf("%w: worker-id %d must be 0-%d%s for layout %s", ErrConfig, c.Registry.WorkerID, l.MaxWorker(), within, l)
 	}
 	if c.Snowflake.LeaseAhead < 4*l.TimeUnit || c.Snowflake.MaxBackward < 0 || c.Snowflake.MaxStartWait < 0 || c.Snowflake.LayoutWarn < 0 {
 		return fmt.Errorf("%w: lease-ahead %v (at least 4 ticks), max-backward %v, max-start-wait %v, layout-warn %v",
@@ -183,9 +187,29 @@ func zkOnLoopback(servers string) bool {
 }
 
 // Layout is the snowflake layout of the Snowflake settings (checked by
-// Validate).
+// Validate). With regions (--regions N) it has region bits enough for N:
+// a layout without them (leaf, uidgen, TIME+WORKER+SEQ) gives up
+// ceil(log2 N) of its worker bits; one with them (leaf-dc,
+// TIME+REGION+WORKER+SEQ) must hold N. A layout with region bits is
+// refused without regions.
 func (c *Config) Layout() (snowflake.Layout, error) {
-	return snowflake.ParseLayout(c.Snowflake.Layout, c.Snowflake.TimeUnit, c.Snowflake.Epoch)
+	l, err := snowflake.ParseLayout(c.Snowflake.Layout, c.Snowflake.TimeUnit, c.Snowflake.Epoch)
+	if err != nil {
+		return l, err
+	}
+	if !c.Region.On() {
+		if l.RegionBits > 0 {
+			return snowflake.Layout{}, fmt.Errorf("%w: --snowflake-layout %s has %d region bits, but the deployment has no regions: "+
+				"add --regions N (how many regions, at most %d) and --region-id R, or use a layout without region bits",
+				snowflake.ErrInvalidLayout, c.Snowflake.Layout, l.RegionBits, 1<<l.RegionBits)
+		}
+		return l, nil
+	}
+	r, err := l.ForRegions(c.Region.Count)
+	if err != nil {
+		return snowflake.Layout{}, fmt.Errorf("--regions %d with --snowflake-layout %s: %w", c.Region.Count, c.Snowflake.Layout, err)
+	}
+	return r, nil
 }
 
 // parseStep parses BY@AFTER.

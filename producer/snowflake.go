@@ -93,7 +93,7 @@ type Snowflake struct {
 	served atomic.Uint64 // ids handed out by Try and Next
 
 	holder     SnowflakeHolder // nil: ids are never fenced
-	seqBits    uint            // an id's worker is (id >> seqBits) & maxWorker
+	seqBits    uint            // an id's worker field is (id >> seqBits) & maxWorker
 	maxWorker  int64
 	lastWorker atomic.Int64 // the worker held at the last check of freshen
 }
@@ -123,7 +123,7 @@ func NewSnowflake(cfg SnowflakeConfig) (*Snowflake, error) {
 	s := &Snowflake{cfg: cfg, log: cfg.Logger}
 	if h, ok := cfg.IDs.(SnowflakeHolder); ok {
 		l := h.Layout()
-		s.holder, s.seqBits, s.maxWorker = h, uint(l.SequenceBits), l.MaxWorker()
+		s.holder, s.seqBits, s.maxWorker = h, uint(l.SequenceBits), l.MaxWorkerField()
 	}
 	s.lastWorker.Store(-1)
 	if s.holder != nil {

@@ -28,9 +28,13 @@ const spinLimit = 2 * time.Millisecond
 type Config struct {
 	// Layout is the bit layout; the zero value is Leaf's.
 	Layout Layout
-	// Worker is this generator's worker id, 0..Layout.MaxWorker(). It must be
+	// Worker is this generator's worker id, 0..Layout.MaxWorker(): within
+	// Region when the layout has region bits. (Region, Worker) must be
 	// unique among the generators running on the same layout and epoch.
 	Worker int64
+	// Region is the region id, 0..Layout.MaxRegion() (0 without region
+	// bits): the ids' worker field is Layout.WorkerField(Region, Worker).
+	Region int64
 	// Clock is the clock: its readings make the ticks, and the default
 	// Sleep waits on its timers. Default clock.Real.
 	Clock clock.Clock
@@ -69,7 +73,9 @@ type Config struct {
 // gives up when its context ends, and that is released while sleeping.
 type Generator struct {
 	s           spec
-	worker      int64
+	worker      int64 // Config.Worker
+	region      int64 // Config.Region
+	field       int64 // the ids' worker field: WorkerField(region, worker)
 	clock       clock.Clock
 	sleep       func(context.Context, time.Duration) error
 	randomStart int
@@ -96,9 +102,13 @@ func New(cfg Config) (*Generator, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
-	if cfg.Worker < 0 || cfg.Worker > s.maxWorker {
-		return nil, bad("worker %d is outside 0-%d", cfg.Worker, s.maxWorker)
+	if cfg.Region < 0 || cfg.Region > s.maxRegion {
+		return nil, bad("region %d is outside 0-%d of layout %s", cfg.Region, s.maxRegion, s.l)
 	}
+	if cfg.Worker < 0 || cfg.Worker > s.maxLocal {
+		return nil, bad("worker %d is outside 0-%d", cfg.Worker, s.maxLocal)
+	}
+	field, _ := s.field(cfg.Region, cfg.Worker) // both checked above
 	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleeper(cfg.Clock)
@@ -126,6 +136,8 @@ func New(cfg Config) (*Generator, error) {
 	g := &Generator{
 		s:           s,
 		worker:      cfg.Worker,
+		region:      cfg.Region,
+		field:       field,
 		clock:       cfg.Clock,
 		sleep:       cfg.Sleep,
 		randomStart: cfg.RandomStart,
@@ -175,8 +187,15 @@ func spin(ctx context.Context, d time.Duration) error {
 // Layout is the generator's layout, with its defaults filled.
 func (g *Generator) Layout() Layout { return g.s.l }
 
-// Worker is the generator's worker id.
+// Worker is the generator's worker id (within its region: Config.Worker).
 func (g *Generator) Worker() int64 { return g.worker }
+
+// Region is the generator's region id (Config.Region).
+func (g *Generator) Region() int64 { return g.region }
+
+// WorkerField is the worker field of the generator's ids: its worker id
+// when the layout has no region bits.
+func (g *Generator) WorkerField() int64 { return g.field }
 
 // Next returns one id.
 func (g *Generator) Next(ctx context.Context) (int64, error) {
@@ -258,7 +277,7 @@ func (g *Generator) fillLocked(dst []int64, retried bool) (n int, wait time.Dura
 		return 0, max(g.s.start(g.s.epoch+tick+1).Sub(now), 1), false, nil
 	}
 	k := min(int64(len(dst)), g.s.maxSeq+1-g.seq)
-	base := tick<<g.s.timeShift | g.worker<<g.s.seqBits | g.seq
+	base := tick<<g.s.timeShift | g.field<<g.s.seqBits | g.seq
 	for i := range dst[:k] {
 		dst[i] = base + int64(i)
 	}
@@ -317,7 +336,7 @@ func (g *Generator) Borrow(ctx context.Context, dst []int64, limit time.Time) (i
 			}
 		}
 		k := min(int64(len(dst)-n), g.s.maxSeq+1-g.seq)
-		base := g.last<<g.s.timeShift | g.worker<<g.s.seqBits | g.seq
+		base := g.last<<g.s.timeShift | g.field<<g.s.seqBits | g.seq
 		for i := range dst[n : n+int(k)] {
 			dst[n+i] = base + int64(i)
 		}

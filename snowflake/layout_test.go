@@ -77,7 +77,7 @@ func TestLeafCompatible(t *testing.T) {
 		if s := id & 4095; s != 42 {
 			t.Errorf("Leaf sequence = %d, want 42", s)
 		}
-		want := snowflake.ID{Time: when, Timestamp: when.UnixMilli(), Worker: 7, Sequence: 42}
+		want := snowflake.ID{Time: when, Timestamp: when.UnixMilli(), Worker: 7, LocalWorker: 7, Sequence: 42}
 		if got := l.Decompose(id); got != want {
 			t.Errorf("Decompose = %+v, want %+v", got, want)
 		}

@@ -8,8 +8,9 @@ import (
 )
 
 // ParseLayout builds a Layout from its text forms, as leafd's flags give
-// them. spec is "leaf", "uidgen" or the bit widths "TIME+WORKER+SEQUENCE"
-// (e.g. "41+10+12"); unit is "ms" or "s" (empty: ms, or s for uidgen); epoch
+// them. spec is "leaf", "leaf-dc" (LeafDCLayout), "uidgen", the bit widths
+// "TIME+WORKER+SEQUENCE" (e.g. "41+10+12") or "TIME+REGION+WORKER+SEQUENCE"
+// (e.g. "41+5+5+12": RegionBits 5 of WorkerBits 10); unit is "ms" or "s" (empty: ms, or s for uidgen); epoch
 // is a date (2016-05-20), an RFC 3339 time or Unix milliseconds (empty: the
 // preset's, or Leaf's epoch for bit widths). The result is validated.
 func ParseLayout(spec, unit, epoch string) (Layout, error) {
@@ -20,23 +21,30 @@ func ParseLayout(spec, unit, epoch string) (Layout, error) {
 	switch spec {
 	case "", "leaf":
 		l = LeafLayout()
+	case "leaf-dc":
+		l = LeafDCLayout()
 	case "uidgen":
 		l = UidGenLayout(time.Time{})
 	default:
 		parts := strings.Split(spec, "+")
-		if len(parts) != 3 {
-			return bad("layout %q: want leaf, uidgen or TIME+WORKER+SEQUENCE bits like 41+10+12", spec)
+		if len(parts) != 3 && len(parts) != 4 {
+			return bad("layout %q: want leaf, leaf-dc, uidgen, TIME+WORKER+SEQUENCE bits like 41+10+12 "+
+				"or TIME+REGION+WORKER+SEQUENCE bits like 41+5+5+12", spec)
 		}
-		var bits [3]int
+		bits := make([]int, len(parts))
 		for i, p := range parts {
 			v, err := strconv.Atoi(p)
-			if err != nil {
-				return bad("layout %q: %q is not a number of bits", spec, p)
+			if err != nil || v < 1 {
+				return bad("layout %q: %q is not a number of bits (at least 1)", spec, p)
 			}
 			bits[i] = v
 		}
 		l = LeafLayout()
-		l.TimeBits, l.WorkerBits, l.SequenceBits = bits[0], bits[1], bits[2]
+		if len(bits) == 3 {
+			l.TimeBits, l.WorkerBits, l.SequenceBits = bits[0], bits[1], bits[2]
+		} else {
+			l.TimeBits, l.RegionBits, l.WorkerBits, l.SequenceBits = bits[0], bits[1], bits[1]+bits[2], bits[3]
+		}
 	}
 	switch unit {
 	case "":

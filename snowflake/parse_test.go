@@ -11,7 +11,7 @@ import (
 // sameLayout compares layouts with Epoch by instant, not location.
 func sameLayout(a, b snowflake.Layout) bool {
 	return a.TimeUnit == b.TimeUnit && a.Epoch.Equal(b.Epoch) &&
-		a.TimeBits == b.TimeBits && a.WorkerBits == b.WorkerBits && a.SequenceBits == b.SequenceBits
+		a.TimeBits == b.TimeBits && a.WorkerBits == b.WorkerBits && a.SequenceBits == b.SequenceBits && a.RegionBits == b.RegionBits
 }
 
 func TestParseLayout(t *testing.T) {

@@ -93,6 +93,13 @@ type SourceConfig struct {
 	Layout      Layout
 	RandomStart int
 	Clock       clock.Clock
+	// Region is the Generator's Config.Region: the region whose registry
+	// Open opens (its worker ids are 0..Layout.MaxWorker() within it).
+	// The Source's worker ids (Worker, Holds, Past, Event.Worker, and
+	// those Holder, PeerLease and NewWorker are asked about) are the ids'
+	// worker fields, Layout.WorkerField(Region, worker): the registry's
+	// worker itself when the layout has no region bits.
+	Region int64
 	// Monotonic is the clock of the fencing bound (ClaimTTLer): only the
 	// differences of its readings are used, never their value. Unlike Clock
 	// it must not be stepped or offset. Default clock.Real, whose readings
@@ -269,6 +276,9 @@ func StartSource(ctx context.Context, cfg SourceConfig) (*Source, error) {
 		return nil, err
 	}
 	cfg.Layout = s.l
+	if cfg.Region < 0 || cfg.Region > s.maxRegion {
+		return nil, fmt.Errorf("%w: region %d is outside 0-%d of layout %s", ErrInvalidConfig, cfg.Region, s.maxRegion, s.l)
+	}
 	cfg.Clock = clock.Or(cfg.Clock)
 	cfg.Monotonic = clock.Or(cfg.Monotonic)
 	if err := s.l.Usable(cfg.Clock.Now()); err != nil {
@@ -356,10 +366,16 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		_ = reg.Close()
 		return fmt.Errorf("snowflake: register: %w", err)
 	}
-	if r.Worker < 0 || r.Worker > src.s.maxWorker {
+	if r.Worker < 0 || r.Worker > src.s.maxLocal {
 		_ = reg.Close()
-		return fmt.Errorf("%w: registry gave worker %d, outside 0-%d of layout %s", ErrNoWorker, r.Worker, src.s.maxWorker, src.s.l)
+		return fmt.Errorf("%w: registry gave worker %d, outside 0-%d of layout %s", ErrNoWorker, r.Worker, src.s.maxLocal, src.s.l)
 	}
+	// From here on the worker is its field in the ids: unique across
+	// regions, so that live processes of other regions asked about it
+	// (Holder, PeerLease, NewWorker) never answer for their own worker of
+	// the same number.
+	local := r.Worker
+	r.Worker, _ = src.s.field(src.cfg.Region, local) // both in range
 	if src.cfg.Holder != nil {
 		h, err := src.cfg.Holder(ctx, r.Worker)
 		if err != nil {
@@ -430,7 +446,8 @@ func (src *Source) register(ctx context.Context, first bool) error {
 	}
 	gen, err := New(Config{
 		Layout:      src.s.l,
-		Worker:      r.Worker,
+		Worker:      local,
+		Region:      src.cfg.Region,
 		Clock:       src.cfg.Clock,
 		RandomStart: src.cfg.RandomStart,
 		LastIssued:  r.LastLease,

@@ -34,7 +34,12 @@ type Config struct {
 	Name     string           // the node's name: its own answer to the clock watch is skipped
 	Registry string           // the worker registry's name (--worker-registry), in the status and checked against the live nodes'
 	Layout   snowflake.Layout // checked against the data directory's record and the live nodes' layouts
-	DataDir  string           // the layout's record and the lease files are under DataDir/snowflake
+	// Region is the node's region id (snowflake.SourceConfig.Region),
+	// 0..Layout.MaxRegion(): Open's registry hands out the workers of
+	// this region, and the worker ids of the status, the events and the
+	// questions to the live nodes are the ids' worker fields.
+	Region  int64
+	DataDir string // the layout's record and the lease files are under DataDir/snowflake
 	// LeaseFiles is the prefix of the registry's lease files in
 	// DataDir/snowflake (snowflake.NewLeaseFiles), "" if it keeps none:
 	// the worker ids this data directory held before a restart, with
@@ -172,13 +177,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	if cfg.LeaseFiles != "" {
-		s.diskPast = snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.LeaseFiles)
+		s.diskPast = fieldsOf(layout, cfg.Region, snowflake.ReadLeaseFiles(filepath.Join(cfg.DataDir, "snowflake"), cfg.LeaseFiles))
 	}
 	s.states = make(chan snowflake.State, 16)
 	var err error
 	s.src, err = snowflake.StartSource(ctx, snowflake.SourceConfig{
 		Open:         cfg.Open,
 		Layout:       layout,
+		Region:       cfg.Region,
 		Clock:        now,
 		LeaseAhead:   cfg.LeaseAhead,
 		MaxBackward:  cfg.MaxBackward,
@@ -202,6 +208,19 @@ func (s *Server) Start(ctx context.Context) error {
 		Logger: s.log,
 	})
 	return err
+}
+
+// fieldsOf keys the leases of a registry's worker ids (region's, as the
+// lease files name them) by the ids' worker fields, as the Source's Past
+// and the status are keyed; a worker id outside the layout is dropped.
+func fieldsOf(layout snowflake.Layout, region int64, leases map[int64]time.Time) map[int64]time.Time {
+	out := make(map[int64]time.Time, len(leases))
+	for w, until := range leases {
+		if f, err := layout.WorkerField(region, w); err == nil {
+			out[f] = until
+		}
+	}
+	return out
 }
 
 // holder is the Source's Holder: this node's claim goes into its status

@@ -253,3 +253,45 @@ func TestServeYieldsWhileSlow(t *testing.T) {
 	yield.Store(false)
 	waitIn(true)
 }
+
+// TestRegionWorkerField: a node of region 2 on a layout with region bits
+// reports (status, claim, past workers of its lease files) the ids' worker
+// fields, not its registry's worker ids: a node of another region with the
+// same registry worker id is another worker.
+func TestRegionWorkerField(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	layout := snowflake.LeafDCLayout()
+	cfg := config(t, dir, layout, 5)
+	cfg.Region = 2
+	cfg.LeaseFiles = "kv"
+	// A worker id this data directory held before a restart, in region 2.
+	past := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	if err := os.MkdirAll(filepath.Join(dir, "snowflake"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := `{"worker":9,"lease":"` + past.Format(time.RFC3339Nano) + `"}`
+	if err := os.WriteFile(filepath.Join(dir, "snowflake", "kv-9.json"), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int64
+	cfg.Holder = func(_ context.Context, worker int64) (string, error) {
+		asked.Store(worker)
+		return "", nil
+	}
+	s, err := start(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const field, pastField = 2<<5 | 5, 2<<5 | 9
+	st := s.Status(false)
+	if st.Worker != field || st.Claim == nil || *st.Claim != field || asked.Load() != field {
+		t.Fatalf("status worker %d, claim %v, holder asked about %d; want worker field %d", st.Worker, st.Claim, asked.Load(), field)
+	}
+	if len(st.Past) != 1 || st.Past[0].Worker != pastField || st.Past[0].Until != past.UnixNano() {
+		t.Fatalf("past workers %+v, want worker field %d until %v", st.Past, pastField, past)
+	}
+	if st.Layout != layout.String() {
+		t.Errorf("layout %q, want %q", st.Layout, layout)
+	}
+}

@@ -249,9 +249,13 @@ type Decoded struct {
 	ID        int64  `json:"id"`
 	Timestamp int64  `json:"timestamp"` // ticks since the Unix epoch (ms, or s for second layouts)
 	Time      string `json:"time"`      // RFC 3339, UTC
-	Worker    int64  `json:"workerId"`
-	Sequence  int64  `json:"sequence"`
-	Layout    string `json:"layout"`
+	Worker    int64  `json:"workerId"`  // the whole worker field, as Leaf's workerId
+	// Region and RegionWorker split Worker for a layout with region bits
+	// (absent without): the region id and the worker within the region.
+	Region       *int64 `json:"region,omitempty"`
+	RegionWorker *int64 `json:"regionWorker,omitempty"`
+	Sequence     int64  `json:"sequence"`
+	Layout       string `json:"layout"`
 }
 
 // NodeFloor is the reply of FloorPrefix + tag.

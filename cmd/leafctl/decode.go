@@ -21,13 +21,14 @@ type decodeCmd struct{}
 func (decodeCmd) Name() string { return "decode" }
 
 func (decodeCmd) Synopsis() []synopsisLine {
-	return []synopsisLine{{"decode ID [--json] [--local [--layout L] [--unit U] [--epoch E]]", "split a snowflake id into time, worker and sequence (by the nodes' layout, or --local)"}}
+	return []synopsisLine{{"decode ID [--json] [--local [--layout L] [--unit U] [--epoch E] [--regions N]]", "split a snowflake id into time, worker (region) and sequence (by the nodes' layout, or --local)"}}
 }
 
 func (decodeCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
 	local := fs.Bool("local", false, "decode here with --layout, --unit and --epoch instead of asking a node")
-	layout := fs.String("layout", "leaf", "with --local: leaf, uidgen or TIME+WORKER+SEQ bits")
+	layout := fs.String("layout", "leaf", "with --local: leaf, leaf-dc, uidgen, TIME+WORKER+SEQ or TIME+REGION+WORKER+SEQ bits")
+	regions := fs.Int("regions", 0, "with --local: the deployment's --regions (region bits of a layout without them)")
 	unit := fs.String("unit", "", "with --local: ms or s (default the layout's)")
 	epoch := fs.String("epoch", "", "with --local: the epoch (default the layout's)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -42,6 +43,9 @@ func (decodeCmd) Run(c *cli, args []string) error {
 	var d wire.Decoded
 	if *local {
 		l, err := snowflake.ParseLayout(*layout, *unit, *epoch)
+		if err == nil && *regions > 0 {
+			l, err = l.ForRegions(*regions)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
@@ -67,7 +71,11 @@ func (decodeCmd) Run(c *cli, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(d)
 	}
-	_, err = fmt.Fprintf(c.stdout, "id         %d\ntime       %s\ntimestamp  %d\nworker     %d\nsequence   %d\nlayout     %s\n",
-		d.ID, d.Time, d.Timestamp, d.Worker, d.Sequence, d.Layout)
+	worker := strconv.FormatInt(d.Worker, 10)
+	if d.Region != nil && d.RegionWorker != nil {
+		worker += fmt.Sprintf(" (region %d, worker %d)", *d.Region, *d.RegionWorker)
+	}
+	_, err = fmt.Fprintf(c.stdout, "id         %d\ntime       %s\ntimestamp  %d\nworker     %s\nsequence   %d\nlayout     %s\n",
+		d.ID, d.Time, d.Timestamp, worker, d.Sequence, d.Layout)
 	return err
 }

@@ -51,6 +51,13 @@ func TestSnowflakeCommands(t *testing.T) {
 		{"decode json", []string{"decode", "--json", strconv.FormatInt(id, 10)}, 0, `"workerId": 5`, ""},
 		{"decode uidgen", []string{"decode", "--local", "--layout", "uidgen", "--epoch", "2025-01-01", strconv.FormatInt(uid, 10)},
 			0, "worker     4000000\nsequence   8000\n", ""},
+		// id's worker field 5 is region 0, worker 5 of leaf-dc; with 4
+		// regions on leaf's bits (2 region bits), region 0, worker 5 too.
+		{"decode leaf-dc", []string{"decode", "--local", "--layout", "leaf-dc", strconv.FormatInt(id, 10)},
+			0, "worker     5 (region 0, worker 5)\nsequence   7\nlayout     1+41+5+5+12 ", ""},
+		{"decode regions", []string{"decode", "--local", "--regions", "4", strconv.FormatInt(id|3<<20, 10)},
+			0, "worker     773 (region 3, worker 5)\nsequence   7\nlayout     1+41+2+8+12 ", ""},
+		{"decode too many regions", []string{"decode", "--local", "--layout", "leaf-dc", "--regions", "40", "5"}, 2, "", "room for 32 regions"},
 		{"decode bad id", []string{"decode", "12x"}, 2, "", "not a snowflake id"},
 		{"decode negative", []string{"decode", "--", "-5"}, 2, "", "not a snowflake id"},
 		{"decode bad layout", []string{"decode", "--local", "--layout", "1+2+3", "5"}, 2, "", "layout"},

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -72,6 +73,15 @@ type Options struct {
 	// a holder that cannot reach the database, or was frozen, serves
 	// without one. Default DefaultClaimTTL; at least Timeout.
 	ClaimTTL time.Duration
+	// Region, if set, names the region whose worker ids the registry
+	// hands out (0..MaxWorker of a layout with region bits): each region
+	// counts its own disposable ids from 0 in LEAF_WORKER_REGION, keeps its
+	// leases under its name in LEAF_WORKER_LEASE, and its WORKER_NODE rows
+	// carry it in a REGION column (which Open adds to an existing table).
+	// Default none: worker ids are WORKER_NODE's IDs, as UidGenerator's,
+	// and WORKER_NODE is not altered. At most 64 characters of
+	// [A-Za-z0-9_-].
+	Region string
 	// Clock stamps the default Port. Default clock.Real.
 	Clock clock.Clock
 }
@@ -101,6 +111,8 @@ func (o Options) withDefaults(now time.Time) (Options, error) {
 		return o, fmt.Errorf("%w: host %q must be at most %d characters of UTF-8", ErrInvalid, o.Host, maxColumn)
 	case utf8.RuneCountInString(o.Port) > maxColumn || !utf8.ValidString(o.Port):
 		return o, fmt.Errorf("%w: port %q must be at most %d characters of UTF-8", ErrInvalid, o.Port, maxColumn)
+	case len(o.Region) > maxColumn || strings.Trim(o.Region, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "":
+		return o, fmt.Errorf("%w: region %q must be at most %d characters of [A-Za-z0-9_-]", ErrInvalid, o.Region, maxColumn)
 	case o.Type != TypeActual && o.Type != TypeContainer:
 		return o, fmt.Errorf("%w: type %d must be %d (ACTUAL) or %d (CONTAINER)", ErrInvalid, o.Type, TypeActual, TypeContainer)
 	case o.Timeout < 0:
@@ -126,25 +138,50 @@ const (
 		")\n" +
 		" COMMENT='DB WorkerID Assigner for UID Generator',ENGINE = INNODB"
 	createLease = "CREATE TABLE IF NOT EXISTS LEAF_WORKER_LEASE (\n" +
-		"WORKER_ID BIGINT NOT NULL COMMENT 'WORKER_NODE.ID',\n" +
+		"REGION VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'region of the worker id; empty without regions',\n" +
+		"WORKER_ID BIGINT NOT NULL COMMENT 'WORKER_NODE.ID, or the worker id within REGION',\n" +
 		"LEASE_MS BIGINT NOT NULL COMMENT 'time lease in unix ms, never lowered',\n" +
 		"OWNER VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'token of the registration holding the id',\n" +
-		"PRIMARY KEY(WORKER_ID)\n" +
+		"PRIMARY KEY(REGION, WORKER_ID)\n" +
 		") COMMENT='leafmq time leases of WORKER_NODE worker ids',ENGINE = INNODB"
 	// A table made before OWNER existed gets it (the table is leafmq's).
-	verifyOwner      = "SELECT OWNER FROM LEAF_WORKER_LEASE LIMIT 0"
-	addOwner         = "ALTER TABLE LEAF_WORKER_LEASE ADD COLUMN OWNER VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'token of the registration holding the id'"
+	verifyOwner = "SELECT OWNER FROM LEAF_WORKER_LEASE LIMIT 0"
+	addOwner    = "ALTER TABLE LEAF_WORKER_LEASE ADD COLUMN OWNER VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'token of the registration holding the id'"
+	// A table made before regions gets REGION, its rows '' (the worker ids
+	// of a deployment without regions), and the key (REGION, WORKER_ID):
+	// every statement of an older leafmq still finds its rows.
+	verifyLeaseRegion = "SELECT REGION FROM LEAF_WORKER_LEASE LIMIT 0"
+	addLeaseRegion    = "ALTER TABLE LEAF_WORKER_LEASE ADD COLUMN REGION VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'region of the worker id; empty without regions' FIRST," +
+		" DROP PRIMARY KEY, ADD PRIMARY KEY (REGION, WORKER_ID)"
 	verifyWorkerNode = "SELECT ID, HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED FROM WORKER_NODE LIMIT 0"
 	insertWorkerNode = "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED)" +
 		" VALUES (?, ?, ?, CURDATE(), NOW(), NOW())"
-	selectLease = "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE WORKER_ID = ?"
+	// With a region: WORKER_NODE rows carry it (a column Open adds, '' for
+	// the rows before), and each region counts its worker ids in
+	// LEAF_WORKER_REGION, LAST_WORKER being the last one handed out.
+	verifyNodeRegion = "SELECT REGION FROM WORKER_NODE LIMIT 0"
+	addNodeRegion    = "ALTER TABLE WORKER_NODE ADD COLUMN REGION VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'leafmq region of the worker id'"
+	insertRegionNode = "INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED, REGION)" +
+		" VALUES (?, ?, ?, CURDATE(), NOW(), NOW(), ?)"
+	createRegion = "CREATE TABLE IF NOT EXISTS LEAF_WORKER_REGION (\n" +
+		"REGION VARCHAR(64) NOT NULL COMMENT 'region',\n" +
+		"LAST_WORKER BIGINT NOT NULL COMMENT 'the last worker id handed out in the region',\n" +
+		"PRIMARY KEY(REGION)\n" +
+		") COMMENT='leafmq disposable worker ids per region',ENGINE = INNODB"
+	// nextRegionWorker takes the region's next worker id (0 first); the
+	// row stays locked until the transaction ends, so concurrent
+	// registrations of a region get distinct ones.
+	nextRegionWorker = "INSERT INTO LEAF_WORKER_REGION (REGION, LAST_WORKER) VALUES (?, 0)" +
+		" ON DUPLICATE KEY UPDATE LAST_WORKER = LAST_WORKER + 1"
+	selectRegionWorker = "SELECT LAST_WORKER FROM LEAF_WORKER_REGION WHERE REGION = ?"
+	selectLease        = "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE REGION = ? AND WORKER_ID = ?"
 	// fenceLease makes the registration the id's owner: any earlier
 	// holder's fencedLease matches no row from then on.
-	fenceLease = "INSERT INTO LEAF_WORKER_LEASE (WORKER_ID, LEASE_MS, OWNER) VALUES (?, 0, ?)" +
+	fenceLease = "INSERT INTO LEAF_WORKER_LEASE (REGION, WORKER_ID, LEASE_MS, OWNER) VALUES (?, ?, 0, ?)" +
 		" ON DUPLICATE KEY UPDATE OWNER = VALUES(OWNER)"
 	// fencedLease raises the lease only while the row is ours; the driver
 	// reports found rows (ClientFoundRows), so 0 means fenced out.
-	fencedLease = "UPDATE LEAF_WORKER_LEASE SET LEASE_MS = GREATEST(LEASE_MS, ?) WHERE WORKER_ID = ? AND OWNER = ?"
+	fencedLease = "UPDATE LEAF_WORKER_LEASE SET LEASE_MS = GREATEST(LEASE_MS, ?) WHERE REGION = ? AND WORKER_ID = ? AND OWNER = ?"
 )
 
 // MySQL error numbers that mean a missing schema.
@@ -235,11 +272,19 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 		if _, err := db.ExecContext(ctx, createLease); err != nil {
 			return err
 		}
-		_, err := db.ExecContext(ctx, verifyOwner)
-		var me *driver.MySQLError
-		if errors.As(err, &me) && me.Number == erBadField {
-			_, err = db.ExecContext(ctx, addOwner)
+		if err := addColumn(ctx, db, verifyOwner, addOwner); err != nil {
+			return err
 		}
+		if err := addColumn(ctx, db, verifyLeaseRegion, addLeaseRegion); err != nil {
+			return err
+		}
+		if opts.Region == "" {
+			return nil
+		}
+		if err := addColumn(ctx, db, verifyNodeRegion, addNodeRegion); err != nil {
+			return err
+		}
+		_, err := db.ExecContext(ctx, createRegion)
 		return err
 	})
 	if err != nil {
@@ -247,6 +292,24 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 		return nil, err
 	}
 	return r, nil
+}
+
+// addColumn runs alter when verify finds a column missing. Of two
+// processes that alter at once one fails; verify then finds the column
+// the other added.
+func addColumn(ctx context.Context, db *sql.DB, verify, alter string) error {
+	_, err := db.ExecContext(ctx, verify)
+	var me *driver.MySQLError
+	if !errors.As(err, &me) || me.Number != erBadField {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, alter); err != nil {
+		if _, again := db.ExecContext(ctx, verify); again == nil {
+			return nil
+		}
+		return err
+	}
+	return nil
 }
 
 // call runs f with the registry's time-out and maps its error: the
@@ -311,28 +374,25 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		token  = newToken()
 	)
 	err := r.call(ctx, "register", func(ctx context.Context) error {
-		res, err := r.db.ExecContext(ctx, insertWorkerNode, r.opts.Host, r.opts.Port, r.opts.Type)
-		if err != nil {
-			return err
-		}
-		if worker, err = res.LastInsertId(); err != nil {
+		var err error
+		if worker, err = r.insert(ctx); err != nil {
 			return err
 		}
 		if hi := r.layout.MaxWorker(); worker > hi {
-			return fmt.Errorf("%w: dbworker: register: WORKER_NODE gave ID %d, beyond worker id %d of layout %s; "+
+			return fmt.Errorf("%w: dbworker: register: %s gave ID %d, beyond worker id %d of layout %s; "+
 				"disposable ids are never reused, so %d bits of worker id allow only %d starts over the table's life "+
 				"(UidGenerator's 22 bits allow about 4 million, Leaf's 10 only 1024): use a registry that reuses ids "+
 				"(zk, kvworker) or a layout with more worker bits",
-				snowflake.ErrNoWorker, worker, hi, r.layout, r.layout.WorkerBits, hi)
+				snowflake.ErrNoWorker, r.counter(), worker, hi, r.layout, r.layout.WorkerBits-r.layout.RegionBits, hi)
 		}
 		// Fence first, then read: a lease an earlier holder got confirmed
 		// was committed before the fence, so the read sees it; one it tries
 		// after the fence matches no row.
-		if _, err := r.db.ExecContext(ctx, fenceLease, worker, token); err != nil {
+		if _, err := r.db.ExecContext(ctx, fenceLease, r.opts.Region, worker, token); err != nil {
 			return err
 		}
 		var ms int64
-		if err := r.db.QueryRowContext(ctx, selectLease, worker).Scan(&ms); err != nil {
+		if err := r.db.QueryRowContext(ctx, selectLease, r.opts.Region, worker).Scan(&ms); err != nil {
 			return err
 		}
 		if ms > 0 {
@@ -345,6 +405,43 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	}
 	r.registered, r.worker, r.lease, r.token = true, worker, last, token
 	return snowflake.Registration{Worker: worker, LastLease: last}, nil
+}
+
+// counter names what hands out the worker ids, for errors.
+func (r *Registry) counter() string {
+	if r.opts.Region == "" {
+		return "WORKER_NODE"
+	}
+	return fmt.Sprintf("LEAF_WORKER_REGION of region %q", r.opts.Region)
+}
+
+// insert inserts this node's WORKER_NODE row and returns its worker id:
+// the row's ID without a region; with one, the region's next worker id,
+// taken in the same transaction as the row.
+func (r *Registry) insert(ctx context.Context) (int64, error) {
+	if r.opts.Region == "" {
+		res, err := r.db.ExecContext(ctx, insertWorkerNode, r.opts.Host, r.opts.Port, r.opts.Type)
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	var worker int64
+	if _, err := tx.ExecContext(ctx, nextRegionWorker, r.opts.Region); err != nil {
+		return 0, err
+	}
+	if err := tx.QueryRowContext(ctx, selectRegionWorker, r.opts.Region).Scan(&worker); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, insertRegionNode, r.opts.Host, r.opts.Port, r.opts.Type, r.opts.Region); err != nil {
+		return 0, err
+	}
+	return worker, tx.Commit()
 }
 
 // Lease implements snowflake.Registry: it raises the worker's LEASE_MS in
@@ -374,7 +471,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	}
 	var found int64
 	err := r.call(ctx, "lease", func(ctx context.Context) error {
-		res, err := r.db.ExecContext(ctx, fencedLease, ms, r.worker, r.token)
+		res, err := r.db.ExecContext(ctx, fencedLease, ms, r.opts.Region, r.worker, r.token)
 		if err != nil {
 			return err
 		}

@@ -72,6 +72,9 @@ func TestConformance(t *testing.T) {
 		New: func(t testing.TB) snowflake.Registry {
 			return open(t, dsn, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
 		},
+		NewRegion: func(t testing.TB, region string) snowflake.Registry {
+			return open(t, dsn, snowflake.LeafDCLayout(), dbworker.Options{CreateTable: true, Region: region})
+		},
 		Distinct: true,
 		Durable:  false, // a disposable id is never handed out again
 		// An operator hands the id out again: the rows from it on deleted
@@ -386,5 +389,68 @@ func TestTakeoverStopsSource(t *testing.T) {
 	dst := make([]int64, 16)
 	if n, err := src.Fill(ctx, dst); n != 0 || err == nil {
 		t.Fatalf("Fill on the old holder = %d ids, %v; want an error", n, err)
+	}
+}
+
+// TestRegionMigration: tables made before regions get them at Open without
+// losing a row: WORKER_NODE's rows and LEAF_WORKER_LEASE's leases are those
+// of region "" (no regions), which a region's registrations never see, and
+// an older leafmq's statements still find them.
+func TestRegionMigration(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db := sqlDB(t, dsn)
+	ctx := ctxT(t)
+	for _, q := range []string{
+		uidGenDDL,
+		"INSERT INTO WORKER_NODE (HOST_NAME, PORT, TYPE, LAUNCH_DATE, MODIFIED, CREATED) VALUES ('old', '1', 2, CURDATE(), NOW(), NOW())",
+		"CREATE TABLE LEAF_WORKER_LEASE (WORKER_ID BIGINT NOT NULL, LEASE_MS BIGINT NOT NULL, OWNER VARCHAR(64) NOT NULL DEFAULT '', PRIMARY KEY(WORKER_ID)) ENGINE = INNODB",
+		"INSERT INTO LEAF_WORKER_LEASE (WORKER_ID, LEASE_MS, OWNER) VALUES (0, 2000000000000, 'old'), (1, 2000000000000, 'old')",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	eu := open(t, dsn, snowflake.LeafDCLayout(), dbworker.Options{Region: "eu"})
+	reg, err := eu.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Worker != 0 || !reg.LastLease.IsZero() {
+		t.Fatalf("first registration of region eu = %+v, want worker 0 with no lease (the old lease of worker 0 is region \"\"'s)", reg)
+	}
+	if err := eu.Lease(ctx, time.UnixMilli(2100000000000)); err != nil {
+		t.Fatal(err)
+	}
+	var region string
+	if err := db.QueryRowContext(ctx, "SELECT REGION FROM WORKER_NODE WHERE HOST_NAME = 'old'").Scan(&region); err != nil || region != "" {
+		t.Fatalf("the row before regions: region %q, %v; want \"\"", region, err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM WORKER_NODE WHERE REGION = 'eu'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows of region eu: %d, %v; want 1", n, err)
+	}
+	// An older leafmq's fenced lease still finds its row, and only its own.
+	res, err := db.ExecContext(ctx, "UPDATE LEAF_WORKER_LEASE SET LEASE_MS = GREATEST(LEASE_MS, ?) WHERE WORKER_ID = ? AND OWNER = ?", 2000000000001, 0, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		t.Fatalf("an older leafmq's lease of worker 0 changed %d rows, want 1", k)
+	}
+	var ms int64
+	if err := db.QueryRowContext(ctx, "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE REGION = 'eu' AND WORKER_ID = 0").Scan(&ms); err != nil || ms != 2100000000000 {
+		t.Fatalf("region eu's lease of worker 0: %d, %v; want 2100000000000", ms, err)
+	}
+	// A second open (another node) finds the tables done, and the next
+	// worker of the region.
+	reg, err = open(t, dsn, snowflake.LeafDCLayout(), dbworker.Options{Region: "eu"}).Register(ctx)
+	if err != nil || reg.Worker != 1 || !reg.LastLease.IsZero() {
+		t.Fatalf("second registration of region eu = %+v, %v; want worker 1 with no lease", reg, err)
+	}
+	// Without regions the worker id is WORKER_NODE's ID, as before, and
+	// the leases are those of region "".
+	reg, err = open(t, dsn, snowflake.LeafLayout(), dbworker.Options{}).Register(ctx)
+	if err != nil || reg.Worker != 4 {
+		t.Fatalf("registration without regions = %+v, %v; want worker 4 (the table's fourth row)", reg, err)
 	}
 }

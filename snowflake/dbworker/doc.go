@@ -13,10 +13,21 @@
 // The id is disposable: every Registry (every start of a node) gets a new
 // one, and no id is ever handed out twice while the table keeps its
 // AUTO_INCREMENT counter. Calling Register again on the same Registry
-// returns the same worker id without inserting another row. WORKER_NODE is
-// never altered, updated or read beyond that insert; Options.CreateTable
-// creates it with UidGenerator's DDL (also in deploy/schema.sql) if it
-// is missing.
+// returns the same worker id without inserting another row. Without a
+// region WORKER_NODE is never altered, updated or read beyond that insert;
+// Options.CreateTable creates it with UidGenerator's DDL (also in
+// deploy/schema.sql) if it is missing.
+//
+// # Regions
+//
+// With Options.Region each region hands out worker ids of its own, 0 up
+// to the layout's MaxWorker within the region: Register takes the
+// region's next one from LEAF_WORKER_REGION (REGION, LAST_WORKER; a
+// locked upsert, in one transaction with the WORKER_NODE insert) and
+// stores the region in WORKER_NODE's REGION column, which Open adds to an
+// existing table (its earlier rows are region ""; UidGenerator's inserts
+// name their columns and are not affected). Leases are keyed by (REGION,
+// WORKER_ID), so a region never sees another's.
 //
 // # Running out of ids
 //
@@ -34,10 +45,12 @@
 // any: leases live in a leafmq-owned side table in the same database,
 // created by Open if missing,
 //
-//	LEAF_WORKER_LEASE (WORKER_ID BIGINT PRIMARY KEY, LEASE_MS BIGINT NOT NULL,
-//	                   OWNER VARCHAR(64) NOT NULL DEFAULT '')
+//	LEAF_WORKER_LEASE (REGION VARCHAR(64) NOT NULL DEFAULT '', WORKER_ID BIGINT,
+//	                   LEASE_MS BIGINT NOT NULL, OWNER VARCHAR(64) NOT NULL DEFAULT '',
+//	                   PRIMARY KEY (REGION, WORKER_ID))
 //
-// (Open adds OWNER to a table made by an older leafmq.) Register makes its
+// (Open adds OWNER and REGION to a table made by an older leafmq; without
+// regions REGION is "".) Register makes its
 // registration the id's OWNER (a random token) with
 // INSERT … ON DUPLICATE KEY UPDATE OWNER, then reads the row's LEASE_MS as
 // Registration.LastLease. Normally there is none (the id is new), so

@@ -4,7 +4,9 @@
 //
 // # Keys
 //
-// The bucket (default "leaf_workers", history 1, created with
+// The bucket (default "leaf_workers", or "leaf_workers_<region>" for
+// Options.Region: each region leases its workers from a bucket of its own;
+// history 1, created with
 // LimitMarkerTTL so keys can carry their own TTL) holds two keys per worker
 // id N:
 //

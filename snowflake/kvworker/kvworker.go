@@ -35,10 +35,16 @@ var ErrInvalid = errors.New("invalid kvworker options")
 // Options configures Open. The zero value is usable: every field has a
 // default.
 type Options struct {
-	// Bucket is the KV bucket of claims and leases. Default "leaf_workers".
-	// Open creates it (with LimitMarkerTTL, so per-key TTLs work) when it does
+	// Bucket is the KV bucket of claims and leases. Default "leaf_workers",
+	// or BucketFor(Region) when Region is set. Open creates it (with LimitMarkerTTL, so per-key TTLs work) when it does
 	// not exist; an existing bucket must allow per-key TTLs.
 	Bucket string
+	// Region names the region whose worker ids the registry hands out:
+	// each region leases its workers (0..MaxWorker of a layout with region
+	// bits) from a bucket of its own, "leaf_workers_<Region>", so two
+	// regions with the same worker id never see each other's claims.
+	// Default none (the whole deployment one bucket). [A-Za-z0-9_-]+.
+	Region string
 	// Replicas is the bucket's replica count when Open creates it. Default 1.
 	Replicas int
 	// TTL: a claim key not refreshed for TTL expires and frees its worker
@@ -221,9 +227,21 @@ func Open(ctx context.Context, js jetstream.JetStream, layout snowflake.Layout, 
 	return r, nil
 }
 
+// BucketFor is the bucket of region's worker ids: DefaultBucket + "_" +
+// region, or DefaultBucket for no region ("").
+func BucketFor(region string) string {
+	if region == "" {
+		return DefaultBucket
+	}
+	return DefaultBucket + "_" + region
+}
+
 func defaults(o *Options) error {
+	if strings.Trim(o.Region, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return fmt.Errorf("%w: region %q must be [A-Za-z0-9_-]+", ErrInvalid, o.Region)
+	}
 	if o.Bucket == "" {
-		o.Bucket = DefaultBucket
+		o.Bucket = BucketFor(o.Region)
 	}
 	if strings.Trim(o.Bucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
 		return fmt.Errorf("%w: bucket %q must be [A-Za-z0-9_-]+", ErrInvalid, o.Bucket)

@@ -78,7 +78,35 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		NewRegion: func(t testing.TB, region string) snowflake.Registry {
+			if owner != t {
+				owner, js = t, newJS(t, natstest.RunServer(t))
+			}
+			return open(t, js, snowflake.LeafDCLayout(), kvworker.Options{TTL: 2 * time.Second, Node: t.Name(),
+				Region: region, Prefer: []int64{0}})
+		},
 	})
+}
+
+// TestRegionBucket: a region's claims live in a bucket of its own.
+func TestRegionBucket(t *testing.T) {
+	if got := kvworker.BucketFor("eu-1"); got != "leaf_workers_eu-1" {
+		t.Fatalf("BucketFor(eu-1) = %q", got)
+	}
+	if got := kvworker.BucketFor(""); got != kvworker.DefaultBucket {
+		t.Fatalf("BucketFor() = %q", got)
+	}
+	js := newJS(t, natstest.RunServer(t))
+	r := open(t, js, snowflake.LeafDCLayout(), kvworker.Options{Region: "eu-1"})
+	if _, err := r.Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.KeyValue(context.Background(), "leaf_workers_eu-1"); err != nil {
+		t.Fatalf("bucket of region eu-1: %v", err)
+	}
+	if _, err := kvworker.Open(context.Background(), js, snowflake.LeafDCLayout(), kvworker.Options{Region: "eu.1"}); !errors.Is(err, kvworker.ErrInvalid) {
+		t.Fatalf("Open with region eu.1: %v, want ErrInvalid", err)
+	}
 }
 
 // TestCrashReuse: a node that dies without Close (its connection closed)

@@ -3,6 +3,7 @@ package registrytest
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,14 @@ type Factory struct {
 	// open): the Fenced case wakes it and checks that its Leases fail. Nil
 	// skips the Fenced case (Static has nothing to fence).
 	Takeover func(t testing.TB, r snowflake.Registry, worker int64)
+	// NewRegion returns a new node's registry of region on the same
+	// backend as New's: worker ids are handed out per region, so every
+	// region has 0..MaxWorker of its own. A region the backend has never
+	// seen gives its first registration worker 0 (a backend that picks
+	// among free ids must be told to try 0 first). The suite makes up
+	// region names of [a-z0-9] that no earlier run used. Nil skips the
+	// Regions case.
+	NewRegion func(t testing.TB, region string) snowflake.Registry
 }
 
 // Run runs the whole suite as subtests of t.
@@ -64,6 +73,7 @@ func Run(t *testing.T, f Factory) {
 		{"Close", testClose},
 		{"ContextCanceled", testContextCanceled},
 		{"Fenced", testFenced},
+		{"Regions", testRegions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
@@ -350,5 +360,85 @@ func testContextCanceled(t *testing.T, f Factory) {
 	mustRegister(t, r2)
 	if err := r2.Lease(ctx, lease(time.Minute)); err == nil {
 		t.Fatal("Lease with a canceled context: no error")
+	}
+}
+
+// testRegions: two regions on one backend both hold worker 0 at once,
+// and never see each other's claims; two registrations of one region
+// never hold one worker id.
+func testRegions(t *testing.T, f Factory) {
+	if f.NewRegion == nil {
+		t.Skip("backend has no regions")
+	}
+	run := strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+	east, west := "east"+run, "west"+run
+	openRegion := func(region string) snowflake.Registry {
+		r := f.NewRegion(t, region)
+		if r == nil {
+			t.Fatal("registrytest: Factory.NewRegion returned nil")
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		return r
+	}
+	ctx := testCtx(t)
+	e0, w0 := openRegion(east), openRegion(west)
+	re, rw := mustRegister(t, e0), mustRegister(t, w0)
+	if re.Worker != 0 || rw.Worker != 0 {
+		t.Fatalf("first registrations of regions %s and %s got workers %d and %d, want 0 and 0: "+
+			"a region's worker ids must not depend on another region's claims", east, west, re.Worker, rw.Worker)
+	}
+	until := lease(time.Minute)
+	for name, r := range map[string]snowflake.Registry{east: e0, west: w0} {
+		if err := r.Lease(ctx, until); err != nil {
+			t.Fatalf("Lease of worker 0 in region %s while the other region holds its worker 0: %v", name, err)
+		}
+	}
+	// More registrations of both regions at once: distinct within each.
+	const n = 4
+	if f.layout().MaxWorker() < n {
+		t.Skipf("layout has fewer than %d worker ids a region", n+1)
+	}
+	type result struct {
+		region string
+		worker int64
+		err    error
+	}
+	var regs []snowflake.Registry
+	var names []string
+	for range n {
+		regs, names = append(regs, openRegion(east)), append(names, east)
+		regs, names = append(regs, openRegion(west)), append(names, west)
+	}
+	results := make([]result, len(regs))
+	var wg sync.WaitGroup
+	for i, r := range regs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reg, err := r.Register(ctx)
+			results[i] = result{names[i], reg.Worker, err}
+		}()
+	}
+	wg.Wait()
+	held := map[string]map[int64]bool{east: {0: true}, west: {0: true}}
+	for _, res := range results {
+		if res.err != nil {
+			t.Fatalf("Register in region %s: %v", res.region, res.err)
+		}
+		if held[res.region][res.worker] {
+			t.Fatalf("two registrations of region %s hold worker %d at once", res.region, res.worker)
+		}
+		held[res.region][res.worker] = true
+	}
+	// The first ones still hold their claims.
+	for name, r := range map[string]snowflake.Registry{east: e0, west: w0} {
+		if err := r.Lease(ctx, lease(2*time.Minute)); err != nil {
+			t.Fatalf("Lease of worker 0 in region %s after more registrations: %v", name, err)
+		}
+		select {
+		case <-r.Lost():
+			t.Fatalf("region %s: worker 0 lost after more registrations", name)
+		default:
+		}
 	}
 }

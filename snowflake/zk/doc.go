@@ -23,6 +23,11 @@
 // snowflake.ErrNoWorker and says so. Use a new Name, or clean up the
 // forever znodes of retired nodes (knowing their numbers are gone for good).
 //
+// With Options.Region every znode of this package lives under
+// /snowflake/{Name}/regions/{Region} instead of /snowflake/{Name} (Base):
+// each region numbers its workers from 0 on its own, and a region never
+// sees another's forever, owner or lease znodes.
+//
 // # Exclusiveness: the owner znode
 //
 // With Leaf's scheme a worker id belongs to an ip:port: Registries with

@@ -37,6 +37,12 @@ type Options struct {
 	// Name is the Leaf name (leaf.name): the znodes live under
 	// /snowflake/{Name}/forever. Default "leafmq". No "/".
 	Name string
+	// Region, if set, names the region whose worker ids the registry hands
+	// out: its znodes live under /snowflake/{Name}/regions/{Region}
+	// instead (forever, owner, lease), so each region numbers its workers
+	// from 0 on its own and two regions with the same worker id never see
+	// each other's znodes. Default none. [A-Za-z0-9_-]+.
+	Region string
 	// Addr is this node's identity, "ip:port", as in Leaf's
 	// leaf.snowflake.port and its local ip. It names the node's znode, so
 	// the worker id is tied to it; of two live processes with one Addr only
@@ -107,6 +113,7 @@ type endpoint struct {
 // cache is the JSON of Options.CacheFile.
 type cache struct {
 	Name   string `json:"name"`
+	Region string `json:"region,omitempty"`
 	Addr   string `json:"addr"`
 	Worker int64  `json:"worker"`
 	Lease  int64  `json:"lease"` // unix ms
@@ -178,9 +185,9 @@ func Open(ctx context.Context, servers []string, layout snowflake.Layout, opts O
 		opts:    opts,
 		ip:      ip,
 		port:    port,
-		root:    "/snowflake/" + opts.Name + "/forever",
-		owners:  "/snowflake/" + opts.Name + "/owner",
-		leases:  "/snowflake/" + opts.Name + "/lease",
+		root:    Base(opts.Name, opts.Region) + "/forever",
+		owners:  Base(opts.Name, opts.Region) + "/owner",
+		leases:  Base(opts.Name, opts.Region) + "/lease",
 		lost:    make(chan struct{}),
 		closing: make(chan struct{}),
 	}
@@ -199,10 +206,23 @@ func Open(ctx context.Context, servers []string, layout snowflake.Layout, opts O
 	return r, nil
 }
 
+// Base is the znode under which the registry of name and region keeps its
+// forever, owner and lease znodes: /snowflake/{name}, or
+// /snowflake/{name}/regions/{region} for a region.
+func Base(name, region string) string {
+	if region == "" {
+		return "/snowflake/" + name
+	}
+	return "/snowflake/" + name + "/regions/" + region
+}
+
 func defaults(o *Options) error {
 	o.Clock = clock.Or(o.Clock)
 	if o.Name == "" {
 		o.Name = DefaultName
+	}
+	if strings.Trim(o.Region, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return fmt.Errorf("%w: region %q must be [A-Za-z0-9_-]+", ErrInvalid, o.Region)
 	}
 	if strings.ContainsAny(o.Name, "/\x00") {
 		return fmt.Errorf("%w: name %q must not contain /", ErrInvalid, o.Name)
@@ -580,9 +600,9 @@ func (r *Registry) registerCachedLocked(cause error) (snowflake.Registration, er
 	if err != nil {
 		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: %v; cache file: %v", snowflake.ErrRegistryUnavailable, cause, err)
 	}
-	if c.Name != r.opts.Name || c.Addr != r.opts.Addr || c.Worker < 0 || c.Worker > r.layout.MaxWorker() {
-		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: %v; cache file %s is for %s/%s worker %d, not usable here",
-			snowflake.ErrRegistryUnavailable, cause, r.opts.CacheFile, c.Name, c.Addr, c.Worker)
+	if c.Name != r.opts.Name || c.Region != r.opts.Region || c.Addr != r.opts.Addr || c.Worker < 0 || c.Worker > r.layout.MaxWorker() {
+		return snowflake.Registration{}, fmt.Errorf("%w: zk: register: %v; cache file %s is for %s/%s worker %d of region %q, not usable here",
+			snowflake.ErrRegistryUnavailable, cause, r.opts.CacheFile, c.Name, c.Addr, c.Worker, c.Region)
 	}
 	var last time.Time
 	if c.Lease > 0 {
@@ -889,7 +909,7 @@ func (r *Registry) writeCache(worker int64, lease time.Time) error {
 	if r.opts.CacheFile == "" {
 		return nil
 	}
-	c := cache{Name: r.opts.Name, Addr: r.opts.Addr, Worker: worker}
+	c := cache{Name: r.opts.Name, Region: r.opts.Region, Addr: r.opts.Addr, Worker: worker}
 	if !lease.IsZero() {
 		c.Lease = lease.UnixMilli()
 	}

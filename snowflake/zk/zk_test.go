@@ -92,6 +92,9 @@ func TestConformance(t *testing.T) {
 		name  string
 		free  []string
 		next  int
+		// Regions share one name: each keeps its znodes apart under it.
+		regionName = testenv.RandomName("conf_", 6)
+		regionAddr int
 	)
 	registrytest.Run(t, registrytest.Factory{
 		New: func(t testing.TB) snowflake.Registry {
@@ -117,6 +120,13 @@ func TestConformance(t *testing.T) {
 		Layout:   layoutBits(4),
 		Distinct: true,
 		Durable:  true,
+		NewRegion: func(t testing.TB, region string) snowflake.Registry {
+			mu.Lock()
+			regionAddr++
+			addr := fmt.Sprintf("10.1.%d.%d:8080", regionAddr/200, regionAddr%200+1)
+			mu.Unlock()
+			return open(t, servers, snowflake.LeafDCLayout(), zk.Options{Name: regionName, Region: region, Addr: addr, Timeout: 10 * time.Second})
+		},
 		// As if r's process froze and its session expired: its owner
 		// znode goes (r's session, still pinging here, notices nothing)
 		// and its Addr is free for the next New, a process restarted with
