@@ -17,11 +17,14 @@
 // a conflict ends the check at its first answer. A pass waits the window
 // (Config.Window, DefaultWindow) plus twice this node's round trip to its
 // server, at most 5 s: a question and its answer cross the node's link
-// twice, and the gateway's round trip (a 60 ms gateway link: about 120 ms)
-// must fit in the rest. The question is asked twice, at the start and half
-// way through the window: a region whose subscription was not yet known
-// across the gateway when the first question passed (two regions starting
-// at the same moment) hears the second.
+// twice. The question is asked twice, at the start and half way through
+// the window: a region whose subscription was not yet known across the
+// gateway when the first question passed (two regions starting at the
+// same moment) hears the second. So the gateway's round trip must fit in
+// half the default window, 250 ms: a gateway 60 ms each way takes 120 ms
+// (TestRegionIDSlowGateway). A longer window would hold every start back
+// for nothing in the common case, one region per id, where no answer
+// comes; the running check below catches what a short one missed.
 //
 // The running check. Two regions started on one id while their gateway was
 // cut both pass their start checks. Start therefore checks again every

@@ -97,16 +97,20 @@ type Guard struct {
 	mu       sync.Mutex
 	conflict error // the conflict a running check found; final
 
-	stop   chan struct{}
+	ctx    context.Context // the running checks'; cancelled by Close
+	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
 }
 
 // Start answers wire.RegionSubject(cfg.ID) for this node, then checks the
 // id (as Check, every answer counting): an error wrapping ErrIDTaken
-// means another region uses it, and the node must not start. It answers
+// means another region uses it, and the node must not start; any other
+// error, that it could not ask (ctx must outlast the window). It answers
 // before it asks, so of two nodes of two regions that start on one id at
-// the same moment at least one hears the other. Once the check passed, a
+// the same moment at least one hears the other, once the gateway has
+// carried its interest (by the second question, half a window on). Once
+// the check passed, a
 // goroutine checks again every cfg.Period, counting only nodes that passed
 // their own start check, until Close.
 func Start(ctx context.Context, cfg Config) (*Guard, error) {
@@ -126,7 +130,8 @@ func Start(ctx context.Context, cfg Config) (*Guard, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	g := &Guard{cfg: cfg, stop: make(chan struct{})}
+	g := &Guard{cfg: cfg}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	nc := cfg.Conn
 	subject := wire.RegionSubject(cfg.ID)
 	var err error
@@ -138,16 +143,17 @@ func Start(ctx context.Context, cfg Config) (*Guard, error) {
 		}
 	})
 	if err != nil {
+		g.Close()
 		return nil, fmt.Errorf("region: answer %s: %w", subject, err)
 	}
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
-		_ = g.sub.Unsubscribe()
+		g.Close()
 		return nil, fmt.Errorf("region: answer %s: %w", subject, err)
 	}
 	if err := check(ctx, nc, cfg.Region, cfg.ID, cfg.Window, false); err != nil {
-		_ = g.sub.Unsubscribe()
+		g.Close()
 		return nil, err
 	}
 	g.checked.Store(true)
@@ -170,9 +176,11 @@ func (g *Guard) Close() {
 		return
 	}
 	g.closed.Do(func() {
-		close(g.stop)
+		g.cancel()
 		g.wg.Wait()
-		_ = g.sub.Unsubscribe()
+		if g.sub != nil {
+			_ = g.sub.Unsubscribe()
+		}
 	})
 }
 
@@ -182,18 +190,10 @@ func (g *Guard) run() {
 	defer g.wg.Done()
 	t := g.cfg.Clock.NewTicker(g.cfg.Period)
 	defer t.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-g.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx := g.ctx
 	for {
 		select {
-		case <-g.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C():
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/region"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -239,4 +242,64 @@ func TestRegionIDSlowGateway(t *testing.T) {
 		}
 		t.Logf("%d of 2 refused", refusals)
 	})
+}
+
+// TestGuardChecksEveryPeriod: a running Guard asks again at each period of
+// its clock, and once closed it asks no more and leaves no goroutine.
+func TestGuardChecksEveryPeriod(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	questions := make(chan struct{}, 100)
+	other := natstest.Connect(t, url)
+	if _, err := other.Subscribe(wire.RegionSubject(11), func(m *nats.Msg) {
+		b, _ := json.Marshal(wire.NodeRegion{Node: "same", Region: "r", ID: 11, Checked: true})
+		_ = m.Respond(b)
+		questions <- struct{}{}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := region.Start(ctx, region.Config{Conn: nc, Region: "r", ID: 11, Node: "a", Window: 50 * time.Millisecond,
+		Period: time.Minute, Clock: clk, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-questions:
+			case <-ctx.Done():
+				t.Fatal("a question did not come")
+			}
+		}
+	}
+	asked(2) // the start check
+	for range 2 {
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		asked(2)
+	}
+	if err := g.Err(); err != nil {
+		t.Fatalf("a node of the same region is a conflict: %v", err)
+	}
+	g.Close()
+	g.Close()
+	nc.Close()
+	if len(questions) != 0 {
+		t.Fatalf("%d questions more than the checks asked", len(questions))
+	}
+	testenv.Eventually(t, "the Guard's goroutines to end", 10*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 }
