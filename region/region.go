@@ -1,0 +1,285 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// ErrIDTaken: a node of another region answers on this node's region id.
+var ErrIDTaken = errors.New("region id taken by another region")
+
+const (
+	// DefaultWindow is how long a check waits for another region's answer
+	// beyond twice this node's round trip to its server.
+	DefaultWindow = 500 * time.Millisecond
+	// DefaultPeriod is how often a running node checks its region id
+	// again.
+	DefaultPeriod = 10 * time.Second
+	// maxWindow bounds a window stretched by a slow link to NATS.
+	maxWindow = 5 * time.Second
+)
+
+// DefaultName is the region name of a node that sets none: the name of
+// the NATS cluster nc is connected to, "" on a server without a cluster.
+// A cluster name that is no region name (wire.CheckRegion) is an error:
+// the node must be given one.
+//
+// A NATS cluster without a configured name (no JetStream, no gateways:
+// both need one) gets a random name from each server, changed as its
+// routes join; nothing on the client tells it from a real one, so such a
+// cluster's nodes must be given their region name.
+func DefaultName(nc *nats.Conn) (string, error) {
+	name := nc.ConnectedClusterName()
+	if name == "" {
+		return "", nil
+	}
+	if err := wire.CheckRegion(name); err != nil {
+		return "", fmt.Errorf("the NATS cluster name is no region name, give one: %w", err)
+	}
+	return name, nil
+}
+
+// Check asks the nodes of region id id (wire.RegionSubject) and refuses
+// (ErrIDTaken) as soon as one of another region than name answers. It
+// waits window (DefaultWindow when 0) plus twice nc's round trip, at most
+// 5 s, for such an answer; the answers of nodes that are still starting
+// count too. An error other than ErrIDTaken means it could not ask.
+func Check(ctx context.Context, nc *nats.Conn, name string, id int, window time.Duration) error {
+	return check(ctx, nc, name, id, window, false)
+}
+
+// Config is what Start needs: the connection, the region, and who answers.
+type Config struct {
+	// Conn is the node's NATS connection. Required.
+	Conn *nats.Conn
+	// Region is this node's region name (wire.CheckRegion). Required.
+	Region string
+	// ID is this node's region id, >= 0.
+	ID int
+	// Node is the node's name; Instance its process (as in
+	// wire.NodeStatus). Node is required.
+	Node     string
+	Instance string
+	// Window is each check's window (DefaultWindow when 0); see Check.
+	Window time.Duration
+	// Period is how often the running node checks again (DefaultPeriod
+	// when 0).
+	Period time.Duration
+	// Conflict is called once, from the Guard's goroutine, with the first
+	// conflict a running check finds (an error wrapping ErrIDTaken): the
+	// node stops serving what depends on the region id. It must not call
+	// Close. May be nil.
+	Conflict func(error)
+	// Clock times the period; the real clock when nil.
+	Clock clock.Clock
+	// Log gets the warnings and the conflict; slog.Default when nil.
+	Log *slog.Logger
+}
+
+// Guard answers for this node's region id and checks it while the node
+// runs.
+type Guard struct {
+	cfg     Config
+	sub     *nats.Subscription
+	checked atomic.Bool // the start check passed: answers say Checked
+
+	mu       sync.Mutex
+	conflict error // the conflict a running check found; final
+
+	ctx    context.Context // the running checks'; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// Start answers wire.RegionSubject(cfg.ID) for this node, then checks the
+// id (as Check, every answer counting): an error wrapping ErrIDTaken
+// means another region uses it, and the node must not start; any other
+// error, that it could not ask (ctx must outlast the window). It answers
+// before it asks, so of two nodes of two regions that start on one id at
+// the same moment at least one hears the other, once the gateway has
+// carried its interest (by the second question, half a window on). Once
+// the check passed, a
+// goroutine checks again every cfg.Period, counting only nodes that passed
+// their own start check, until Close.
+func Start(ctx context.Context, cfg Config) (*Guard, error) {
+	if cfg.Conn == nil || cfg.Node == "" {
+		return nil, errors.New("region: Conn and Node are required")
+	}
+	if err := wire.CheckRegion(cfg.Region); err != nil {
+		return nil, fmt.Errorf("region: %w", err)
+	}
+	if cfg.ID < 0 {
+		return nil, fmt.Errorf("region: region id %d is negative", cfg.ID)
+	}
+	if cfg.Period <= 0 {
+		cfg.Period = DefaultPeriod
+	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	g := &Guard{cfg: cfg}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	nc := cfg.Conn
+	subject := wire.RegionSubject(cfg.ID)
+	var err error
+	g.sub, err = nc.Subscribe(subject, func(m *nats.Msg) {
+		b, _ := json.Marshal(wire.NodeRegion{Node: cfg.Node, Instance: cfg.Instance, Region: cfg.Region, ID: cfg.ID,
+			Cluster: nc.ConnectedClusterName(), Checked: g.checked.Load()})
+		if err := m.Respond(b); err != nil {
+			cfg.Log.Warn("region: answering "+m.Subject, "err", err)
+		}
+	})
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("region: answer %s: %w", subject, err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("region: answer %s: %w", subject, err)
+	}
+	if err := check(ctx, nc, cfg.Region, cfg.ID, cfg.Window, false); err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.checked.Store(true)
+	g.wg.Add(1)
+	go g.run()
+	return g, nil
+}
+
+// Err is the conflict a running check found (wrapping ErrIDTaken), nil
+// while none was. Once set it stays.
+func (g *Guard) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.conflict
+}
+
+// Close stops the checks and the answers; idempotent.
+func (g *Guard) Close() {
+	if g == nil {
+		return
+	}
+	g.closed.Do(func() {
+		g.cancel()
+		g.wg.Wait()
+		if g.sub != nil {
+			_ = g.sub.Unsubscribe()
+		}
+	})
+}
+
+// run checks every Period until a conflict or Close. A check that could
+// not ask (NATS away) is tried at the next period.
+func (g *Guard) run() {
+	defer g.wg.Done()
+	t := g.cfg.Clock.NewTicker(g.cfg.Period)
+	defer t.Stop()
+	ctx := g.ctx
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		err := check(ctx, g.cfg.Conn, g.cfg.Region, g.cfg.ID, g.cfg.Window, true)
+		switch {
+		case errors.Is(err, ErrIDTaken):
+			g.mu.Lock()
+			g.conflict = err
+			g.mu.Unlock()
+			g.cfg.Log.Error("region: another region uses this node's region id: stop serving what depends on it", "err", err)
+			if g.cfg.Conflict != nil {
+				g.cfg.Conflict(err)
+			}
+			return
+		case err != nil && ctx.Err() == nil:
+			g.cfg.Log.Warn("region: could not check the region id", "id", g.cfg.ID, "err", err)
+		}
+	}
+}
+
+// check asks wire.RegionSubject(id) twice, at once and half way through
+// its window, and returns ErrIDTaken at the first answer of a region other
+// than name (of a node that passed its start check only, when
+// checkedOnly). A "no responders" status ends no wait: the interest of
+// another cluster may not have reached this server yet.
+func check(ctx context.Context, nc *nats.Conn, name string, id int, window time.Duration, checkedOnly bool) error {
+	w := windowOf(nc, window)
+	subject := wire.RegionSubject(id)
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return fmt.Errorf("region: subscribe: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return fmt.Errorf("region: ask %s: %w", subject, err)
+	}
+	start := time.Now()
+	again, end := start.Add(w/2), start.Add(w)
+	for {
+		deadline := end
+		if !again.IsZero() {
+			deadline = again
+		}
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		msg, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("region: ask %s: %w", subject, ctx.Err())
+		case errors.Is(err, context.DeadlineExceeded):
+			if again.IsZero() {
+				return nil // the window is over: no other region answered
+			}
+			again = time.Time{}
+			if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+				return fmt.Errorf("region: ask %s: %w", subject, err)
+			}
+			continue
+		case errors.Is(err, nats.ErrNoResponders):
+			continue
+		case err != nil:
+			return fmt.Errorf("region: ask %s: %w", subject, err)
+		}
+		var a wire.NodeRegion
+		if json.Unmarshal(msg.Data, &a) != nil || a.Region == "" || a.Region == name || (checkedOnly && !a.Checked) {
+			continue
+		}
+		where := ""
+		if a.Cluster != "" {
+			where = " on NATS cluster " + a.Cluster
+		}
+		return fmt.Errorf("%w: region %q uses region id %d too (node %s%s), and this node's region is %q: give each region an id of its own",
+			ErrIDTaken, a.Region, id, a.Node, where, name)
+	}
+}
+
+// windowOf is w (DefaultWindow when 0) plus twice nc's round trip to its
+// server, at most maxWindow: a node far from NATS hears a near region's
+// answer only after its own link's round trip.
+func windowOf(nc *nats.Conn, w time.Duration) time.Duration {
+	if w <= 0 {
+		w = DefaultWindow
+	}
+	if rtt, err := nc.RTT(); err == nil {
+		w += 2 * rtt
+	}
+	return min(w, maxWindow)
+}

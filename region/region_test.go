@@ -1,0 +1,305 @@
+package region_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/region"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// start starts a Guard for node of region name, id on url, closed at
+// clean-up; the error is Start's.
+func start(t *testing.T, url, name string, id int, node string, period time.Duration, conflict func(error)) (*region.Guard, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := region.Start(ctx, region.Config{
+		Conn:     natstest.Connect(t, url),
+		Region:   name,
+		ID:       id,
+		Node:     node,
+		Instance: node + "-1",
+		Period:   period,
+		Conflict: conflict,
+		Log:      slog.New(slog.DiscardHandler),
+	})
+	if err == nil {
+		t.Cleanup(g.Close)
+	}
+	return g, err
+}
+
+// mustStart is start that fails the test on an error.
+func mustStart(t *testing.T, url, name string, id int, node string) *region.Guard {
+	t.Helper()
+	g, err := start(t, url, name, id, node, 0, nil)
+	if err != nil {
+		t.Fatalf("node %s of region %s, id %d: %v", node, name, id, err)
+	}
+	return g
+}
+
+// refused fails the test unless err wraps ErrIDTaken and names the other
+// region and node.
+func refused(t *testing.T, err error, other, node string) {
+	t.Helper()
+	if !errors.Is(err, region.ErrIDTaken) {
+		t.Fatalf("error %v, want ErrIDTaken", err)
+	}
+	if !strings.Contains(err.Error(), `region "`+other+`"`) || !strings.Contains(err.Error(), "node "+node) {
+		t.Fatalf("error %q does not name region %s and node %s", err, other, node)
+	}
+}
+
+// TestRegionIDs: over two clusters joined by gateways (c0 of one server,
+// c1 of two), regions of different ids pass, a second region on a taken
+// id refuses to start whichever starts first, many nodes of one region on
+// one id pass, and the default region name is the cluster's.
+func TestRegionIDs(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 2)
+	c0, c1 := sc.URL(0), sc.URL(1)
+
+	t.Run("default name", func(t *testing.T) {
+		for i, want := range []string{"c0", "c1"} {
+			got, err := region.DefaultName(natstest.Connect(t, sc.URL(i)))
+			if err != nil || got != want {
+				t.Fatalf("DefaultName on cluster %d = %q, %v; want %q", i, got, err, want)
+			}
+		}
+		got, err := region.DefaultName(natstest.Connect(t, natstest.RunServer(t).ClientURL()))
+		if err != nil || got != "" {
+			t.Fatalf("DefaultName on a lone server = %q, %v; want \"\"", got, err)
+		}
+	})
+	t.Run("different ids", func(t *testing.T) {
+		mustStart(t, c0, "c0", 1, "a")
+		mustStart(t, c1, "c1", 2, "b")
+	})
+	t.Run("one id, c0 first", func(t *testing.T) {
+		mustStart(t, c0, "c0", 3, "a")
+		_, err := start(t, c1, "c1", 3, "b", 0, nil)
+		refused(t, err, "c0", "a")
+	})
+	t.Run("one id, c1 first", func(t *testing.T) {
+		mustStart(t, c1, "c1", 4, "b")
+		_, err := start(t, c0, "c0", 4, "a", 0, nil)
+		refused(t, err, "c1", "b")
+	})
+	t.Run("one region, many nodes", func(t *testing.T) {
+		s0, s1 := sc.Clusters[1][0].ClientURL(), sc.Clusters[1][1].ClientURL()
+		for i, url := range []string{s0, s1, s0, s1} {
+			mustStart(t, url, "c1", 5, "b"+string(rune('0'+i)))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := region.Check(ctx, natstest.Connect(t, s1), "c1", 5, 0); err != nil {
+			t.Fatal(err)
+		}
+		err := region.Check(ctx, natstest.Connect(t, c0), "c0", 5, 0)
+		if !errors.Is(err, region.ErrIDTaken) {
+			t.Fatalf("another region's Check: %v, want ErrIDTaken", err)
+		}
+	})
+	t.Run("a starting node stops no running one", func(t *testing.T) {
+		conflicts := make(chan error, 1)
+		g, err := start(t, c0, "c0", 6, "a", 100*time.Millisecond, func(err error) { conflicts <- err })
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A node of c1 on id 6 that has not passed its start check
+		// answers; its answer counts for a start, not for a running node.
+		var checked atomic.Bool
+		questions := make(chan struct{}, 100)
+		other := natstest.Connect(t, c1)
+		if _, err := other.Subscribe(wire.RegionSubject(6), func(m *nats.Msg) {
+			b, _ := json.Marshal(wire.NodeRegion{Node: "b", Region: "c1", ID: 6, Checked: checked.Load()})
+			_ = m.Respond(b)
+			questions <- struct{}{}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		_, err = start(t, c0, "c0", 6, "a2", 0, nil)
+		refused(t, err, "c1", "b")
+		// Each check asks twice, one check after the other: at the fifth
+		// question two whole running checks have heard the answer.
+		for range 5 {
+			select {
+			case <-questions:
+			case <-time.After(10 * time.Second):
+				if err := g.Err(); err != nil {
+					t.Fatalf("a starting node's answer stopped a running one: %v", err)
+				}
+				t.Fatal("the running node asks no more")
+			}
+		}
+		if err := g.Err(); err != nil {
+			t.Fatalf("a starting node's answer stopped a running one: %v", err)
+		}
+		checked.Store(true)
+		select {
+		case err := <-conflicts:
+			refused(t, err, "c1", "b")
+		case <-time.After(10 * time.Second):
+			t.Fatal("no conflict reported")
+		}
+		if !errors.Is(g.Err(), region.ErrIDTaken) {
+			t.Fatalf("Err() = %v after the conflict", g.Err())
+		}
+	})
+}
+
+// TestRegionIDPartition: two regions on one id start while their gateway
+// is cut, so both pass; once it heals, the running check of each reports
+// the conflict within its period.
+func TestRegionIDPartition(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	sc.Cut(0)
+	sc.Cut(1)
+	const period = time.Second
+	var conflicts [2]chan error
+	for i, name := range []string{"c0", "c1"} {
+		conflicts[i] = make(chan error, 1)
+		if _, err := start(t, sc.URL(i), name, 7, name+"-node", period, func(err error) { conflicts[i] <- err }); err != nil {
+			t.Fatalf("region %s while cut: %v", name, err)
+		}
+	}
+	sc.Heal(0)
+	sc.Heal(1)
+	healed := time.Now()
+	// Within a period and a check's window (the default, on loopback).
+	within := period + region.DefaultWindow + 500*time.Millisecond
+	for i, other := range []string{"c1", "c0"} {
+		select {
+		case err := <-conflicts[i]:
+			refused(t, err, other, other+"-node")
+			t.Logf("region %s reported the conflict %v after the heal", sc.Names[i], time.Since(healed))
+		case <-time.After(within - time.Since(healed)):
+			t.Fatalf("region %s reported no conflict within %v of the heal", sc.Names[i], within)
+		}
+	}
+}
+
+// TestRegionIDSlowGateway: behind a gateway slowed 60 ms each way, a
+// check still hears the other region on its id: a region that runs, and
+// one that starts at the same moment (its first question crosses the
+// gateway before the other's interest has).
+func TestRegionIDSlowGateway(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	sc.Slow(0, 60*time.Millisecond)
+	sc.Slow(1, 60*time.Millisecond)
+
+	t.Run("running", func(t *testing.T) {
+		mustStart(t, sc.URL(0), "c0", 8, "a")
+		t0 := time.Now()
+		_, err := start(t, sc.URL(1), "c1", 8, "b", 0, nil)
+		refused(t, err, "c0", "a")
+		t.Logf("refused after %v", time.Since(t0))
+		mustStart(t, sc.URL(1), "c1", 9, "b")
+	})
+	t.Run("starting together", func(t *testing.T) {
+		conns := []*nats.Conn{natstest.Connect(t, sc.URL(0)), natstest.Connect(t, sc.URL(1))}
+		errs := make(chan error, 2)
+		for i, nc := range conns {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				g, err := region.Start(ctx, region.Config{Conn: nc, Region: sc.Names[i], ID: 10, Node: sc.Names[i] + "-node",
+					Log: slog.New(slog.DiscardHandler)})
+				if err == nil {
+					g.Close()
+				}
+				errs <- err
+			}()
+		}
+		refusals := 0
+		for range 2 {
+			err := <-errs
+			switch {
+			case errors.Is(err, region.ErrIDTaken):
+				refusals++
+			case err != nil:
+				t.Fatal(err)
+			}
+		}
+		if refusals == 0 {
+			t.Fatal("two regions started on one id at once, and neither refused")
+		}
+		t.Logf("%d of 2 refused", refusals)
+	})
+}
+
+// TestGuardChecksEveryPeriod: a running Guard asks again at each period of
+// its clock, and once closed it asks no more and leaves no goroutine.
+func TestGuardChecksEveryPeriod(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	questions := make(chan struct{}, 100)
+	other := natstest.Connect(t, url)
+	if _, err := other.Subscribe(wire.RegionSubject(11), func(m *nats.Msg) {
+		b, _ := json.Marshal(wire.NodeRegion{Node: "same", Region: "r", ID: 11, Checked: true})
+		_ = m.Respond(b)
+		questions <- struct{}{}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := region.Start(ctx, region.Config{Conn: nc, Region: "r", ID: 11, Node: "a", Window: 50 * time.Millisecond,
+		Period: time.Minute, Clock: clk, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-questions:
+			case <-ctx.Done():
+				t.Fatal("a question did not come")
+			}
+		}
+	}
+	asked(2) // the start check
+	for range 2 {
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		asked(2)
+	}
+	if err := g.Err(); err != nil {
+		t.Fatalf("a node of the same region is a conflict: %v", err)
+	}
+	g.Close()
+	g.Close()
+	nc.Close()
+	if len(questions) != 0 {
+		t.Fatalf("%d questions more than the checks asked", len(questions))
+	}
+	testenv.Eventually(t, "the Guard's goroutines to end", 10*time.Second, func() bool { return runtime.NumGoroutine() <= before })
+}

@@ -1,0 +1,47 @@
+package wire
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// RegionPrefix + <id> is answered by every node whose region id is <id>
+// (no queue group, in every region: NATS gateways carry the interest to
+// the other clusters of a supercluster) with its NodeRegion: two regions
+// configured with one region id would make the same ids, so a node that
+// hears a node of another region on its id refuses to start, and a running
+// one stops serving what depends on the region id.
+const RegionPrefix = "leaf.region."
+
+// RegionSubject is the subject of region id id (RegionPrefix + id).
+func RegionSubject(id int) string { return RegionPrefix + strconv.Itoa(id) }
+
+// NodeRegion is the reply of RegionPrefix + <id>.
+type NodeRegion struct {
+	Node     string `json:"node"`
+	Instance string `json:"instance,omitempty"` // as in NodeStatus
+	Region   string `json:"region"`
+	ID       int    `json:"id"`
+	// Cluster is the NATS cluster the node is connected to as it answers
+	// (to tell an operator where a conflicting node is).
+	Cluster string `json:"cluster,omitempty"`
+	// Checked: the node has passed its start check and serves under this
+	// id. A node still starting answers too (so that two starting at once
+	// see each other), but only a checked node's answer stops a running
+	// one: a node that starts, hears a conflict and refuses must not stop
+	// the region that was there first.
+	Checked bool `json:"checked,omitempty"`
+}
+
+// MaxRegionLen is the longest region name.
+const MaxRegionLen = 64
+
+// CheckRegion checks a region name: 1..MaxRegionLen characters of
+// [A-Za-z0-9_-], a single NATS subject token (as a tag is). A bad name is
+// an error wrapping ErrInvalid.
+func CheckRegion(name string) error {
+	if len(name) > MaxRegionLen || !validTag(name) {
+		return fmt.Errorf("%w: region %q must be 1-%d characters of [A-Za-z0-9_-]", ErrInvalid, name, MaxRegionLen)
+	}
+	return nil
+}
