@@ -29,8 +29,8 @@ const (
 // wrong configuration, or anything else, fails at once. /readyz shows the
 // phase and the last error meanwhile.
 func (n *Node) await(ctx context.Context, phase string, step func(context.Context) error) error {
-	n.start.set(phase, nil)
-	defer n.start.end(phase)
+	n.start.Set(phase, nil)
+	defer n.start.End(phase)
 	wait := awaitFirst
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, startTimeout)
@@ -42,7 +42,7 @@ func (n *Node) await(ctx context.Context, phase string, step func(context.Contex
 		if ctx.Err() != nil || !transient(err) {
 			return err
 		}
-		n.start.set(phase, err)
+		n.start.Set(phase, err)
 		n.log.Warn("start: waiting; will try again", "phase", phase, "attempt", attempt, "in", wait, "err", err)
 		select {
 		case <-ctx.Done():

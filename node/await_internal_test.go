@@ -44,27 +44,3 @@ func TestTransient(t *testing.T) {
 		}
 	}
 }
-
-// While Start runs phases together, /readyz names every one under way with
-// its last error, not the last one to begin.
-func TestStartingNamesEveryPhase(t *testing.T) {
-	var s starting
-	if got := s.why(); got != "starting" {
-		t.Errorf("before any phase: %q", got)
-	}
-	s.set("checking the name", nil)
-	s.set("registering a snowflake worker", nil)
-	s.set("checking the name", errors.New("node b silent"))
-	if got, want := s.why(), "starting: checking the name: node b silent; registering a snowflake worker"; got != want {
-		t.Errorf("two phases: %q, want %q", got, want)
-	}
-	s.end("checking the name")
-	if got, want := s.why(), "starting: registering a snowflake worker"; got != want {
-		t.Errorf("one ended: %q, want %q", got, want)
-	}
-	s.end("registering a snowflake worker")
-	s.done()
-	if got := s.why(); got != "" {
-		t.Errorf("started: %q", got)
-	}
-}

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/mono/kvlease"
-	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -49,6 +47,7 @@ func (n *Node) startMono(ctx context.Context) error {
 	nc := n.conn.NC()
 	m, err := mono.StartServer(ctx, mono.ServerConfig{
 		Node:      n.cfg.Name,
+		Regions:   n.regions(),
 		Store:     n.seg.store,
 		Lease:     lease,
 		Floors:    n.seg.floors,
@@ -86,38 +85,6 @@ func (n *Node) startMono(ctx context.Context) error {
 
 // MonoLeading lists the monotonic tags this node leads now, sorted.
 func (n *Node) MonoLeading() []string { return n.seg.mono.Load().LeadingTags() }
-
-// askMono fills dst with ids of a monotonic tag for the HTTP API: its
-// leader may be another node, so it asks leaf.mono.<tag> over NATS, again
-// after no responder or a 503 (a switch-over), until ctx ends. (The Go
-// client does the same; node cannot import it.)
-func (n *Node) askMono(ctx context.Context, tag wire.Tag, dst []int64) error {
-	backoff := 10 * time.Millisecond
-	for {
-		reply, err := n.conn.NC().RequestMsgWithContext(ctx, wire.NewRequest(wire.MonoPrefix+tag.String(), len(dst), true))
-		if err == nil {
-			err = wire.ReplyError(reply)
-		}
-		if err == nil {
-			ids, err := wire.DecodeIDs(dst[:0], reply.Data, true)
-			if err == nil && len(ids) != len(dst) {
-				err = fmt.Errorf("%w: %d ids, asked for %d", wire.ErrBadReply, len(ids), len(dst))
-			}
-			return err
-		}
-		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, wire.ErrUnavailable) {
-			return err
-		}
-		t := n.clock.NewTimer(backoff)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w: monotonic tag %q: no leader answered: %w", segment.ErrNotReady, tag, err)
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
-}
 
 // stopMono releases the monotonic leases while NATS is up: others take
 // over at once.

@@ -17,12 +17,14 @@ import (
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/datadir"
 	"github.com/leafmq/leafmq/internal/natsconn"
+	"github.com/leafmq/leafmq/internal/progress"
 	"github.com/leafmq/leafmq/metrics"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/peers"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/producer"
+	"github.com/leafmq/leafmq/region"
 	"github.com/leafmq/leafmq/responder"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snownode"
@@ -38,9 +40,9 @@ const (
 type Node struct {
 	cfg    config.Config
 	log    *slog.Logger
-	clock  clock.Clock   // config.Config.Clock
-	start  starting      // when Start began, and what it waits for, on /readyz
-	met    *metrics.Live // request metrics (Node.collector reads the rest)
+	clock  clock.Clock       // config.Config.Clock
+	start  progress.Starting // when Start began, and what it waits for, on /readyz
+	met    *metrics.Live     // request metrics (Node.collector reads the rest)
 	events *events.Publisher
 	life   life
 	conn   *natsconn.Conn // the node's NATS, and its round trip
@@ -58,6 +60,10 @@ type life struct {
 	stops  stops         // what Close runs: pushed by Start, one subsystem at a time
 	mu     sync.Mutex
 	closed bool // by Close, under mu
+	// failed delivers why the node must stop (fail); region checks the
+	// region id while the node runs (nil without --regions).
+	failed chan error
+	region *region.Guard
 }
 
 // segments is what serves segment ids.

@@ -84,7 +84,7 @@ func (n *Node) kvRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 		// The worker ids this data directory stopped gracefully with come
 		// first: a restart that gets its own back waits only past the
 		// last time it used (its stop record), not out a whole lease.
-		r, err := kvworker.Open(ctx, js, layout, kvworker.Options{Replicas: cfg.Store.KVReplicas, Node: cfg.Name,
+		r, err := kvworker.Open(ctx, js, layout, kvworker.Options{Replicas: cfg.Store.KVReplicas, Node: cfg.Name, Region: cfg.Region.Name,
 			Prefer: snowflake.StoppedWorkers(dir, config.RegistryKV)})
 		if err != nil {
 			return nil, err
@@ -103,7 +103,7 @@ func (n *Node) zkRegistry(layout snowflake.Layout) (func(context.Context) (snowf
 		// claim lost later (a partition past the session timeout) is
 		// claimed again in ZooKeeper only, where another process with
 		// this identity may hold it by now.
-		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.serve.sf.Held()}
+		o := zk.Options{Name: cfg.Registry.ZKName, Addr: cfg.Registry.ZKAddr, CacheFile: cache, Owner: cfg.Name, NoCacheRegister: n.serve.sf.Held(), Region: cfg.Region.Name}
 		r, err := zk.Open(ctx, servers, layout, o)
 		if err != nil {
 			return nil, err
@@ -123,7 +123,7 @@ func (n *Node) mysqlRegistry(layout snowflake.Layout) (func(context.Context) (sn
 	cfg := n.cfg
 	dir := filepath.Join(cfg.DataDir, "snowflake")
 	return func(ctx context.Context) (snowflake.Registry, error) {
-		r, err := dbworker.Open(ctx, cfg.Registry.WorkerMySQL, layout, dbworker.Options{CreateTable: true, Host: cfg.Name})
+		r, err := dbworker.Open(ctx, cfg.Registry.WorkerMySQL, layout, dbworker.Options{CreateTable: true, Host: cfg.Name, Region: cfg.Region.Name})
 		if err != nil {
 			return nil, err
 		}

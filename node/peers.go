@@ -30,7 +30,7 @@ func (n *Node) who() wire.NodeStatus {
 		PID:      os.Getpid(),
 		Version:  buildinfo.Version,
 		UnixNano: n.clock.Now().UnixNano(),
-		Started:  n.start.at.UnixNano(),
+		Started:  n.start.At.UnixNano(),
 		Tags:     []wire.TagStatus{},
 	}
 }

@@ -40,6 +40,7 @@ func (n *Node) newSnowflake() error {
 		Name:           cfg.Name,
 		Registry:       cfg.Registry.Kind,
 		Layout:         layout,
+		Region:         int64(cfg.Region.ID),
 		DataDir:        cfg.DataDir,
 		LeaseFiles:     leaseFiles,
 		Open:           open,

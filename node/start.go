@@ -52,8 +52,9 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		log:   log.With("node", cfg.Name),
 		clock: clock.Or(cfg.Clock),
 		met:   metrics.NewLive(),
+		life:  life{failed: make(chan error, 1)},
 	}
-	n.start.at = n.clock.Now()
+	n.start.At = n.clock.Now()
 	n.conn = natsconn.New(natsconn.Options{Name: cfg.Name, URL: cfg.NATS.URL, Listen: cfg.NATS.Listen,
 		DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Logger: n.log, Clock: n.clock, ErrConfig: config.ErrConfig})
 	defer func() {
@@ -78,6 +79,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		{name: "events", start: n.newEvents},
 		{name: "tag floors", start: b.openFloors},
 		{name: "live nodes", start: b.newPeers},
+		{name: "region", stop: func(context.Context) error { n.life.region.Close(); return nil }, start: b.startRegion},
 		{name: "slow node", start: func(context.Context) (err error) { // out of the queue groups while a faster one serves
 			n.serve.yield, err = responder.NewSlowYield(responder.SlowYieldConfig{Conn: n.conn.NC(), RTT: n.conn.SteadyRTT,
 				MaxRTT: n.cfg.NATS.MaxRTT, Instance: n.peers.Instance(), Clock: n.clock, Logger: n.log, Events: n.events})
@@ -180,7 +182,7 @@ func (n *Node) startHTTP() error {
 			(*api).ServeHTTP(w, r)
 			return
 		}
-		http.Error(w, "not ready: "+n.start.why(), http.StatusServiceUnavailable)
+		http.Error(w, "not ready: "+n.start.Why(), http.StatusServiceUnavailable)
 	})) // Leaf's HTTP API, /readyz, the status page
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle("/metrics", promhttp.HandlerFor(n.web.reg, promhttp.HandlerOpts{}))
@@ -202,7 +204,7 @@ func (n *Node) startHTTP() error {
 // serveAPI puts the started node's metrics and HTTP API behind startHTTP's
 // listener: from now on /readyz tells the node's health.
 func (n *Node) serveAPI() error {
-	n.start.done()
+	n.start.Done()
 	if n.web.srv == nil {
 		return nil
 	}

@@ -121,6 +121,7 @@ func (b *boot) startChecks(ctx context.Context) error {
 	}
 	n.seg.engine, err = segment.New(segment.Config{
 		Opaque:      n.opaquePerm,
+		Regions:     n.regions(),
 		PeerFloor:   n.peers.Floor,
 		PeerMode:    n.peers.Mode,
 		CreateCheck: n.createCheck,

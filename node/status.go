@@ -230,7 +230,9 @@ func (n *Node) httpAPI() (http.Handler, error) {
 	if r := n.serve.sf.Ring(); r != nil {
 		cfg.Snowflake = r.Next
 	}
-	cfg.Mono = n.askMono
+	cfg.Mono = func(ctx context.Context, tag wire.Tag, dst []int64) error {
+		return ask.Mono(ctx, n.conn.NC(), n.clock, tag, dst)
+	}
 	cfg.Observe = n.met.ObserveHTTP
 	return httpapi.New(cfg)
 }

@@ -87,14 +87,20 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	fmt.Fprint(stdout, banner(cfg, n.ClientURL(), n.HTTPAddr(), leafctlCommand()))
-	<-ctx.Done()
+	code := 0
+	select {
+	case <-ctx.Done():
+	case err := <-n.Failed(): // it must not serve on (a region id another region holds)
+		log.Error("leafd stops", "err", err.Error())
+		code = 1
+	}
 	stop()
 	log.Info("leafd shutting down")
 	if err := n.Close(context.Background()); err != nil {
 		log.Error("leafd shutdown", "err", err.Error())
 		return 1
 	}
-	return 0
+	return code
 }
 
 // jsonRequested reports whether args or LEAF_LOG_FORMAT ask for JSON logs,

@@ -1,4 +1,7 @@
-package node
+// Package progress tracks what a process waits for while it starts: the
+// phases under way (several may run together) and each one's last failed
+// attempt, for a readiness endpoint to name.
+package progress
 
 import (
 	"fmt"
@@ -8,18 +11,18 @@ import (
 	"time"
 )
 
-// starting is what a node is waiting for before it serves, shown on
-// /readyz while Start runs: every phase under way, as checks run together.
-type starting struct {
-	at      time.Time // Start began; set before anything runs
+// Starting is what a process is waiting for before it serves: every
+// phase under way, as checks may run together. Safe for concurrent use.
+type Starting struct {
+	At      time.Time // the start began; set before anything runs
 	mu      sync.Mutex
 	started bool
 	phases  []string         // under way, in the order they began
 	errs    map[string]error // the last failed attempt of a phase under way
 }
 
-// set notes phase under way, err its last failed attempt (nil: none yet).
-func (s *starting) set(phase string, err error) {
+// Set notes phase under way, err its last failed attempt (nil: none yet).
+func (s *Starting) Set(phase string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.errs == nil {
@@ -31,8 +34,8 @@ func (s *starting) set(phase string, err error) {
 	s.errs[phase] = err
 }
 
-// end notes phase done.
-func (s *starting) end(phase string) {
+// End notes phase done.
+func (s *Starting) End(phase string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.errs[phase]; ok {
@@ -41,15 +44,15 @@ func (s *starting) end(phase string) {
 	}
 }
 
-// done notes the node started.
-func (s *starting) done() {
+// Done notes the start finished.
+func (s *Starting) Done() {
 	s.mu.Lock()
 	s.started, s.phases, s.errs = true, nil, nil
 	s.mu.Unlock()
 }
 
-// why is "" once the node has started, else what it waits for.
-func (s *starting) why() string {
+// Why is "" once the start finished, else what it waits for.
+func (s *Starting) Why() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {

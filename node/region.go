@@ -1,0 +1,55 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/leafmq/leafmq/config"
+	"github.com/leafmq/leafmq/region"
+	"github.com/leafmq/leafmq/segment"
+)
+
+// startRegion, with --regions, names the region after the NATS cluster
+// when --region is not given (the worker registries and stores of a
+// region are named after it), then answers and checks the region id over
+// the gateways (region.Start): an id another region holds is refused at
+// start, and one found taken while running stops the node (Failed), as
+// both regions' ids could then repeat (docs/protocol.md, I5).
+func (b *boot) startRegion(ctx context.Context) error {
+	rc := &b.cfg.Region
+	if !rc.On() {
+		return nil
+	}
+	if rc.Name == "" {
+		name, err := region.DefaultName(b.conn.NC())
+		if err != nil || name == "" {
+			return fmt.Errorf("%w: --regions needs the region's name: --region, or a NATS cluster with a name (%v)", config.ErrConfig, err)
+		}
+		rc.Name = name
+	}
+	g, err := region.Start(ctx, region.Config{Conn: b.conn.NC(), Region: rc.Name, ID: rc.ID, Node: b.cfg.Name,
+		Instance: b.peers.Instance(), Conflict: b.fail, Clock: b.clock, Log: b.log})
+	if err != nil {
+		return err
+	}
+	b.life.region = g
+	return nil
+}
+
+// regions is where this region's segment ids lie among every region's.
+func (n *Node) regions() segment.Regions {
+	return segment.Regions{N: int64(n.cfg.Region.Count), R: int64(n.cfg.Region.ID)}
+}
+
+// fail stops the node for err: Failed delivers it (leafd exits).
+func (n *Node) fail(err error) {
+	n.log.Error("leafd must stop", "err", err.Error())
+	select {
+	case n.life.failed <- err:
+	default:
+	}
+}
+
+// Failed delivers the error for which the node must stop, found while it
+// runs (a region id another region holds). Close it then.
+func (n *Node) Failed() <-chan error { return n.life.failed }

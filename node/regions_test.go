@@ -1,0 +1,70 @@
+package node_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/leafmq/leafmq/config"
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/region"
+	"github.com/leafmq/leafmq/snowflake"
+)
+
+// regionConfig is node, of region name with id, in a deployment of count
+// regions, on the NATS at url.
+func regionConfig(url, node, name string, id, count int) config.Config {
+	cfg := config.Config{Name: node, NATS: config.NATSConfig{URL: url}, Registry: config.RegistryConfig{Kind: config.RegistryKV}}
+	cfg.Region.Count, cfg.Region.Name = count, name
+	cfg.Region.SetID(id)
+	return cfg
+}
+
+// httpSnowflake takes one snowflake id from n itself (its Leaf HTTP API).
+func httpSnowflake(t *testing.T, n *node.Node) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/api/snowflake/get/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id, err := strconv.ParseInt(string(body), 10, 64)
+	if resp.StatusCode != 200 || err != nil {
+		t.Fatalf("%s: HTTP %d %q", n.Name(), resp.StatusCode, body)
+	}
+	return id
+}
+
+// TestRegions: the nodes of two regions serve ids that carry their region
+// (a segment id's remainder mod the regions, a snowflake id's region
+// bits), so the regions' ids never meet, on one store; a node of a third
+// region on a region id another region answers for refuses to start (I5).
+func TestRegions(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	layout, err := snowflake.LeafLayout().ForRegions(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"east", "west"} {
+		n := startNode(t, regionConfig(s.ClientURL(), name+"-1", name, i, 3))
+		waitServing(t, n)
+		for range 3 {
+			if id := httpID(t, n, "demo"); id%3 != int64(i) {
+				t.Errorf("%s: segment id %d, want one ≡ %d mod 3", n.Name(), id, i)
+			}
+			if id := layout.Decompose(httpSnowflake(t, n)); id.Region != int64(i) {
+				t.Errorf("%s: a snowflake id of region %d, want %d", n.Name(), id.Region, i)
+			}
+		}
+	}
+	err = startErr(t, regionConfig(s.ClientURL(), "south-1", "south", 1, 3))
+	if !errors.Is(err, region.ErrIDTaken) || !strings.Contains(err.Error(), "west") {
+		t.Fatalf("a node of region south on west's id 1: %v, want ErrIDTaken naming west", err)
+	}
+}
