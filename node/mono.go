@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,7 +66,7 @@ func (n *Node) startMono(ctx context.Context) error {
 			return func() { _ = sub.Unsubscribe() }, nil
 		},
 		Nodes: func(ctx context.Context) ([]wire.NodeStatus, error) {
-			return ask.Status(ctx, nc, 300*time.Millisecond)
+			return ask.Status(ctx, nc, ask.StatusWindow(n.conn.RTT())) // a slow leader hears its fast peers
 		},
 		MaxRTT:       n.cfg.NATS.MaxRTT,
 		RTT:          n.conn.SteadyRTT,

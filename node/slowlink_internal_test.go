@@ -281,3 +281,65 @@ func TestSlowNodeLeavesQueueGroups(t *testing.T) {
 	}
 	waitFor("the slow node in the segment group once alone", 30*time.Second, func() bool { return far.serve.resp.SegmentService() != nil })
 }
+
+// TestSlowMonoLeaderYields: the leader of a monotonic tag whose link to
+// NATS slows to 0.4 s each way hands the tag to the fast node. Its
+// question to the live nodes crosses its own slow link twice, so it waits
+// for their answers as long as its round trips take (ask.StatusWindow):
+// with a fixed 300 ms it heard no one, kept the tag, and every request of
+// the tag timed out while the fast node was ready.
+func TestSlowMonoLeaderYields(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	p := natstest.Proxy(t, s.ClientURL())
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	start := func(name, url string) *Node {
+		t.Helper()
+		n, err := Start(ctx, config.Config{Name: name, NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir(),
+			HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		return n
+	}
+	waitFor := func(what string, within time.Duration, ok func() bool) {
+		t.Helper()
+		begin := time.Now()
+		for !ok() {
+			if time.Since(begin) > within {
+				t.Fatalf("not %s after %v", what, within)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("%s after %v", what, time.Since(begin).Round(100*time.Millisecond))
+	}
+	far := start("far", "nats://"+p.Listen)
+	nc := natstest.Connect(t, s.ClientURL())
+	body, _ := json.Marshal(wire.AdminRequest{Tag: "ticks", Step: 50, Mode: "mono"})
+	if reply, err := nc.Request(wire.TagCreateSubject, body, 10*time.Second); err != nil || wire.ReplyError(reply) != nil {
+		t.Fatalf("create: %v %v", err, wire.ReplyError(reply))
+	}
+	leads := func(n *Node) bool { return len(n.MonoLeading()) == 1 }
+	waitFor("far leading the tag", time.Minute, func() bool { return leads(far) })
+	near := start("near", s.ClientURL())
+
+	natstest.BothWays(t, p, "latency", "latency", 400)
+	waitFor("the tag led by the fast node", 45*time.Second, func() bool { return leads(near) && !leads(far) })
+	ask := func() error {
+		reply, err := nc.RequestMsg(wire.NewRequest(wire.MonoPrefix+"ticks", 1, false), time.Second)
+		if err == nil {
+			err = wire.ReplyError(reply)
+		}
+		return err
+	}
+	// The hand-over itself (no responder, a 503) is asked again, as the
+	// client does; then every request is answered within 1 s.
+	waitFor("the fast leader answering", 5*time.Second, func() bool { return ask() == nil })
+	for i := range 20 {
+		if err := ask(); err != nil {
+			t.Fatalf("request %d of the monotonic tag: %v", i, err)
+		}
+	}
+}

@@ -32,10 +32,6 @@ import (
 // that is not slow serves a subject.
 const slowAskEvery = 5 * time.Second
 
-// statusWindow is how long a fast node's answer takes at most, beyond
-// two round trips of this node's.
-const statusWindow = 300 * time.Millisecond
-
 // SlowYieldConfig configures a SlowYield. Zero values mean the defaults in
 // comments.
 type SlowYieldConfig struct {
@@ -133,7 +129,7 @@ func (y *SlowYield) Yield(ctx context.Context, subject string) bool {
 // enough, and a node it misses, or a question that fails, keeps this node
 // in the group.
 func (y *SlowYield) fastPeerServes(ctx context.Context, subject string) bool {
-	window := min(statusWindow+2*y.cfg.RTT(), 5*time.Second)
+	window := ask.StatusWindow(y.cfg.RTT())
 	ctx, cancel := context.WithTimeout(ctx, window+time.Second)
 	defer cancel()
 	live, err := y.cfg.Status(ctx, window)

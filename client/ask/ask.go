@@ -13,6 +13,14 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
+// StatusWindow is how long to gather the live nodes' status (Status) when
+// the asking node's round trip to NATS is rtt: a fast node answers within
+// 300 ms, and the question and its answers cross the asker's own link
+// twice, so a slow node still hears its fast peers (at most 5 s).
+func StatusWindow(rtt time.Duration) time.Duration {
+	return min(300*time.Millisecond+2*rtt, 5*time.Second)
+}
+
 // Status asks every node on nc for its status (leaf.admin.status) and
 // gathers the answers that arrive within window, sorted by node name.
 func Status(ctx context.Context, nc *nats.Conn, window time.Duration) ([]wire.NodeStatus, error) {
