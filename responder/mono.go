@@ -52,7 +52,8 @@ func (r *Responder) ServeMono(tag wire.Tag, src MonoSource) (stop func(), err er
 		return nil, errors.New("responder: stopped")
 	}
 	name := tag.String()
-	ms := &monoSub{queue: make(chan monoReq, monoQueue), later: make(chan monoLater, monoQueue), done: make(chan struct{})}
+	ms := &monoSub{queue: make(chan monoReq, monoQueue), later: make(chan monoLater, monoQueue), done: make(chan struct{}),
+		served: make(chan struct{})}
 	ms.sub, err = r.cfg.Conn.Subscribe(wire.MonoPrefix+name, func(msg *nats.Msg) { r.receiveMono(ms, name, msg) })
 	if err != nil {
 		return nil, fmt.Errorf("responder: subscribing to %s%s: %w", wire.MonoPrefix, name, err)
@@ -98,6 +99,11 @@ type monoSub struct {
 	queue chan monoReq
 	later chan monoLater // refusals held back monoRefuseDelay (runLater)
 	done  chan struct{}  // closed by stop: runMono refuses what is queued and ends
+	// served is closed when runMono has ended: runLater sends its last
+	// refusals only then, as the request runMono was serving when ms
+	// stopped (a leader that just lost its lease) may still be refused
+	// through later.
+	served chan struct{}
 
 	mu      sync.Mutex // guards stopped and the sends on queue
 	stopped bool
@@ -175,6 +181,7 @@ func (r *Responder) receiveMono(ms *monoSub, tag string, msg *nats.Msg) {
 // again and finds the tag's next leader).
 func (r *Responder) runMono(ms *monoSub, src MonoSource, tag string) {
 	defer r.wg.Done()
+	defer close(ms.served)
 	for {
 		select {
 		case q := <-ms.queue:
@@ -213,8 +220,8 @@ func (r *Responder) refuseLater(ms *monoSub, tag string, msg *nats.Msg, err erro
 }
 
 // runLater sends the refusals refuseLater held back, each at its time, in
-// order; once ms stops (or the Responder does) it sends what is left at
-// once and ends.
+// order; once ms stops and runMono has ended (or the Responder stops) it
+// sends what is left at once and ends.
 func (r *Responder) runLater(ms *monoSub, tag string) {
 	defer r.wg.Done()
 	flush := func() {
@@ -240,7 +247,7 @@ func (r *Responder) runLater(ms *monoSub, tag string) {
 				t.Stop()
 			}
 			r.failMono(tag, l.msg, l.err, l.at)
-		case <-ms.done:
+		case <-ms.served:
 			flush()
 			return
 		case <-r.ctx.Done():

@@ -375,3 +375,49 @@ func TestServeMonoOldLeaderLosesTheRace(t *testing.T) {
 		t.Errorf("%d of 100 requests got the old leader's 503 while the new leader served (%d ids)", refused, ids)
 	}
 }
+
+// TestServeMonoStopAnswersTheRequestInFlight: a leader that loses its
+// lease stops serving its tag (ServeMono's stop) while a request waits in
+// its source; that request's 503 still reaches the client (which asks
+// again and finds the next leader), as do the refusals of every request
+// queued behind it: none is left without an answer.
+func TestServeMonoStopAnswersTheRequestInFlight(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	url := natstest.RunServer(t).ClientURL()
+	r, err := responder.Start(responder.Config{Conn: natstest.Connect(t, url), IDs: &counter{}, Node: "n", Instance: "i1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	tag := wire.MustTag("ticks")
+	called, lost := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stop, err := r.ServeMono(tag, monoFunc(func(int) (int64, int, error) {
+		once.Do(func() { close(called) })
+		<-lost
+		return 0, 0, wire.NewCodedError(wire.CodeUnavailable, "mono: not the leader of the tag")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := natstest.Connect(t, url)
+	errs := make(chan error, 5)
+	for range cap(errs) {
+		go func() {
+			reply, err := nc.Request(wire.MonoPrefix+tag.String(), []byte("1"), 2*time.Second)
+			if err == nil {
+				err = wire.ReplyError(reply)
+			}
+			errs <- err
+		}()
+	}
+	<-called
+	stop()
+	time.Sleep(50 * time.Millisecond) // the stop has run its course
+	close(lost)
+	for i := range cap(errs) {
+		if err := <-errs; !errors.Is(err, wire.ErrUnavailable) {
+			t.Errorf("request %d: %v, want a 503", i, err)
+		}
+	}
+}
