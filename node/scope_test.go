@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/client/ask"
+	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -186,5 +187,42 @@ func TestRegionsCut(t *testing.T) {
 				t.Errorf("%s placed in cluster %s, want its region's %s", stream, info.Cluster.Name, cluster)
 			}
 		}
+	}
+}
+
+// TestRegionsUpgradeKeepsFloors: a node that served a tag without regions
+// and restarts on its data directory with --regions takes its ranges from
+// its region's empty bucket: it refuses to auto-create the tag there (its
+// own floor counts) until an operator creates it at the old max_id, and
+// then serves above every id it served before.
+func TestRegionsUpgradeKeepsFloors(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s.ClientURL())
+	dir := t.TempDir()
+	cfg := config.Config{Name: "n1", DataDir: dir, NATS: config.NATSConfig{URL: s.ClientURL()}, Registry: config.RegistryConfig{Kind: config.RegistryOff}}
+	n := startNode(t, cfg)
+	var high int64
+	for range 5 {
+		high = max(high, httpID(t, n, "orders"))
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	old := maxID(t, s.ClientURL(), "", "orders")
+
+	cfg = regionConfig(s.ClientURL(), "n1", "east", 0, 2)
+	cfg.DataDir, cfg.Registry.Kind = dir, config.RegistryOff
+	startNode(t, cfg)
+	if ids, err := takeReady(nc, "orders", 1, false); err == nil {
+		t.Fatalf("a tag this node served, auto-created in its region's empty bucket: ids %v", ids)
+	}
+	admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: "orders", MaxID: old})
+	ids, err := takeReady(nc, "orders", 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] <= high || ids[0]%2 != 0 {
+		t.Fatalf("id %d after the upgrade, want an even one above %d", ids[0], high)
 	}
 }
