@@ -25,10 +25,10 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 	}
 	var streams []string
 	if n.cfg.Store.MySQL == "" {
-		streams = append(streams, "KV_"+kvstore.DefaultBucket)
+		streams = append(streams, "KV_"+n.scope().Bucket(kvstore.DefaultBucket))
 	}
 	if n.cfg.Registry.Kind == config.RegistryKV {
-		streams = append(streams, "KV_"+kvworker.DefaultBucket)
+		streams = append(streams, "KV_"+kvworker.BucketFor(n.cfg.Region.Name))
 	}
 	if n.seg.pool != nil {
 		streams = append(streams, pool.Stream)

@@ -530,7 +530,7 @@ func TestRestartKeepsDynamicStep(t *testing.T) {
 	admin(t, nc, "leaf.admin.tag.create", wire.AdminRequest{Tag: "busy", Step: 100})
 	tagStatus := func(nc *nats.Conn) wire.TagStatus {
 		t.Helper()
-		sts, err := ask.Status(ctx, nc, 500*time.Millisecond)
+		sts, err := ask.Status(ctx, nc, "", 500*time.Millisecond)
 		if err != nil || len(sts) != 1 {
 			t.Fatalf("status: %v, %d nodes", err, len(sts))
 		}

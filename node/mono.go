@@ -27,7 +27,7 @@ func (n *Node) startMono(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lease, err := kvlease.Open(ctx, js, kvlease.Options{Replicas: n.cfg.Store.KVReplicas})
+	lease, err := kvlease.Open(ctx, js, kvlease.Options{Replicas: n.cfg.Store.KVReplicas, Bucket: n.scope().Bucket(kvlease.DefaultBucket)})
 	switch {
 	case err == nil:
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
@@ -57,8 +57,8 @@ func (n *Node) startMono(ctx context.Context) error {
 			return n.serve.resp.ServeMono(tag, l)
 		},
 		Subscribe: func(announced func(tag string)) (func(), error) {
-			sub, err := nc.Subscribe(wire.TagChangedPrefix+"*", func(msg *nats.Msg) {
-				announced(strings.TrimPrefix(msg.Subject, wire.TagChangedPrefix))
+			sub, err := nc.Subscribe(n.scope().TagChangedPrefix()+"*", func(msg *nats.Msg) {
+				announced(strings.TrimPrefix(msg.Subject, n.scope().TagChangedPrefix()))
 			})
 			if err != nil {
 				return nil, err
@@ -66,7 +66,7 @@ func (n *Node) startMono(ctx context.Context) error {
 			return func() { _ = sub.Unsubscribe() }, nil
 		},
 		Nodes: func(ctx context.Context) ([]wire.NodeStatus, error) {
-			return ask.Status(ctx, nc, ask.StatusWindow(n.conn.RTT())) // a slow leader hears its fast peers
+			return ask.Status(ctx, nc, n.scope(), ask.StatusWindow(n.conn.RTT())) // a slow leader hears its fast peers
 		},
 		MaxRTT:       n.cfg.NATS.MaxRTT,
 		RTT:          n.conn.SteadyRTT,

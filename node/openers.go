@@ -66,7 +66,7 @@ func (n *Node) openKVStore(ctx context.Context) error {
 	}
 	// A fresh cluster may need a moment to elect a JetStream meta leader:
 	// Start retries (await).
-	n.seg.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.Store.KVReplicas})
+	n.seg.store, err = kvstore.Open(ctx, js, kvstore.Options{Replicas: n.cfg.Store.KVReplicas, Bucket: n.scope().Bucket(kvstore.DefaultBucket)})
 	if err != nil {
 		return fmt.Errorf("jetstream kv store: %w", err)
 	}

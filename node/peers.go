@@ -112,6 +112,7 @@ func (b *boot) newPeers(context.Context) error {
 		Replicas:  b.cfg.Store.KVReplicas,
 		OwnServer: b.conn.Server() != nil,
 		Status:    b.startingStatus,
+		Scope:     b.scope(),
 		Floor:     b.seg.floors.Floor,
 	})
 	return err

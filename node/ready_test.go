@@ -98,7 +98,7 @@ func TestRefusedTagKeepsNodeReady(t *testing.T) {
 	if code, body := httpGet(t, n, "/readyz/nonsense"); code != 404 {
 		t.Errorf("GET /readyz/nonsense = %d %s, want 404", code, body)
 	}
-	sts, err := ask.Status(context.Background(), nc, 500*time.Millisecond)
+	sts, err := ask.Status(context.Background(), nc, "", 500*time.Millisecond)
 	if err != nil || len(sts) != 1 {
 		t.Fatalf("status %+v, %v", sts, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/region"
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // startRegion, with --regions, names the region after the NATS cluster
@@ -28,12 +29,21 @@ func (b *boot) startRegion(ctx context.Context) error {
 		rc.Name = name
 	}
 	g, err := region.Start(ctx, region.Config{Conn: b.conn.NC(), Region: rc.Name, ID: rc.ID, Node: b.cfg.Name,
-		Instance: b.peers.Instance(), Conflict: b.fail, Clock: b.clock, Log: b.log})
+		Instance: b.instance, Conflict: b.fail, Clock: b.clock, Log: b.log})
 	if err != nil {
 		return err
 	}
 	b.life.region = g
 	return nil
+}
+
+// scope is the region's share of the internal subjects and buckets
+// (wire.Scope): none without regions.
+func (n *Node) scope() wire.Scope {
+	if !n.cfg.Region.On() {
+		return ""
+	}
+	return wire.Scope(n.cfg.Region.Name)
 }
 
 // regions is where this region's segment ids lie among every region's.

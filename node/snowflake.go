@@ -41,6 +41,7 @@ func (n *Node) newSnowflake() error {
 		Registry:       cfg.Registry.Kind,
 		Layout:         layout,
 		Region:         int64(cfg.Region.ID),
+		Scope:          n.scope(),
 		DataDir:        cfg.DataDir,
 		LeaseFiles:     leaseFiles,
 		Open:           open,

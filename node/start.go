@@ -78,10 +78,11 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 			start: func(context.Context) error { n.conn.StartRTT(); return nil }},
 		{name: "events", start: n.newEvents},
 		{name: "tag floors", start: b.openFloors},
-		{name: "live nodes", start: b.newPeers},
+		// The region's name, before anything that uses its scope.
 		{name: "region", stop: func(context.Context) error { n.life.region.Close(); return nil }, start: b.startRegion},
+		{name: "live nodes", start: b.newPeers},
 		{name: "slow node", start: func(context.Context) (err error) { // out of the queue groups while a faster one serves
-			n.serve.yield, err = responder.NewSlowYield(responder.SlowYieldConfig{Conn: n.conn.NC(), RTT: n.conn.SteadyRTT,
+			n.serve.yield, err = responder.NewSlowYield(responder.SlowYieldConfig{Conn: n.conn.NC(), Scope: n.scope(), RTT: n.conn.SteadyRTT,
 				MaxRTT: n.cfg.NATS.MaxRTT, Instance: n.peers.Instance(), Clock: n.clock, Logger: n.log, Events: n.events})
 			return err
 		}},
@@ -137,6 +138,7 @@ func (n *Node) startResponder(context.Context) error {
 		Clock:     n.clock,
 		Observe:   n.met.Observe,
 		Status:    n.status,
+		Scope:     n.scope(),
 		Floor:     n.seg.engine.Floor,
 		PeerFloor: n.peers.HighestFloor,
 		Opaque:    n.seg.opaque,

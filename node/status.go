@@ -219,7 +219,7 @@ func (n *Node) httpAPI() (http.Handler, error) {
 		Segment: n.seg.prod.Segment,
 		Layout:  n.serve.sf.Layout(),
 		Status: func(ctx context.Context) ([]wire.NodeStatus, error) {
-			return ask.Status(ctx, n.conn.NC(), 300*time.Millisecond)
+			return ask.Status(ctx, n.conn.NC(), "", 300*time.Millisecond) // every region's nodes, as leafctl status
 		},
 		Rows:         httpapi.StoreRows(n.seg.store),
 		Ready:        n.Ready,

@@ -25,7 +25,7 @@ func TestStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sts, err := ask.Status(context.Background(), nc, 500*time.Millisecond)
+	sts, err := ask.Status(context.Background(), nc, "", 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

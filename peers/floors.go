@@ -23,7 +23,7 @@ type Floors struct {
 	// count, as floors of a store replaced since say nothing of this one.
 	Store string
 	// All and Modes are this node's floors and modes of every tag it kept
-	// (answered on wire.FloorsSubject); nil when it keeps none (no floor
+	// (answered on Scope.Floors()); nil when it keeps none (no floor
 	// file): it then does not answer.
 	All   func() map[string]int64
 	Modes func() map[string]string
@@ -35,13 +35,14 @@ type Floors struct {
 // leaf.floor.<tag>, and the mode they serve it in.
 type heard struct {
 	self   func(node, instance string) bool
+	prefix string // Scope.FloorAnnouncePrefix()
 	store  string
 	max    int
 	mu     sync.Mutex
 	floors map[string]int64
 	modes  map[string]string // each tag's mode as peers announced it
 	sub    *nats.Subscription
-	all    *nats.Subscription // wire.FloorsSubject
+	all    *nats.Subscription // Scope.Floors()
 
 	// again asks the regather goroutine to gather the live nodes' floors
 	// once more (Reconnected); cancel and wg end it (close).
@@ -57,11 +58,12 @@ type heard struct {
 }
 
 // floorsWindow is how long a starting node gathers its peers' floors
-// (wire.FloorsSubject) while the members' list cannot be trusted.
+// (Scope.Floors()) while the members' list cannot be trusted.
 const floorsWindow = 250 * time.Millisecond
 
-// HearFloors subscribes to the other nodes' floor announcements, answers
-// wire.FloorsSubject with f.All and f.Modes, and asks every live member
+// HearFloors subscribes to the other nodes' floor announcements
+// (Scope.FloorAnnouncePrefix()), answers Scope.Floors() with f.All and
+// f.Modes, and asks every live member
 // that keeps floors for theirs, waiting for each one's answer (ErrSilent
 // if one stays silent: the caller asks again). It protects "a range is
 // reserved above every floor any node has seen" and "a tag is served in
@@ -71,19 +73,20 @@ const floorsWindow = 250 * time.Millisecond
 // and only the nodes that served the tag remember it then.
 func (s *Set) HearFloors(ctx context.Context, f Floors) error {
 	nc := s.cfg.Conn
-	h := &heard{self: s.self, store: f.Store, max: max(f.MaxTags, 10_000), floors: map[string]int64{}, modes: map[string]string{},
+	sc := s.cfg.Scope
+	h := &heard{self: s.self, prefix: sc.FloorAnnouncePrefix(), store: f.Store, max: max(f.MaxTags, 10_000), floors: map[string]int64{}, modes: map[string]string{},
 		again: make(chan struct{}, 1)}
 	var err error
-	h.sub, err = nc.Subscribe(wire.FloorAnnouncePrefix+"*", h.announced)
+	h.sub, err = nc.Subscribe(sc.FloorAnnouncePrefix()+"*", h.announced)
 	if err != nil {
 		return err
 	}
 	if f.All != nil {
-		h.all, err = nc.Subscribe(wire.FloorsSubject, func(m *nats.Msg) {
+		h.all, err = nc.Subscribe(sc.Floors(), func(m *nats.Msg) {
 			floors, modes := h.known(f.All(), f.Modes())
 			b, _ := json.Marshal(wire.NodeFloors{Node: s.cfg.Name, Instance: s.cfg.Instance, Store: h.store, Floors: floors, Modes: modes})
 			if err := m.Respond(b); err != nil {
-				s.cfg.Log.Warn("peers: answering "+wire.FloorsSubject, "err", err)
+				s.cfg.Log.Warn("peers: answering "+m.Subject, "err", err)
 			}
 		})
 		if err != nil {
@@ -123,9 +126,9 @@ func (s *Set) HearFloors(ctx context.Context, f Floors) error {
 }
 
 // gatherFloors asks every live member that keeps floors for all of them
-// (wire.FloorsSubject) and raises h with their answers.
+// (Scope.Floors()) and raises h with their answers.
 func (s *Set) gatherFloors(ctx context.Context, h *heard) error {
-	return s.gather(ctx, wire.FloorsSubject, floorsWindow, func(m wire.Member) bool { return m.Floors }, func(m *nats.Msg) {
+	return s.gather(ctx, s.cfg.Scope.Floors(), floorsWindow, func(m wire.Member) bool { return m.Floors }, func(m *nats.Msg) {
 		var nf wire.NodeFloors
 		if json.Unmarshal(m.Data, &nf) != nil || nf.Store != h.store || s.self(nf.Node, nf.Instance) {
 			return
@@ -208,7 +211,7 @@ func (s *Set) regather(ctx context.Context, h *heard) {
 // own are not a peer's; another process under this node's name (two
 // nodes started at once under one name) is a peer.
 func (h *heard) announced(m *nats.Msg) {
-	tag := strings.TrimPrefix(m.Subject, wire.FloorAnnouncePrefix)
+	tag := strings.TrimPrefix(m.Subject, h.prefix)
 	var a wire.FloorAnnounce
 	if json.Unmarshal(m.Data, &a) != nil || a.Store != h.store || h.self(a.Node, a.Instance) {
 		return
@@ -218,7 +221,7 @@ func (h *heard) announced(m *nats.Msg) {
 
 // raise records a peer's floor of tag, and the mode it serves the tag in
 // ("" if it did not say).
-// known is what this node answers on wire.FloorsSubject: its own floors
+// known is what this node answers on Scope.Floors(): its own floors
 // and modes, and those it heard from its peers (its own mode of a tag
 // first). Passing on what it heard keeps I1 and I4 (docs/protocol.md)
 // while the nodes that served a tag are replaced one at a time onto new
@@ -315,7 +318,7 @@ func (s *Set) Announce(tag string, end int64, mode string) {
 		return
 	}
 	b, _ := json.Marshal(wire.FloorAnnounce{Node: s.cfg.Name, Instance: s.cfg.Instance, Store: s.heard.store, Floor: end, Mode: mode})
-	_ = s.cfg.Conn.Publish(wire.FloorAnnouncePrefix+tag, b)
+	_ = s.cfg.Conn.Publish(s.cfg.Scope.FloorAnnouncePrefix()+tag, b)
 }
 
 // CreateWindow is how long a check before an auto-create gathers the live
@@ -323,15 +326,15 @@ func (s *Set) Announce(tag string, end int64, mode string) {
 // first request of a new tag waits for a range anyway.
 const CreateWindow = 150 * time.Millisecond
 
-// HighestFloor is the highest floor of tag among the live nodes
-// (wire.FloorPrefix+tag) and this node's own (Config.Floor), and the node
+// HighestFloor is the highest floor of tag among the live nodes of the
+// scope (Scope.FloorPrefix()+tag) and this node's own (Config.Floor), and the node
 // that has it. It waits past window for every member that serves, so a
 // slow peer's floor is not taken for none: a range is reserved above every
 // floor any node has seen. A tag created or restarted below it, or
 // created afresh above 0 while a node holds ids of it (the store lost
 // it), would repeat ids.
 func (s *Set) HighestFloor(ctx context.Context, tag wire.Tag, window time.Duration) (high int64, who string, err error) {
-	err = s.gather(ctx, wire.FloorPrefix+tag.String(), window, func(m wire.Member) bool { return m.Serving }, func(m *nats.Msg) {
+	err = s.gather(ctx, s.cfg.Scope.FloorPrefix()+tag.String(), window, func(m wire.Member) bool { return m.Serving }, func(m *nats.Msg) {
 		var f wire.NodeFloor
 		if json.Unmarshal(m.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
 			high, who = f.Floor, f.Node

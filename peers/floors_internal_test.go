@@ -14,7 +14,7 @@ import (
 // which CheckName cannot see) is a peer's floor, not this node's own.
 func TestPeerFloorsSameNameOtherProcess(t *testing.T) {
 	p := &Set{cfg: Config{Name: "twin", Instance: "aaaa"}}
-	p.heard = &heard{self: p.self, store: "inc", max: 10, floors: map[string]int64{}, modes: map[string]string{}}
+	p.heard = &heard{self: p.self, prefix: wire.FloorAnnouncePrefix, store: "inc", max: 10, floors: map[string]int64{}, modes: map[string]string{}}
 	announce := func(tag, instance string, floor int64) {
 		b, _ := json.Marshal(wire.FloorAnnounce{Node: "twin", Instance: instance, Store: "inc", Floor: floor})
 		p.heard.announced(&nats.Msg{Subject: wire.FloorAnnouncePrefix + tag, Data: b})

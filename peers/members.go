@@ -19,8 +19,8 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// A node keeps a key in wire.MembersBucket while it runs and writes it
-// again every memberRenew. A member that does not answer a check counts as
+// A node keeps a key in its region's members bucket (wire.Scope.Members)
+// while it runs and writes it again every memberRenew. A member that does not answer a check counts as
 // gone once its key is older than memberTTL, in the server's time (the
 // age of the asking node's own fresh write): a node gone without a goodbye
 // is passed over from then on, and its key deleted.
@@ -29,10 +29,12 @@ var (
 	memberRenew = 2 * time.Second
 )
 
-// members is this node's key in wire.MembersBucket and its view of the
+// members is this node's key in the members bucket and its view of the
 // others'. A nil *members (a NATS without JetStream) knows of no one: the
 // checks then gather for their window only.
 type members struct {
+	bucket string // Config.Scope.Members()
+	prefix string // the subject prefix of its keys: $KV.<bucket>.
 	js     jetstream.JetStream
 	cfg    jetstream.KeyValueConfig
 	kv     jetstream.KeyValue
@@ -55,22 +57,22 @@ type members struct {
 	ownServer bool
 }
 
-// memberRead bounds one read of wire.MembersBucket: a read that no
+// memberRead bounds one read of the members bucket: a read that no
 // replica answers fails in seconds and the check is tried again, instead
 // of holding a start for its whole attempt.
 const memberRead = 5 * time.Second
 
 // joinMembers writes this node's key and keeps it fresh until close.
 // Its renewals run on clk's ticker.
-func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Member, clk clock.Clock, log *slog.Logger) (*members, error) {
+func joinMembers(ctx context.Context, nc *nats.Conn, bucket string, replicas int, rec wire.Member, clk clock.Clock, log *slog.Logger) (*members, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	m := &members{js: js, cfg: jetstream.KeyValueConfig{
-		Bucket:      wire.MembersBucket,
+	m := &members{bucket: bucket, prefix: "$KV." + bucket + ".", js: js, cfg: jetstream.KeyValueConfig{
+		Bucket:      bucket,
 		Description: "leafmq: one key per live node, renewed every few seconds",
 		History:     1,
 		// No TTL: keys do not expire by themselves. With one, a server
@@ -87,7 +89,7 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 		Replicas: replicas,
 	}, clock: clk, log: log, stop: make(chan struct{}), rec: rec}
 	if m.kv, err = jskv.OpenOrCreate(cctx, js, m.cfg); err != nil {
-		return nil, fmt.Errorf("members bucket %s: %w", wire.MembersBucket, err)
+		return nil, fmt.Errorf("members bucket %s: %w", bucket, err)
 	}
 	if st, err := m.kv.Status(cctx); err == nil {
 		if b, ok := st.(*jetstream.KeyValueBucketStatus); ok {
@@ -95,14 +97,14 @@ func joinMembers(ctx context.Context, nc *nats.Conn, replicas int, rec wire.Memb
 			switch {
 			case b.StreamInfo().Config.Storage == jetstream.MemoryStorage:
 				log.Warn("members: the bucket is in memory (made by an older leafd): a restart of its server empties it; delete it once while no node starts, and the next renewal makes it on disk",
-					"bucket", wire.MembersBucket)
+					"bucket", bucket)
 			case b.TTL() != 0: // made by an older leafd: its keys expire
 				// The TTL only: its replicas stay as made (a node with
 				// --kv-replicas 1 must not shrink an R3 bucket).
 				cfg := m.cfg
 				cfg.Replicas = b.StreamInfo().Config.Replicas
 				if _, err := js.UpdateKeyValue(cctx, cfg); err != nil {
-					log.Warn("members: could not take the TTL off the bucket", "bucket", wire.MembersBucket, "err", err)
+					log.Warn("members: could not take the TTL off the bucket", "bucket", bucket, "err", err)
 				}
 			}
 		}
@@ -290,7 +292,7 @@ func (m *members) list(ctx context.Context, want func(wire.Member) bool) (_ map[
 	}
 	out := map[string]string{}
 	for subject := range info.State.Subjects {
-		key := strings.TrimPrefix(subject, memberPrefix)
+		key := strings.TrimPrefix(subject, m.prefix)
 		if key == self || key == subject {
 			continue
 		}
@@ -311,9 +313,6 @@ func (m *members) list(ctx context.Context, want func(wire.Member) bool) (_ map[
 	}
 	return out, m.complete(info), nil
 }
-
-// memberPrefix is the subject prefix of the keys of wire.MembersBucket.
-const memberPrefix = "$KV." + wire.MembersBucket + "."
 
 // complete reports whether a listing of the bucket as info describes it
 // holds every live node that could answer a check, so that a check need
@@ -339,11 +338,11 @@ func (m *members) complete(info *jetstream.StreamInfo) bool {
 func (m *members) info(ctx context.Context) (*jetstream.StreamInfo, error) {
 	rctx, cancel := context.WithTimeout(ctx, memberRead)
 	defer cancel()
-	st, err := m.js.Stream(rctx, "KV_"+wire.MembersBucket)
+	st, err := m.js.Stream(rctx, "KV_"+m.bucket)
 	if err != nil {
 		return nil, err
 	}
-	return st.Info(rctx, jetstream.WithSubjectFilter(memberPrefix+">"))
+	return st.Info(rctx, jetstream.WithSubjectFilter(m.prefix+">"))
 }
 
 // get reads key from the bucket's stream leader; nil when there is no
@@ -351,7 +350,7 @@ func (m *members) info(ctx context.Context) (*jetstream.StreamInfo, error) {
 func (m *members) get(ctx context.Context, key string) (*jskv.StoredMsg, error) {
 	rctx, cancel := context.WithTimeout(ctx, memberRead)
 	defer cancel()
-	e, err := jskv.MsgGet(rctx, m.js.Conn(), jskv.GetSubject(m.js, wire.MembersBucket), jskv.MsgGetRequest{LastFor: memberPrefix + key})
+	e, err := jskv.MsgGet(rctx, m.js.Conn(), jskv.GetSubject(m.js, m.bucket), jskv.MsgGetRequest{LastFor: m.prefix + key})
 	if err != nil || e == nil || e.Deleted() {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func TestMemberWritesAreFenced(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "fenced", Instance: "i1"}, clock.Real, slog.New(slog.DiscardHandler))
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "fenced", Instance: "i1"}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestDeafMemberLapses(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "deaf", Instance: "i2"}, clock.Real, slog.New(slog.DiscardHandler))
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "deaf", Instance: "i2"}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestUnlistableMembersDecideNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "lister", Instance: "i3"}, clock.Real, log)
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "lister", Instance: "i3"}, clock.Real, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestMembersSurviveServerRestart(t *testing.T) {
 	nc := natstest.Connect(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "kept", Instance: "i4", Serving: true}, clock.Real, slog.New(slog.DiscardHandler))
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "kept", Instance: "i4", Serving: true}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestMembersSurviveServerRestart(t *testing.T) {
 	s.WaitForShutdown()
 	s = natstest.RunServer(t, opts)
 	other := natstest.Connect(t, s.ClientURL())
-	o, err := joinMembers(ctx, other, 1, wire.Member{Node: "newcomer", Instance: "i5"}, clock.Real, slog.New(slog.DiscardHandler))
+	o, err := joinMembers(ctx, other, wire.MembersBucket, 1, wire.Member{Node: "newcomer", Instance: "i5"}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestMemberOutlivesServerDowntime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "slow", Instance: "i6", Serving: true}, clock.Real, log)
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "slow", Instance: "i6", Serving: true}, clock.Real, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestMemberOutlivesServerDowntime(t *testing.T) {
 	time.Sleep(memberTTL + 500*time.Millisecond)
 	s = natstest.RunServer(t, opts)
 	other := natstest.Connect(t, s.ClientURL())
-	o, err := joinMembers(ctx, other, 1, wire.Member{Node: "newcomer", Instance: "i7"}, clock.Real, log)
+	o, err := joinMembers(ctx, other, wire.MembersBucket, 1, wire.Member{Node: "newcomer", Instance: "i7"}, clock.Real, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,13 +293,13 @@ func TestLapsedMemberRenewingIsKept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
-	late, err := joinMembers(ctx, nc, 1, wire.Member{Node: "late", Instance: "i9"}, clock.Real, log)
+	late, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "late", Instance: "i9"}, clock.Real, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	late.closed.Do(func() { close(late.stop) })
 	late.wg.Wait()
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "checker", Instance: "i10"}, clock.Real, log)
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "checker", Instance: "i10"}, clock.Real, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestOlderBucketLosesItsTTL(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.MembersBucket, History: 1, TTL: 10 * time.Second, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "new", Instance: "i11"}, clock.Real, slog.New(slog.DiscardHandler))
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "new", Instance: "i11"}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 )
 
 var (
-	// ErrSilent: a live node listed in wire.MembersBucket did not answer a
-	// check in time, or the list could not be read. It passes by itself:
-	// the caller asks again.
+	// ErrSilent: a live node listed in the members bucket
+	// (Config.Scope.Members()) did not answer a check in time, or the
+	// list could not be read. It passes by itself: the caller asks again.
 	ErrSilent = errors.New("live nodes did not answer")
 	// ErrNameTaken: another live process answers under this node's name.
 	ErrNameTaken = errors.New("name taken by a live node")
@@ -42,21 +42,26 @@ type Config struct {
 	Clock clock.Clock
 	// Log gets the warnings; slog.Default when nil.
 	Log *slog.Logger
-	// Replicas of wire.MembersBucket when Join makes it (0: 1).
+	// Replicas of the members bucket when Join makes it (0: 1).
 	Replicas int
-	// OwnServer: the node runs the NATS server that holds
-	// wire.MembersBucket (an embedded one on its locked data directory).
+	// OwnServer: the node runs the NATS server that holds the members
+	// bucket (an embedded one on its locked data directory).
 	// A bucket it made or found at its join then lists every live node at
 	// once (members.complete).
 	OwnServer bool
-	// Status is what the node answers on wire.StatusSubject from Start
+	// Status is what the node answers on Scope.Status() from Start
 	// until Started (its responder answers from then on). It must be safe
 	// from any goroutine. Required.
 	Status func() wire.NodeStatus
+	// Scope is the node's region (wire.Scope, "" without regions): the
+	// members bucket, the floors, the status and the clocks it asks and
+	// answers are its region's only, whose floors count the same local
+	// numbers in the same store.
+	Scope wire.Scope
 	// Floor is this node's own floor of a tag (the highest range end it
-	// received, 0: none), answered on wire.FloorPrefix+tag from Start until
-	// StopFloors and counted by HighestFloor. It must be safe from any
-	// goroutine. Required.
+	// received, 0: none), answered on Scope.FloorPrefix()+tag from Start
+	// until StopFloors and counted by HighestFloor. It must be safe from
+	// any goroutine. Required.
 	Floor func(tag string) int64
 }
 
@@ -67,9 +72,9 @@ type Set struct {
 	cfg     Config
 	members *members // nil before Join, and without JetStream
 
-	early    *nats.Subscription // wire.StatusSubject until Started
-	floorAns *nats.Subscription // wire.FloorPrefix+"*" until StopFloors
-	heard    *heard             // floors heard; nil before HearFloors
+	early    []*nats.Subscription // Scope.Status() (and, scoped, wire.StatusSubject) until Started
+	floorAns *nats.Subscription   // Scope.FloorPrefix()+"*" until StopFloors
+	heard    *heard               // floors heard; nil before HearFloors
 
 	recent struct { // Recent's cache
 		mu   sync.Mutex
@@ -103,8 +108,9 @@ func New(cfg Config) (*Set, error) {
 // Instance is this process's instance id (Config.Instance).
 func (s *Set) Instance() string { return s.cfg.Instance }
 
-// Start answers wire.StatusSubject with Config.Status and
-// wire.FloorPrefix+<tag> with Config.Floor, and flushes both
+// Start answers Scope.Status() (and, scoped, wire.StatusSubject, which
+// leafctl status asks) with Config.Status and Scope.FloorPrefix()+<tag>
+// with Config.Floor, and flushes the
 // subscriptions before it returns. It runs before the node asks anyone and
 // before it joins the members, so two live nodes never share a name and no
 // range is reserved below a floor any node has seen: of two nodes that
@@ -114,17 +120,25 @@ func (s *Set) Instance() string { return s.cfg.Instance }
 // responder runs; an asker takes the highest answer of each node).
 func (s *Set) Start(ctx context.Context) error {
 	nc := s.cfg.Conn
-	var err error
-	s.early, err = nc.Subscribe(wire.StatusSubject, func(m *nats.Msg) {
-		if b, err := json.Marshal(s.cfg.Status()); err == nil {
-			_ = m.Respond(b)
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("answer %s while starting: %w", wire.StatusSubject, err)
+	sc := s.cfg.Scope
+	statuses := []string{sc.Status()}
+	if sc.Status() != wire.StatusSubject {
+		statuses = append(statuses, wire.StatusSubject)
 	}
-	s.floorAns, err = nc.Subscribe(wire.FloorPrefix+"*", func(m *nats.Msg) {
-		tag, err := wire.ParseTag(strings.TrimPrefix(m.Subject, wire.FloorPrefix))
+	for _, subj := range statuses {
+		sub, err := nc.Subscribe(subj, func(m *nats.Msg) {
+			if b, err := json.Marshal(s.cfg.Status()); err == nil {
+				_ = m.Respond(b)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("answer %s while starting: %w", subj, err)
+		}
+		s.early = append(s.early, sub)
+	}
+	var err error
+	s.floorAns, err = nc.Subscribe(sc.FloorPrefix()+"*", func(m *nats.Msg) {
+		tag, err := wire.ParseTag(strings.TrimPrefix(m.Subject, sc.FloorPrefix()))
 		if err != nil {
 			return // the responder, once it runs, answers a bad tag with a 400
 		}
@@ -134,18 +148,18 @@ func (s *Set) Start(ctx context.Context) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("answer %s: %w", wire.FloorPrefix+"*", err)
+		return fmt.Errorf("answer %s: %w", sc.FloorPrefix()+"*", err)
 	}
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
-		return fmt.Errorf("answer %s while starting: %w", wire.StatusSubject, err)
+		return fmt.Errorf("answer %s while starting: %w", sc.Status(), err)
 	}
 	return nil
 }
 
-// Join writes this process's key in wire.MembersBucket (making the bucket,
-// on disk, if there is none) and keeps it fresh until Leave, so that every
+// Join writes this process's key in the members bucket (Scope.Members(),
+// made on disk if there is none) and keeps it fresh until Leave, so that every
 // check of every other node waits for this node's answers. dead, if not
 // "", is the instance of a process known to be dead (the one that ran
 // before on this node's locked data directory): its key is deleted at
@@ -153,7 +167,7 @@ func (s *Set) Start(ctx context.Context) error {
 // warning, and the checks gather for their window only. Any other error
 // leaves it no member: the caller tries again.
 func (s *Set) Join(ctx context.Context, dead string) error {
-	m, err := joinMembers(ctx, s.cfg.Conn, s.cfg.Replicas,
+	m, err := joinMembers(ctx, s.cfg.Conn, s.cfg.Scope.Members(), s.cfg.Replicas,
 		wire.Member{Node: s.cfg.Name, Instance: s.cfg.Instance, Serving: true}, s.cfg.Clock, s.cfg.Log)
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
 		s.cfg.Log.Warn("members: no JetStream: the checks against live nodes gather for their window only", "err", err)
@@ -173,8 +187,8 @@ func (s *Set) Join(ctx context.Context, dead string) error {
 func (s *Set) Members() bool { return s != nil && s.members != nil }
 
 // Started ends Start's status answers once the caller's responder answers
-// wire.StatusSubject. The flush puts the responder's subscription on the
-// server first, and the drain answers what the early one already holds: a
+// them (Scope.Status(), and wire.StatusSubject). The flush puts the
+// responder's subscriptions on the server first, and the drain answers what the early one already holds: a
 // question that arrives in between is answered by one of the two, not
 // lost (lost, two nodes could serve one worker id).
 func (s *Set) Started(ctx context.Context) error {
@@ -184,13 +198,17 @@ func (s *Set) Started(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.cfg.Conn.FlushWithContext(fctx); err != nil {
-		return fmt.Errorf("answer %s: %w", wire.StatusSubject, err)
+		return fmt.Errorf("answer %s: %w", s.cfg.Scope.Status(), err)
 	}
-	return s.early.Drain()
+	var errs []error
+	for _, sub := range s.early {
+		errs = append(errs, sub.Drain())
+	}
+	return errors.Join(errs...)
 }
 
 // StopFloors stops hearing and answering floors (announcements,
-// wire.FloorsSubject, wire.FloorPrefix+<tag>); a second call does nothing.
+// Scope.Floors(), Scope.FloorPrefix()+<tag>); a second call does nothing.
 // A node calls it before it hands unserved ids back to its store: no node
 // may learn its floors from then on, or it would reserve above ids handed
 // back. Floor and Mode keep what was heard.
@@ -206,7 +224,7 @@ func (s *Set) StopFloors() {
 	})
 }
 
-// Leave removes this process's key from wire.MembersBucket and stops
+// Leave removes this process's key from the members bucket and stops
 // renewing it: the others stop waiting for its answers at once. A node
 // leaves before it stops answering.
 func (s *Set) Leave(ctx context.Context) error {
@@ -223,8 +241,8 @@ func (s *Set) Close(ctx context.Context) error {
 	}
 	err := s.Leave(ctx)
 	s.StopFloors()
-	if s.early != nil {
-		_ = s.early.Unsubscribe()
+	for _, sub := range s.early {
+		_ = sub.Unsubscribe()
 	}
 	return err
 }

@@ -20,12 +20,19 @@ import (
 // is floor.
 func member(t testing.TB, url, name string, st wire.NodeStatus, floor int64) *peers.Set {
 	t.Helper()
+	return memberIn(t, url, "", name, st, floor)
+}
+
+// memberIn is member in scope.
+func memberIn(t testing.TB, url string, scope wire.Scope, name string, st wire.NodeStatus, floor int64) *peers.Set {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	inst := peers.NewInstance()
 	st.Node, st.Instance = name, inst
 	s, err := peers.New(peers.Config{
 		Conn:     natstest.Connect(t, url),
+		Scope:    scope,
 		Name:     name,
 		Instance: inst,
 		Log:      slog.New(slog.DiscardHandler),

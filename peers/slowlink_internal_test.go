@@ -29,7 +29,7 @@ func TestFarMemberWritesItsKeyAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	m, err := joinMembers(ctx, nc, 1, wire.Member{Node: "far", Instance: "i8"}, clock.Real, slog.New(slog.DiscardHandler))
+	m, err := joinMembers(ctx, nc, wire.MembersBucket, 1, wire.Member{Node: "far", Instance: "i8"}, clock.Real, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

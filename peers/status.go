@@ -35,14 +35,15 @@ func Describe(st wire.NodeStatus) string {
 	return d
 }
 
-// Statuses asks the live nodes for their status (wire.StatusSubject) and
+// Statuses asks the live nodes of the scope for their status
+// (Scope.Status()) and
 // returns every answer but this process's own. It waits for every member's
 // answer (ErrSilent if one listed and alive stays silent) and gathers for
 // a window only while the members' list cannot be trusted to hold every
 // live node.
 func (s *Set) Statuses(ctx context.Context) ([]wire.NodeStatus, error) {
 	var out []wire.NodeStatus
-	err := s.gather(ctx, wire.StatusSubject, s.window(), nil, func(m *nats.Msg) {
+	err := s.gather(ctx, s.cfg.Scope.Status(), s.window(), nil, func(m *nats.Msg) {
 		var st wire.NodeStatus
 		if json.Unmarshal(m.Data, &st) == nil && st.Node != "" && !s.self(st.Node, st.Instance) {
 			out = append(out, st)
@@ -133,8 +134,8 @@ func (s *Set) Lease(ctx context.Context, worker int64) (time.Time, error) {
 	return time.Unix(0, high), nil
 }
 
-// Other names a live node other than this process that answers
-// wire.StatusSubject within a second ("" if none does). A node hands
+// Other names a live node of the scope other than this process that
+// answers Scope.Status() within a second ("" if none does). A node hands
 // unserved ids back to its store only while it is alone: a live peer may
 // have heard its floors and would reserve above them, skipping the ids
 // handed back, and a range is reserved above every floor any node has
@@ -143,7 +144,7 @@ func (s *Set) Lease(ctx context.Context, worker int64) (time.Time, error) {
 func (s *Set) Other(ctx context.Context) (string, error) {
 	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	sts, err := ask.Status(actx, s.cfg.Conn, time.Second)
+	sts, err := ask.Status(actx, s.cfg.Conn, s.cfg.Scope, time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -156,7 +157,7 @@ func (s *Set) Other(ctx context.Context) (string, error) {
 }
 
 // clockWindow is how long a starting node gathers the live nodes' clocks
-// (wire.TimeSubject).
+// (Scope.Time()).
 const clockWindow = 500 * time.Millisecond
 
 // Clocks is ask.PeerClocks for a starting node: it gathers for clockWindow
@@ -167,11 +168,11 @@ const clockWindow = 500 * time.Millisecond
 func (s *Set) Clocks(ctx context.Context, now func() time.Time) (ask.PeerClock, error) {
 	nc := s.cfg.Conn
 	if s.members == nil {
-		return ask.PeerClocks(ctx, nc, clockWindow, now)
+		return ask.PeerClocks(ctx, nc, s.cfg.Scope, clockWindow, now)
 	}
 	others, complete, err := s.members.list(ctx, nil)
 	if err != nil || !complete {
-		return ask.PeerClocks(ctx, nc, clockWindow, now)
+		return ask.PeerClocks(ctx, nc, s.cfg.Scope, clockWindow, now)
 	}
 	expect := make(map[string]bool, len(others))
 	for _, name := range others {
@@ -181,7 +182,7 @@ func (s *Set) Clocks(ctx context.Context, now func() time.Time) (ask.PeerClock, 
 	defer cancel()
 	var c ask.ClockSum
 	sent := now()
-	_, err = ask.GatherExpect(gctx, nc, wire.TimeSubject, 0, expect, func(m *nats.Msg) string {
+	_, err = ask.GatherExpect(gctx, nc, s.cfg.Scope.Time(), 0, expect, func(m *nats.Msg) string {
 		var t wire.NodeTime
 		_ = json.Unmarshal(m.Data, &t)
 		return t.Node

@@ -22,6 +22,12 @@
 //	leaf.snowflake.decode  decimal id -> JSON wire.Decoded
 //	leaf.admin.time        this node's clock, JSON wire.NodeTime; every node answers
 //
+// With Config.Scope (a node of a region) leaf.admin.floor.<tag>,
+// leaf.admin.time and the tag announcements are answered on the region's
+// subjects instead (leaf.in.<region>.admin.floor.<tag>, …; wire.Scope),
+// and the status on leaf.in.<region>.admin.status as well as on
+// leaf.admin.status.
+//
 // The snowflake endpoints are a micro service of their own (same name and
 // queue group) that SetSnowflake adds and stops, so a node whose clock is
 // behind leaves the queue group for snowflake while it keeps serving

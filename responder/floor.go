@@ -17,10 +17,10 @@ import (
 // the live nodes: they answer from memory, within a few milliseconds.
 const floorWindow = 250 * time.Millisecond
 
-// handleFloor answers leaf.admin.floor.<tag> with this node's floor of the
-// tag. Every node answers (no queue group).
+// handleFloor answers Scope.FloorPrefix()+<tag> (leaf.admin.floor.<tag>
+// without regions) with this node's floor of the tag. Every node answers (no queue group).
 func (r *Responder) handleFloor(req micro.Request) {
-	tag, err := wire.ParseTag(strings.TrimPrefix(req.Subject(), wire.FloorPrefix))
+	tag, err := wire.ParseTag(strings.TrimPrefix(req.Subject(), r.cfg.Scope.FloorPrefix()))
 	if err != nil {
 		r.fail(req, err)
 		return
@@ -41,7 +41,7 @@ func (r *Responder) checkPeerFloors(ctx context.Context, tag wire.Tag, floor int
 	peerFloor := r.cfg.PeerFloor
 	if peerFloor == nil {
 		peerFloor = func(ctx context.Context, tag wire.Tag, window time.Duration) (int64, string, error) {
-			return ask.Floors(ctx, r.cfg.Conn, tag, window)
+			return ask.Floors(ctx, r.cfg.Conn, r.cfg.Scope, tag, window)
 		}
 	}
 	high, who, err := peerFloor(ctx, tag, floorWindow)

@@ -73,8 +73,13 @@ type Config struct {
 	// and mono) when it is answered, for metrics; it must not block.
 	// Without it no time is taken per request.
 	Observe func(Observation)
-	// Status, if set, answers leaf.admin.status (every node answers).
+	// Status, if set, answers leaf.admin.status (every node answers) and,
+	// scoped, Scope.Status(), which its region's nodes ask.
 	Status func() wire.NodeStatus
+	// Scope is the node's region ("" without regions): the time, the
+	// floors and the tag announcements are answered and sent on its
+	// subjects only (wire.Scope), the status on its subject too.
+	Scope wire.Scope
 	// Floor, if set, answers leaf.admin.floor.<tag> (every node answers)
 	// with the highest range end this node received for the tag; with it,
 	// tag restart and create refuse to go below any live node's floor.
@@ -82,7 +87,7 @@ type Config struct {
 	// PeerFloor, if set, is how a tag create or restart learns the live
 	// nodes' highest floor of tag and the node that has it (a node waits
 	// for every live node, peers.Set.HighestFloor); nil gathers
-	// leaf.admin.floor.<tag> for a window (ask.Floors).
+	// Scope.FloorPrefix()+<tag> for a window (ask.Floors).
 	PeerFloor func(ctx context.Context, tag wire.Tag, window time.Duration) (int64, string, error)
 	// Opaque, if set, is the node's key of opaque tags: leaf.admin.tag.create
 	// records its id with a new opaque tag, and leaf.admin.tag.decode
@@ -90,7 +95,7 @@ type Config struct {
 	// tags.
 	Opaque *opaque.Key
 	// TagChanged, if set, is called with every tag a node announces as
-	// created or restarted (wire.TagChangedPrefix; this Responder
+	// created or restarted (Scope.TagChangedPrefix(); this Responder
 	// announces those it creates or restarts).
 	TagChanged func(tag string)
 }
@@ -209,7 +214,7 @@ func Start(cfg Config) (*Responder, error) {
 		r.cancel()
 		return nil, fmt.Errorf("responder: add %s endpoint: %w", WorkerErrorsEndpoint, err)
 	}
-	if err := leaf.AddEndpoint("admin-time", micro.HandlerFunc(r.handleTime), micro.WithEndpointSubject(rel(wire.TimeSubject)),
+	if err := leaf.AddEndpoint("admin-time", micro.HandlerFunc(r.handleTime), micro.WithEndpointSubject(rel(cfg.Scope.Time())),
 		micro.WithEndpointQueueGroupDisabled()); err != nil {
 		_ = svc.Stop()
 		r.cancel()
@@ -222,9 +227,17 @@ func Start(cfg Config) (*Responder, error) {
 			r.cancel()
 			return nil, fmt.Errorf("responder: add admin-status endpoint: %w", err)
 		}
+		if cfg.Scope != "" { // leafctl status asks leaf.admin.status, the region's nodes their own
+			if err := leaf.AddEndpoint("admin-status-region", micro.HandlerFunc(r.handleStatus), micro.WithEndpointSubject(rel(cfg.Scope.Status())),
+				micro.WithEndpointQueueGroupDisabled()); err != nil {
+				_ = svc.Stop()
+				r.cancel()
+				return nil, fmt.Errorf("responder: add admin-status-region endpoint: %w", err)
+			}
+		}
 	}
 	if cfg.Floor != nil {
-		if err := leaf.AddEndpoint("admin-floor", micro.HandlerFunc(r.handleFloor), micro.WithEndpointSubject(rel(wire.FloorPrefix+"*")),
+		if err := leaf.AddEndpoint("admin-floor", micro.HandlerFunc(r.handleFloor), micro.WithEndpointSubject(rel(cfg.Scope.FloorPrefix()+"*")),
 			micro.WithEndpointQueueGroupDisabled()); err != nil {
 			_ = svc.Stop()
 			r.cancel()
@@ -233,8 +246,8 @@ func Start(cfg Config) (*Responder, error) {
 	}
 	if cfg.TagChanged != nil {
 		if err := leaf.AddEndpoint("admin-tag-changed", micro.HandlerFunc(func(req micro.Request) {
-			cfg.TagChanged(strings.TrimPrefix(req.Subject(), wire.TagChangedPrefix))
-		}), micro.WithEndpointSubject(rel(wire.TagChangedPrefix+"*")), micro.WithEndpointQueueGroupDisabled()); err != nil {
+			cfg.TagChanged(strings.TrimPrefix(req.Subject(), cfg.Scope.TagChangedPrefix()))
+		}), micro.WithEndpointSubject(rel(cfg.Scope.TagChangedPrefix()+"*")), micro.WithEndpointQueueGroupDisabled()); err != nil {
 			_ = svc.Stop()
 			r.cancel()
 			return nil, fmt.Errorf("responder: add admin-tag-changed endpoint: %w", err)
@@ -766,10 +779,10 @@ func (r *Responder) handleRestart(req micro.Request) {
 	r.respondRow(ctx, req, tag)
 }
 
-// announceTag tells every node that tag was created or restarted
-// (wire.TagChangedPrefix).
+// announceTag tells every node of the region that tag was created or
+// restarted (Scope.TagChangedPrefix()): the tag is in its store only.
 func (r *Responder) announceTag(tag string) {
-	if err := r.cfg.Conn.Publish(wire.TagChangedPrefix+tag, nil); err != nil {
+	if err := r.cfg.Conn.Publish(r.cfg.Scope.TagChangedPrefix()+tag, nil); err != nil {
 		r.cfg.Logger.Warn("announcing a tag", "tag", tag, "err", err)
 	}
 }

@@ -40,7 +40,12 @@ type SlowYieldConfig struct {
 	MaxRTT time.Duration        // above it the node is slow (--max-nats-rtt); 0: never slow
 	// Instance is this process among the live nodes: never its own fast peer.
 	Instance string
-	// Status gathers the live nodes' status for window; default ask.Status on Conn.
+	// Scope is the node's region: a fast node of another region does not
+	// serve this region's callers first (their requests stay in their own
+	// cluster), so only the region's nodes count.
+	Scope wire.Scope
+	// Status gathers the live nodes' status for window; default ask.Status
+	// of Scope on Conn.
 	Status func(ctx context.Context, window time.Duration) ([]wire.NodeStatus, error)
 	Clock  clock.Clock       // paces the questions and the keeper; default clock.Real (clock.Or)
 	Logger *slog.Logger      // default slog.Default()
@@ -66,7 +71,7 @@ func NewSlowYield(cfg SlowYieldConfig) (*SlowYield, error) {
 	if cfg.Status == nil {
 		nc := cfg.Conn
 		cfg.Status = func(ctx context.Context, window time.Duration) ([]wire.NodeStatus, error) {
-			return ask.Status(ctx, nc, window)
+			return ask.Status(ctx, nc, cfg.Scope, window)
 		}
 	}
 	cfg.Clock = clock.Or(cfg.Clock)

@@ -403,7 +403,7 @@ func TestAskPeerClocks(t *testing.T) {
 	}
 	// Our clock stands still, so the round trip adds nothing: the offsets
 	// are exactly +90s and -30s.
-	pc, err := ask.PeerClocks(context.Background(), nc, 2*time.Second, at(0))
+	pc, err := ask.PeerClocks(context.Background(), nc, "", 2*time.Second, at(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func TestAskPeerClocks(t *testing.T) {
 
 func TestAskPeerClocksAlone(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t).ClientURL())
-	pc, err := ask.PeerClocks(context.Background(), nc, 100*time.Millisecond, time.Now)
+	pc, err := ask.PeerClocks(context.Background(), nc, "", 100*time.Millisecond, time.Now)
 	if err != nil || len(pc.Peers) != 0 || pc.Offset != 0 || pc.Max != 0 {
 		t.Fatalf("alone: %+v %v, want no peers and no error", pc, err)
 	}

@@ -78,6 +78,9 @@ type Config struct {
 	// Conn is the node's NATS connection, on which a serving node
 	// measures its peers' clocks every PeerClockEvery.
 	Conn *nats.Conn
+	// Scope is the node's region: the peers' clocks it measures are its
+	// region's nodes' (wire.Scope.Time).
+	Scope wire.Scope
 	// Yield, if set, reports whether the node stays out of the snowflake
 	// queue group although its Source serves: its round trip to NATS is
 	// above --max-nats-rtt while another live node that is not slow serves
@@ -430,7 +433,7 @@ func (s *Server) watchClocks() {
 		case <-t.C():
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		pc, err := ask.PeerClocksBut(ctx, s.cfg.Conn, 500*time.Millisecond, s.cfg.IDClock.Now, s.cfg.Name)
+		pc, err := ask.PeerClocksBut(ctx, s.cfg.Conn, s.cfg.Scope, 500*time.Millisecond, s.cfg.IDClock.Now, s.cfg.Name)
 		cancel()
 		if err != nil || len(pc.Peers) == 0 {
 			continue

@@ -21,11 +21,12 @@ func StatusWindow(rtt time.Duration) time.Duration {
 	return min(300*time.Millisecond+2*rtt, 5*time.Second)
 }
 
-// Status asks every node on nc for its status (leaf.admin.status) and
-// gathers the answers that arrive within window, sorted by node name.
-func Status(ctx context.Context, nc *nats.Conn, window time.Duration) ([]wire.NodeStatus, error) {
+// Status asks every node of scope on nc for its status (scope.Status(),
+// leaf.admin.status for no region: every node of every region answers it)
+// and gathers the answers that arrive within window, sorted by node name.
+func Status(ctx context.Context, nc *nats.Conn, scope wire.Scope, window time.Duration) ([]wire.NodeStatus, error) {
 	var out []wire.NodeStatus
-	err := Gather(ctx, nc, wire.StatusSubject, window, func(msg *nats.Msg) {
+	err := Gather(ctx, nc, scope.Status(), window, func(msg *nats.Msg) {
 		var st wire.NodeStatus
 		if json.Unmarshal(msg.Data, &st) == nil && st.Node != "" {
 			out = append(out, st)
@@ -45,19 +46,20 @@ type PeerClock struct {
 	Max    time.Duration // largest |offset| of a single peer
 }
 
-// PeerClocks asks every node on nc for its time (leaf.admin.time) and
-// gathers the answers that arrive within window. now is this node's clock.
-// No answer is not an error (the first node has no peers): Peers is empty.
-func PeerClocks(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time) (PeerClock, error) {
-	return PeerClocksBut(ctx, nc, window, now, "")
+// PeerClocks asks every node of scope on nc for its time (scope.Time(),
+// leaf.admin.time for no region) and gathers the answers that arrive
+// within window. now is this node's clock. No answer is not an error (the
+// first node has no peers): Peers is empty.
+func PeerClocks(ctx context.Context, nc *nats.Conn, scope wire.Scope, window time.Duration, now func() time.Time) (PeerClock, error) {
+	return PeerClocksBut(ctx, nc, scope, window, now, "")
 }
 
 // PeerClocksBut is PeerClocks without the answer of node self (a
 // serving node answers leaf.admin.time itself).
-func PeerClocksBut(ctx context.Context, nc *nats.Conn, window time.Duration, now func() time.Time, self string) (PeerClock, error) {
+func PeerClocksBut(ctx context.Context, nc *nats.Conn, scope wire.Scope, window time.Duration, now func() time.Time, self string) (PeerClock, error) {
 	var c ClockSum
 	sent := now()
-	err := Gather(ctx, nc, wire.TimeSubject, window, func(msg *nats.Msg) {
+	err := Gather(ctx, nc, scope.Time(), window, func(msg *nats.Msg) {
 		c.Add(msg, sent, now(), self)
 	})
 	if err != nil {
@@ -185,13 +187,15 @@ func GatherExpect(ctx context.Context, nc *nats.Conn, subject string, window tim
 // an expected instance has not answered.
 const resendEvery = time.Second
 
-// Floors asks every live node on nc for its floor of tag
-// (leaf.admin.floor.<tag>) within window and returns the highest and the
-// node that holds it ("" when no node has one).
-func Floors(ctx context.Context, nc *nats.Conn, tag wire.Tag, window time.Duration) (int64, string, error) {
+// Floors asks every live node of scope on nc for its floor of tag
+// (scope.FloorPrefix()+tag, leaf.admin.floor.<tag> for no region) within
+// window and returns the highest and the node that holds it ("" when no
+// node has one). A region's floors count its own local numbers: another
+// region's are not asked.
+func Floors(ctx context.Context, nc *nats.Conn, scope wire.Scope, tag wire.Tag, window time.Duration) (int64, string, error) {
 	var high int64
 	var who string
-	err := Gather(ctx, nc, wire.FloorPrefix+tag.String(), window, func(msg *nats.Msg) {
+	err := Gather(ctx, nc, scope.FloorPrefix()+tag.String(), window, func(msg *nats.Msg) {
 		var f wire.NodeFloor
 		if json.Unmarshal(msg.Data, &f) == nil && f.Tag == tag.String() && f.Floor > high {
 			high, who = f.Floor, f.Node

@@ -44,20 +44,20 @@ func TestStatusFloorsClocks(t *testing.T) {
 	nc := natstest.Connect(t, url)
 	ctx := context.Background()
 
-	st, err := ask.Status(ctx, nc, 300*time.Millisecond)
+	st, err := ask.Status(ctx, nc, "", 300*time.Millisecond)
 	if err != nil || len(st) != 2 || st[0].Node != "a" || st[1].Node != "b" {
 		t.Fatalf("Status = %+v, %v; want a and b, sorted, the nameless answer dropped", st, err)
 	}
-	high, who, err := ask.Floors(ctx, nc, wire.MustTag("orders"), 300*time.Millisecond)
+	high, who, err := ask.Floors(ctx, nc, "", wire.MustTag("orders"), 300*time.Millisecond)
 	if err != nil || high != 9001 || who != "b" {
 		t.Fatalf("Floors = %d, %q, %v; want 9001 from b", high, who, err)
 	}
 	fixed := func() time.Time { return now }
-	pc, err := ask.PeerClocksBut(ctx, nc, 300*time.Millisecond, fixed, "self")
+	pc, err := ask.PeerClocksBut(ctx, nc, "", 300*time.Millisecond, fixed, "self")
 	if err != nil || len(pc.Peers) != 1 || pc.Peers[0] != "peer" || pc.Offset != 2*time.Second {
 		t.Fatalf("PeerClocksBut(self) = %+v, %v; want only peer, 2s ahead", pc, err)
 	}
-	if pc, _ := ask.PeerClocks(ctx, nc, 300*time.Millisecond, fixed); len(pc.Peers) != 2 {
+	if pc, _ := ask.PeerClocks(ctx, nc, "", 300*time.Millisecond, fixed); len(pc.Peers) != 2 {
 		t.Fatalf("PeerClocks = %+v; want both", pc)
 	}
 }

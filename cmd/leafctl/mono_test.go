@@ -37,7 +37,7 @@ func TestMonoLeaderFrozenThroughLeafd(t *testing.T) {
 	leader := func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		nodes, err := ask.Status(ctx, nc, 300*time.Millisecond)
+		nodes, err := ask.Status(ctx, nc, "", 300*time.Millisecond)
 		if err != nil {
 			return ""
 		}
