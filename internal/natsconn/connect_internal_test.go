@@ -121,13 +121,20 @@ func TestRTTOfWorstConnection(t *testing.T) {
 }
 
 // TestMemberOnSlowServer: of two servers of a cluster, a membership
-// connection on one whose link turns slow (1 s each way) while NC is on the
-// other makes the node's round trip slow, RTT within a measurement and
-// SteadyRTT within two; closing it makes it fast again at once, and the
-// next membership connection goes to NC's server.
+// connection on one whose link turns slow (1 s each way), or silent, while
+// NC is on the other makes the node's round trip slow, RTT within a
+// measurement and SteadyRTT within two (a measurement not answered within
+// its period counts as slow); closing it makes it fast again at once, and
+// the next membership connection goes to NC's server.
 func TestMemberOnSlowServer(t *testing.T) {
 	defer func(was time.Duration) { rttEvery = was }(rttEvery)
 	rttEvery = time.Second
+	for _, link := range []struct{ kind, attr string }{{"latency", "latency"}, {"timeout", "timeout"}} {
+		t.Run(link.kind, func(t *testing.T) { memberOnSlowServer(t, link.kind, link.attr) })
+	}
+}
+
+func memberOnSlowServer(t *testing.T, kind, attr string) {
 	srv := natstest.RunCluster(t, 2)
 	p := natstest.Proxy(t, srv[0].ClientURL())
 	c := New(Options{Name: "n", URL: "nats://" + p.Listen, Logger: slog.New(slog.DiscardHandler)})
@@ -168,7 +175,7 @@ func TestMemberOnSlowServer(t *testing.T) {
 		t.Fatalf("round trip %v before the slowdown", rtt)
 	}
 
-	natstest.BothWays(t, p, "latency", "latency", 1000)
+	natstest.BothWays(t, p, kind, attr, map[string]int{"latency": 1000, "timeout": 0}[kind])
 	slowed := time.Now()
 	waitFor(t, "RTT slow", rttEvery+2*time.Second, func() bool { return c.RTT() > 500*time.Millisecond })
 	t.Logf("RTT %v after %v", c.RTT(), time.Since(slowed).Round(10*time.Millisecond))
