@@ -210,6 +210,7 @@ func (k *SegmentKeeper) apply(ctx context.Context) {
 	y := k.y
 	yield := y.Yield(ctx, wire.SubjectSegment)
 	was := k.r.SegmentService() != nil
+	rtt := y.cfg.RTT() // before a leave closes the connection that made it
 	if err := k.r.SetSegment(!yield); err != nil {
 		y.cfg.Logger.Warn("segment queue group change failed", "join", !yield, "err", err)
 		return
@@ -217,11 +218,11 @@ func (k *SegmentKeeper) apply(ctx context.Context) {
 	switch {
 	case yield && was:
 		msg := "left the segment queue group: the round trip to NATS is above --max-nats-rtt and a live node that is not slow serves segment"
-		y.cfg.Logger.Warn(msg, "rtt", y.cfg.RTT())
+		y.cfg.Logger.Warn(msg, "rtt", rtt)
 		y.cfg.Events.Emit(events.Event{Kind: events.QueueLeft, Level: events.Warn, Message: msg,
 			Fields: map[string]any{"subject": wire.SubjectSegment}})
 	case !yield && !was:
-		y.cfg.Logger.Info("joined the segment queue group again", "rtt", y.cfg.RTT())
+		y.cfg.Logger.Info("joined the segment queue group again", "rtt", rtt)
 		y.cfg.Events.Emit(events.Event{Kind: events.QueueJoined, Message: "joined the segment queue group",
 			Fields: map[string]any{"subject": wire.SubjectSegment}})
 	}

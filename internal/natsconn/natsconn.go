@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -50,7 +51,7 @@ type Conn struct {
 	// endpoints take a connection of their own from it at each join
 	// (responder.Config.SnowflakeConn).
 	dial func(extra ...nats.Option) (*nats.Conn, error)
-	rtt  atomic.Pointer[rttMeter] // the round trip to NATS; nil until measured
+	rtt  meters // the round trip to NATS of each connection
 }
 
 // New is a Conn with opts, not yet connected (Connect).
@@ -184,10 +185,51 @@ func (c *Conn) Dial(extra ...nats.Option) (*nats.Conn, error) {
 // SegmentConn), named after the node and suffix. It connects even while
 // NATS is away, as a node serves a membership then too (a snowflake ring
 // whose claim is confirmed), and logs nothing of its own: NC reports the
-// state of NATS.
+// state of NATS. Until it is closed, its round trip counts in RTT and
+// SteadyRTT.
+//
+// It tries NC's server first, then the others in the usual random order:
+// the node's answers go out on NC, so a membership on another server adds
+// a server whose failure loses the node's share of the queue group, and a
+// membership left for a slow server (SlowYield) comes back next to NC.
 func (c *Conn) DialMember(suffix string) (*nats.Conn, error) {
-	return c.Dial(nats.Name(c.opts.Name+" "+suffix), nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil))
+	extra := []nats.Option{nats.Name(c.opts.Name + " " + suffix), nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(nil), nats.ReconnectHandler(nil)}
+	if c.ns == nil && c.nc != nil { // (an embedded server's connections are in-process)
+		extra = append(extra, serverFirst(c.nc.ConnectedUrl()))
+	}
+	nc, err := c.Dial(extra...)
+	if err != nil {
+		return nil, err
+	}
+	c.addMember(nc)
+	return nc, nil
+}
+
+// serverFirst makes a connection try the server at u (a URL of the
+// cluster, "": none) before the others of the list, which it then leaves
+// out (nats.go tries Options.Url first).
+func serverFirst(u string) nats.Option {
+	return func(o *nats.Options) error {
+		if u == "" {
+			return nil
+		}
+		host := urlHost(u)
+		o.Servers = slices.DeleteFunc(slices.Clone(o.Servers), func(s string) bool { return urlHost(s) == host })
+		o.Url = u
+		return nil
+	}
+}
+
+// urlHost is the host:port of a server URL, scheme or not.
+func urlHost(s string) string {
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	if u, err := url.Parse(s); err == nil {
+		return u.Host
+	}
+	return s
 }
 
 // ClientURL is the NATS URL the connection is connected to: the embedded
