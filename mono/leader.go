@@ -99,6 +99,11 @@ type Leader struct {
 	// store's max_id passed the last local number whose id fits an int64
 	// (Config.Regions). Next answers it once the ranges are used up.
 	exhausted error
+	// refused, while set, is why the last acquire failed for good: a lease
+	// store that cannot grant (its bucket unusable), on every node alike,
+	// so that the tag has no leader anywhere until an operator acts. Dry
+	// says so.
+	refused error
 
 	yield chan time.Duration // Yield's requests to Run
 	stop  chan struct{}
@@ -169,11 +174,16 @@ const dryAfter = 400 * time.Millisecond
 
 // Dry reports why a leading Leader cannot hand out ids now: it has none
 // left and its last reservation failed, or one has been under way for
-// dryAfter (a store that does not answer). "" when it has ids, or does
-// not lead.
+// dryAfter (a store that does not answer); or why one without a lease
+// cannot get one (its last acquire failed with segment.ErrInvalid). ""
+// when it has ids, or does not lead for any other reason (another node
+// holds the lease, the store is unreachable).
 func (l *Leader) Dry() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.grant == nil && l.refused != nil {
+		return "no lease can be acquired: " + l.refused.Error()
+	}
 	if !l.leadingLocked() || !l.cur.empty() || !l.next.empty() {
 		return ""
 	}
@@ -321,6 +331,12 @@ func (l *Leader) Run(ctx context.Context) {
 			}
 			sent := l.since()
 			ng, err := l.cfg.Lease.Acquire(ctx, l.cfg.Tag.String(), l.cfg.Node)
+			l.mu.Lock()
+			l.refused = nil
+			if errors.Is(err, segment.ErrInvalid) {
+				l.refused = err
+			}
+			l.mu.Unlock()
 			if err == nil {
 				l.lead(ng, sent)
 				confirmed = sent

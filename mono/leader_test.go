@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -386,4 +387,36 @@ func TestDrySaysSo(t *testing.T) {
 	testenv.Eventually(t, "dry", 10*time.Second, func() bool { return l.Dry() != "" })
 	close(r.release)
 	testenv.Eventually(t, "not dry once the range came", 10*time.Second, func() bool { return l.Dry() == "" })
+}
+
+// refusingLease refuses every grant as invalid (a lease bucket that cannot
+// hold a lease) while refuse is set.
+type refusingLease struct {
+	*memlease.Lease
+	refuse atomic.Bool
+}
+
+func (r *refusingLease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, error) {
+	if r.refuse.Load() {
+		return mono.Grant{}, fmt.Errorf("%w: bucket without per-key TTLs", segment.ErrInvalid)
+	}
+	return r.Lease.Acquire(ctx, tag, holder)
+}
+
+// TestRefusedLeaseSaysSo: a lease store that refuses every grant leaves
+// the tag without a leader on every node; Dry says why, for readiness to
+// tell, and stops once a grant comes.
+func TestRefusedLeaseSaysSo(t *testing.T) {
+	lease := &refusingLease{Lease: memlease.New(time.Second, nil)}
+	lease.refuse.Store(true)
+	l := start(t, mono.Config{Node: "a", Ranges: newStore(t), Lease: lease, Step: 10})
+	testenv.Eventually(t, "dry", 10*time.Second, func() bool { return l.Dry() != "" })
+	if why := l.Dry(); !strings.Contains(why, "per-key TTLs") {
+		t.Fatalf("Dry = %q, want the acquire's error", why)
+	}
+	lease.refuse.Store(false)
+	testenv.Eventually(t, "leading", 10*time.Second, l.Leading)
+	if why := l.Dry(); why != "" {
+		t.Fatalf("Dry = %q once leading", why)
+	}
 }

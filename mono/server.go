@@ -337,7 +337,8 @@ func (m *Server) Leading() int {
 // lease of the leader before it has surely run out (Grant.Wait), and
 // readiness must say so rather than count the tag as served; and those it
 // leads without ids to hand out (Leader.Dry: a store that does not
-// answer), each with why.
+// answer), or cannot lead at all (a lease store that refuses every grant),
+// each with why.
 func (m *Server) ServingNow() (serving int, waiting, dry []string) {
 	if m == nil {
 		return 0, nil, nil
@@ -348,7 +349,13 @@ func (m *Server) ServingNow() (serving int, waiting, dry []string) {
 		t.mu.Lock()
 		leading := t.unserve != nil
 		t.mu.Unlock()
-		if !leading || t.l == nil {
+		if t.l == nil {
+			continue
+		}
+		if !leading {
+			if why := t.l.Dry(); why != "" { // a lease store that refuses every grant
+				dry = append(dry, tag+": "+why)
+			}
 			continue
 		}
 		if !t.l.Leading() {

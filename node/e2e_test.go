@@ -634,3 +634,40 @@ func TestCreatedTagServesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestCreatedTagNoLate404: once a create has replied, no node answers 404
+// for the tag, not even one that remembers a miss of it from just before
+// and is asked at once: requests sent all together right after the reply,
+// through the queue group to every node, round after round.
+func TestCreatedTagNoLate404(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv.ClientURL())
+	for _, name := range []string{"n1", "n2", "n3"} {
+		startNode(t, config.Config{Name: name, NATS: config.NATSConfig{URL: srv.ClientURL()}, DataDir: t.TempDir(),
+			Registry: config.RegistryConfig{Kind: config.RegistryOff}, Store: config.StoreConfig{AutoCreate: "false"}})
+	}
+	var late, asked atomic.Int64
+	for round := range 40 {
+		tag := fmt.Sprintf("late%d", round)
+		for range 30 { // every node remembers the miss
+			if _, err := take(nc, tag, 1, false); !errors.Is(err, wire.ErrUnknownTag) {
+				t.Fatalf("%s before the create: %v, want unknown tag", tag, err)
+			}
+		}
+		admin(t, nc, wire.TagCreateSubject, wire.AdminRequest{Tag: tag, Step: 100})
+		var wg sync.WaitGroup
+		for range 30 {
+			wg.Go(func() {
+				_, err := take(nc, tag, 1, false)
+				asked.Add(1)
+				if errors.Is(err, wire.ErrUnknownTag) {
+					late.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n := late.Load(); n > 0 {
+		t.Fatalf("%d of %d requests sent right after a create's reply answered unknown tag", n, asked.Load())
+	}
+}

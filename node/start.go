@@ -145,6 +145,7 @@ func (n *Node) startResponder(context.Context) error {
 		// A tag created or restarted through any node serves here at
 		// once, not once the engine's memory of its absence expires.
 		TagChanged: n.seg.engine.Forget,
+		TellTag:    n.peers.Tell, // and before the create replies
 	}
 	if n.serve.sf != nil { // leaf.admin.time answers the snowflake clock
 		rc.Clock = n.serve.sf.Clock()

@@ -96,8 +96,15 @@ type Config struct {
 	Opaque *opaque.Key
 	// TagChanged, if set, is called with every tag a node announces as
 	// created or restarted (Scope.TagChangedPrefix(); this Responder
-	// announces those it creates or restarts).
+	// announces those it creates or restarts), and the announcement is
+	// answered once it returns.
 	TagChanged func(tag string)
+	// TellTag, if set, is how a create or restart announces its tag: it
+	// asks on subject (Scope.TagChangedPrefix()+tag) and returns once every
+	// live node answered (peers.Set.Tell), so that none answers 404 for a
+	// tag whose create replied. Nil publishes the announcement and waits
+	// for nobody.
+	TellTag func(ctx context.Context, subject string) error
 }
 
 // Observation is one answered id request.
@@ -247,6 +254,9 @@ func Start(cfg Config) (*Responder, error) {
 	if cfg.TagChanged != nil {
 		if err := leaf.AddEndpoint("admin-tag-changed", micro.HandlerFunc(func(req micro.Request) {
 			cfg.TagChanged(strings.TrimPrefix(req.Subject(), cfg.Scope.TagChangedPrefix()))
+			if req.Reply() != "" { // asked by TellTag: the answer says the tag was taken in
+				_ = req.RespondJSON(tagTakenIn{Node: cfg.Node, Instance: cfg.Instance})
+			}
 		}), micro.WithEndpointSubject(rel(cfg.Scope.TagChangedPrefix()+"*")), micro.WithEndpointQueueGroupDisabled()); err != nil {
 			_ = svc.Stop()
 			r.cancel()
@@ -779,11 +789,40 @@ func (r *Responder) handleRestart(req micro.Request) {
 	r.respondRow(ctx, req, tag)
 }
 
+// tagTakenIn answers an announcement asked by TellTag (its instance is
+// what peers.Set.Tell waits for).
+type tagTakenIn struct {
+	Node     string `json:"node"`
+	Instance string `json:"instance,omitempty"`
+}
+
+// tellWait bounds how long a create or restart waits for the live nodes
+// to answer its announcement before it replies anyway.
+const tellWait = 2 * time.Second
+
 // announceTag tells every node of the region that tag was created or
-// restarted (Scope.TagChangedPrefix()): the tag is in its store only.
+// restarted (Scope.TagChangedPrefix(): the tag is in its store only), this
+// node first (its own copy of the
+// announcement comes back later), and with TellTag waits until each live
+// node has taken it in. A node that has not answered within tellWait
+// (cut off from NATS, or stopping) may answer 404 for the tag until the
+// announcement reaches it, or for at most segment.Config.NegativeTTL
+// after its last look at the store; the create replies anyway, and says
+// so in the log.
 func (r *Responder) announceTag(tag string) {
-	if err := r.cfg.Conn.Publish(r.cfg.Scope.TagChangedPrefix()+tag, nil); err != nil {
-		r.cfg.Logger.Warn("announcing a tag", "tag", tag, "err", err)
+	if r.cfg.TagChanged != nil {
+		r.cfg.TagChanged(tag)
+	}
+	if r.cfg.TellTag == nil {
+		if err := r.cfg.Conn.Publish(r.cfg.Scope.TagChangedPrefix()+tag, nil); err != nil {
+			r.cfg.Logger.Warn("announcing a tag", "tag", tag, "err", err)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, tellWait)
+	defer cancel()
+	if err := r.cfg.TellTag(ctx, r.cfg.Scope.TagChangedPrefix()+tag); err != nil {
+		r.cfg.Logger.Warn("announcing a tag: a node may answer 404 for it for a while", "tag", tag, "err", err)
 	}
 }
 

@@ -254,6 +254,10 @@ type lookup struct {
 	done chan struct{} // closed when t and err are set
 	t    *tagBuf
 	err  error
+	// stale: the tag was created while the lookup was under way (Forget),
+	// so its store read may predate the create: its miss is not cached,
+	// and no later request waits on it. Guarded by Engine.missMu.
+	stale bool
 }
 
 // New checks cfg, fills its defaults and returns an Engine. Call Start to
@@ -759,7 +763,9 @@ func (e *Engine) miss(ctx context.Context, tag wire.Tag, b *budget) (*tagBuf, er
 func (e *Engine) lookup(tag wire.Tag, l *lookup) {
 	if n := len(*e.tags.Load()); n >= e.cfg.MaxTags {
 		e.missMu.Lock()
-		delete(e.inflight, tag.String())
+		if e.inflight[tag.String()] == l {
+			delete(e.inflight, tag.String())
+		}
 		l.err = fmt.Errorf("%w: this node holds its maximum of %d tags; %q is not one of them", ErrTagLimit, e.cfg.MaxTags, tag)
 		close(l.done)
 		e.missMu.Unlock()
@@ -788,10 +794,12 @@ func (e *Engine) lookup(tag wire.Tag, l *lookup) {
 		err = fmt.Errorf("%w: tag %q: looking it up: %w", ErrNotReady, tag, err)
 	}
 	e.missMu.Lock()
-	if unknown {
+	if unknown && !l.stale {
 		e.addNegativeLocked(tag.String(), err)
 	}
-	delete(e.inflight, tag.String())
+	if e.inflight[tag.String()] == l {
+		delete(e.inflight, tag.String())
+	}
 	l.t, l.err = t, err
 	close(l.done)
 	e.missMu.Unlock()
@@ -1111,11 +1119,18 @@ func (e *Engine) Retire() []Unserved {
 }
 
 // Forget drops what the engine remembers of tag's absence (the negative
-// cache), so that the next request for it asks the store: the tag was
-// just created (wire.TagChangedPrefix).
+// cache, and a store lookup under way, whose read may predate the create),
+// so that every request for it from the return on asks the store afresh:
+// the tag was just created (wire.TagChangedPrefix). The creating node
+// replies to the create only once each live node returned from Forget
+// (responder Config.TellTag): none answers 404 for the tag after that.
 func (e *Engine) Forget(tag string) {
 	e.missMu.Lock()
 	delete(e.negative, tag)
+	if l := e.inflight[tag]; l != nil {
+		l.stale = true
+		delete(e.inflight, tag)
+	}
 	e.missMu.Unlock()
 }
 

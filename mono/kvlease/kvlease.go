@@ -118,7 +118,12 @@ func openBucket(ctx context.Context, js jetstream.JetStream, opts Options) (jets
 		LimitMarkerTTL: opts.TTL,
 	})
 	if errors.Is(err, jskv.ErrNoKeyTTL) {
-		return nil, fmt.Errorf("%w: %w", segment.ErrInvalid, err)
+		if err = allowTTL(ctx, js, opts); err == nil {
+			kv, err = js.KeyValue(ctx, opts.Bucket)
+		}
+		if errors.Is(err, segment.ErrInvalid) {
+			return nil, err
+		}
 	}
 	if err != nil {
 		return nil, fail(ctx, "open bucket "+opts.Bucket, err)
@@ -127,6 +132,50 @@ func openBucket(ctx context.Context, js jetstream.JetStream, opts Options) (jets
 		return nil, fail(ctx, "open bucket "+opts.Bucket, err)
 	}
 	return kv, nil
+}
+
+// ttlDisabledCode is JetStream's error code for a message with a TTL sent
+// to a stream without per-message TTLs.
+const ttlDisabledCode = 10166
+
+// ttlDisabled reports whether err says the stream has per-message TTLs off.
+func ttlDisabled(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == ttlDisabledCode
+}
+
+// allowTTL turns on the per-message TTLs of a bucket that has them off
+// (made by hand without --marker-ttl): with them off every grant fails and
+// the tags have no leader. It is safe with no wait of its own: no lease
+// was ever granted in such a bucket (a grant is a write with a TTL, which
+// the stream refuses), and the Acquire that follows judges the bucket as
+// any other — a bucket made again under this process gets a whole TTL
+// from the watch that starts on it, and one found so at Open a whole TTL
+// from Open. The server allows turning TTLs on, never off. When it
+// refuses, the error wraps segment.ErrInvalid: the leader reports it.
+func allowTTL(ctx context.Context, js jetstream.JetStream, opts Options) error {
+	s, err := js.Stream(ctx, "KV_"+opts.Bucket)
+	if err != nil {
+		return fail(ctx, "turn on per-key TTLs of bucket "+opts.Bucket, err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.AllowMsgTTL && cfg.SubjectDeleteMarkerTTL > 0 {
+		return nil
+	}
+	cfg.AllowMsgTTL = true
+	if cfg.SubjectDeleteMarkerTTL == 0 {
+		cfg.SubjectDeleteMarkerTTL = opts.TTL
+	}
+	cfg.AllowRollup, cfg.DenyPurge = true, false // as the server requires of delete markers
+	_, err = js.UpdateStream(ctx, cfg)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil || jskv.Unavailable(err) || jskv.Transient(err):
+		return fail(ctx, "turn on per-key TTLs of bucket "+opts.Bucket, err)
+	}
+	return fmt.Errorf("%w: mono kvlease: bucket %q has no per-key TTLs and turning them on failed: %v; "+
+		"delete it (nats kv del %s) and let leafd make it again", segment.ErrInvalid, opts.Bucket, err, opts.Bucket)
 }
 
 // streamGone reports whether err says the bucket's stream does not exist
@@ -199,8 +248,18 @@ func (l *Lease) Acquire(ctx context.Context, tag, holder string) (mono.Grant, er
 			return mono.Grant{}, fail(cctx, "acquire "+tag, err)
 		}
 	}
-	ack, err := l.js.Publish(cctx, l.prefix+tag, l.value(holder),
-		jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgTTL(l.opts.TTL))
+	grant := func() (*jetstream.PubAck, error) {
+		return l.js.Publish(cctx, l.prefix+tag, l.value(holder),
+			jetstream.WithExpectLastSequencePerSubject(last), jetstream.WithMsgTTL(l.opts.TTL))
+	}
+	ack, err := grant()
+	if ttlDisabled(err) {
+		// The bucket made again by hand without per-key TTLs: the wait
+		// above was judged as in any bucket made again (allowTTL).
+		if err = allowTTL(cctx, l.js, l.opts); err == nil {
+			ack, err = grant()
+		}
+	}
 	if jskv.Conflict(err) {
 		return mono.Grant{}, l.held(ctx, tag)
 	}
@@ -372,7 +431,9 @@ func (l *Lease) Renew(ctx context.Context, g mono.Grant) (mono.Grant, error) {
 	defer cancel()
 	ack, err := l.js.Publish(cctx, l.prefix+g.Tag, l.value(g.Holder),
 		jetstream.WithExpectLastSequencePerSubject(g.Rev), jetstream.WithMsgTTL(l.opts.TTL))
-	if jskv.Conflict(err) {
+	// A stream without per-key TTLs is not the one g was granted in (the
+	// server never turns them off): the bucket was made again.
+	if jskv.Conflict(err) || ttlDisabled(err) {
 		return mono.Grant{}, fmt.Errorf("%w: %q: %v", mono.ErrLost, g.Tag, err)
 	}
 	if err != nil {

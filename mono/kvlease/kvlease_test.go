@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/leafmq/leafmq/mono/kvlease"
 	"github.com/leafmq/leafmq/mono/leasetest"
 	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/memstore"
+	"github.com/leafmq/leafmq/wire"
 )
 
 func TestConformance(t *testing.T) {
@@ -531,4 +534,152 @@ func TestBucketDeletedMadeAgain(t *testing.T) {
 	if _, err := holder.Renew(ctx, g); !errors.Is(err, mono.ErrLost) {
 		t.Fatalf("the old holder's renewal in the new bucket: %v, want ErrLost", err)
 	}
+}
+
+// TestBucketMadeAgainWithoutTTLs: the bucket deleted and made again by
+// hand without per-key TTLs under a running holder (`nats kv del leaf_mono
+// -f; nats kv add leaf_mono --history 2`): every grant there fails (the
+// stream refuses a message with a TTL) and the tag has no leader for good.
+// Acquire turns the TTLs on and grants, with a whole TTL's wait as in any
+// bucket made again; the old holder loses its lease at its next renewal;
+// a Lease opened on such a bucket turns them on too.
+func TestBucketMadeAgainWithoutTTLs(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx := t.Context()
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	open := func(bucket string) *kvlease.Lease {
+		l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: bucket, TTL: ttl})
+		if err != nil {
+			t.Fatalf("Open %s: %v", bucket, err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	holder, other := open("nottl"), open("nottl")
+	g, err := holder.Acquire(ctx, "t", "n0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	if g, err = holder.Renew(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, "nottl"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "nottl", History: 2}); err != nil {
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	ng, err := other.Acquire(ctx, "t", "n1")
+	if err != nil {
+		t.Fatalf("Acquire in the bucket made again without TTLs: %v", err)
+	}
+	if serves := asked.Add(ng.Wait); serves.Before(renewed.Add(ttl)) {
+		t.Fatalf("Acquire = %+v: n1 serves %v before n0's lease runs out", ng, renewed.Add(ttl).Sub(serves))
+	}
+	if _, err := holder.Renew(ctx, g); !errors.Is(err, mono.ErrLost) {
+		t.Fatalf("the old holder's renewal in the new bucket: %v, want ErrLost", err)
+	}
+	if _, err := other.Renew(ctx, ng); err != nil {
+		t.Fatalf("the new holder's renewal: %v", err)
+	}
+	str, err := js.Stream(ctx, "KV_nottl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := str.CachedInfo().Config; !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != ttl {
+		t.Fatalf("stream after Acquire: AllowMsgTTL %v, marker TTL %v; want on, %v", c.AllowMsgTTL, c.SubjectDeleteMarkerTTL, ttl)
+	}
+
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "bare", History: 2}); err != nil {
+		t.Fatal(err)
+	}
+	l := open("bare")
+	asked = time.Now()
+	if g, err = l.Acquire(ctx, "t", "n2"); err != nil {
+		t.Fatalf("Acquire in a bucket opened without TTLs: %v", err)
+	}
+	if g.Wait < ttl-time.Since(asked) {
+		t.Fatalf("Acquire = %+v in a bucket just opened: want a whole TTL's wait", g)
+	}
+}
+
+// TestLeadersResumeAfterBucketWithoutTTLs: two leaders of a tag on the
+// bucket, which is then made again by hand without per-key TTLs. A leader
+// leads again within a few TTLs (the old one steps down at its next
+// renewal, the new one waits a whole TTL), and never are two leading at
+// once.
+func TestLeadersResumeAfterBucketWithoutTTLs(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx := t.Context()
+	const ttl = 2 * time.Second
+	store := memstore.New()
+	if err := store.Create(ctx, segment.Tag{Name: wire.MustTag("m"), Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var js jetstream.JetStream
+	var leaders []*mono.Leader
+	for _, node := range []string{"a", "b"} {
+		var err error
+		if js, err = jetstream.New(natstest.Connect(t, s.ClientURL())); err != nil {
+			t.Fatal(err)
+		}
+		l, err := kvlease.Open(ctx, js, kvlease.Options{Bucket: "live", TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		ld, err := mono.NewLeader(mono.Config{Tag: wire.MustTag("m"), Node: node, Lease: l, Step: 10,
+			Ranges: &segment.Reserver{Store: store, Logger: slog.New(slog.DiscardHandler)}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ld.Run(context.Background())
+		t.Cleanup(ld.Close)
+		leaders = append(leaders, ld)
+	}
+	// leading counts the leaders leading now, failing the test at two.
+	leading := func() int {
+		n := 0
+		for _, ld := range leaders {
+			if ld.Leading() {
+				n++
+			}
+		}
+		if n > 1 {
+			t.Fatal("two leaders at once")
+		}
+		return n
+	}
+	for deadline := time.Now().Add(3 * ttl); leading() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no leader at first")
+		}
+	}
+	if err := js.DeleteKeyValue(ctx, "live"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "live", History: 2}); err != nil {
+		t.Fatal(err)
+	}
+	remade := time.Now()
+	// The old leader stops within a TTL; then a whole TTL's wait, and a
+	// retry or two.
+	for left := 0; left < 2; time.Sleep(10 * time.Millisecond) {
+		switch n := leading(); {
+		case n == 0:
+			left = 1
+		case left == 1:
+			left = 2
+		}
+		if time.Since(remade) > 4*ttl {
+			t.Fatalf("no leader %v after the bucket was made again without TTLs", 4*ttl)
+		}
+	}
+	t.Logf("leading again %v after the bucket was made again", time.Since(remade).Round(time.Millisecond))
 }
