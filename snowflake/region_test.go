@@ -3,6 +3,7 @@ package snowflake_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -255,5 +256,40 @@ func TestSourceRegion(t *testing.T) {
 		Layout: l, Region: 32, Logger: discard,
 	}); !errors.Is(err, snowflake.ErrInvalidConfig) {
 		t.Errorf("StartSource in region 32 of %v: %v, want ErrInvalidConfig", l, err)
+	}
+}
+
+// TestSourceRegionStopRecord: a graceful stop in a region other than 0
+// records the stop in the lease file of the registry's worker (the worker
+// within the region), so that a restart waits only past the time used,
+// not the whole lease: the claim's worker field (region bits included)
+// is not the registry's worker.
+func TestSourceRegionStopRecord(t *testing.T) {
+	l := snowflake.LeafDCLayout()
+	dir := t.TempDir()
+	src, err := snowflake.StartSource(context.Background(), snowflake.SourceConfig{
+		Open: func(context.Context) (snowflake.Registry, error) {
+			st, err := snowflake.NewStatic(l, 3)
+			if err != nil {
+				return nil, err
+			}
+			return snowflake.NewLeaseFiles(st, dir, "static"), nil
+		},
+		Layout: l,
+		Region: 2,
+		Logger: discard,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 5)
+	if n, err := src.Fill(context.Background(), ids); err != nil || n == 0 {
+		t.Fatalf("Fill = %d, %v", n, err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := snowflake.StoppedWorkers(dir, "static"); !slices.Equal(got, []int64{3}) {
+		t.Errorf("StoppedWorkers after a graceful stop in region 2 = %v, want [3]", got)
 	}
 }

@@ -226,7 +226,8 @@ func (e *workerInUse) Unwrap() error { return ErrWorkerInUse }
 type claim struct {
 	reg    Registry
 	gen    *Generator
-	worker int64
+	worker int64         // the worker field of the ids (region and worker)
+	local  int64         // the worker within the region: the registry's, its lease files'
 	ttl    time.Duration // the registry's ClaimTTL; 0: no fence
 	leased atomic.Int64  // unix nanos (Now) up to which the lease is persisted
 	// fence is the Monotonic offset (from mono0) past which no id is served:
@@ -456,7 +457,7 @@ func (src *Source) register(ctx context.Context, first bool) error {
 		_ = reg.Close()
 		return err
 	}
-	c := &claim{reg: reg, gen: gen, worker: r.Worker}
+	c := &claim{reg: reg, gen: gen, worker: r.Worker, local: local}
 	if ttl > 0 {
 		c.ttl = ttl
 		c.fence.Store(start + int64(c.ttl))
@@ -1000,7 +1001,7 @@ func (src *Source) recordStop(c *claim) {
 	if used.IsZero() {
 		return
 	}
-	if err := sr.RecordStop(c.worker, used); err != nil {
+	if err := sr.RecordStop(c.local, used); err != nil {
 		src.log.Warn("snowflake: no stop record: a restart waits out the whole time lease", "worker", c.worker, "err", err)
 	}
 }
