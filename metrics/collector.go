@@ -164,7 +164,7 @@ func NewCollector(src Sources) *Collector {
 		subReady: d("subject_ready", "1 while the node serves the subject and can answer it with ids (/readyz/<subject>).", "subject"),
 		probed:   d("probes_answered_total", "Self-probes that reached this node's own subscription of the subject through NATS and were answered: flat while the node serves the subject means requests no longer reach it.", "subject"),
 		probes:   d("probe_requests_total", "Self-probes this node sent on a subject it serves, by result (answered by some node, or failed: no responders, timeout).", "subject", "result"),
-		natsRTT:  d("nats_rtt_seconds", "The node's round trip to its NATS server, measured every 5s off the request path (0 when unknown); above --max-nats-rtt the node is not ready for segment, snowflake and monotonic tags."),
+		natsRTT:  d("nats_rtt_seconds", "The node's round trip to NATS, the worst of its connections (main and queue-group memberships), measured every 5s off the request path (0 when unknown); above --max-nats-rtt the node is not ready for segment, snowflake and monotonic tags."),
 		refused:  d("segment_tag_refused", "1 for a tag this node refuses until an operator acts (an opaque tag's key it lacks, a mode conflict, a store below the ids already issued); the node stays ready for other tags.", "tag"),
 	}
 }

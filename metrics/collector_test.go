@@ -72,7 +72,7 @@ func TestCollectorReadsSources(t *testing.T) {
 		Engine: fakeEngine{},
 	})
 	want := `
-# HELP leafmq_nats_rtt_seconds The node's round trip to its NATS server, measured every 5s off the request path (0 when unknown); above --max-nats-rtt the node is not ready for segment, snowflake and monotonic tags.
+# HELP leafmq_nats_rtt_seconds The node's round trip to NATS, the worst of its connections (main and queue-group memberships), measured every 5s off the request path (0 when unknown); above --max-nats-rtt the node is not ready for segment, snowflake and monotonic tags.
 # TYPE leafmq_nats_rtt_seconds gauge
 leafmq_nats_rtt_seconds 0.0015
 # HELP leafmq_subject_serving 1 while the node serves the subject (segment, snowflake, mono, pool): subscribed, in the queue group.
