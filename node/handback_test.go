@@ -267,7 +267,13 @@ func TestHandBackWhileAPeerIsFrozen(t *testing.T) {
 // httpID takes one id of tag from n itself (its Leaf HTTP API).
 func httpID(t *testing.T, n *node.Node, tag string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.HTTPAddr() + "/api/segment/get/" + tag)
+	return httpGetID(t, n, "/api/segment/get/"+tag)
+}
+
+// httpGetID takes one id from n itself at path of its Leaf HTTP API.
+func httpGetID(t *testing.T, n *node.Node, path string) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -31,30 +31,15 @@ func TestSlowMembershipServer(t *testing.T) {
 	p := natstest.Proxy(t, srv[0].ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	start := func(name, url string) *Node {
-		t.Helper()
-		n, err := Start(ctx, config.Config{Name: name, NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir(),
-			HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
-		return n
-	}
+	start := func(name, url string) *Node { t.Helper(); return startAt(ctx, t, name, url) }
 	near := start("near", srv[1].ClientURL())
 	far := start("far", "nats://"+p.Listen)
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
-		begin := time.Now()
-		for !ok() {
-			if time.Since(begin) > within {
-				_, why := far.ReadySubject(wire.SubjectSegment)
-				t.Fatalf("not %s after %v (far: round trip %v, segment in %v, ready: %v)", what, within,
-					far.conn.RTT(), far.serve.resp.SegmentService() != nil, why)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Logf("%s after %v", what, time.Since(begin).Round(100*time.Millisecond))
+		waitUntil(t, what, within, ok, func() string {
+			_, why := far.ReadySubject(wire.SubjectSegment)
+			return fmt.Sprintf("far: round trip %v, segment in %v, ready: %v", far.conn.RTT(), far.serve.resp.SegmentService() != nil, why)
+		})
 	}
 	segReady := func(n *Node) bool { _, err := n.ReadySubject(wire.SubjectSegment); return err == nil }
 	waitFor("both nodes ready in the segment group", time.Minute, func() bool {

@@ -2,9 +2,6 @@ package node_test
 
 import (
 	"errors"
-	"io"
-	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -27,17 +24,7 @@ func regionConfig(url, node, name string, id, count int) config.Config {
 // httpSnowflake takes one snowflake id from n itself (its Leaf HTTP API).
 func httpSnowflake(t *testing.T, n *node.Node) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.HTTPAddr() + "/api/snowflake/get/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	id, err := strconv.ParseInt(string(body), 10, 64)
-	if resp.StatusCode != 200 || err != nil {
-		t.Fatalf("%s: HTTP %d %q", n.Name(), resp.StatusCode, body)
-	}
-	return id
+	return httpGetID(t, n, "/api/snowflake/get/x")
 }
 
 // TestRegions: the nodes of two regions serve ids that carry their region

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -203,29 +204,15 @@ func TestSlowNodeLeavesQueueGroups(t *testing.T) {
 	p := natstest.Proxy(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	start := func(name, url string) *Node {
-		t.Helper()
-		n, err := Start(ctx, config.Config{Name: name, NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir(),
-			HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
-		return n
-	}
+	start := func(name, url string) *Node { t.Helper(); return startAt(ctx, t, name, url) }
 	near := start("near", s.ClientURL())
 	far := start("far", "nats://"+p.Listen)
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
-		begin := time.Now()
-		for !ok() {
-			if time.Since(begin) > within {
-				t.Fatalf("not %s after %v (far: round trip %v, segment in %v, snowflake in %v)", what, within,
-					far.conn.RTT(), far.serve.resp.SegmentService() != nil, far.SnowflakeJoined())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("%s after %v", what, time.Since(begin).Round(100*time.Millisecond))
+		waitUntil(t, what, within, ok, func() string {
+			return fmt.Sprintf("far: round trip %v, segment in %v, snowflake in %v",
+				far.conn.RTT(), far.serve.resp.SegmentService() != nil, far.SnowflakeJoined())
+		})
 	}
 	in := func(n *Node) bool { return n.serve.resp.SegmentService() != nil && n.SnowflakeJoined() }
 	out := func(n *Node) bool { return n.serve.resp.SegmentService() == nil && !n.SnowflakeJoined() }
@@ -294,26 +281,10 @@ func TestSlowMonoLeaderYields(t *testing.T) {
 	p := natstest.Proxy(t, s.ClientURL())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	start := func(name, url string) *Node {
-		t.Helper()
-		n, err := Start(ctx, config.Config{Name: name, NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir(),
-			HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
-		return n
-	}
+	start := func(name, url string) *Node { t.Helper(); return startAt(ctx, t, name, url) }
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
-		begin := time.Now()
-		for !ok() {
-			if time.Since(begin) > within {
-				t.Fatalf("not %s after %v", what, within)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Logf("%s after %v", what, time.Since(begin).Round(100*time.Millisecond))
+		waitUntil(t, what, within, ok, func() string { return "" })
 	}
 	far := start("far", "nats://"+p.Listen)
 	nc := natstest.Connect(t, s.ClientURL())
@@ -342,4 +313,31 @@ func TestSlowMonoLeaderYields(t *testing.T) {
 			t.Fatalf("request %d of the monotonic tag: %v", i, err)
 		}
 	}
+}
+
+// startAt starts the node name on the NATS at url, with a data directory
+// of its own and HTTP on a free port, closed at the test's end.
+func startAt(ctx context.Context, t *testing.T, name, url string) *Node {
+	t.Helper()
+	n, err := Start(ctx, config.Config{Name: name, NATS: config.NATSConfig{URL: url}, DataDir: t.TempDir(),
+		HTTP: config.HTTPConfig{Addr: "127.0.0.1:0"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
+}
+
+// waitUntil polls ok until it holds, failing the test after within with
+// what and detail's account of the nodes, and logs how long it took.
+func waitUntil(t *testing.T, what string, within time.Duration, ok func() bool, detail func() string) {
+	t.Helper()
+	begin := time.Now()
+	for !ok() {
+		if time.Since(begin) > within {
+			t.Fatalf("not %s after %v (%s)", what, within, detail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s after %v", what, time.Since(begin).Round(100*time.Millisecond))
 }
