@@ -31,6 +31,7 @@ var leafdMetrics = []string{
 	"segment_loads_total",
 	"segment_step",
 	"segment_ids_ready",
+	"segment_headroom_ids", // label tag
 	"snowflake_state",
 	"snowflake_worker",
 	"snowflake_lease_until_timestamp_seconds",

@@ -95,6 +95,7 @@ type Collector struct {
 	asyncErr *prometheus.Desc
 	step     *prometheus.Desc
 	ready    *prometheus.Desc
+	headroom *prometheus.Desc
 
 	sfState   *prometheus.Desc
 	sfWorker  *prometheus.Desc
@@ -143,6 +144,7 @@ func NewCollector(src Sources) *Collector {
 		loads:    d("segment_loads_total", "Segments loaded from the store (one store transaction each), by tag.", "tag"),
 		step:     d("segment_step", "Step of the last segment loaded, by tag (dynamic step).", "tag"),
 		ready:    d("segment_ids_ready", "Ids left in both segment buffers of a tag.", "tag"),
+		headroom: d("segment_headroom_ids", "A tag's capacity runway: its ids left above the ranges this node reserved, before its domain ends (2^63-1, an opaque tag's 2^W-1; over --regions with regions). Shown once the tag loaded a range.", "tag"),
 
 		sfState:   d("snowflake_state", "1 for the snowflake source's current state (waiting, serving, paused, lost, closed).", "state"),
 		sfWorker:  d("snowflake_worker", "Snowflake worker id in use; -1 while there is none."),
@@ -172,7 +174,7 @@ func NewCollector(src Sources) *Collector {
 // Describe is prometheus.Collector's.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
-		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.asyncErr,
+		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.headroom, c.asyncErr,
 		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped,
 		c.sfOffset, c.evSent, c.evDropped, c.ringFill, c.poolLevel, c.poolWaste,
 		c.serving, c.subReady, c.probed, c.probes, c.refused, c.natsRTT} {
@@ -314,6 +316,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.loads, prometheus.CounterValue, float64(st.Loads), tag.String())
 			ch <- prometheus.MustNewConstMetric(c.step, prometheus.GaugeValue, float64(st.Step), tag.String())
 			ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, float64(ready), tag.String())
+			if st.Headroom >= 0 {
+				ch <- prometheus.MustNewConstMetric(c.headroom, prometheus.GaugeValue, float64(st.Headroom), tag.String())
+			}
 		}
 	}
 }

@@ -43,6 +43,7 @@ func (fakeEngine) State(tag string) (segment.TagState, bool) {
 	st.Loads, st.Step = 4, 1000
 	st.Segments[0] = segment.SegmentState{Value: 100, Max: 1000, Ready: true}
 	st.Segments[1] = segment.SegmentState{Value: 1000, Max: 2000, Ready: false}
+	st.Headroom = 1<<20 - 2000 // an opaque tag of width 20
 	return st, tag == "web"
 }
 
@@ -127,6 +128,9 @@ leafmq_segment_tags 1
 # HELP leafmq_segment_ids_ready Ids left in both segment buffers of a tag.
 # TYPE leafmq_segment_ids_ready gauge
 leafmq_segment_ids_ready{tag="web"} 900
+# HELP leafmq_segment_headroom_ids A tag's capacity runway: its ids left above the ranges this node reserved, before its domain ends (2^63-1, an opaque tag's 2^W-1; over --regions with regions). Shown once the tag loaded a range.
+# TYPE leafmq_segment_headroom_ids gauge
+leafmq_segment_headroom_ids{tag="web"} 1.046576e+06
 `
 	got := scrape(t, c)
 	if strings.Contains(got, `leafmq_requests_total{endpoint="worker-errors"}`) {

@@ -400,11 +400,7 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		// an opaque tag permuted within [1, Max]: the local numbers
 		// served end at top, whose id is the last within the limit
 		// (one region, a plain tag: 2^63-1, which no range passes).
-		limit := int64(math.MaxInt64)
-		if m.perm != nil {
-			limit = m.perm.Max()
-		}
-		top := e.cfg.Regions.Last(limit)
+		top := t.top(m)
 		if a.End()-1 <= top {
 			return nil
 		}
@@ -614,6 +610,16 @@ func (t *tagBuf) setMode(m Mode) error {
 	return tm.refuse
 }
 
+// top is the last local number a tag of mode m may serve: the one whose
+// id is the last within its limit (2^63-1; an opaque tag's domain).
+func (t *tagBuf) top(m *tagMode) int64 {
+	limit := int64(math.MaxInt64)
+	if m.perm != nil {
+		limit = m.perm.Max()
+	}
+	return t.e.cfg.Regions.Last(limit)
+}
+
 func (t *tagBuf) state() TagState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -631,5 +637,9 @@ func (t *tagBuf) state() TagState {
 	}
 	st.Segments[t.pos] = t.cur.Load().state()
 	st.Segments[1-t.pos] = t.next.state()
+	st.Headroom = -1
+	if m := t.mode.Load(); m != nil && t.loads > 0 {
+		st.Headroom = max(t.top(m)-max(st.Segments[0].Max, st.Segments[1].Max)+1, 0)
+	}
 	return st
 }

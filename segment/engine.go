@@ -211,6 +211,11 @@ type TagState struct {
 	Loads    int       // successful loads
 	// LastError is the error of the last load attempt, "" after a success.
 	LastError string
+	// Headroom is how many of the tag's local numbers are left above
+	// the ranges this node reserved, before the tag's domain ends
+	// (2^63-1, or an opaque tag's 2^W-1, over Config.Regions): a tag's
+	// capacity runway. -1 before the first load.
+	Headroom int64
 }
 
 // Engine hands out ids of Leaf-segment tags. It is safe for concurrent use.

@@ -1018,6 +1018,7 @@ func TestState(t *testing.T) {
 		MinStep:  100,
 		LastLoad: clock.Now(),
 		Loads:    1,
+		Headroom: math.MaxInt64 - 100, // 101 … 2^63-1
 	}
 	if got != want {
 		t.Fatalf("State = %+v\nwant    %+v", got, want)

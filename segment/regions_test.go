@@ -281,3 +281,23 @@ func TestRegionsHandBack(t *testing.T) {
 		})
 	}
 }
+
+// TestRegionsHeadroom: a tag's capacity runway (TagState.Headroom) counts
+// the local numbers left above the ranges reserved, to the last one whose
+// id is within the tag's domain: an opaque tag's 2^W-1 over the regions.
+func TestRegionsHeadroom(t *testing.T) {
+	k := testKey(t)
+	p, err := k.Perm("t", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg := segment.Regions{N: 3, R: 1}
+	top := rg.Last(p.Max())
+	s := sameStore(t, 0, segment.Mode{Kind: segment.KindOpaque, Width: 20, KeyID: k.ID()})
+	e := regionEngine(t, s, rg, keyOpaque(k))
+	next(t, e, "t")
+	st := state(t, e, "t")
+	if hi := max(st.Segments[0].Max, st.Segments[1].Max); st.Headroom != top-hi+1 || st.Headroom > top-10 {
+		t.Fatalf("Headroom %d with ranges up to %d, want %d (the domain's last local number %d)", st.Headroom, hi-1, top-hi+1, top)
+	}
+}
