@@ -82,7 +82,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		return append(nodes, wire.NodeStatus{
 			Node: "node-b", Version: "test", UnixNano: now, Started: now - int64(time.Hour), Store: "memstore",
 			Problems: []string{"segment store: store unavailable: connection refused"},
-			Tags: []wire.TagStatus{{Tag: "order", Step: 100, MinStep: 100, Loads: 1, Current: 1,
+			Tags: []wire.TagStatus{{Tag: "order", Step: 100, MinStep: 100, Loads: 1, Current: 1, Headroom: -1,
 				LastError: "store unavailable: connection refused",
 				Buffers:   [2]wire.BufferStatus{{Value: 101, Max: 101, Step: 100}, {Value: 1601, Max: 1601, Step: 100}}}},
 		}), err
@@ -119,6 +119,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	row := regexp.MustCompile(`<tr data-tag="order".*?</tr>`).FindString(dom)
 	if !regexp.MustCompile(`class="num rate">[0-9][0-9,.]*/s<`).MatchString(row) {
 		t.Errorf("no ids/s for order after %d polls: %s", polls, row)
+	}
+	// Its runway: the ids left before its domain ends, and how long they
+	// last at that rate.
+	if !regexp.MustCompile(`class="num runway"[^>]*>[0-9][0-9,]*<div class="small muted">(100y\+|[0-9])`).MatchString(row) {
+		t.Errorf("no runway for order: %s", row)
 	}
 
 	// A screenshot for humans.

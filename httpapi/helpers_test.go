@@ -124,7 +124,7 @@ func (n *node) Status(context.Context) ([]wire.NodeStatus, error) {
 		}
 		ts := wire.TagStatus{
 			Tag: tag, Step: s.Step, MinStep: s.MinStep, Loads: s.Loads, LastError: s.LastError,
-			Loading: s.Loading, Current: s.Current, Taken: n.taken[tag],
+			Loading: s.Loading, Current: s.Current, Taken: n.taken[tag], Headroom: s.Headroom,
 		}
 		if !s.LastLoad.IsZero() {
 			ts.LastLoad = s.LastLoad.UnixNano()

@@ -51,7 +51,7 @@ func (n *Node) status() wire.NodeStatus {
 				continue
 			}
 			t := wire.TagStatus{Tag: tag.String(), Step: ts.Step, MinStep: ts.MinStep, Loads: ts.Loads, LastError: ts.LastError,
-				Loading: ts.Loading, Current: ts.Current, Refused: refused[tag.String()]}
+				Loading: ts.Loading, Current: ts.Current, Refused: refused[tag.String()], Headroom: ts.Headroom}
 			if !ts.LastLoad.IsZero() {
 				t.LastLoad = ts.LastLoad.UnixNano()
 			}

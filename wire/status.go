@@ -58,6 +58,10 @@ type TagStatus struct {
 	RingLen   int             `json:"ring_len"`
 	RingCap   int             `json:"ring_cap"`
 	Taken     uint64          `json:"taken"` // ids taken from the ring
+	// Headroom is the tag's capacity runway: its ids left above the
+	// ranges this node reserved before its domain ends (2^63-1, an opaque
+	// tag's 2^W-1; a region's share of either). -1 before the first load.
+	Headroom int64 `json:"headroom"`
 	// Refused is why this node serves none of the tag's ids until an
 	// operator acts (an opaque tag whose key it lacks, a mode conflict, a
 	// store below the ids already issued): requests get a 503, and the

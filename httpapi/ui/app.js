@@ -37,6 +37,18 @@
     return nf.format(Math.round(r)) + '/s';
   }
 
+  // runwayCell shows a tag's ids left before its domain ends and, at the
+  // rate r (ids/s), how long they last; a century or more is "100y+".
+  function runwayCell(headroom, r) {
+    if (headroom === undefined || headroom < 0) return h('td', {class: 'num runway'}, '—');
+    let left = null;
+    if (r > 0) {
+      const s = headroom / r;
+      left = h('div', {class: 'small muted'}, s >= 100 * 365 * 86400 ? '100y+' : dur(s * 1e9));
+    }
+    return h('td', {class: 'num runway', title: 'ids left before the tag\'s domain ends'}, num(headroom), left);
+  }
+
   function dur(ns) {
     let s = Math.abs(ns) / 1e9;
     const sign = ns < 0 ? '-' : '';
@@ -190,10 +202,11 @@
         h('td', null, t.ring_cap > 0 ? [bar(t.ring_len, t.ring_cap), h('div', {class: 'small muted'}, `${num(t.ring_len)}/${num(t.ring_cap)}`)] : '—'),
         h('td', {class: 'num'}, num(t.taken)),
         h('td', {class: 'num rate'}, rate(r)),
+        runwayCell(t.headroom, r),
         h('td', null, state, t.last_error ? h('div', {class: 'small warn'}, t.last_error) : null)));
     }
     $('tag-table').replaceChildren(table('grid',
-      ['tag', 'node', 'buffer 0', 'buffer 1', 'step', 'loads', 'ring', 'taken', 'ids/s', 'state'],
+      ['tag', 'node', 'buffer 0', 'buffer 1', 'step', 'loads', 'ring', 'taken', 'ids/s', 'runway', 'state'],
       rows, f ? 'no tag matches the filter' : 'no tag is cached on any node yet'));
   }
 
