@@ -122,16 +122,22 @@ type monoReq struct {
 	at  time.Time
 }
 
-// stop unsubscribes and ends runMono. A NATS handler may still run after
-// Unsubscribe returns: once stopped is set under mu it queues nothing, so
-// every request queued is in the queue when runMono drains it.
+// stop ends runMono and drains the subscription: every request NATS
+// delivered to it, up to the server's handling of the unsubscribe, still
+// reaches the handler, which refuses it at once (503: the client asks
+// again and finds the next leader) — an Unsubscribe would drop those the
+// client holds unread, unanswered. Once stopped is set under mu the
+// handler queues nothing, so every request queued is in the queue when
+// runMono drains it.
 func (ms *monoSub) stop() {
-	_ = ms.sub.Unsubscribe()
 	ms.mu.Lock()
-	defer ms.mu.Unlock()
 	if !ms.stopped {
 		ms.stopped = true
 		close(ms.done)
+	}
+	ms.mu.Unlock()
+	if err := ms.sub.Drain(); err != nil {
+		_ = ms.sub.Unsubscribe() // the connection is closed or closing: nothing more arrives
 	}
 }
 

@@ -421,3 +421,59 @@ func TestServeMonoStopAnswersTheRequestInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestServeMonoStopAnswersEveryRequestDelivered: requests that NATS
+// delivered to a leader's subscription before it stopped serving the tag
+// (a leader that just lost its lease) are answered — ids, or a 503 — not
+// dropped unread with the subscription.
+func TestServeMonoStopAnswersEveryRequestDelivered(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	url := natstest.RunServer(t).ClientURL()
+	r, err := responder.Start(responder.Config{Conn: natstest.Connect(t, url), IDs: &counter{}, Node: "n", Instance: "i1", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	tag := wire.MustTag("ticks")
+	var mu sync.Mutex
+	var next int64
+	stop, err := r.ServeMono(tag, monoFunc(func(n int) (int64, int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		first := next + 1
+		next += int64(n)
+		return first, n, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := natstest.Connect(t, url)
+	const sent = 3000
+	replies := make(chan *nats.Msg, sent)
+	inbox := nats.NewInbox()
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range sent {
+		if err := nc.PublishRequest(wire.MonoPrefix+tag.String(), inbox, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	stop() // while the leader's connection still holds requests unread
+	got := 0
+	for timeout := time.After(3 * time.Second); got < sent; got++ {
+		select {
+		case <-replies:
+		case <-timeout:
+			t.Fatalf("%d of %d requests answered after the stop", got, sent)
+		}
+	}
+}
