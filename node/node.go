@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -62,8 +63,9 @@ type life struct {
 	closed bool // by Close, under mu
 	// failed delivers why the node must stop (fail); region checks the
 	// region id while the node runs (nil without --regions).
-	failed chan error
-	region *region.Guard
+	failed    chan error
+	stopStart context.CancelCauseFunc
+	region    *region.Guard
 }
 
 // segments is what serves segment ids.

@@ -51,9 +51,12 @@ func (n *Node) regions() segment.Regions {
 	return segment.Regions{N: int64(n.cfg.Region.Count), R: int64(n.cfg.Region.ID)}
 }
 
-// fail stops the node for err: Failed delivers it (leafd exits).
+// fail stops the node for err: a start under way ends with it (Start
+// returns it and stops what it started), and Failed delivers it to a
+// started node's owner (leafd exits).
 func (n *Node) fail(err error) {
 	n.log.Error("leafd must stop", "err", err.Error())
+	n.life.stopStart(err)
 	select {
 	case n.life.failed <- err:
 	default:

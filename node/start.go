@@ -55,6 +55,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		life:  life{failed: make(chan error, 1)},
 	}
 	n.start.At = n.clock.Now()
+	ctx, n.life.stopStart = context.WithCancelCause(ctx) // fail ends a start under way
 	n.conn = natsconn.New(natsconn.Options{Name: cfg.Name, URL: cfg.NATS.URL, Listen: cfg.NATS.Listen,
 		DataDir: cfg.DataDir, Auth: cfg.NATS.Auth, Logger: n.log, Clock: n.clock, ErrConfig: config.ErrConfig})
 	defer func() {
@@ -69,7 +70,7 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 	// The stops run bottom up: the goodbye while NATS is still up, HTTP
 	// first (a stopping node answers no status), the members left before
 	// the responder stops answering, the data directory unlocked last.
-	for _, p := range []startPhase{
+	if err := n.runPhases(ctx, []startPhase{
 		{name: "data directory lock", stop: func(context.Context) error { return n.life.lock.Close() }, start: b.lockDir},
 		{name: "http", stop: n.stopHTTP, start: func(context.Context) error { return n.startHTTP() }},
 		{name: "embedded nats-server", stop: func(context.Context) error { n.conn.Shutdown(); return nil }},
@@ -104,11 +105,23 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 		{name: "self-probes", start: n.startProbes},
 		{name: "http", stop: n.stopHTTP, start: func(context.Context) error { return n.serveAPI() }},
 		{name: "goodbye", stop: n.sayGoodbye, start: n.announceStarted},
-	} {
+	}); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// runPhases runs phases in order, each stop pushed before its start; the
+// first error ends it. A start ended by fail (ctx's cause) returns that
+// cause, first, from the phase under way or before the next one.
+func (n *Node) runPhases(ctx context.Context, phases []startPhase) (err error) {
+	for _, p := range phases {
 		if p.stop != nil {
 			n.life.stops.push(p.name, p.stop)
 		}
 		switch {
+		case ctx.Err() != nil:
+			err = context.Cause(ctx)
 		case p.start == nil:
 		case p.await != "":
 			err = n.await(ctx, p.await, p.start)
@@ -116,10 +129,13 @@ func Start(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Node, e
 			err = p.start(ctx)
 		}
 		if err != nil {
-			return nil, err
+			if c := context.Cause(ctx); c != nil && !errors.Is(err, c) {
+				err = errors.Join(c, err) // why the start was ended, first
+			}
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // startResponder serves the node's ids on NATS.
