@@ -197,7 +197,7 @@ var (
 		{"mysql", "", func(c *StoreConfig) any { return &c.MySQL },
 			"MySQL/MariaDB DSN of Leaf's leaf_alloc table, e.g. user:pw@tcp(127.0.0.1:3306)/leaf"},
 		{"auto-create", "", func(c *StoreConfig) any { return &c.AutoCreate },
-			"create unknown tags on first use: true or false; default true on JetStream KV, false on MySQL"},
+			"create unknown tags on first use: true or false; default true on JetStream KV, false on MySQL or with --regions"},
 		{"default-step", strconv.Itoa(segment.DefaultStep), func(c *StoreConfig) any { return &c.DefaultStep },
 			"step of auto-created tags"},
 		{"kv-replicas", "1", func(c *StoreConfig) any { return &c.KVReplicas },
@@ -459,6 +459,18 @@ func (c *StoreConfig) AutoCreates() bool {
 	}
 	v, _ := strconv.ParseBool(c.AutoCreate)
 	return v
+}
+
+// AutoCreates reports whether the node creates unknown tags on first use:
+// the store's default (StoreConfig.AutoCreates), but off by default with
+// --regions: a tag made at 1 in a region's new store serves ids that a
+// deployment turned into regions issued before (docs/regions.md, "From
+// one region to N"); --auto-create true turns it on.
+func (c *Config) AutoCreates() bool {
+	if c.Store.AutoCreate == "" && c.Region.On() {
+		return false
+	}
+	return c.Store.AutoCreates()
 }
 
 func (c *LogConfig) validate() error {

@@ -118,3 +118,23 @@ func TestParseRegions(t *testing.T) {
 		t.Fatalf("Validate with ID 3: %v, id %d", err, cc.Region.ID)
 	}
 }
+
+// With --regions a node creates no tag on first use unless told to: a tag
+// made at 1 in a region's new store serves ids a deployment turned into
+// regions issued before.
+func TestRegionsAutoCreateOff(t *testing.T) {
+	for _, c := range []struct {
+		regions    int
+		autoCreate string
+		want       bool
+	}{
+		{0, "", true}, {2, "", false}, {2, "true", true}, {0, "false", false},
+	} {
+		cfg := config.Defaults()
+		cfg.Region.Count = c.regions
+		cfg.Store.AutoCreate = c.autoCreate
+		if got := cfg.AutoCreates(); got != c.want {
+			t.Errorf("--regions %d --auto-create %q: AutoCreates %v, want %v", c.regions, c.autoCreate, got, c.want)
+		}
+	}
+}

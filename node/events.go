@@ -63,7 +63,7 @@ func (n *Node) announceStarted(context.Context) error {
 		Fields: map[string]any{"version": buildinfo.Version, "store": n.storeKind(), "worker_registry": cfg.Registry.Kind,
 			"worker": n.snowflakeWorker(), "nats": n.ClientURL()}})
 	n.log.Info("leafd started", "nats", n.ClientURL(), "http", n.HTTPAddr(), "store", n.storeKind(),
-		"auto_create", cfg.Store.AutoCreates(), "tags", len(n.seg.engine.Tags()), "worker_registry", cfg.Registry.Kind,
+		"auto_create", cfg.AutoCreates(), "tags", len(n.seg.engine.Tags()), "worker_registry", cfg.Registry.Kind,
 		"worker", n.snowflakeWorker())
 	return nil
 }

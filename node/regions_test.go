@@ -18,6 +18,7 @@ func regionConfig(url, node, name string, id, count int) config.Config {
 	cfg := config.Config{Name: node, NATS: config.NATSConfig{URL: url}, Registry: config.RegistryConfig{Kind: config.RegistryKV}}
 	cfg.Region.Count, cfg.Region.Name = count, name
 	cfg.Region.SetID(id)
+	cfg.Store.AutoCreate = "true" // a new deployment of regions: no ids issued before
 	return cfg
 }
 

@@ -128,7 +128,7 @@ func (b *boot) startChecks(ctx context.Context) error {
 		Floors:      n.seg.floors,
 		Steps:       steps,
 		Store:       n.seg.store,
-		AutoCreate:  cfg.Store.AutoCreates(),
+		AutoCreate:  cfg.AutoCreates(),
 		DefaultStep: cfg.Store.DefaultStep,
 		Logger:      n.log,
 		OnLoad:      n.onLoad,

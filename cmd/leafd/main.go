@@ -173,7 +173,7 @@ func banner(cfg config.Config, url, httpAddr, leafctl string) string {
 	}
 	type line struct{ cmd, what string }
 	var lines []line
-	if cfg.Store.AutoCreates() {
+	if cfg.AutoCreates() {
 		lines = []line{
 			{"nats req leaf.segment.demo ''" + natsFlag, `one id of tag "demo" (created on first use)`},
 			{"nats req leaf.segment.demo 1000" + natsFlag, "a batch of 1000"},
@@ -185,7 +185,7 @@ func banner(cfg config.Config, url, httpAddr, leafctl string) string {
 		}
 	}
 	lines = append(lines, line{"nats req leaf.snowflake ''" + natsFlag, "one snowflake id"})
-	if cfg.Store.AutoCreates() {
+	if cfg.AutoCreates() {
 		lines = append(lines, line{leafctl + " next demo -n 10" + ctlFlag, "ten ids"})
 		if httpAddr != "" {
 			lines = append(lines, line{"curl http://" + httpAddr + "/api/segment/get/demo", "one id from this node (Leaf's HTTP API)"})
