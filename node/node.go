@@ -62,7 +62,7 @@ type life struct {
 	mu     sync.Mutex
 	closed bool // by Close, under mu
 	// failed delivers why the node must stop (fail); region checks the
-	// region id while the node runs (nil without --regions).
+	// region count, and the region id with --regions, while the node runs.
 	failed    chan error
 	stopStart context.CancelCauseFunc
 	region    *region.Guard

@@ -10,25 +10,24 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// startRegion, with --regions, names the region after the NATS cluster
-// when --region is not given (the worker registries and stores of a
-// region are named after it), then answers and checks the region id over
-// the gateways (region.Start): an id another region holds is refused at
-// start, and one found taken while running stops the node (Failed), as
-// both regions' ids could then repeat (docs/protocol.md, I5).
+// startRegion answers and checks, over the gateways (region.Start), the
+// region count of every node, with regions or without, and with --regions
+// the region id: a count another node runs with, or an id another region
+// holds, is refused at start, and one found while running stops the node
+// (Failed), as the ids could then repeat (docs/protocol.md, I5). With
+// --regions it first names the region after the NATS cluster when
+// --region is not given (the worker registries and stores of a region are
+// named after it).
 func (b *boot) startRegion(ctx context.Context) error {
 	rc := &b.cfg.Region
-	if !rc.On() {
-		return nil
-	}
-	if rc.Name == "" {
+	if rc.On() && rc.Name == "" {
 		name, err := region.DefaultName(b.conn.NC())
 		if err != nil || name == "" {
 			return fmt.Errorf("%w: --regions needs the region's name: --region, or a NATS cluster with a name (%v)", config.ErrConfig, err)
 		}
 		rc.Name = name
 	}
-	g, err := region.Start(ctx, region.Config{Conn: b.conn.NC(), Region: rc.Name, ID: rc.ID, Node: b.cfg.Name,
+	g, err := region.Start(ctx, region.Config{Conn: b.conn.NC(), Count: rc.Count, Region: rc.Name, ID: rc.ID, Node: b.cfg.Name,
 		Instance: b.instance, Conflict: b.fail, Clock: b.clock, Log: b.log})
 	if err != nil {
 		return err
@@ -64,5 +63,6 @@ func (n *Node) fail(err error) {
 }
 
 // Failed delivers the error for which the node must stop, found while it
-// runs (a region id another region holds). Close it then.
+// runs (a region id another region holds, another node's region count).
+// Close it then.
 func (n *Node) Failed() <-chan error { return n.life.failed }

@@ -13,12 +13,14 @@ import (
 )
 
 // regionConfig is node, of region name with id, in a deployment of count
-// regions, on the NATS at url.
+// regions (0: without regions), on the NATS at url.
 func regionConfig(url, node, name string, id, count int) config.Config {
 	cfg := config.Config{Name: node, NATS: config.NATSConfig{URL: url}, Registry: config.RegistryConfig{Kind: config.RegistryKV}}
-	cfg.Region.Count, cfg.Region.Name = count, name
-	cfg.Region.SetID(id)
-	cfg.Store.AutoCreate = "true" // a new deployment of regions: no ids issued before
+	if count > 0 {
+		cfg.Region.Count, cfg.Region.Name = count, name
+		cfg.Region.SetID(id)
+		cfg.Store.AutoCreate = "true" // a new deployment of regions: no ids issued before
+	}
 	return cfg
 }
 
@@ -54,5 +56,20 @@ func TestRegions(t *testing.T) {
 	err = startErr(t, regionConfig(s.ClientURL(), "south-1", "south", 1, 3))
 	if !errors.Is(err, region.ErrIDTaken) || !strings.Contains(err.Error(), "west") {
 		t.Fatalf("a node of region south on west's id 1: %v, want ErrIDTaken naming west", err)
+	}
+}
+
+// TestRegionsBesideNone: a node with --regions beside a running node
+// without regions refuses to start, and one without regions beside a
+// running node with --regions (their ids would repeat: I5).
+func TestRegionsBesideNone(t *testing.T) {
+	t.Parallel()
+	for _, first := range []int{0, 2} {
+		s := natstest.RunServer(t)
+		waitServing(t, startNode(t, regionConfig(s.ClientURL(), "first", "east", 0, first)))
+		err := startErr(t, regionConfig(s.ClientURL(), "second", "east", 0, 2-first))
+		if !errors.Is(err, region.ErrRegionsDiffer) || !strings.Contains(err.Error(), "node first") {
+			t.Fatalf("--regions %d beside --regions %d: %v, want ErrRegionsDiffer naming node first", 2-first, first, err)
+		}
 	}
 }

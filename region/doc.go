@@ -13,6 +13,14 @@
 // region answering are normal. Nodes with other ids do not hear the
 // question at all, so a check that passes heard only its own region.
 //
+// The count. Every node, with regions or without (Config.Count 0),
+// answers wire.RegionsSubject with its region count, and Check asks it in
+// the same window: nodes of two counts map local numbers to ids
+// differently (4l+2 of N 4 is 2l of N 2), so a node that hears another
+// count refuses (ErrRegionsDiffer, naming the other node and both counts).
+// Only answers on RegionsSubject are compared: a node of an older version
+// answers its id without a count, and is nothing to compare.
+//
 // The window. Only the absence of another region's answer is waited for:
 // a conflict ends the check at its first answer. A pass waits the window
 // (Config.Window, DefaultWindow) plus twice this node's round trip to its

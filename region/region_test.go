@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -20,6 +21,9 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
+// count is the region count of the tests' regions.
+const count = 16
+
 // start starts a Guard for node of region name, id on url, closed at
 // clean-up; the error is Start's.
 func start(t *testing.T, url, name string, id int, node string, period time.Duration, conflict func(error)) (*region.Guard, error) {
@@ -28,6 +32,7 @@ func start(t *testing.T, url, name string, id int, node string, period time.Dura
 	defer cancel()
 	g, err := region.Start(ctx, region.Config{
 		Conn:     natstest.Connect(t, url),
+		Count:    count,
 		Region:   name,
 		ID:       id,
 		Node:     node,
@@ -105,10 +110,10 @@ func TestRegionIDs(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := region.Check(ctx, natstest.Connect(t, s1), "c1", 5, 0); err != nil {
+		if err := region.Check(ctx, natstest.Connect(t, s1), "c1", 5, count, 0); err != nil {
 			t.Fatal(err)
 		}
-		err := region.Check(ctx, natstest.Connect(t, c0), "c0", 5, 0)
+		err := region.Check(ctx, natstest.Connect(t, c0), "c0", 5, count, 0)
 		if !errors.Is(err, region.ErrIDTaken) {
 			t.Fatalf("another region's Check: %v, want ErrIDTaken", err)
 		}
@@ -219,7 +224,7 @@ func TestRegionIDSlowGateway(t *testing.T) {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				g, err := region.Start(ctx, region.Config{Conn: nc, Region: sc.Names[i], ID: 10, Node: sc.Names[i] + "-node",
+				g, err := region.Start(ctx, region.Config{Conn: nc, Count: count, Region: sc.Names[i], ID: 10, Node: sc.Names[i] + "-node",
 					Log: slog.New(slog.DiscardHandler)})
 				if err == nil {
 					g.Close()
@@ -269,7 +274,7 @@ func TestGuardChecksEveryPeriod(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	g, err := region.Start(ctx, region.Config{Conn: nc, Region: "r", ID: 11, Node: "a", Window: 50 * time.Millisecond,
+	g, err := region.Start(ctx, region.Config{Conn: nc, Count: count, Region: "r", ID: 11, Node: "a", Window: 50 * time.Millisecond,
 		Period: time.Minute, Clock: clk, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -302,4 +307,129 @@ func TestGuardChecksEveryPeriod(t *testing.T) {
 		t.Fatalf("%d questions more than the checks asked", len(questions))
 	}
 	testenv.Eventually(t, "the Guard's goroutines to end", 10*time.Second, func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// startCount starts a Guard for node of region name, id, in a deployment
+// of n regions (0: no regions), on url, closed at clean-up.
+func startCount(t *testing.T, url, name string, id, n int, node string, period time.Duration, conflict func(error)) (*region.Guard, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := region.Start(ctx, region.Config{Conn: natstest.Connect(t, url), Count: n, Region: name, ID: id, Node: node,
+		Period: period, Conflict: conflict, Log: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		t.Cleanup(g.Close)
+	}
+	return g, err
+}
+
+// countsDiffer fails the test unless err wraps ErrRegionsDiffer and names
+// the other node and both counts.
+func countsDiffer(t *testing.T, err error, node, other, mine string) {
+	t.Helper()
+	if !errors.Is(err, region.ErrRegionsDiffer) {
+		t.Fatalf("error %v, want ErrRegionsDiffer", err)
+	}
+	for _, s := range []string{"node " + node, "runs with " + other, "this node with " + mine} {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("error %q does not say %q", err, s)
+		}
+	}
+}
+
+// TestRegionCounts: over two clusters joined by a gateway, a node whose
+// region count differs from a running node's refuses to start, whichever
+// starts first, in another region or its own, with regions or without;
+// nodes of one count pass, and a node that answers no count (an older
+// version) is nothing to compare.
+func TestRegionCounts(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	c0, c1 := sc.URL(0), sc.URL(1)
+	mustStartCount := func(t *testing.T, url, name string, id, n int, node string) {
+		t.Helper()
+		if _, err := startCount(t, url, name, id, n, node, 0, nil); err != nil {
+			t.Fatalf("node %s, --regions %d: %v", node, n, err)
+		}
+	}
+	t.Run("one count", func(t *testing.T) {
+		mustStartCount(t, c0, "c0", 0, 3, "a")
+		mustStartCount(t, c1, "c1", 1, 3, "b")
+		mustStartCount(t, c1, "c1", 1, 3, "b2")
+	})
+	t.Run("another region, larger count", func(t *testing.T) {
+		mustStartCount(t, c0, "c0", 0, 2, "a")
+		mustStartCount(t, c1, "c1", 1, 2, "b")
+		_, err := startCount(t, c1, "c2", 2, 4, "c", 0, nil)
+		if !errors.Is(err, region.ErrRegionsDiffer) {
+			t.Fatalf("region id 2 of 4 beside 2 regions: %v, want ErrRegionsDiffer", err)
+		}
+	})
+	t.Run("another region, smaller count", func(t *testing.T) {
+		mustStartCount(t, c0, "c0", 2, 4, "a")
+		_, err := startCount(t, c1, "c1", 1, 2, "b", 0, nil)
+		countsDiffer(t, err, "a", "--regions 4", "--regions 2")
+	})
+	t.Run("one region", func(t *testing.T) {
+		mustStartCount(t, c0, "c0", 1, 4, "a")
+		_, err := startCount(t, c0, "c0", 1, 3, "a2", 0, nil)
+		countsDiffer(t, err, "a", "--regions 4", "--regions 3")
+	})
+	t.Run("regions beside none", func(t *testing.T) {
+		mustStartCount(t, c0, "", 0, 0, "a")
+		mustStartCount(t, c1, "", 0, 0, "a2")
+		_, err := startCount(t, c1, "c1", 0, 2, "b", 0, nil)
+		countsDiffer(t, err, "a", "no --regions", "--regions 2")
+	})
+	t.Run("none beside regions", func(t *testing.T) {
+		mustStartCount(t, c1, "c1", 0, 2, "b")
+		_, err := startCount(t, c0, "", 0, 0, "a", 0, nil)
+		countsDiffer(t, err, "b", "--regions 2", "no --regions")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = region.Check(ctx, natstest.Connect(t, c0), "", 0, 0, 0)
+		countsDiffer(t, err, "b", "--regions 2", "no --regions")
+	})
+	t.Run("older version", func(t *testing.T) {
+		// It answers its region id without a count, and not RegionsSubject.
+		other := natstest.Connect(t, c1)
+		if _, err := other.Subscribe(wire.RegionSubject(1), func(m *nats.Msg) {
+			_ = m.Respond([]byte(`{"node":"old","region":"c1","id":1,"checked":true}`))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		mustStartCount(t, c1, "c1", 1, 2, "b")
+	})
+}
+
+// TestRegionCountPartition: two regions of two counts start while their
+// gateway is cut, so both pass; once it heals, the running check of each
+// reports the other's count within its period.
+func TestRegionCountPartition(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	sc.Cut(0)
+	sc.Cut(1)
+	const period = time.Second
+	var conflicts [2]chan error
+	counts := []int{2, 3}
+	for i, name := range []string{"c0", "c1"} {
+		conflicts[i] = make(chan error, 1)
+		if _, err := startCount(t, sc.URL(i), name, i, counts[i], name+"-node", period, func(err error) { conflicts[i] <- err }); err != nil {
+			t.Fatalf("region %s while cut: %v", name, err)
+		}
+	}
+	sc.Heal(0)
+	sc.Heal(1)
+	healed := time.Now()
+	within := period + region.DefaultWindow + 500*time.Millisecond
+	for i, other := range []string{"c1", "c0"} {
+		select {
+		case err := <-conflicts[i]:
+			countsDiffer(t, err, other+"-node", fmt.Sprintf("--regions %d", counts[1-i]), fmt.Sprintf("--regions %d", counts[i]))
+		case <-time.After(within - time.Since(healed)):
+			t.Fatalf("region %s reported no conflict within %v of the heal", sc.Names[i], within)
+		}
+	}
 }

@@ -13,10 +13,20 @@ import (
 // one stops serving what depends on the region id.
 const RegionPrefix = "leaf.region."
 
+// RegionsSubject is answered by every node, with regions or without (no
+// queue group, in every region), with its NodeRegion, Regions its region
+// count: nodes given two counts map local numbers to ids differently, and
+// their ids repeat (a region of N 4 serves 4l+2, one of N 2 serves 2l), so
+// a node that hears a count other than its own refuses to start, and a
+// running one stops. It has two tokens, so it meets no RegionPrefix
+// subject (three tokens) nor a subscription to RegionPrefix + "*".
+const RegionsSubject = "leaf.regions"
+
 // RegionSubject is the subject of region id id (RegionPrefix + id).
 func RegionSubject(id int) string { return RegionPrefix + strconv.Itoa(id) }
 
-// NodeRegion is the reply of RegionPrefix + <id>.
+// NodeRegion is the reply of RegionPrefix + <id> and of RegionsSubject;
+// Region is "" and ID 0 for a node without regions.
 type NodeRegion struct {
 	Node     string `json:"node"`
 	Instance string `json:"instance,omitempty"` // as in NodeStatus
@@ -31,6 +41,10 @@ type NodeRegion struct {
 	// one: a node that starts, hears a conflict and refuses must not stop
 	// the region that was there first.
 	Checked bool `json:"checked,omitempty"`
+	// Regions is the node's region count (--regions), 0 without regions;
+	// compared only in answers on RegionsSubject (a node of an older
+	// version answers RegionPrefix + <id> without it).
+	Regions int `json:"regions"`
 }
 
 // MaxRegionLen is the longest region name.

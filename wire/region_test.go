@@ -30,4 +30,13 @@ func TestCheckRegion(t *testing.T) {
 	if got := wire.RegionSubject(7); got != "leaf.region.7" {
 		t.Errorf("RegionSubject(7) = %q", got)
 	}
+	// The count's subject and a region id's never meet.
+	for _, sub := range []string{wire.RegionPrefix + "*", wire.RegionPrefix + ">"} {
+		if match(sub, wire.RegionsSubject) {
+			t.Errorf("subscription %q hears %q", sub, wire.RegionsSubject)
+		}
+	}
+	if match(wire.RegionsSubject, wire.RegionSubject(7)) {
+		t.Errorf("subscription %q hears %q", wire.RegionsSubject, wire.RegionSubject(7))
+	}
 }

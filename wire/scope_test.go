@@ -53,7 +53,7 @@ func TestScope(t *testing.T) {
 		return []string{s.Status(), s.Time(), s.Floors(), s.FloorPrefix() + "*", s.FloorAnnouncePrefix() + "*", s.TagChangedPrefix() + "*"}
 	}
 	others := []string{wire.SegmentPrefix + "*", wire.MonoPrefix + "*", wire.SnowflakeSubject, wire.SnowflakePrefix + "*",
-		wire.RegionPrefix + "*", "leaf.pool.*", "leaf.pool.>", wire.TagsSubject, "leaf.admin.tag.*", "leaf.events.>", "leaf.internal.errors.*"}
+		wire.RegionPrefix + "*", wire.RegionsSubject, "leaf.pool.*", "leaf.pool.>", wire.TagsSubject, "leaf.admin.tag.*", "leaf.events.>", "leaf.internal.errors.*"}
 	for _, a := range scopes {
 		for i, sub := range subs(a) {
 			for _, b := range scopes {
