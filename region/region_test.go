@@ -382,8 +382,20 @@ func TestRegionCounts(t *testing.T) {
 	})
 	t.Run("none beside regions", func(t *testing.T) {
 		mustStartCount(t, c1, "c1", 0, 2, "b")
-		_, err := startCount(t, c0, "", 0, 0, "a", 0, nil)
+		// Without regions the start waits for no check: the one it runs
+		// at once reports the difference (Conflict, Err) within its window.
+		found := make(chan error, 1)
+		g, err := startCount(t, c0, "", 0, 0, "a", time.Hour, func(err error) { found <- err })
+		if err != nil {
+			t.Fatalf("a start without regions waited for its check: %v", err)
+		}
+		select {
+		case err = <-found:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no conflict reported within 10 s of the start")
+		}
 		countsDiffer(t, err, "b", "--regions 2", "no --regions")
+		countsDiffer(t, g.Err(), "b", "--regions 2", "no --regions")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err = region.Check(ctx, natstest.Connect(t, c0), "", 0, 0, 0)
