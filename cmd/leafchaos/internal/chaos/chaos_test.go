@@ -84,6 +84,49 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
+// TestChaosRegionsShort is the many-regions mode at its smallest: two
+// regions, each a nats-server of its own and one leafd, joined by gateways
+// with 30 ms each way, 300 requests a second from clients in both, and one
+// region cut off from the other for 5 s. It fails on a duplicate id across
+// the regions, on a region that answered under 90% of its own clients'
+// requests during the cut, or on any answer that crossed the cut.
+func TestChaosRegionsShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: a 40-second run of two regions; not in -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := chaos.RunRegions(ctx, chaos.Config{
+		Regions:   2,
+		Faults:    []string{chaos.FaultRegionCut},
+		Rate:      300,
+		RegionFor: 5 * time.Second,
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Progress:  t.Output(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.WriteText(t.Output())
+	if rep.Duplicates != 0 {
+		t.Errorf("%d duplicate ids across the regions", rep.Duplicates)
+	}
+	if rep.IDs == 0 {
+		t.Error("no ids")
+	}
+	if len(rep.Faults) != 1 || len(rep.Faults[0].During) != 2 {
+		t.Fatalf("faults: %+v", rep.Faults)
+	}
+	for _, w := range rep.Faults[0].During {
+		if w.InRegion == 0 {
+			t.Errorf("region %s: no ids of its own during the cut (%d sent)", w.Region, w.Sent)
+		}
+	}
+	if !rep.Pass {
+		t.Errorf("run failed: %v", rep.Failures)
+	}
+}
+
 // calmMinShare: after every fault healed, a node that keeps a subject it
 // no longer answers (a subscription nothing serves) loses a third or more
 // of it; a slow moment of two loaded cores, a few percent at most.
