@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,15 +91,24 @@ func TestChaosShort(t *testing.T) {
 // region cut off from the other for 5 s. It fails on a duplicate id across
 // the regions, on a region that answered under 90% of its own clients'
 // requests during the cut, or on any answer that crossed the cut.
+// LEAFCHAOS_REGION_FAULTS (comma-separated, region-cut first) runs more
+// faults after the cut, each judged as the mode judges it.
 func TestChaosRegionsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: a 40-second run of two regions; not in -short")
+	}
+	faults := []string{chaos.FaultRegionCut}
+	if env := os.Getenv("LEAFCHAOS_REGION_FAULTS"); env != "" {
+		faults = strings.Split(env, ",")
+	}
+	if faults[0] != chaos.FaultRegionCut {
+		t.Fatalf("LEAFCHAOS_REGION_FAULTS=%s: the first fault must be %s", strings.Join(faults, ","), chaos.FaultRegionCut)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := chaos.RunRegions(ctx, chaos.Config{
 		Regions:   2,
-		Faults:    []string{chaos.FaultRegionCut},
+		Faults:    faults,
 		Rate:      300,
 		RegionFor: 5 * time.Second,
 		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
@@ -114,7 +124,7 @@ func TestChaosRegionsShort(t *testing.T) {
 	if rep.IDs == 0 {
 		t.Error("no ids")
 	}
-	if len(rep.Faults) != 1 || len(rep.Faults[0].During) != 2 {
+	if len(rep.Faults) != len(faults) || len(rep.Faults[0].During) != 2 {
 		t.Fatalf("faults: %+v", rep.Faults)
 	}
 	for _, w := range rep.Faults[0].During {
