@@ -67,6 +67,7 @@ type region struct {
 	leafdURL string // the proxy leafd reaches it through
 	leafds   []*leafd
 	conns    []atomic.Pointer[nats.Conn] // the region's clients
+	dropped  atomic.Int64                // load slots no worker was free for (never sent)
 }
 
 // reqRec is one request of the many-regions load.
@@ -666,6 +667,7 @@ loop:
 			select {
 			case tokens <- struct{}{}:
 			default: // every worker busy: the slot is dropped, not queued
+				r.dropped.Add(1)
 			}
 		}
 	}

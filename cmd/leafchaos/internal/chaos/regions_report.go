@@ -24,7 +24,10 @@ type RegionsReport struct {
 	RTT    []RegionRTT         `json:"rtt"`
 	Faults []RegionFaultResult `json:"faults"`
 	// Whole run, per region.
-	Total      []RegionWindow       `json:"total"`
+	Total []RegionWindow `json:"total"`
+	// Dropped is each region's load slots that no worker was free for:
+	// while requests time out, fewer are sent than the rate asks.
+	Dropped    []int64              `json:"dropped"`
 	Spaces     map[string]dupResult `json:"spaces"`
 	IDs        int64                `json:"ids"`
 	Duplicates int64                `json:"duplicates"`
@@ -136,6 +139,7 @@ func (rr *regionsRun) finish(rep *RegionsReport, calmEnd time.Duration) {
 	for i, r := range rr.rs {
 		rep.Calm = append(rep.Calm, window(r.name, i, rr.recs[i], 0, calmEnd.Nanoseconds()))
 		rep.Total = append(rep.Total, window(r.name, i, rr.recs[i], 0, end))
+		rep.Dropped = append(rep.Dropped, r.dropped.Load())
 	}
 	for _, from := range rr.rs {
 		for _, to := range rr.rs {
@@ -250,6 +254,7 @@ func (r *RegionsReport) WriteText(w interface{ Write([]byte) (int, error) }) {
 	for _, x := range r.Total {
 		row(x)
 	}
+	p("  load slots dropped (every worker busy), per region: %v\n", r.Dropped)
 	names := make([]string, 0, len(r.Spaces))
 	for n := range r.Spaces {
 		names = append(names, n)
