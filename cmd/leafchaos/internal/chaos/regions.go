@@ -306,7 +306,8 @@ func gwProxy(from, to int) string { return fmt.Sprintf("gw-%d-%d", from, to) }
 // route), JetStream on, and an outbound gateway to each other region
 // through the proxies in gw (name → URL). It advertises a gateway address
 // nothing listens on (dead): an address learnt by gossip would let another
-// region reach it around the proxy that a fault acts on.
+// region reach it around the proxy that a fault acts on; and no client
+// URL, so that leafd stays on the proxy it was given.
 func regionNATSConf(name string, client, mon, route, gateway, dead int, store string, gw map[string]string) string {
 	var remotes []string
 	names := make([]string, 0, len(gw))
@@ -329,6 +330,7 @@ cluster {
   name: %q
   listen: "127.0.0.1:%d"
   routes: ["nats-route://127.0.0.1:%d"]
+  no_advertise: true
 }
 gateway {
   name: %q

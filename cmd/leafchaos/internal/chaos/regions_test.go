@@ -13,7 +13,7 @@ import (
 // TestRegionNATSConf: nats-server takes a region's configuration as a
 // one-server cluster named after the region, with JetStream, advertising
 // the dead gateway address and an outbound gateway to each other region
-// through the URL given (the proxy).
+// through the URL given (the proxy), advertising no client URL.
 func TestRegionNATSConf(t *testing.T) {
 	dir := t.TempDir()
 	conf := regionNATSConf("r0", 4001, 4002, 4003, 4004, 4005, filepath.Join(dir, "js"),
@@ -29,7 +29,7 @@ func TestRegionNATSConf(t *testing.T) {
 	if o.ServerName != "r0" || o.Port != 4001 || o.HTTPPort != 4002 || !o.JetStream {
 		t.Errorf("server %q port %d http %d jetstream %v", o.ServerName, o.Port, o.HTTPPort, o.JetStream)
 	}
-	if o.Cluster.Name != "r0" || o.Cluster.Port != 4003 || len(o.Routes) != 1 || o.Routes[0].Host != "127.0.0.1:4003" {
+	if o.Cluster.Name != "r0" || o.Cluster.Port != 4003 || len(o.Routes) != 1 || o.Routes[0].Host != "127.0.0.1:4003" || !o.Cluster.NoAdvertise {
 		t.Errorf("cluster %q port %d routes %v", o.Cluster.Name, o.Cluster.Port, o.Routes)
 	}
 	g := o.Gateway
