@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -220,7 +221,7 @@ func ms(d time.Duration) string {
 }
 
 // WriteText writes the report for people.
-func (r *RegionsReport) WriteText(w interface{ Write([]byte) (int, error) }) {
+func (r *RegionsReport) WriteText(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("leafchaos regions: %d regions, %d leafd each, gateway latency %v each way, seed %d, %v\n",
 		r.Regions, r.LeafdsPerRegion, r.GatewayLatency, r.Seed, r.Ended.Sub(r.Started).Round(time.Second))

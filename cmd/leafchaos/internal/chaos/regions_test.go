@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,26 @@ func TestCheckSoFar(t *testing.T) {
 	s.add(4, []int64{3})
 	if d := s.check(nil); d.Duplicates != 2 || d.IDs != 8 {
 		t.Errorf("at the end: %+v, want 2 duplicates of 8", d)
+	}
+}
+
+// TestRegionsReportText: the text names each fault with its phases and
+// says whether the run passed.
+func TestRegionsReportText(t *testing.T) {
+	w := func(name string) RegionWindow {
+		return RegionWindow{Region: name, Sent: 100, OK: 99, InRegion: 99, P50: 2 * time.Millisecond}
+	}
+	r := &RegionsReport{Regions: 2, LeafdsPerRegion: 1, GatewayLatency: 30 * time.Millisecond,
+		Calm: []RegionWindow{w("r0"), w("r1")},
+		RTT:  []RegionRTT{{From: "r0", To: "r1", Probe: 20, OK: 20, P50: 61 * time.Millisecond}},
+		Faults: []RegionFaultResult{{Fault: FaultRegionKill, Region: "r1", During: []RegionWindow{w("r0"), w("r1")},
+			Phases: []RegionPhase{{Name: "leafds down", During: []RegionWindow{w("r0")}}, {Name: "leafds and NATS down"}}}},
+		Spaces: map[string]dupResult{"snowflake": {IDs: 10}}, IDs: 10, Pass: true}
+	var b strings.Builder
+	r.WriteText(&b)
+	for _, want := range []string{"2 regions", "r0 → r1  20/20  p50   61.0 ms", "region-kill on r1", " leafds and NATS down:", "answered  99.00%", "PASS"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
 	}
 }
