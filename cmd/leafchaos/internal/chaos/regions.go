@@ -144,6 +144,7 @@ func RunRegions(ctx context.Context, cfg Config) (*RegionsReport, error) {
 	if err := rr.waitGateways(ctx, -1, time.Time{}); err != nil {
 		return nil, err
 	}
+	rr.waitMeta(ctx)
 	if err := rr.startLeafds(ctx); err != nil {
 		return nil, err
 	}
@@ -472,6 +473,49 @@ func (rr *regionsRun) waitGateways(ctx context.Context, k int, since time.Time) 
 	}
 }
 
+// metaWait bounds waitMeta: past it the leafds start anyway (they retry
+// what needs JetStream's meta leader).
+const metaWait = 30 * time.Second
+
+// waitMeta waits (bounded by metaWait) until every region's server names
+// a JetStream meta leader of a group of every server: making a region's
+// buckets needs it. It only logs when that does not happen.
+func (rr *regionsRun) waitMeta(ctx context.Context) {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(metaWait)
+	for {
+		all := true
+		for _, r := range rr.rs {
+			var jsz struct {
+				Meta *struct {
+					Leader string `json:"leader"`
+					Size   int    `json:"cluster_size"`
+				} `json:"meta_cluster"`
+			}
+			resp, err := client.Get("http://" + r.mon + "/jsz")
+			if err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&jsz)
+				resp.Body.Close()
+			}
+			if err != nil || jsz.Meta == nil || jsz.Meta.Leader == "" || jsz.Meta.Size < len(rr.rs) {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			rr.c.log.Warn("chaos: no JetStream meta leader seen by every region", "within", metaWait)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // startLeafds starts LeafdsPerRegion leafds in each region: KV store and
 // KV worker ids in the region's own buckets, the region's id and name.
 func (rr *regionsRun) startLeafds(ctx context.Context) error {
@@ -780,6 +824,9 @@ func (rr *regionsRun) strike(ctx context.Context, f string, k int) RegionFaultRe
 		if err = r.nats.start(); err == nil {
 			if err = waitTCP(ctx, r.addr, readyWait); err == nil {
 				err = rr.waitGateways(ctx, k, healed)
+			}
+			if err == nil {
+				rr.waitMeta(ctx)
 			}
 		}
 		for _, l := range r.leafds {
