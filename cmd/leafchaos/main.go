@@ -43,6 +43,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Goals, "availability-goals", false, "fail the run when, once a fault's recovery time has passed after its heal, under 99.9% of a class of requests get ids within 1s, or a node says it serves what it does not answer; faults are spaced to judge each")
 	fs.BoolVar(&cfg.Overlap, "overlap", false, "two lanes of faults at the same time, leafd processes' and the rest: every fault in about half the time, availability figures blended (quick runs; not with --availability-goals)")
 	fs.DurationVar(&cfg.OpPhase, "op-phase", 0, "how long each phase of an operator scenario takes ids (default 2s)")
+	fs.IntVar(&cfg.Regions, "regions", 0, "2 or 3: the many-regions mode, a one-server NATS cluster per region joined by gateways, its own leafds on KV (no MariaDB, ZooKeeper); faults "+strings.Join(chaos.RegionFaults, ","))
+	fs.IntVar(&cfg.LeafdsPerRegion, "leafds-per-region", 0, "with --regions: leafds in each region, 1 or 2 (default 1)")
+	fs.DurationVar(&cfg.GatewayLatency, "gateway-latency", 0, "with --regions: delay on every gateway link, each way (default 30ms: a 60ms round trip across regions)")
+	fs.DurationVar(&cfg.RegionFor, "region-for", 0, "with --regions: how long a region fault lasts (default 8s)")
 	fs.BoolVar(&list, "list-faults", false, "print every fault, one a line, and exit")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the clients' and faults' randomness (default the time)")
 	fs.StringVar(&cfg.WorkDir, "dir", "", "work directory (default a fresh temp dir, removed unless --keep)")
@@ -60,7 +64,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if list {
-		for _, f := range chaos.AllFaults {
+		all := chaos.AllFaults
+		if cfg.Regions != 0 {
+			all = chaos.RegionFaults
+		}
+		for _, f := range all {
 			fmt.Fprintln(stdout, f)
 		}
 		return 0
@@ -87,7 +95,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Regions != 0 {
+		return runRegions(ctx, cfg, jsonPath, stdout, stderr)
+	}
 	rep, err := chaos.Run(ctx, cfg)
+	if errors.Is(err, chaos.ErrConfig) {
+		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout)
+	rep.WriteText(stdout)
+	if jsonPath != "" {
+		if err := rep.WriteJSON(jsonPath); err != nil {
+			fmt.Fprintf(stderr, "leafchaos: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "report: %s\n", jsonPath)
+	}
+	if !rep.Pass {
+		return 1
+	}
+	return 0
+}
+
+// runRegions is run for the many-regions mode.
+func runRegions(ctx context.Context, cfg chaos.Config, jsonPath string, stdout, stderr io.Writer) int {
+	rep, err := chaos.RunRegions(ctx, cfg)
 	if errors.Is(err, chaos.ErrConfig) {
 		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
 		return 2

@@ -19,6 +19,17 @@ func TestListFaults(t *testing.T) {
 	}
 }
 
+func TestListRegionFaults(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--regions", "2", "--list-faults"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	got := strings.Fields(out.String())
+	if strings.Join(got, ",") != strings.Join(chaos.RegionFaults, ",") {
+		t.Errorf("--regions 2 --list-faults = %v, want %v", got, chaos.RegionFaults)
+	}
+}
+
 func TestBadArguments(t *testing.T) {
 	tests := []struct {
 		name string
@@ -28,6 +39,9 @@ func TestBadArguments(t *testing.T) {
 		{name: "unknown fault", args: []string{"--faults", "kill-leafd,meteor"}},
 		{name: "freeze too short", args: []string{"--freeze", "1ms"}},
 		{name: "argument", args: []string{"extra"}},
+		{name: "one region", args: []string{"--regions", "1"}},
+		{name: "fault of one region", args: []string{"--regions", "2", "--faults", "kill-leafd"}},
+		{name: "region fault without regions", args: []string{"--faults", "region-cut"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +82,58 @@ func TestChaosShort(t *testing.T) {
 			t.Errorf("%s: %.1f%% of %d requests answered with ids after every fault had healed (want ≥ %.0f%%)",
 				c.Class, 100*c.OKShare(), c.Sent, 100*calmMinShare)
 		}
+	}
+}
+
+// TestChaosRegionsShort is the many-regions mode at its smallest: two
+// regions, each a nats-server of its own and one leafd, joined by gateways
+// with 30 ms each way, 300 requests a second from clients in both, and one
+// region cut off from the other for 5 s. It fails on a duplicate id across
+// the regions, on a region that answered under 90% of its own clients'
+// requests during the cut, or on any answer that crossed the cut.
+// LEAFCHAOS_REGION_FAULTS (comma-separated, region-cut first) runs more
+// faults after the cut, each judged as the mode judges it.
+func TestChaosRegionsShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: a 40-second run of two regions; not in -short")
+	}
+	faults := []string{chaos.FaultRegionCut}
+	if env := os.Getenv("LEAFCHAOS_REGION_FAULTS"); env != "" {
+		faults = strings.Split(env, ",")
+	}
+	if faults[0] != chaos.FaultRegionCut {
+		t.Fatalf("LEAFCHAOS_REGION_FAULTS=%s: the first fault must be %s", strings.Join(faults, ","), chaos.FaultRegionCut)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := chaos.RunRegions(ctx, chaos.Config{
+		Regions:   2,
+		Faults:    faults,
+		Rate:      300,
+		RegionFor: 5 * time.Second,
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Progress:  t.Output(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.WriteText(t.Output())
+	if rep.Duplicates != 0 {
+		t.Errorf("%d duplicate ids across the regions", rep.Duplicates)
+	}
+	if rep.IDs == 0 {
+		t.Error("no ids")
+	}
+	if len(rep.Faults) != len(faults) || len(rep.Faults[0].During) != 2 {
+		t.Fatalf("faults: %+v", rep.Faults)
+	}
+	for _, w := range rep.Faults[0].During {
+		if w.InRegion == 0 {
+			t.Errorf("region %s: no ids of its own during the cut (%d sent)", w.Region, w.Sent)
+		}
+	}
+	if !rep.Pass {
+		t.Errorf("run failed: %v", rep.Failures)
 	}
 }
 

@@ -55,6 +55,19 @@ type Config struct {
 	// default 2s.
 	OpPhase time.Duration
 
+	// Regions ≥ 2 is the many-regions mode (RunRegions): that many
+	// one-server NATS clusters joined by gateways, each with its own
+	// leafds. 0: the single-region mode (Run).
+	Regions int
+	// LeafdsPerRegion: leafds in each region, 1 or 2; default 1.
+	LeafdsPerRegion int
+	// GatewayLatency delays every byte on every gateway link, each way:
+	// a request across regions and its reply take 2× it more than one in
+	// a region. Default 30ms.
+	GatewayLatency time.Duration
+	// RegionFor is how long a region fault lasts; default 8s.
+	RegionFor time.Duration
+
 	Repo     string // the leafmq checkout (scripts/, cmd/leafd); default found from the working directory up
 	WorkDir  string // everything the run writes; default a fresh temp dir, removed unless Keep
 	Keep     bool   // keep WorkDir (logs, data) after the run
@@ -261,6 +274,8 @@ func (c *Config) validate() error {
 		c.ProgressEvery = 10 * time.Second
 	}
 	switch {
+	case c.Regions != 0:
+		return fmt.Errorf("%w: regions %d: the many-regions mode is RunRegions", ErrConfig, c.Regions)
 	case c.Duration < 30*time.Second:
 		return fmt.Errorf("%w: duration %v is under 30s", ErrConfig, c.Duration)
 	case c.Rate < 1 || c.Rate > 100_000:

@@ -128,4 +128,23 @@
 // context is cancelled or a start fails; the proxies run in the harness's
 // own process and close with the cluster. Run is not meant to be called
 // concurrently with itself on the same work directory; Config is copied.
+//
+// # Many regions
+//
+// RunRegions (Config.Regions 2 or 3) is a mode of its own, in regions.go:
+// one nats-server per region, each a cluster of one named r<i> with
+// JetStream, joined by gateways. Server i reaches server j's gateway port
+// through the proxy gw-i-j (a latency toxic of Config.GatewayLatency each
+// way, so a request and its reply across regions cost twice it), and
+// advertises a gateway address nothing listens on, so that no region
+// learns a way around a proxy. Each region has LeafdsPerRegion leafds
+// (--regions N --region-id i --region r<i>, KV store, KV worker ids:
+// their own buckets) and Connections client connections to its server
+// (then to the others': a client fails over to another region while its
+// own server is down). The faults strike one region each, in turn:
+// region-cut (gw-i-* and gw-*-i blackholed), region-partition (those
+// proxies closed) and region-kill (the leafds, then the nats-server,
+// kill -9; restarted after RegionFor). Every region's ids go into one id
+// space per tag and one for snowflake; the answering region of a reply is
+// its segment id mod N or its snowflake id's region bits.
 package chaos

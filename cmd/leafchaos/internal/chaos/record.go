@@ -126,3 +126,12 @@ func (s *idSpace) trendWindows() []trendWindow {
 	defer s.mu.Unlock()
 	return slices.Clone(s.trend)
 }
+
+// checkSoFar is check over a copy of the runs added so far: it may be
+// called while adds go on, and check may still be called at the end.
+func (s *idSpace) checkSoFar() dupResult {
+	s.mu.Lock()
+	c := &idSpace{runs: slices.Clone(s.runs), ids: s.ids}
+	s.mu.Unlock()
+	return c.check(nil)
+}
