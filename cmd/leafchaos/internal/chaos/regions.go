@@ -541,6 +541,7 @@ func (rr *regionsRun) startLeafds(ctx context.Context) error {
 				"--regions", strconv.Itoa(rr.cfg.Regions),
 				"--region-id", strconv.Itoa(r.idx),
 				"--region", r.name,
+				"--auto-create", "true", // a deployment that starts with its regions
 				"--worker-registry", "kv",
 				"--kv-replicas", "1",
 				"--max-step", strconv.Itoa(rr.cfg.MaxStep),
