@@ -96,35 +96,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if cfg.Regions != 0 {
-		return runRegions(ctx, cfg, jsonPath, stdout, stderr)
+		rep, err := chaos.RunRegions(ctx, cfg)
+		return finish(rep, rep != nil && rep.Pass, err, jsonPath, stdout, stderr)
 	}
 	rep, err := chaos.Run(ctx, cfg)
-	if errors.Is(err, chaos.ErrConfig) {
-		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
-		return 1
-	}
-	fmt.Fprintln(stdout)
-	rep.WriteText(stdout)
-	if jsonPath != "" {
-		if err := rep.WriteJSON(jsonPath); err != nil {
-			fmt.Fprintf(stderr, "leafchaos: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "report: %s\n", jsonPath)
-	}
-	if !rep.Pass {
-		return 1
-	}
-	return 0
+	return finish(rep, rep != nil && rep.Pass, err, jsonPath, stdout, stderr)
 }
 
-// runRegions is run for the many-regions mode.
-func runRegions(ctx context.Context, cfg chaos.Config, jsonPath string, stdout, stderr io.Writer) int {
-	rep, err := chaos.RunRegions(ctx, cfg)
+// finish writes a run's report (text, and JSON to jsonPath if set) and
+// returns leafchaos's exit code: 2 for a bad configuration, 1 for a run
+// that could not be made or did not pass.
+func finish(rep interface {
+	WriteText(io.Writer)
+	WriteJSON(string) error
+}, pass bool, err error, jsonPath string, stdout, stderr io.Writer) int {
 	if errors.Is(err, chaos.ErrConfig) {
 		fmt.Fprintf(stderr, "leafchaos: %v\n", err)
 		return 2
@@ -142,7 +127,7 @@ func runRegions(ctx context.Context, cfg chaos.Config, jsonPath string, stdout, 
 		}
 		fmt.Fprintf(stdout, "report: %s\n", jsonPath)
 	}
-	if !rep.Pass {
+	if !pass {
 		return 1
 	}
 	return 0

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,19 +34,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	log := cfg.Logger
-	dir := cfg.WorkDir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "leafchaos-")
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-		if !cfg.Keep {
-			defer os.RemoveAll(dir)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, done, err := workDir(&cfg, "leafchaos-")
+	if err != nil {
 		return nil, err
 	}
+	defer done()
 	c := &cluster{cfg: &cfg, log: log, dir: dir, net: newNetFaults()}
 	defer c.close()
 

@@ -309,6 +309,12 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: fault %q: want one of %s", ErrConfig, f, strings.Join(AllFaults, ", "))
 		}
 	}
+	return c.resolvePaths()
+}
+
+// resolvePaths makes the binaries', the work directory's and the
+// checkout's paths absolute, finding the checkout when none was given.
+func (c *Config) resolvePaths() error {
 	for _, p := range []*string{&c.Leafd, &c.NATSBin, &c.WorkDir, &c.Repo} {
 		if *p != "" {
 			abs, err := filepath.Abs(*p)
@@ -374,4 +380,19 @@ func Available() error {
 		return fmt.Errorf("chaos: missing %s (scripts/mariadb.sh and scripts/zookeeper.sh install them as root)", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// workDir is the run's work directory: cfg.WorkDir, made if need be, or a
+// fresh temporary one named from prefix, removed by done unless cfg.Keep.
+func workDir(cfg *Config, prefix string) (dir string, done func(), err error) {
+	if cfg.WorkDir != "" {
+		return cfg.WorkDir, func() {}, os.MkdirAll(cfg.WorkDir, 0o755)
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", nil, err
+	}
+	if cfg.Keep {
+		return dir, func() {}, nil
+	}
+	return dir, func() { _ = os.RemoveAll(dir) }, nil
 }

@@ -112,19 +112,11 @@ func RunRegions(ctx context.Context, cfg Config) (*RegionsReport, error) {
 		return nil, err
 	}
 	log := cfg.Logger
-	dir := cfg.WorkDir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "leafchaos-regions-")
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-		if !cfg.Keep {
-			defer os.RemoveAll(dir)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, done, err := workDir(&cfg, "leafchaos-regions-")
+	if err != nil {
 		return nil, err
 	}
+	defer done()
 	c := &cluster{cfg: &cfg, log: log, dir: dir, net: newNetFaults()}
 	defer c.close()
 	log.Info("chaos: building binaries", "dir", dir)
@@ -281,23 +273,7 @@ func (c *Config) validateRegions() error {
 			return fmt.Errorf("%w: fault %q: with --regions want one of %s", ErrConfig, f, strings.Join(RegionFaults, ", "))
 		}
 	}
-	for _, p := range []*string{&c.Leafd, &c.NATSBin, &c.WorkDir, &c.Repo} {
-		if *p != "" {
-			abs, err := filepath.Abs(*p)
-			if err != nil {
-				return err
-			}
-			*p = abs
-		}
-	}
-	if c.Repo == "" {
-		repo, err := findRepo()
-		if err != nil {
-			return err
-		}
-		c.Repo = repo
-	}
-	return nil
+	return c.resolvePaths()
 }
 
 func gwProxy(from, to int) string { return fmt.Sprintf("gw-%d-%d", from, to) }
