@@ -271,19 +271,26 @@ func httpID(t *testing.T, n *node.Node, tag string) int64 {
 }
 
 // httpGetID takes one id from n itself at path of its Leaf HTTP API.
+// A 503 (a first range slower than the ready wait on a loaded machine) is
+// asked again for up to 10 s, as a client would.
 func httpGetID(t *testing.T, n *node.Node, path string) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.HTTPAddr() + path)
-	if err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + n.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			continue
+		}
+		id, err := strconv.ParseInt(string(body), 10, 64)
+		if resp.StatusCode != 200 || err != nil {
+			t.Fatalf("%s: HTTP %d %q", n.Name(), resp.StatusCode, body)
+		}
+		return id
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	id, err := strconv.ParseInt(string(body), 10, 64)
-	if resp.StatusCode != 200 || err != nil {
-		t.Fatalf("%s: HTTP %d %q", n.Name(), resp.StatusCode, body)
-	}
-	return id
 }
 
 // maxID reads tag's max_id from the store: MariaDB at dsn, else the alloc
