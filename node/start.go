@@ -20,6 +20,7 @@ import (
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/internal/natsconn"
 	"github.com/leafmq/leafmq/metrics"
+	"github.com/leafmq/leafmq/region"
 	"github.com/leafmq/leafmq/responder"
 )
 
@@ -162,6 +163,8 @@ func (n *Node) startResponder(context.Context) error {
 		// once, not once the engine's memory of its absence expires.
 		TagChanged: n.seg.engine.Forget,
 		TellTag:    n.peers.Tell, // and before the create replies
+		Homes: region.NewHomes(region.HomesConfig{Conn: n.conn.NC(), Count: cfg.Region.Count, ID: cfg.Region.ID,
+			Region: cfg.Region.Name, Node: cfg.Name, Store: n.seg.store}),
 	}
 	if n.serve.sf != nil { // leaf.admin.time answers the snowflake clock
 		rc.Clock = n.serve.sf.Clock()

@@ -401,22 +401,32 @@ func TestServeMonoStopAnswersTheRequestInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := natstest.Connect(t, url)
-	errs := make(chan error, 5)
-	for range cap(errs) {
-		go func() {
-			reply, err := nc.Request(wire.MonoPrefix+tag.String(), []byte("1"), 2*time.Second)
-			if err == nil {
-				err = wire.ReplyError(reply)
-			}
-			errs <- err
-		}()
+	// Every request reaches the server before the stop: one sent after it
+	// would rightly find no responder.
+	inbox := nc.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const requests = 5
+	for range requests {
+		if err := nc.PublishRequest(wire.MonoPrefix+tag.String(), inbox, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
 	}
 	<-called
 	stop()
 	time.Sleep(50 * time.Millisecond) // the stop has run its course
 	close(lost)
-	for i := range cap(errs) {
-		if err := <-errs; !errors.Is(err, wire.ErrUnavailable) {
+	for i := range requests {
+		reply, err := replies.NextMsg(2 * time.Second)
+		if err == nil {
+			err = wire.ReplyError(reply)
+		}
+		if !errors.Is(err, wire.ErrUnavailable) {
 			t.Errorf("request %d: %v, want a 503", i, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/leafmq/leafmq/internal/clock"
 	"github.com/leafmq/leafmq/opaque"
+	"github.com/leafmq/leafmq/region"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/wire"
@@ -105,6 +106,11 @@ type Config struct {
 	// tag whose create replied. Nil publishes the announcement and waits
 	// for nobody.
 	TellTag func(ctx context.Context, subject string) error
+	// Homes, set with regions, answers what this region's store holds of a
+	// tag (wire.RegionTagSubject) and checks a create or restart against
+	// the other regions' answers: a monotonic tag lives in one region
+	// (region.Homes). Nil checks nothing.
+	Homes *region.Homes
 }
 
 // Observation is one answered id request.
@@ -261,6 +267,17 @@ func Start(cfg Config) (*Responder, error) {
 			_ = svc.Stop()
 			r.cancel()
 			return nil, fmt.Errorf("responder: add admin-tag-changed endpoint: %w", err)
+		}
+	}
+	if cfg.Homes != nil {
+		if err := leaf.AddEndpoint("region-tag", micro.HandlerFunc(func(req micro.Request) {
+			ctx, cancel := r.adminCtx()
+			defer cancel()
+			_ = req.RespondJSON(cfg.Homes.Answer(ctx, req.Subject()))
+		}), micro.WithEndpointSubject(rel(cfg.Homes.Subject())), micro.WithEndpointQueueGroupDisabled()); err != nil {
+			_ = svc.Stop()
+			r.cancel()
+			return nil, fmt.Errorf("responder: add region-tag endpoint: %w", err)
 		}
 	}
 	if cfg.Snowflake != nil {
@@ -696,7 +713,19 @@ func (r *Responder) handleCreate(req micro.Request) {
 		r.failAdmin(req, err)
 		return
 	}
-	if err := r.cfg.Store.Create(ctx, segment.Tag{Name: tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description, Mode: m}); err != nil {
+	nm, err := segment.NormalizeMode(m)
+	if err != nil {
+		r.fail(req, err)
+		return
+	}
+	release, err := r.cfg.Homes.Create(ctx, tag, nm)
+	if err != nil {
+		r.failAdmin(req, err)
+		return
+	}
+	err = r.cfg.Store.Create(ctx, segment.Tag{Name: tag, Step: a.Step, MaxID: a.MaxID, Description: a.Description, Mode: m})
+	release()
+	if err != nil {
 		r.failAdmin(req, err)
 		return
 	}
@@ -777,6 +806,10 @@ func (r *Responder) handleRestart(req micro.Request) {
 	ctx, cancel := r.adminCtx()
 	defer cancel()
 	if err := r.checkPeerFloors(ctx, tag, a.Floor, "restart"); err != nil {
+		r.failAdmin(req, err)
+		return
+	}
+	if err := r.cfg.Homes.Restart(ctx, tag); err != nil {
 		r.failAdmin(req, err)
 		return
 	}

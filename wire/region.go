@@ -59,3 +59,29 @@ func CheckRegion(name string) error {
 	}
 	return nil
 }
+
+// RegionTagSubject is where the nodes of region id id answer what their
+// region's store holds of tag (a RegionTag; no queue group: a node in the
+// middle of creating the tag answers so as well). A monotonic tag lives in
+// one region (its home): a create asks every other region first
+// (docs/protocol.md, I6). Five tokens: it meets no RegionPrefix + <id>
+// subject.
+func RegionTagSubject(id int, tag string) string {
+	return RegionPrefix + strconv.Itoa(id) + ".tag." + tag
+}
+
+// RegionTag is the reply of RegionTagSubject: what the answering
+// region's store holds of the tag (Has: a row, in Mode), or, with Creating, that the answering node is
+// creating the tag in Mode; Err why the store could not be read. Mode,
+// Width and KeyID are as in TagRow.
+type RegionTag struct {
+	Node     string `json:"node"`
+	Region   string `json:"region"`
+	ID       int    `json:"id"`
+	Has      bool   `json:"has,omitempty"`
+	Creating bool   `json:"creating,omitempty"`
+	Mode     string `json:"mode,omitempty"`
+	Width    int    `json:"width,omitempty"`
+	KeyID    string `json:"key_id,omitempty"`
+	Err      string `json:"error,omitempty"`
+}

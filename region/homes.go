@@ -1,0 +1,261 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// Homes keeps a monotonic tag in one region, its home (docs/protocol.md,
+// I6). Each region keeps its tags in its own store, so nothing in a store
+// stops a second region from creating a monotonic tag too; its nodes
+// would then elect a second leader, which subscribes leaf.mono.<tag> as
+// the first does (gateways carry a plain subscription to every region),
+// and a caller would take whichever answer came first: ids out of order.
+// Ids stay unique (each region's ids lie in its own remainder class), so
+// this guards the order only, and only on the admin path: a create or a
+// restart asks the other regions (wire.RegionTagSubject) before it writes,
+// never a request for ids.
+//
+// A create of a monotonic tag goes ahead only when every other region
+// answered and none holds the tag: a row, or a create under way. A
+// region where the tag was deleted holds nothing (the stores keep no mode
+// a Get can read), but a restart there asks first too. The creating node
+// says it is creating before it asks, and until its write is done: of two
+// creates in two regions at one moment, each says so before it asks, so
+// the later to say so hears the earlier, and a create that hears another
+// under way refuses, whichever region is lower (both may refuse; the
+// operator asks again). A create of another mode refuses a tag that is
+// monotonic or in another mode elsewhere, from the regions that answered:
+// a region away is not waited for (such a tag's ids cannot repeat across
+// regions; its mode is kept the same for the callers' sake). A restart
+// refuses a tag monotonic elsewhere (or being created so).
+type Homes struct {
+	cfg HomesConfig
+
+	mu       sync.Mutex
+	creating map[string]segment.Mode // tags this node is creating, between its question and its write
+}
+
+// HomesConfig is what NewHomes needs.
+type HomesConfig struct {
+	Conn   *nats.Conn // required
+	Count  int        // the deployment's region count, > 1
+	ID     int        // this region's id
+	Region string     // this region's name
+	Node   string     // this node's name
+	// Window is how long a question waits for the other regions'
+	// answers beyond twice the node's round trip (DefaultWindow when 0).
+	Window time.Duration
+	// Store is this region's store (its Get: a row, or an error wrapping
+	// segment.ErrUnknownTag, segment.ErrTagDeleted, …); a node without
+	// one has no Homes.
+	Store interface {
+		Get(ctx context.Context, tag wire.Tag) (segment.Tag, error)
+	}
+}
+
+// NewHomes returns the Homes of a node with regions and a store; nil
+// (which answers nothing and allows everything) for a deployment of one
+// region or a node without a store.
+func NewHomes(cfg HomesConfig) *Homes {
+	if cfg.Count <= 1 || cfg.Store == nil {
+		return nil
+	}
+	return &Homes{cfg: cfg, creating: map[string]segment.Mode{}}
+}
+
+// Subject is the subject this node answers on, wildcard for the tag.
+func (h *Homes) Subject() string { return wire.RegionTagSubject(h.cfg.ID, "*") }
+
+// Answer is this node's answer for tag (the last token of subject).
+func (h *Homes) Answer(ctx context.Context, subject string) wire.RegionTag {
+	name := subject[strings.LastIndexByte(subject, '.')+1:]
+	a := wire.RegionTag{Node: h.cfg.Node, Region: h.cfg.Region, ID: h.cfg.ID}
+	h.mu.Lock()
+	m, ok := h.creating[name]
+	h.mu.Unlock()
+	if ok {
+		a.Creating = true
+		a.Mode, a.Width, a.KeyID = string(m.Kind), m.Width, m.KeyID
+		return a
+	}
+	tag, err := wire.ParseTag(name)
+	if err != nil {
+		a.Err = err.Error()
+		return a
+	}
+	t, err := h.cfg.Store.Get(ctx, tag)
+	switch {
+	case err == nil:
+		a.Has = true
+		m := t.Mode
+		if m.IsSegment() {
+			m.Kind = segment.KindSegment
+		}
+		a.Mode, a.Width, a.KeyID = string(m.Kind), m.Width, m.KeyID
+	case errors.Is(err, segment.ErrUnknownTag):
+	default:
+		a.Err = err.Error()
+	}
+	return a
+}
+
+// Create checks, before this node creates tag in mode m (normalized), that
+// no other region forbids it (see Homes). On success the node counts as
+// creating tag until release is called, which must be once the store's
+// create returned, whatever it returned.
+func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode) (release func(), err error) {
+	if h == nil {
+		return func() {}, nil
+	}
+	name := tag.String()
+	h.mu.Lock()
+	if _, ok := h.creating[name]; ok {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("%w: tag %q: another create of it is under way on this node", segment.ErrTagExists, name)
+	}
+	h.creating[name] = m
+	h.mu.Unlock()
+	release = func() {
+		h.mu.Lock()
+		delete(h.creating, name)
+		h.mu.Unlock()
+	}
+	if err := h.check(ctx, tag, m, false); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// Restart checks, before this node restarts tag, that no other region
+// holds it as a monotonic tag (or is creating it so).
+func (h *Homes) Restart(ctx context.Context, tag wire.Tag) error {
+	if h == nil {
+		return nil
+	}
+	return h.check(ctx, tag, segment.Mode{}, true)
+}
+
+func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool) error {
+	mono := m.Kind == segment.KindMono
+	answers, missing, err := h.ask(ctx, tag)
+	if err != nil {
+		return fmt.Errorf("%w: tag %q: asking the other regions: %w", segment.ErrUnavailable, tag, err)
+	}
+	for _, a := range answers {
+		where := fmt.Sprintf("in region %s (id %d, node %s)", a.Region, a.ID, a.Node)
+		had := segment.Mode{Kind: segment.Kind(a.Mode), Width: a.Width, KeyID: a.KeyID}
+		switch {
+		case (a.Has || a.Creating) && had.Kind == segment.KindMono:
+			if a.Creating {
+				return fmt.Errorf("%w: tag %q is being created as monotonic %s at this moment: a monotonic tag lives in one region only; create it in one region (ask again there); nothing done",
+					segment.ErrTagExists, tag, where)
+			}
+			return fmt.Errorf("%w: tag %q is monotonic %s, its home: a monotonic tag lives in one region only (callers of every region reach it there); nothing done",
+				segment.ErrTagExists, tag, where)
+		case restart:
+		case mono:
+			what := "has the tag, " + had.String()
+			if a.Creating {
+				what = "is creating the tag as " + had.String() + " at this moment"
+			}
+			return fmt.Errorf("%w: tag %q: region %s (id %d, node %s) %s: a monotonic tag lives in one region only; nothing created",
+				segment.ErrTagExists, tag, a.Region, a.ID, a.Node, what)
+		case (a.Has || a.Creating) && !had.Equal(m):
+			return fmt.Errorf("%w: tag %q is %s %s (asked for %s): a tag has one mode in every region; nothing created",
+				segment.ErrMode, tag, had, where, m)
+		}
+	}
+	if mono && len(missing) > 0 {
+		return fmt.Errorf("%w: tag %q: no answer from region ids %v: a monotonic tag is created only while every region answers that it has no such tag; nothing created",
+			segment.ErrUnavailable, tag, missing)
+	}
+	return nil
+}
+
+// ask asks every other region what it holds of tag, twice (at once and
+// half way through the window, as check does: the interest of a region's
+// nodes may reach this server late), and returns the answers, the ids of
+// the regions none of whose nodes answered with its store read, and an
+// error when it could not ask.
+func (h *Homes) ask(ctx context.Context, tag wire.Tag) ([]wire.RegionTag, []int, error) {
+	nc := h.cfg.Conn
+	w := windowOf(nc, h.cfg.Window)
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	send := func() error {
+		for id := range h.cfg.Count {
+			if id == h.cfg.ID {
+				continue
+			}
+			if err := nc.PublishRequest(wire.RegionTagSubject(id, tag.String()), inbox, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := send(); err != nil {
+		return nil, nil, err
+	}
+	var answers []wire.RegionTag
+	heard := map[int]bool{}
+	start := time.Now()
+	again, end := start.Add(w/2), start.Add(w)
+	for {
+		deadline := end
+		if !again.IsZero() {
+			deadline = again
+		}
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		msg, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			if again.IsZero() {
+				var missing []int
+				for id := range h.cfg.Count {
+					if id != h.cfg.ID && !heard[id] {
+						missing = append(missing, id)
+					}
+				}
+				return answers, missing, nil
+			}
+			again = time.Time{}
+			if err := send(); err != nil {
+				return nil, nil, err
+			}
+			continue
+		case errors.Is(err, nats.ErrNoResponders):
+			continue
+		case err != nil:
+			return nil, nil, err
+		}
+		var a wire.RegionTag
+		if json.Unmarshal(msg.Data, &a) != nil || a.Node == "" || a.ID == h.cfg.ID || a.ID < 0 || a.ID >= h.cfg.Count {
+			continue
+		}
+		if a.Err == "" {
+			heard[a.ID] = true
+		}
+		if a.Has || a.Creating {
+			answers = append(answers, a)
+		}
+	}
+}

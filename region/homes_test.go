@@ -1,0 +1,176 @@
+package region_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/region"
+	"github.com/leafmq/leafmq/segment"
+	"github.com/leafmq/leafmq/segment/memstore"
+	"github.com/leafmq/leafmq/wire"
+)
+
+// homeRegion is one region's node for the Homes tests: its store, and its
+// Homes answering on its own connection, as a node's responder does.
+type homeRegion struct {
+	store *memstore.Store
+	homes *region.Homes
+}
+
+func startHomes(t *testing.T, url string, regions int) []homeRegion {
+	t.Helper()
+	var rs []homeRegion
+	for id := range regions {
+		nc := natstest.Connect(t, url)
+		st := memstore.New()
+		h := region.NewHomes(region.HomesConfig{Conn: nc, Count: regions, ID: id, Region: fmt.Sprintf("r%d", id),
+			Node: fmt.Sprintf("r%d-1", id), Window: 100 * time.Millisecond, Store: st})
+		if _, err := nc.Subscribe(h.Subject(), func(m *nats.Msg) {
+			a := h.Answer(context.Background(), m.Subject)
+			_ = m.Respond(mustJSON(t, a))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, homeRegion{st, h})
+	}
+	return rs
+}
+
+// create is a node's create: the Homes check, the store's write, release.
+func (r homeRegion) create(ctx context.Context, tag wire.Tag, m segment.Mode) error {
+	release, err := r.homes.Create(ctx, tag, m)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return r.store.Create(ctx, segment.Tag{Name: tag, Mode: m})
+}
+
+// TestHomesCreatesAtOnce: two regions creating one monotonic tag at the
+// same moment, again and again: never both (at most one home, I6); each
+// says it creates before it asks, so the later hears the earlier.
+func TestHomesCreatesAtOnce(t *testing.T) {
+	s := natstest.RunServer(t)
+	rs := startHomes(t, s.ClientURL(), 2)
+	mono := segment.Mode{Kind: segment.KindMono}
+	won := 0
+	for i := range 30 {
+		tag := wire.MustTag(fmt.Sprintf("t%d", i))
+		var wg sync.WaitGroup
+		errs := make([]error, len(rs))
+		for k, r := range rs {
+			wg.Go(func() {
+				time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond) // the other's window, or not
+				errs[k] = r.create(t.Context(), tag, mono)
+			})
+		}
+		wg.Wait()
+		switch {
+		case errs[0] == nil && errs[1] == nil:
+			t.Fatalf("tag %s created as monotonic in both regions", tag)
+		case errs[0] == nil || errs[1] == nil:
+			won++
+		}
+		for _, err := range errs {
+			if err != nil && !errors.Is(err, segment.ErrTagExists) {
+				t.Fatalf("tag %s: %v, want ErrTagExists", tag, err)
+			}
+		}
+	}
+	t.Logf("%d of 30 created in one region, the rest in none", won)
+}
+
+// TestHomesRules: what a create asks of the other regions.
+func TestHomesRules(t *testing.T) {
+	s := natstest.RunServer(t)
+	rs := startHomes(t, s.ClientURL(), 3)
+	ctx := t.Context()
+	mono := segment.Mode{Kind: segment.KindMono}
+	seg := segment.Mode{Kind: segment.KindSegment}
+	opaque := segment.Mode{Kind: segment.KindOpaque, Width: 53, KeyID: "k1"}
+	tag := wire.MustTag
+	for _, c := range []struct {
+		name  string
+		setup func()
+		in    int
+		tag   string
+		mode  segment.Mode
+		want  error
+	}{
+		{"mono after mono", func() { must(t, rs[0].create(ctx, tag("a"), mono)) }, 1, "a", mono, segment.ErrTagExists},
+		{"segment after mono", nil, 2, "a", seg, segment.ErrTagExists},
+		{"mono after segment", func() { must(t, rs[0].create(ctx, tag("b"), seg)) }, 1, "b", mono, segment.ErrTagExists},
+		{"segment after segment", nil, 1, "b", seg, nil},
+		{"opaque after segment", nil, 2, "b", opaque, segment.ErrMode},
+		{"mono after a deleted tag", func() {
+			must(t, rs[2].create(ctx, tag("c"), mono))
+			must(t, rs[2].store.Delete(ctx, tag("c")))
+		}, 0, "c", mono, nil},
+		{"mono alone", nil, 0, "d", mono, nil},
+	} {
+		if c.setup != nil {
+			c.setup()
+		}
+		err := rs[c.in].create(ctx, tag(c.tag), c.mode)
+		if (c.want == nil) != (err == nil) || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if err := rs[1].homes.Restart(ctx, tag("a")); !errors.Is(err, segment.ErrTagExists) {
+		t.Errorf("restart of a tag monotonic elsewhere: %v, want ErrTagExists", err)
+	}
+	if err := rs[2].homes.Restart(ctx, tag("c")); !errors.Is(err, segment.ErrTagExists) {
+		t.Errorf("restart of a deleted tag monotonic elsewhere now: %v, want ErrTagExists", err)
+	}
+	if err := rs[1].homes.Restart(ctx, tag("b")); err != nil {
+		t.Errorf("restart of a segment tag: %v", err)
+	}
+}
+
+// TestHomesRegionAway: a monotonic create needs every region's answer; a
+// segment create goes ahead without a region that does not answer.
+func TestHomesRegionAway(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s.ClientURL())
+	h := region.NewHomes(region.HomesConfig{Conn: nc, Count: 2, ID: 0, Region: "r0", Node: "r0-1",
+		Window: 50 * time.Millisecond, Store: memstore.New()})
+	if _, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}); !errors.Is(err, segment.ErrUnavailable) {
+		t.Errorf("mono create without region 1: %v, want ErrUnavailable", err)
+	}
+	release, err := h.Create(t.Context(), wire.MustTag("s"), segment.Mode{Kind: segment.KindSegment})
+	if err != nil {
+		t.Fatalf("segment create without region 1: %v", err)
+	}
+	release()
+	if region.NewHomes(region.HomesConfig{Conn: nc, Count: 1, Store: memstore.New()}) != nil {
+		t.Error("Homes of one region, want none")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
