@@ -305,6 +305,18 @@ func Start(cfg Config) (*Responder, error) {
 				r.cancel()
 				return nil, fmt.Errorf("responder: add %s endpoint: %w", a.name, err)
 			}
+			// With regions, an operator names the region whose store a
+			// command acts on (leafctl --region): the unscoped subject
+			// reaches the caller's cluster first, and regions that share
+			// a cluster share its queue group.
+			if cfg.Scope == "" {
+				continue
+			}
+			if err := add(a.name+"-region", rel(cfg.Scope.Subject("leaf."+a.subject)), a.h); err != nil {
+				_ = svc.Stop()
+				r.cancel()
+				return nil, fmt.Errorf("responder: add %s-region endpoint: %w", a.name, err)
+			}
 		}
 	}
 	// The subscriptions are only queued on the connection so far: wait for

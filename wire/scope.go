@@ -24,7 +24,9 @@ import "strings"
 //
 // Operator-facing subjects stay unscoped: the tag admin subjects
 // (TagsSubject, TagCreateSubject, …, answered by the queue group, which
-// NATS serves from the caller's own cluster first), StatusSubject as
+// NATS serves from the caller's own cluster first; a region's nodes
+// answer them scoped too, for an operator who names the region),
+// StatusSubject as
 // leafctl status asks it (every node of every region answers it), the id
 // subjects and the region id check (RegionPrefix). The JetStream pool is
 // global too.

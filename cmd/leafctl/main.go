@@ -30,6 +30,7 @@ type cli struct {
 	auth           natsauth.Config
 	timeout        time.Duration
 	ready          func() // tests: called once a streaming command is subscribed
+	region         string // tag commands: the region whose nodes answer (--region)
 }
 
 func main() {

@@ -35,6 +35,7 @@ func (tagCmd) Run(c *cli, args []string) error {
 		return helpError{flag.NewFlagSet("tag", flag.ContinueOnError)}
 	}
 	fs := flag.NewFlagSet("tag "+args[0], flag.ContinueOnError)
+	fs.StringVar(&c.region, "region", "", "with regions: the region whose store the command acts on (its nodes answer, wherever leafctl is connected); default the nearest node's")
 	var req wire.AdminRequest
 	var subject string
 	var pos []string
@@ -127,6 +128,12 @@ func (c *cli) tagList(asJSON bool) error {
 }
 
 func (c *cli) admin(subject string, req any, out any) error {
+	if c.region != "" {
+		if err := wire.CheckRegion(c.region); err != nil {
+			return fmt.Errorf("%w: --region: %v", errUsage, err)
+		}
+		subject = wire.Scope(c.region).Subject(subject)
+	}
 	nc, err := c.connect()
 	if err != nil {
 		return err
