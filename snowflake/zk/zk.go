@@ -1044,15 +1044,20 @@ func (r *Registry) fail(ctx context.Context, op string, err error) error {
 // the next number, never an old one. Capped at MaxWorker+1; 0 before any
 // registration made the forever node.
 func (r *Registry) Held(ctx context.Context) (int, error) {
-	// leaseMu keeps Close from closing the connection (and waiting for
-	// the calls in flight) between the check and the call.
+	// Counted in wg before Close can wait on it (Close takes leaseMu
+	// after closing closing), so the calls' own wg.Add never races its
+	// Wait; leaseMu is not held over the call, which must not hold up a
+	// Lease.
 	r.leaseMu.Lock()
-	defer r.leaseMu.Unlock()
 	select {
 	case <-r.closing:
+		r.leaseMu.Unlock()
 		return 0, fmt.Errorf("%w: zk: held", snowflake.ErrRegistryClosed)
 	default:
 	}
+	r.wg.Add(1)
+	r.leaseMu.Unlock()
+	defer r.wg.Done()
 	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	type got struct {
