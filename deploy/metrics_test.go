@@ -42,10 +42,12 @@ var leafdMetrics = []string{
 	"snowflake_ring_takes_total",
 	"snowflake_ring_dropped_total",
 	"snowflake_peer_clock_offset_seconds",
-	"events_published_total",  // label kind
-	"events_suppressed_total", // label kind
-	"ring_fill_ratio",         // label tag
-	"pool_batches",            // label subject
+	"snowflake_worker_ids_free",     // label region
+	"snowflake_worker_ids_capacity", // label region
+	"events_published_total",        // label kind
+	"events_suppressed_total",       // label kind
+	"ring_fill_ratio",               // label tag
+	"pool_batches",                  // label subject
 	"pool_refused_ids_total",
 	"subject_serving",       // label subject
 	"subject_ready",         // label subject

@@ -108,6 +108,8 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	prom.waitValue(t, fmt.Sprintf(`sum(leafmq_ids_issued_total{%s,engine="snowflake"})`, sel), sfReqs)
 	prom.waitValue(t, fmt.Sprintf(`leafmq_snowflake_worker{%s}`, sel), float64(worker))
 	prom.waitValue(t, fmt.Sprintf(`leafmq_snowflake_state{%s,state="serving"}`, sel), 1)
+	// One node holds one of the 1024 worker ids of its KV bucket.
+	prom.waitValue(t, fmt.Sprintf(`leafmq_snowflake_worker_ids_free{%s}`, sel), 1023)
 	prom.waitValue(t, fmt.Sprintf(`sum(leafmq_request_duration_seconds_count{%s})`, sel), segReqs+sfReqs)
 
 	t.Run("alert rules", func(t *testing.T) {

@@ -74,7 +74,9 @@ func TestStatusPageInChromium(t *testing.T) {
 			take("late-tag", 3)
 		}
 	}
-	// A second node, not ready, shows the page's failure states.
+	// A second node, not ready, shows the page's failure states, and a
+	// region nearly out of worker ids.
+	workersFree := int64(40)
 	cfg := n.config()
 	cfg.Status = func(ctx context.Context) ([]wire.NodeStatus, error) {
 		nodes, err := n.Status(ctx)
@@ -82,6 +84,8 @@ func TestStatusPageInChromium(t *testing.T) {
 		return append(nodes, wire.NodeStatus{
 			Node: "node-b", Version: "test", UnixNano: now, Started: now - int64(time.Hour), Store: "memstore",
 			Problems: []string{"segment store: store unavailable: connection refused"},
+			Snow: &wire.SnowflakeStatus{State: "serving", Worker: 7, Registry: "kv", Layout: "1+41+10+12",
+				WorkersFree: &workersFree, WorkersCap: 1024},
 			Tags: []wire.TagStatus{{Tag: "order", Step: 100, MinStep: 100, Loads: 1, Current: 1, Headroom: -1,
 				LastError: "store unavailable: connection refused",
 				Buffers:   [2]wire.BufferStatus{{Value: 101, Max: 101, Step: 100}, {Value: 1601, Max: 1601, Step: 100}}}},
@@ -124,6 +128,12 @@ func TestStatusPageInChromium(t *testing.T) {
 	// last at that rate.
 	if !regexp.MustCompile(`class="num runway"[^>]*>[0-9][0-9,]*<div class="small muted">(100y\+|[0-9])`).MatchString(row) {
 		t.Errorf("no runway for order: %s", row)
+	}
+
+	// node-b's free worker ids, under a tenth of the region's: warned.
+	snowB := regexp.MustCompile(`<tr data-node="node-b"><td>node-b</td><td><span class="badge ok">serving.*?</tr>`).FindString(dom)
+	if !strings.Contains(snowB, `class="num workers warn" title="worker ids of the region a new node can still get">40<div class="small muted">of 1,024</div>`) {
+		t.Errorf("no warned free worker ids for node-b: %q", snowB)
 	}
 
 	// A screenshot for humans.

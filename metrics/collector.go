@@ -63,6 +63,11 @@ type Snowflake interface {
 	Transitions() uint64
 	Remaining() time.Duration
 	Offset() time.Duration
+	// WorkerIDs is the worker ids of the node's region: the free ones (as
+	// last counted off the request path) and the capacity; ok false: none
+	// counted.
+	WorkerIDs() (free, capacity int64, ok bool)
+	Region() string // the node's region's name, "" without regions
 }
 
 // Pool is what the Collector reads of a pool.Filler.
@@ -107,6 +112,8 @@ type Collector struct {
 	sfTakes   *prometheus.Desc
 	sfDropped *prometheus.Desc
 	sfOffset  *prometheus.Desc
+	sfFree    *prometheus.Desc
+	sfCap     *prometheus.Desc
 	evSent    *prometheus.Desc
 	evDropped *prometheus.Desc
 	ringFill  *prometheus.Desc
@@ -156,6 +163,8 @@ func NewCollector(src Sources) *Collector {
 		sfTakes:   d("snowflake_ring_takes_total", "Snowflake ids handed out (from the ring, or straight from the engine for large requests)."),
 		sfDropped: d("snowflake_ring_dropped_total", "Snowflake ids thrown away for sitting in the ring longer than its max age."),
 		sfOffset:  d("snowflake_peer_clock_offset_seconds", "The live peers' average clock minus this node's, measured at start and every 30s (0 without peers)."),
+		sfFree:    d("snowflake_worker_ids_free", "A region's worker id runway: the worker ids its registry can still give a new node (capacity less those held: live claims on JetStream KV; every id handed out on ZooKeeper and MySQL, which never hand one out again), as this node last counted them (every 30s, while its snowflake runs). Absent with a static worker id.", "region"),
+		sfCap:     d("snowflake_worker_ids_capacity", "Worker ids of a region: 2^(worker bits of the layout, less the region bits).", "region"),
 		evSent:    d("events_published_total", "Events published on leaf.events.<kind>, by kind.", "kind"),
 		evDropped: d("events_suppressed_total", "Events dropped by the per-kind-and-tag rate limit, by kind.", "kind"),
 		ringFill:  d("ring_fill_ratio", "Ids ready in the ring of a tag over its capacity.", "tag"),
@@ -176,7 +185,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.procSecs, c.ringLen, c.ringCap,
 		c.takes, c.rejTakes, c.rejPuts, c.refills, c.tags, c.loads, c.step, c.ready, c.headroom, c.asyncErr,
 		c.sfState, c.sfWorker, c.sfLease, c.sfChanges, c.sfLeft, c.sfRingLen, c.sfRingCap, c.sfTakes, c.sfDropped,
-		c.sfOffset, c.evSent, c.evDropped, c.ringFill, c.poolLevel, c.poolWaste,
+		c.sfOffset, c.sfFree, c.sfCap, c.evSent, c.evDropped, c.ringFill, c.poolLevel, c.poolWaste,
 		c.serving, c.subReady, c.probed, c.probes, c.refused, c.natsRTT} {
 		ch <- d
 	}
@@ -257,6 +266,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.sfChanges, prometheus.CounterValue, float64(sf.Transitions()))
 			ch <- prometheus.MustNewConstMetric(c.sfLeft, prometheus.GaugeValue, sf.Remaining().Seconds())
 			ch <- prometheus.MustNewConstMetric(c.sfOffset, prometheus.GaugeValue, sf.Offset().Seconds())
+			if free, capacity, ok := sf.WorkerIDs(); ok {
+				ch <- prometheus.MustNewConstMetric(c.sfFree, prometheus.GaugeValue, float64(free), sf.Region())
+				ch <- prometheus.MustNewConstMetric(c.sfCap, prometheus.GaugeValue, float64(capacity), sf.Region())
+			}
 		}
 	}
 	if p := s.Pool; p != nil {

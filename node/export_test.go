@@ -33,3 +33,11 @@ func (n *Node) PeerFloor(tag string) int64 { f, _ := n.peers.Floor(tag); return 
 
 // NATSConnected reports whether the node's connection to NATS is up.
 func (n *Node) NATSConnected() bool { return n.conn.NC().IsConnected() }
+
+// SetWorkerCountEvery sets how often nodes started after it count their
+// region's held worker ids; it returns the restore.
+func SetWorkerCountEvery(d time.Duration) func() {
+	old := workerCountEvery
+	workerCountEvery = d
+	return func() { workerCountEvery = old }
+}

@@ -37,32 +37,33 @@ func (n *Node) newSnowflake() error {
 		n.log.Warn("FAULT DRILL: the snowflake clock is offset", "offset", cfg.Fault.ClockOffset, "step", cfg.Fault.ClockStep)
 	}
 	n.serve.sf = snownode.New(snownode.Config{
-		Name:           cfg.Name,
-		Registry:       cfg.Registry.Kind,
-		Layout:         layout,
-		Region:         int64(cfg.Region.ID),
-		Scope:          n.scope(),
-		DataDir:        cfg.DataDir,
-		LeaseFiles:     leaseFiles,
-		Open:           open,
-		Clock:          n.clock,
-		IDClock:        cfg.SnowClock(),
-		LeaseAhead:     cfg.Snowflake.LeaseAhead,
-		MaxBackward:    cfg.Snowflake.MaxBackward,
-		MaxStartWait:   cfg.Snowflake.MaxStartWait,
-		Ring:           cfg.Snowflake.Ring,
-		LayoutWarn:     cfg.Snowflake.LayoutWarn,
-		PeerClockMax:   cfg.Snowflake.PeerClockMax,
-		PeerClockEvery: peerClockEvery,
-		Peers:          n.snowflakePeers,
-		Holder:         n.peerHolder,
-		Lease:          n.peers.Lease,
-		NewWorker:      n.noPeerServes,
-		Clocks:         n.peers.Clocks,
-		Conn:           n.conn.NC(),
-		Yield:          n.serve.yield.YieldFunc(wire.SubjectSnowflake),
-		Events:         n.events,
-		Logger:         n.log,
+		Name:             cfg.Name,
+		Registry:         cfg.Registry.Kind,
+		Layout:           layout,
+		Region:           int64(cfg.Region.ID),
+		Scope:            n.scope(),
+		DataDir:          cfg.DataDir,
+		LeaseFiles:       leaseFiles,
+		Open:             open,
+		Clock:            n.clock,
+		IDClock:          cfg.SnowClock(),
+		LeaseAhead:       cfg.Snowflake.LeaseAhead,
+		MaxBackward:      cfg.Snowflake.MaxBackward,
+		MaxStartWait:     cfg.Snowflake.MaxStartWait,
+		Ring:             cfg.Snowflake.Ring,
+		LayoutWarn:       cfg.Snowflake.LayoutWarn,
+		PeerClockMax:     cfg.Snowflake.PeerClockMax,
+		PeerClockEvery:   peerClockEvery,
+		WorkerCountEvery: workerCountEvery,
+		Peers:            n.snowflakePeers,
+		Holder:           n.peerHolder,
+		Lease:            n.peers.Lease,
+		NewWorker:        n.noPeerServes,
+		Clocks:           n.peers.Clocks,
+		Conn:             n.conn.NC(),
+		Yield:            n.serve.yield.YieldFunc(wire.SubjectSnowflake),
+		Events:           n.events,
+		Logger:           n.log,
 	})
 	return nil
 }
@@ -134,6 +135,9 @@ func (n *Node) noPeerServes(ctx context.Context, worker int64) bool {
 // peers' again (snownode.Config.PeerClockEvery; at start, a clock too far
 // off refuses snowflake).
 var peerClockEvery = 30 * time.Second
+
+// workerCountEvery is how often a node counts its region's held worker ids.
+var workerCountEvery = 30 * time.Second
 
 // serveSnowflake puts the node in the snowflake queue group while its
 // worker serves (snownode.Server.Serve).

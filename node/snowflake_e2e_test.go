@@ -328,6 +328,10 @@ func TestSnowflakeMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	// A static worker id is no registry's to count.
+	if strings.Contains(string(body), "leafmq_snowflake_worker_ids_free{") {
+		t.Error("/metrics has free worker ids with a static worker id")
+	}
 }
 
 // UidGenerator's default layout ran out on 2024-11-20: a node refuses it

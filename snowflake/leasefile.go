@@ -77,6 +77,15 @@ func (f *LeaseFile) ClaimTTL() time.Duration {
 	return 0
 }
 
+// Held implements HeldCounter with the wrapped registry's count; an error
+// wrapping errors.ErrUnsupported if it keeps none (Static).
+func (f *LeaseFile) Held(ctx context.Context) (int, error) {
+	if h, ok := f.Registry.(HeldCounter); ok {
+		return h.Held(ctx)
+	}
+	return 0, fmt.Errorf("%w: the registry does not count its worker ids", errors.ErrUnsupported)
+}
+
 // LeaseTime implements LeaseTimer with the wrapped registry's (0 if it
 // does not know).
 func (f *LeaseFile) LeaseTime() time.Duration {

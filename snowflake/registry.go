@@ -102,6 +102,22 @@ type LeaseTimer interface {
 	LeaseTime() time.Duration
 }
 
+// HeldCounter is implemented by a Registry that can count the worker ids
+// of its region (its bucket, znode or table: what it hands out from) that
+// a new registration could not get now: the runway of worker ids is the
+// layout's MaxWorker+1 minus Held. It counts what the backend says, not
+// this registration's view, so every node of a region reports the same
+// number, and it works before Register too. What counts as held is the
+// backend's rule for handing ids out again: a JetStream KV claim key that
+// exists (one whose TTL ran out counts until the server removes it, as a
+// Create still fails on it then); with ids that are never handed out
+// again (ZooKeeper's sequence numbers, WORKER_NODE's disposable ids)
+// every id handed out so far, live or not. Ids beyond the layout do not
+// count, so Held is at most MaxWorker+1.
+type HeldCounter interface {
+	Held(ctx context.Context) (int, error)
+}
+
 // StopRecorder is implemented by a Registry that keeps a stop record
 // (LeaseFile): at a graceful stop, the last time the worker used. A
 // restart of the same worker id on the same data directory then waits only

@@ -808,6 +808,23 @@ func (src *Source) Leased() time.Time {
 	return time.Unix(0, ns)
 }
 
+// HeldWorkers is the count of the current registration's registry
+// (HeldCounter): the worker ids of its region that a new registration
+// would find taken. It asks the backend (give ctx a deadline). An error
+// wraps ErrNotServing while there is no live registration, and
+// errors.ErrUnsupported for a registry that counts none (Static).
+func (src *Source) HeldWorkers(ctx context.Context) (int, error) {
+	c := src.cur.Load()
+	if c == nil || c.dead.Load() {
+		return 0, fmt.Errorf("%w: no registration to count the worker ids with", ErrNotServing)
+	}
+	h, ok := c.reg.(HeldCounter)
+	if !ok {
+		return 0, fmt.Errorf("%w: the registry does not count its worker ids", errors.ErrUnsupported)
+	}
+	return h.Held(ctx)
+}
+
 // Holds is the worker id whose ids may still be handed out: that of the
 // current registration, while it is neither lost nor past its fence (the
 // registry's ClaimTTL after the last confirmation, on the monotonic clock).

@@ -61,6 +61,9 @@ type Config struct {
 	// (0: not checked at start, nor the start's clock skew assumed).
 	PeerClockMax   time.Duration
 	PeerClockEvery time.Duration // how often a serving node measures the offset again; 30 s when 0
+	// WorkerCountEvery is how often a node counts the worker ids its
+	// region's registry holds (WorkerIDs); 30 s when 0.
+	WorkerCountEvery time.Duration
 
 	// Peers gathers the status of the live nodes other than this
 	// process, waiting for every member: an error fails the attempt (a
@@ -122,6 +125,7 @@ type Server struct {
 	held        atomic.Bool  // a worker id was claimed and kept
 	transitions atomic.Uint64
 	offset      atomic.Int64 // nanos: the peers' average clock minus ours, at start and every PeerClockEvery
+	workersHeld atomic.Int64 // worker ids of the region its registry held at the last count; -1 before one
 }
 
 // New makes a Server that has not started: its status names the layout
@@ -137,8 +141,12 @@ func New(cfg Config) *Server {
 	if cfg.PeerClockEvery <= 0 {
 		cfg.PeerClockEvery = 30 * time.Second
 	}
+	if cfg.WorkerCountEvery <= 0 {
+		cfg.WorkerCountEvery = 30 * time.Second
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
 	s.claim.Store(-1)
+	s.workersHeld.Store(-1)
 	return s
 }
 
@@ -326,7 +334,8 @@ func (s *Server) onEvent(ev snowflake.Event) {
 
 // Serve puts the node in g at once if the Source serves, and from then on
 // keeps it there exactly while the Source serves; it measures the live
-// nodes' clocks every PeerClockEvery. Until Stop.
+// nodes' clocks every PeerClockEvery and counts the region's held worker
+// ids every WorkerCountEvery. Until Stop.
 func (s *Server) Serve(g Group) error {
 	if s == nil || s.src == nil {
 		return nil
@@ -340,9 +349,10 @@ func (s *Server) Serve(g Group) error {
 	}
 	s.group = g
 	s.stop = make(chan struct{})
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.apply()
 	go s.watchClocks()
+	go s.countWorkers()
 	s.states <- s.src.State()
 	return nil
 }
@@ -447,6 +457,60 @@ func (s *Server) watchClocks() {
 				Fields: map[string]any{"offset_ms": float64(-pc.Offset) / 1e6, "peers": pc.Peers}})
 		}
 	}
+}
+
+// countWorkers counts the worker ids the region's registry holds at once
+// and every WorkerCountEvery (WorkerIDs), off the request path. A count
+// that fails (no registration now, the registry unreachable) keeps the
+// last one: the gauge would otherwise vanish with each blip of the
+// registry, and an alert on it start its wait again.
+func (s *Server) countWorkers() {
+	defer s.wg.Done()
+	t := s.cfg.Clock.NewTicker(s.cfg.WorkerCountEvery)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		n, err := s.src.HeldWorkers(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			s.workersHeld.Store(int64(n))
+		case errors.Is(err, errors.ErrUnsupported):
+			return // a registry that counts none (static): no gauge
+		default:
+			s.log.Debug("snowflake: cannot count the region's held worker ids", "err", err)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// WorkerIDs is the worker ids of the node's region: capacity, the
+// layout's MaxWorker+1, and free, capacity less those its registry held
+// at the last count (snowflake.HeldCounter; taken every
+// WorkerCountEvery while the node serves, so up to that old). ok is false
+// before a count succeeded, and for a registry that counts none.
+func (s *Server) WorkerIDs() (free, capacity int64, ok bool) {
+	if s == nil {
+		return 0, 0, false
+	}
+	held := s.workersHeld.Load()
+	if held < 0 {
+		return 0, 0, false
+	}
+	capacity = s.cfg.Layout.MaxWorker() + 1
+	return max(capacity-held, 0), capacity, true
+}
+
+// Region is the node's region's name, "" without regions (Config.Scope).
+func (s *Server) Region() string {
+	if s == nil {
+		return ""
+	}
+	return string(s.cfg.Scope)
 }
 
 // Source is the snowflake source, nil before Start.
@@ -561,6 +625,9 @@ func (s *Server) Status(joined bool) *wire.SnowflakeStatus {
 	if s.ring != nil {
 		rs := s.ring.Stats()
 		sf.RingLen, sf.RingCap, sf.Taken = rs.Len, rs.Cap, rs.Served
+	}
+	if free, capacity, ok := s.WorkerIDs(); ok {
+		sf.WorkersFree, sf.WorkersCap = &free, capacity
 	}
 	return sf
 }

@@ -136,6 +136,12 @@ type SnowflakeStatus struct {
 	RingLen int    `json:"ring_len"`
 	RingCap int    `json:"ring_cap"`
 	Taken   uint64 `json:"taken"` // ids taken from the ring
+	// WorkersFree is the worker ids of the node's region that a new node
+	// can still get: WorkersCap (the layout's 2^worker bits of a region)
+	// less those its registry holds, as last counted (every 30 s). Nil
+	// before a count, and for a registry that counts none (static).
+	WorkersFree *int64 `json:"workers_free,omitempty"`
+	WorkersCap  int64  `json:"workers_cap,omitempty"`
 }
 
 // Holds reports whether the node serves worker, or registers it (Claim).

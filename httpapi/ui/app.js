@@ -49,6 +49,17 @@
     return h('td', {class: 'num runway', title: 'ids left before the tag\'s domain ends'}, num(headroom), left);
   }
 
+  // workersCell shows the worker ids of a node's region that a new node
+  // can still get, of the region's capacity, warned under a tenth (the
+  // alert LeafmqSnowflakeWorkerIdsLow's line); "—" for a registry that
+  // counts none (static).
+  function workersCell(s) {
+    if (s.workers_free === undefined) return h('td', {class: 'num workers'}, '—');
+    const low = s.workers_free < s.workers_cap / 10;
+    return h('td', {class: 'num workers' + (low ? ' warn' : ''), title: 'worker ids of the region a new node can still get'},
+      num(s.workers_free), h('div', {class: 'small muted'}, 'of ' + num(s.workers_cap)));
+  }
+
   function dur(ns) {
     let s = Math.abs(ns) / 1e9;
     const sign = ns < 0 ? '-' : '';
@@ -161,10 +172,11 @@
         h('td', null, s.ring_cap > 0 ? [bar(s.ring_len, s.ring_cap), ' ', h('span', {class: 'muted'}, `${num(s.ring_len)}/${num(s.ring_cap)}`)] : '—'),
         h('td', {class: 'num'}, num(s.taken)),
         h('td', {class: 'num'}, rate(r)),
+        workersCell(s),
         h('td', {class: 'small'}, s.layout, h('br'), h('span', {class: 'muted'}, 'expires ' + date(s.expires)))));
     }
     $('snowflake-table').replaceChildren(table('grid',
-      ['node', 'state', 'worker', 'registry', 'joined', 'lease until', 'peer offset', 'ring', 'taken', 'ids/s', 'layout'],
+      ['node', 'state', 'worker', 'registry', 'joined', 'lease until', 'peer offset', 'ring', 'taken', 'ids/s', 'free worker ids', 'layout'],
       rows, 'snowflake is off on every node'));
   }
 

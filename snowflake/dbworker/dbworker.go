@@ -175,6 +175,14 @@ const (
 		" ON DUPLICATE KEY UPDATE LAST_WORKER = LAST_WORKER + 1"
 	selectRegionWorker = "SELECT LAST_WORKER FROM LEAF_WORKER_REGION WHERE REGION = ?"
 	selectLease        = "SELECT LEASE_MS FROM LEAF_WORKER_LEASE WHERE REGION = ? AND WORKER_ID = ?"
+	// lastWorkerNode is the last ID WORKER_NODE handed out: its highest
+	// row, or below its AUTO_INCREMENT counter when rows at the top were
+	// deleted or an insert rolled back (the counter never goes back by
+	// itself). The counter in information_schema may be cached (MySQL 8)
+	// and lag: the highest row bounds it from below.
+	lastWorkerNode = "SELECT GREATEST(COALESCE((SELECT MAX(ID) FROM WORKER_NODE), 0)," +
+		" COALESCE((SELECT AUTO_INCREMENT - 1 FROM information_schema.TABLES" +
+		" WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'WORKER_NODE'), 0))"
 	// fenceLease makes the registration the id's owner: any earlier
 	// holder's fencedLease matches no row from then on.
 	fenceLease = "INSERT INTO LEAF_WORKER_LEASE (REGION, WORKER_ID, LEASE_MS, OWNER) VALUES (?, ?, 0, ?)" +
@@ -407,6 +415,36 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	return snowflake.Registration{Worker: worker, LastLease: last}, nil
 }
 
+// Held implements snowflake.HeldCounter: disposable ids are never handed
+// out again, so every id up to the last one handed out counts, whether
+// its node runs or not (and, without a region, id 0, which
+// AUTO_INCREMENT never gives). With a region: LAST_WORKER+1 of the
+// region (0 before its first registration); without one: WORKER_NODE's
+// last ID+1, UidGenerator's starts included. Capped at MaxWorker+1.
+func (r *Registry) Held(ctx context.Context) (int, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return 0, fmt.Errorf("%w: dbworker: held", snowflake.ErrRegistryClosed)
+	}
+	var last int64 = -1 // nothing handed out
+	err := r.call(ctx, "held", func(ctx context.Context) error {
+		if r.opts.Region == "" {
+			return r.db.QueryRowContext(ctx, lastWorkerNode).Scan(&last)
+		}
+		err := r.db.QueryRowContext(ctx, selectRegionWorker, r.opts.Region).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			last, err = -1, nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(min(last+1, r.layout.MaxWorker()+1)), nil
+}
+
 // counter names what hands out the worker ids, for errors.
 func (r *Registry) counter() string {
 	if r.opts.Region == "" {
@@ -531,6 +569,7 @@ func (r *Registry) Close() error {
 }
 
 var (
-	_ snowflake.Registry   = (*Registry)(nil)
-	_ snowflake.ClaimTTLer = (*Registry)(nil)
+	_ snowflake.Registry    = (*Registry)(nil)
+	_ snowflake.ClaimTTLer  = (*Registry)(nil)
+	_ snowflake.HeldCounter = (*Registry)(nil)
 )

@@ -75,8 +75,10 @@ func TestConformance(t *testing.T) {
 		NewRegion: func(t testing.TB, region string) snowflake.Registry {
 			return open(t, dsn, snowflake.LeafDCLayout(), dbworker.Options{CreateTable: true, Region: region})
 		},
-		Distinct: true,
-		Durable:  false, // a disposable id is never handed out again
+		Held:       true,
+		Disposable: true,
+		Distinct:   true,
+		Durable:    false, // a disposable id is never handed out again
 		// An operator hands the id out again: the rows from it on deleted
 		// and the counter set back to it.
 		Takeover: func(t testing.TB, _ snowflake.Registry, worker int64) {

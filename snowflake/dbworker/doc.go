@@ -37,7 +37,9 @@
 // the layout's MaxWorker, Register fails with snowflake.ErrNoWorker and
 // says so (the inserted row stays, as UidGenerator leaves its rows). Use a
 // registry that reuses ids (snowflake/zk, snowflake/kvworker) for Leaf's
-// layout, or reset the counter knowing what that means (below).
+// layout, or reset the counter knowing what that means (below). Held
+// (snowflake.HeldCounter) says how far the counter has come: every id up
+// to the last one handed out.
 //
 // # Time leases
 //

@@ -36,6 +36,9 @@
 // issuing ids then. Close stops that goroutine, waits
 // for it, and purges w<N> so the id is free at once; t<N> stays.
 //
+// Held (snowflake.HeldCounter) counts the claim keys w<N> that exist: the
+// ids a Register would find taken now.
+//
 // # Fencing
 //
 // A process frozen (SIGSTOP, a VM pause) past the TTL wakes believing it

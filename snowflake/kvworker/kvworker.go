@@ -504,6 +504,45 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	return nil
 }
 
+// Held implements snowflake.HeldCounter: the claim keys w<id> of the
+// bucket (ids 0..MaxWorker) that exist now, the ids a Register would
+// find taken. A claim whose TTL ran out counts until the server removes
+// its key (within about a second), as a Create still fails on it until
+// then; a purged or expired one (a marker) does not. It reads the keys
+// from any replica: a count, not a fence.
+func (r *Registry) Held(ctx context.Context) (int, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return 0, fmt.Errorf("%w: kvworker: held", snowflake.ErrRegistryClosed)
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	kl, err := r.kv.ListKeys(cctx)
+	if err != nil {
+		return 0, fail(ctx, cctx, "held: list keys", err)
+	}
+	defer func() { _ = kl.Stop() }()
+	// A key may be listed twice while it is written (the lister is a
+	// watcher): count ids, not lines.
+	held := map[int64]bool{}
+	for key := range kl.Keys() {
+		if !strings.HasPrefix(key, "w") {
+			continue // a lease key t<id>
+		}
+		id, err := strconv.ParseInt(key[1:], 10, 64)
+		if err == nil && id >= 0 && id <= r.layout.MaxWorker() && claimKey(id) == key {
+			held[id] = true
+		}
+	}
+	// The lister ends its channel early, silently, when cctx ends.
+	if cctx.Err() != nil {
+		return 0, fail(ctx, cctx, "held: list keys", cctx.Err())
+	}
+	return len(held), nil
+}
+
 // ClaimTTL implements snowflake.ClaimTTLer: Options.TTL, after which a claim
 // key that was not refreshed expires and another node may claim the id.
 func (r *Registry) ClaimTTL() time.Duration { return r.opts.TTL }
@@ -644,7 +683,8 @@ func (r *Registry) readLease(ctx context.Context, worker int64) (leaseRec, uint6
 }
 
 var (
-	_ snowflake.Registry   = (*Registry)(nil)
-	_ snowflake.ClaimTTLer = (*Registry)(nil)
-	_ snowflake.LeaseTimer = (*Registry)(nil)
+	_ snowflake.Registry    = (*Registry)(nil)
+	_ snowflake.ClaimTTLer  = (*Registry)(nil)
+	_ snowflake.LeaseTimer  = (*Registry)(nil)
+	_ snowflake.HeldCounter = (*Registry)(nil)
 )

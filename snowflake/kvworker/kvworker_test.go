@@ -64,6 +64,7 @@ func TestConformance(t *testing.T) {
 			return open(t, js, layout16(), kvworker.Options{TTL: 2 * time.Second, Node: t.Name()})
 		},
 		Layout:   layout16(),
+		Held:     true,
 		Distinct: true,
 		Durable:  true,
 		// A frozen process: its refresher stops, and its claim key goes (as

@@ -53,6 +53,13 @@ type Factory struct {
 	// region names of [a-z0-9] that no earlier run used. Nil skips the
 	// Regions case.
 	NewRegion func(t testing.TB, region string) snowflake.Registry
+	// Held: the registries of New implement snowflake.HeldCounter, and
+	// the Held case checks their count (false skips it).
+	Held bool
+	// Disposable: an id stays held once handed out, its registry closed
+	// or not (ZooKeeper's sequence numbers, WORKER_NODE's disposable
+	// ids); false: Close frees it at once (a claim key purged).
+	Disposable bool
 }
 
 // Run runs the whole suite as subtests of t.
@@ -74,6 +81,7 @@ func Run(t *testing.T, f Factory) {
 		{"ContextCanceled", testContextCanceled},
 		{"Fenced", testFenced},
 		{"Regions", testRegions},
+		{"Held", testHeld},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f) })
@@ -440,5 +448,83 @@ func testRegions(t *testing.T, f Factory) {
 			t.Fatalf("region %s: worker 0 lost after more registrations", name)
 		default:
 		}
+	}
+}
+
+// testHeld: Held counts the worker ids that registrations on the backend
+// hold, whoever asks (a registration or an unregistered registry), and
+// counts a closed registration's id no more unless ids are Disposable.
+// With NewRegion it counts a new region's from 0 and no other region's.
+// Counts are differences on New's backend, which earlier registrations of
+// the test (of a shared server) may have used already.
+func testHeld(t *testing.T, f Factory) {
+	if !f.Held {
+		t.Skip("backend does not count held worker ids")
+	}
+	ctx := testCtx(t)
+	count := func(r snowflake.Registry) int {
+		t.Helper()
+		hc, ok := r.(snowflake.HeldCounter)
+		if !ok {
+			t.Fatalf("registry %T is not a snowflake.HeldCounter", r)
+		}
+		n, err := hc.Held(ctx)
+		if err != nil {
+			t.Fatalf("Held: %v", err)
+		}
+		if max := int(f.layout().MaxWorker() + 1); n < 0 || n > max {
+			t.Fatalf("Held = %d, outside 0..%d", n, max)
+		}
+		return n
+	}
+	watcher := f.open(t) // never registers
+	before := count(watcher)
+	r1, r2 := f.open(t), f.open(t)
+	mustRegister(t, r1)
+	mustRegister(t, r2)
+	if got := count(watcher); got != before+2 {
+		t.Fatalf("Held after two registrations = %d, want %d", got, before+2)
+	}
+	if got := count(r1); got != before+2 {
+		t.Fatalf("Held asked of a registration = %d, want %d", got, before+2)
+	}
+	if err := r1.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	want := before + 1
+	if f.Disposable {
+		want = before + 2
+	}
+	if got := count(watcher); got != want {
+		t.Fatalf("Held after one of two registrations closed = %d, want %d (disposable ids: %v)", got, want, f.Disposable)
+	}
+	if _, err := r1.(snowflake.HeldCounter).Held(ctx); !errors.Is(err, snowflake.ErrRegistryClosed) {
+		t.Fatalf("Held of a closed registry: %v, want ErrRegistryClosed", err)
+	}
+
+	if f.NewRegion == nil {
+		return
+	}
+	run := strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+	openRegion := func(region string) snowflake.Registry {
+		r := f.NewRegion(t, region)
+		if r == nil {
+			t.Fatal("registrytest: Factory.NewRegion returned nil")
+		}
+		t.Cleanup(func() { _ = r.Close() })
+		return r
+	}
+	east, west := openRegion("heldeast"+run), openRegion("heldwest"+run)
+	if got := count(east); got != 0 {
+		t.Fatalf("Held of a new region = %d, want 0", got)
+	}
+	for i := 1; i <= 3; i++ {
+		mustRegister(t, openRegion("heldeast"+run))
+		if got := count(east); got != i {
+			t.Fatalf("Held of a region with %d registrations = %d", i, got)
+		}
+	}
+	if got := count(west); got != 0 {
+		t.Fatalf("Held of a region without registrations, after another region's = %d, want 0", got)
 	}
 }

@@ -22,6 +22,7 @@
 // Leaf then issues wrong ids (Leaf #57); Register fails with
 // snowflake.ErrNoWorker and says so. Use a new Name, or clean up the
 // forever znodes of retired nodes (knowing their numbers are gone for good).
+// Held (snowflake.HeldCounter) counts the numbers handed out so far.
 //
 // With Options.Region every znode of this package lives under
 // /snowflake/{Name}/regions/{Region} instead of /snowflake/{Name} (Base):

@@ -1035,6 +1035,48 @@ func (r *Registry) fail(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%w: zk: %s: %w", snowflake.ErrRegistryUnavailable, op, err)
 }
 
+// Held implements snowflake.HeldCounter: the sequence numbers of the
+// forever znodes ZooKeeper has handed out, as many as the forever
+// node's child version (each child created or deleted under it raised
+// it; the next sequential child is numbered with it). They count whether
+// their node runs or not, and even once an operator deleted their
+// znode: a worker id belongs to its ip:port for good, and a new Addr gets
+// the next number, never an old one. Capped at MaxWorker+1; 0 before any
+// registration made the forever node.
+func (r *Registry) Held(ctx context.Context) (int, error) {
+	// Counted in wg before Close can wait on it (Close takes leaseMu
+	// after closing closing), so the calls' own wg.Add never races its
+	// Wait; leaseMu is not held over the call, which must not hold up a
+	// Lease.
+	r.leaseMu.Lock()
+	select {
+	case <-r.closing:
+		r.leaseMu.Unlock()
+		return 0, fmt.Errorf("%w: zk: held", snowflake.ErrRegistryClosed)
+	default:
+	}
+	r.wg.Add(1)
+	r.leaseMu.Unlock()
+	defer r.wg.Done()
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	type got struct {
+		ok bool
+		st *zk.Stat
+	}
+	g, err := callV(r, cctx, func() (g got, err error) {
+		g.ok, g.st, err = r.conn.Exists(r.root)
+		return g, err
+	})
+	if err != nil {
+		return 0, r.fail(ctx, "held: exists "+r.root, err)
+	}
+	if !g.ok {
+		return 0, nil
+	}
+	return int(min(int64(g.st.Cversion), r.layout.MaxWorker()+1)), nil
+}
+
 // ClaimTTL implements snowflake.ClaimTTLer: the session timeout the server
 // granted (or Options.SessionTimeout, if lower or not known yet). Another
 // process can take the worker id over only once this registration's owner
@@ -1062,6 +1104,9 @@ func (l timeoutLogger) Printf(format string, args ...any) {
 	}
 }
 
-var _ snowflake.ClaimTTLer = (*Registry)(nil)
+var (
+	_ snowflake.ClaimTTLer  = (*Registry)(nil)
+	_ snowflake.HeldCounter = (*Registry)(nil)
+)
 
 var _ snowflake.Registry = (*Registry)(nil)

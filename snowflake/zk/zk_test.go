@@ -117,9 +117,11 @@ func TestConformance(t *testing.T) {
 				free = append(free, addr)
 			}}
 		},
-		Layout:   layoutBits(4),
-		Distinct: true,
-		Durable:  true,
+		Layout:     layoutBits(4),
+		Held:       true,
+		Disposable: true, // a sequence number is an ip:port's for good
+		Distinct:   true,
+		Durable:    true,
 		NewRegion: func(t testing.TB, region string) snowflake.Registry {
 			mu.Lock()
 			regionAddr++
