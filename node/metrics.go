@@ -50,7 +50,7 @@ func (n *Node) collector() prometheus.Collector {
 		Failing: func() []metrics.FailingTag {
 			var out []metrics.FailingTag
 			for _, f := range n.failingTags() {
-				out = append(out, metrics.FailingTag{Tag: f.Tag, Refused: tagRefused(f.Err)})
+				out = append(out, metrics.FailingTag{Tag: f.Tag, Refused: f.Refused()})
 			}
 			return out
 		},

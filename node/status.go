@@ -31,7 +31,7 @@ func (n *Node) status() wire.NodeStatus {
 	}
 	refused := map[string]string{}
 	for _, f := range n.failingTags() {
-		if tagRefused(f.Err) {
+		if f.Refused() {
 			refused[f.Tag] = f.Err.Error()
 		}
 	}
@@ -96,18 +96,6 @@ func (n *Node) ReadySubject(subject string) (ok bool, err error) {
 	return false, nil
 }
 
-// tagRefused reports whether a tag's load error refuses the tag on this
-// node for a reason of the tag alone, which lasts until an operator acts:
-// an opaque tag whose key the node lacks, a mode conflict, a store below
-// the ids already issued, a tag the store lost. Requests for it get their
-// error (a 503 where another node, or a restart of the tag, may help);
-// the node stays ready for every other tag (DESIGN invariant 8: readiness
-// says so for that subject, here that tag, alone).
-func tagRefused(err error) bool {
-	return errors.Is(err, segment.ErrNoKey) || errors.Is(err, segment.ErrMode) ||
-		errors.Is(err, segment.ErrBelowFloor) || errors.Is(err, segment.ErrTagDeleted)
-}
-
 // failingTags are the tags whose loads fail now, sorted.
 func (n *Node) failingTags() []segment.LoadFailure { return n.seg.health.Failing() }
 
@@ -137,18 +125,11 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 	if n.serve.resp != nil {
 		seg.Probed = n.serve.resp.Probed(wire.SubjectSegment)
 	}
-	var segFatal, segWarn []string
-	for _, f := range n.failingTags() {
-		msg := fmt.Sprintf("segment store: loads of %s failing (%d times since %s)", f.Tag, f.Failures, f.Since.UTC().Format(time.RFC3339))
-		switch {
-		case tagRefused(f.Err):
-			segWarn = append(segWarn, fmt.Sprintf("segment: tag %s refused on this node: %v", f.Tag, f.Err))
-		case n.seg.engine != nil && tagDry(n.seg.engine.State(f.Tag)):
-			segFatal = append(segFatal, msg+", no ids left")
-		default:
-			segWarn = append(segWarn, msg+", still serving from buffers")
-		}
+	var state func(string) (segment.TagState, bool)
+	if n.seg.engine != nil {
+		state = n.seg.engine.State
 	}
+	segFatal, segWarn := segment.Problems(n.failingTags(), state)
 	if n.serve.resp != nil && !seg.Serving && slow {
 		segWarn = append(segWarn, n.serve.yield.Yielded(wire.SubjectSegment))
 	}
@@ -205,11 +186,6 @@ func (n *Node) readiness() ([]wire.SubjectStatus, []string, error) {
 		return subjects, problems, errors.New(strings.Join(fatal, "; "))
 	}
 	return subjects, problems, nil
-}
-
-// tagDry reports whether a tag the engine holds has no buffer with ids.
-func tagDry(ts segment.TagState, ok bool) bool {
-	return ok && !ts.Segments[0].Ready && !ts.Segments[1].Ready
 }
 
 // httpAPI is Leaf's HTTP API, /readyz and the live status page of every

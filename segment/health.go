@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -56,4 +58,40 @@ func (h *LoadHealth) Failing() []LoadFailure {
 	h.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Tag < out[j].Tag })
 	return out
+}
+
+// Refused reports whether a load failed for a reason of the tag alone,
+// which lasts until an operator acts: an opaque tag whose key the node
+// lacks, a mode conflict, a store below the ids already issued, a tag the
+// store lost. Requests for it get their error (a 503 where another node,
+// or a restart of the tag, may help); the node stays ready for every
+// other tag (DESIGN invariant 8: readiness says so for that subject, here
+// that tag, alone).
+func (f LoadFailure) Refused() bool {
+	return errors.Is(f.Err, ErrNoKey) || errors.Is(f.Err, ErrMode) ||
+		errors.Is(f.Err, ErrBelowFloor) || errors.Is(f.Err, ErrTagDeleted)
+}
+
+// Problems sorts the failing tags into what makes the segment subject not
+// ready (fatal: a tag whose loads fail with no ids left in its buffers,
+// as state tells; state may be nil) and what it only warns of (a tag
+// refused on this node, a tag still serving from its buffers).
+func Problems(failing []LoadFailure, state func(tag string) (TagState, bool)) (fatal, warn []string) {
+	for _, f := range failing {
+		msg := fmt.Sprintf("segment store: loads of %s failing (%d times since %s)", f.Tag, f.Failures, f.Since.UTC().Format(time.RFC3339))
+		switch {
+		case f.Refused():
+			warn = append(warn, fmt.Sprintf("segment: tag %s refused on this node: %v", f.Tag, f.Err))
+		case state != nil && dry(state(f.Tag)):
+			fatal = append(fatal, msg+", no ids left")
+		default:
+			warn = append(warn, msg+", still serving from buffers")
+		}
+	}
+	return fatal, warn
+}
+
+// dry reports whether a tag the engine holds has no buffer with ids.
+func dry(ts TagState, ok bool) bool {
+	return ok && !ts.Segments[0].Ready && !ts.Segments[1].Ready
 }
