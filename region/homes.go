@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -114,7 +115,13 @@ func (h *Homes) Answer(ctx context.Context, subject string) wire.RegionTag {
 // no other region forbids it (see Homes). On success the node counts as
 // creating tag until release is called, which must be once the store's
 // create returned, whatever it returned.
-func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode) (release func(), err error) {
+//
+// undeployed are region ids the operator states have no nodes and no store
+// yet: a monotonic create goes ahead without their answer (a region that
+// joins later asks this one before it creates the tag). A region id
+// stated so that is only away (cut off, down) may hold the tag: the
+// operator's promise.
+func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode, undeployed []int) (release func(), err error) {
 	if h == nil {
 		return func() {}, nil
 	}
@@ -131,7 +138,7 @@ func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode) (relea
 		delete(h.creating, name)
 		h.mu.Unlock()
 	}
-	if err := h.check(ctx, tag, m, false); err != nil {
+	if err := h.check(ctx, tag, m, false, undeployed); err != nil {
 		release()
 		return nil, err
 	}
@@ -144,10 +151,10 @@ func (h *Homes) Restart(ctx context.Context, tag wire.Tag) error {
 	if h == nil {
 		return nil
 	}
-	return h.check(ctx, tag, segment.Mode{}, true)
+	return h.check(ctx, tag, segment.Mode{}, true, nil)
 }
 
-func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool) error {
+func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int) error {
 	mono := m.Kind == segment.KindMono
 	answers, missing, err := h.ask(ctx, tag)
 	if err != nil {
@@ -177,8 +184,9 @@ func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart
 				segment.ErrMode, tag, had, where, m)
 		}
 	}
+	missing = slices.DeleteFunc(missing, func(id int) bool { return slices.Contains(undeployed, id) })
 	if mono && len(missing) > 0 {
-		return fmt.Errorf("%w: tag %q: no answer from region ids %v: a monotonic tag is created only while every region answers that it has no such tag; nothing created",
+		return fmt.Errorf("%w: tag %q: no answer from region ids %v: a monotonic tag is created only while every region answers that it has no such tag (region ids with no nodes yet: name them undeployed, leafctl --undeployed-regions); nothing created",
 			segment.ErrUnavailable, tag, missing)
 	}
 	return nil

@@ -50,7 +50,7 @@ func startHomes(t *testing.T, url string, regions int) []homeRegion {
 
 // create is a node's create: the Homes check, the store's write, release.
 func (r homeRegion) create(ctx context.Context, tag wire.Tag, m segment.Mode) error {
-	release, err := r.homes.Create(ctx, tag, m)
+	release, err := r.homes.Create(ctx, tag, m, nil)
 	if err != nil {
 		return err
 	}
@@ -146,10 +146,15 @@ func TestHomesRegionAway(t *testing.T) {
 	nc := natstest.Connect(t, s.ClientURL())
 	h := region.NewHomes(region.HomesConfig{Conn: nc, Count: 2, ID: 0, Region: "r0", Node: "r0-1",
 		Window: 50 * time.Millisecond, Store: memstore.New()})
-	if _, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}); !errors.Is(err, segment.ErrUnavailable) {
+	if _, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}, nil); !errors.Is(err, segment.ErrUnavailable) {
 		t.Errorf("mono create without region 1: %v, want ErrUnavailable", err)
 	}
-	release, err := h.Create(t.Context(), wire.MustTag("s"), segment.Mode{Kind: segment.KindSegment})
+	release, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}, []int{1})
+	if err != nil {
+		t.Fatalf("mono create with region 1 undeployed: %v", err)
+	}
+	release()
+	release, err = h.Create(t.Context(), wire.MustTag("s"), segment.Mode{Kind: segment.KindSegment}, nil)
 	if err != nil {
 		t.Fatalf("segment create without region 1: %v", err)
 	}

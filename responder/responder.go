@@ -730,7 +730,7 @@ func (r *Responder) handleCreate(req micro.Request) {
 		r.fail(req, err)
 		return
 	}
-	release, err := r.cfg.Homes.Create(ctx, tag, nm)
+	release, err := r.cfg.Homes.Create(ctx, tag, nm, a.Undeployed)
 	if err != nil {
 		r.failAdmin(req, err)
 		return

@@ -65,4 +65,8 @@ type AdminRequest struct {
 	Width int    `json:"width,omitempty"`
 	// ID is the id of leaf.admin.tag.decode.
 	ID int64 `json:"id,omitempty"`
+	// Undeployed are region ids the operator states have no nodes and no
+	// store yet (a deployment's --regions counts regions to come): a
+	// monotonic create does not wait for their answer (region.Homes).
+	Undeployed []int `json:"undeployed,omitempty"`
 }

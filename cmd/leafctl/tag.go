@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -54,6 +55,16 @@ func (tagCmd) Run(c *cli, args []string) error {
 		fs.StringVar(&req.Description, "desc", "", "description of the tag")
 		fs.StringVar(&req.Mode, "mode", "segment", "segment (increasing per node), mono (strictly increasing, on leaf.mono.TAG) or opaque (unguessable); fixed for the tag's life")
 		fs.IntVar(&req.Width, "width", 0, "bits of an opaque tag's ids, 20-63 (default 53: exact in JavaScript); fixed for the tag's life")
+		fs.Func("undeployed-regions", "with regions: region ids, comma-separated, that have no nodes and no store yet: a --mode mono create does not wait for their answer", func(v string) error {
+			for f := range strings.SplitSeq(v, ",") {
+				id, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || id < 0 {
+					return fmt.Errorf("region id %q is not a number >= 0", f)
+				}
+				req.Undeployed = append(req.Undeployed, id)
+			}
+			return nil
+		})
 		if pos, err = c.parse(fs, args[1:], 1); err != nil {
 			return err
 		}
