@@ -26,8 +26,9 @@ import "strings"
 // (TagsSubject, TagCreateSubject, …, answered by the queue group, which
 // NATS serves from the caller's own cluster first), StatusSubject as
 // leafctl status asks it (every node of every region answers it), the id
-// subjects and the region id check (RegionPrefix). The JetStream pool is
-// global too.
+// subjects and the region id check (RegionPrefix). The JetStream pool of
+// a region is scoped as well (package pool: its stream LEAF_POOL_<region>,
+// its subjects leaf.in.<region>.pool.…).
 type Scope string
 
 // ScopePrefix begins every scoped subject: ScopePrefix + <region> + ".".
