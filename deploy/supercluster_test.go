@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -216,6 +217,37 @@ func TestSuperClusterPermissions(t *testing.T) {
 		}
 	}
 
+	// An operator connected to one region hears every region's nodes on
+	// leaf.regions.
+	admin, err := nats.Connect(userURL(servers[0], "admin"), nats.Name("deploy-test-admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	inbox := admin.NewRespInbox()
+	replies, err := admin.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.PublishRequest(wire.RegionsSubject, inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	regions := map[string]bool{}
+	for len(regions) < len(servers) {
+		m, err := replies.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("leaf.regions: %v after %v", err, regions)
+		}
+		var r struct{ Region string }
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		regions[r.Region] = true
+	}
+	if !regions["r0"] || !regions["r1"] {
+		t.Errorf("leaf.regions answered by %v, want r0 and r1", regions)
+	}
+
 	// leafd_r0 reaches its region's state, and is refused r1's.
 	errs := make(chan error, 16)
 	r0, err := nats.Connect(userURL(servers[0], "leafd_r0"), nats.Name("deploy-test-leafd-r0"),
@@ -254,7 +286,7 @@ func TestSuperClusterPermissions(t *testing.T) {
 		if lines := log.matching(fmt.Sprintf("deploy-leafd-r%d", i)); len(lines) > 0 {
 			t.Errorf("leafd of r%d ran into permissions it lacks:\n%s", i, strings.Join(lines, "\n"))
 		}
-		if lines := log.matching(fmt.Sprintf("deploy-test-client-r%d", i)); len(lines) > 0 {
+		if lines := append(log.matching(fmt.Sprintf("deploy-test-client-r%d", i)), log.matching("deploy-test-admin")...); len(lines) > 0 {
 			t.Errorf("client in r%d ran into permissions it lacks:\n%s", i, strings.Join(lines, "\n"))
 		}
 	}
