@@ -247,6 +247,16 @@ func TestSuperClusterPermissions(t *testing.T) {
 	if !regions["r0"] || !regions["r1"] {
 		t.Errorf("leaf.regions answered by %v, want r0 and r1", regions)
 	}
+	// … and reads each region's pool's levels (leafctl pool --region).
+	ajs, err := jetstream.New(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, region := range []string{"r0", "r1"} {
+		if _, err := ajs.Stream(context.Background(), pool.StreamIn(wire.Scope(region))); err != nil {
+			t.Errorf("admin: stream %s: %v", pool.StreamIn(wire.Scope(region)), err)
+		}
+	}
 
 	// leafd_r0 reaches its region's state, and is refused r1's.
 	errs := make(chan error, 16)
