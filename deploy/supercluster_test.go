@@ -1,10 +1,15 @@
 package deploy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"os/exec"
+	"strconv"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +18,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/node"
@@ -298,6 +304,65 @@ func TestSuperClusterPermissions(t *testing.T) {
 		}
 		if lines := append(log.matching(fmt.Sprintf("deploy-test-client-r%d", i)), log.matching("deploy-test-admin")...); len(lines) > 0 {
 			t.Errorf("client in r%d ran into permissions it lacks:\n%s", i, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// TestKubernetesRegions builds each region's overlay (k8s-regions/r<i>)
+// with kubectl kustomize: the base's objects with the region's settings in
+// leafd-config, its name the name of the region's NATS cluster in the
+// supercluster example, and leafd's settings from that ConfigMap valid.
+func TestKubernetesRegions(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("no kubectl to build the overlays")
+	}
+	setSuperPasswords(t)
+	var base map[string]string
+	for _, o := range loadK8s(t, "configmap.yaml") {
+		base = o.Data
+	}
+	for i, file := range superConfigs {
+		dir := fmt.Sprintf("k8s-regions/r%d", i)
+		out, err := exec.Command(kubectl, "kustomize", dir).Output()
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v", dir, err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(out))
+		var data map[string]string
+		kinds := map[string]bool{}
+		for {
+			var o k8sObject
+			if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", dir, err)
+			}
+			kinds[o.Kind] = true
+			if o.Kind == "ConfigMap" && o.Metadata.Name == "leafd-config" {
+				data = o.Data
+			}
+		}
+		if !kinds["StatefulSet"] || data == nil {
+			t.Fatalf("%s: kinds %v, leafd-config %v: want the base's objects", dir, kinds, data)
+		}
+		want := map[string]string{"LEAF_REGIONS": "2", "LEAF_REGION_ID": strconv.Itoa(i), "LEAF_REGION": parseNATS(t, file).Cluster.Name}
+		for k, v := range data {
+			if w, ok := want[k]; ok && v != w || !ok && v != base[k] {
+				t.Errorf("%s: %s=%q, want %q", dir, k, v, w+base[k])
+			}
+		}
+		cfg, err := config.Parse(nil, func(k string) string {
+			if k == "LEAF_NATS" {
+				return "nats://leafd:pw@127.0.0.1:4222"
+			}
+			return data[k]
+		}, io.Discard)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil || cfg.Region.Count != 2 || cfg.Region.Name != want["LEAF_REGION"] {
+			t.Errorf("%s: leafd's settings: %+v, %v", dir, cfg.Region, err)
 		}
 	}
 }
