@@ -76,12 +76,13 @@ type Client struct {
 	js jetstream.JetStream // WithPool; nil without
 }
 
-// poolSubject is the JetStream pool of a request subject.
-func poolSubject(subject string) string {
+// poolSubject is the JetStream pool of a request subject, in the pool
+// region's scope (WithPoolRegion).
+func (c *Client) poolSubject(subject string) string {
 	if subject == wire.SnowflakeSubject || strings.HasPrefix(subject, wire.SnowflakePrefix) {
-		return pool.SnowflakeSubject
+		return pool.SnowflakeSubjectIn(c.o.poolScope)
 	}
-	return pool.SegmentSubject(strings.TrimPrefix(subject, wire.SegmentPrefix))
+	return pool.SegmentSubjectIn(c.o.poolScope, strings.TrimPrefix(subject, wire.SegmentPrefix))
 }
 
 // poolAPITimeout bounds the JetStream API calls of one pool take (beyond
@@ -95,7 +96,7 @@ const poolAPITimeout = 500 * time.Millisecond
 func (c *Client) fromPool(ctx context.Context, subject string, wait time.Duration) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+min(c.o.timeout, poolAPITimeout))
 	defer cancel()
-	ids, err := pool.Take(ctx, c.js, poolSubject(subject), wait)
+	ids, err := pool.Take(ctx, c.js, c.poolSubject(subject), wait)
 	if err == nil {
 		c.poolTakes.Add(1)
 	}
@@ -113,6 +114,9 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
+	}
+	if o.poolScope != "" && !o.pool {
+		return nil, fmt.Errorf("%w: WithPoolRegion needs WithPool", ErrBadOption)
 	}
 	c := &Client{nc: nc, o: o, start: o.clock.Now()}
 	if o.pool {

@@ -96,6 +96,10 @@
 // died takes seconds) holds a refill up for at most half a second before it
 // asks leafd.
 //
+// In a deployment of regions each region has a pool of its own, filled by
+// its nodes and placed in its NATS cluster: WithPoolRegion(name) names the
+// client's region, whose pool it then reads (docs/regions.md).
+//
 // # Goroutines
 //
 // A Client with prefetch runs one janitor goroutine and one goroutine per

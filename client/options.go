@@ -49,6 +49,7 @@ type options struct {
 	snowKey    string        // WithSnowflakeKey; "" for leaf.snowflake
 	pool       bool          // draw refills from the JetStream batch pool first
 	poolWait   time.Duration // how long a refill waits for a pool batch once NATS requests fail
+	poolScope  wire.Scope    // WithPoolRegion; "" for the pool of no region
 
 	// For tests: the clock, also of the waits between retries and sweeps.
 	clock clock.Clock
@@ -214,6 +215,24 @@ func WithPool(wait time.Duration) Option {
 			wait = 200 * time.Millisecond
 		}
 		o.pool, o.poolWait = true, wait
+		return nil
+	}
+}
+
+// WithPoolRegion makes WithPool draw on the pool of region name (leafd
+// --region, or its NATS cluster's name): in a deployment of regions each
+// region's nodes fill a pool of their own (stream LEAF_POOL_<region>,
+// subjects leaf.in.<region>.pool.…, placed in the region's cluster), and
+// a client reads its own region's, which stays topped up while the region
+// is cut off from the others and needs no gateway. Without it the client
+// reads the pool of a deployment without regions (LEAF_POOL). Needs
+// WithPool.
+func WithPoolRegion(name string) Option {
+	return func(o *options) error {
+		if err := wire.CheckRegion(name); err != nil {
+			return fmt.Errorf("%w: pool region: %v", ErrBadOption, err)
+		}
+		o.poolScope = wire.Scope(name)
 		return nil
 	}
 }

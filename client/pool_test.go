@@ -13,6 +13,7 @@ import (
 
 	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -93,8 +94,92 @@ func TestPoolRefillsAndOutlivesLeafd(t *testing.T) {
 }
 
 func TestWithPoolOption(t *testing.T) {
-	if _, err := New(natstest.Connect(t, natsURL(t)), WithPool(-time.Second)); !errors.Is(err, ErrBadOption) {
+	nc := natstest.Connect(t, natsURL(t))
+	if _, err := New(nc, WithPool(-time.Second)); !errors.Is(err, ErrBadOption) {
 		t.Fatalf("negative pool wait: %v", err)
+	}
+	for _, bad := range []string{"", "a.b", "e*", "east west"} {
+		if _, err := New(nc, WithPool(0), WithPoolRegion(bad)); !errors.Is(err, ErrBadOption) {
+			t.Errorf("pool region %q: %v, want ErrBadOption", bad, err)
+		}
+	}
+	if _, err := New(nc, WithPoolRegion("east")); !errors.Is(err, ErrBadOption) {
+		t.Errorf("pool region without WithPool: %v, want ErrBadOption", err)
+	}
+}
+
+// With WithPoolRegion a client reads its region's pool (the region's own
+// stream, filled by its nodes with its ids): two regions' nodes on one
+// NATS fill a pool each; once both nodes are gone, a client of east drains
+// east's pool only (even ids: east is region 0 of 2), one of west west's
+// (odd ids), and a client naming no region finds no pool (a deployment of
+// regions has no LEAF_POOL).
+func TestPoolRegion(t *testing.T) {
+	url := natsURL(t)
+	const depth, batch = 3, 100
+	var nodes []*node.Node
+	for i, name := range []string{"east", "west"} {
+		cfg := config.Config{Name: name + "-1", Pool: config.PoolConfig{Tags: "pooled", Depth: depth, Batch: batch}}
+		cfg.Registry.Kind = config.RegistryKV
+		cfg.Region.Count, cfg.Region.Name, cfg.Store.AutoCreate = 2, name, "true"
+		cfg.Region.SetID(i)
+		nodes = append(nodes, startLeafd(t, url, cfg))
+	}
+	js, err := jetstream.New(natstest.Connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"east", "west"} {
+		subject := pool.SegmentSubjectIn(wire.Scope(name), "pooled")
+		eventually(t, subject+" full", func() bool {
+			st, err := js.Stream(context.Background(), pool.StreamIn(wire.Scope(name)))
+			if err != nil {
+				return false
+			}
+			info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+			return err == nil && info.State.Subjects[subject] == depth
+		})
+	}
+	for _, n := range nodes {
+		if err := n.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain := func(c *Client) []int64 {
+		var got []int64
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			id, err := c.Next(ctx, "pooled")
+			cancel()
+			if errors.Is(err, ErrUnavailable) {
+				return got
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, id)
+			if len(got) > depth*batch {
+				t.Fatal("more ids than the region's pool held")
+			}
+		}
+	}
+	seen := map[int64]bool{}
+	for i, name := range []string{"east", "west"} {
+		c := newClient(t, url, WithPool(50*time.Millisecond), WithPoolRegion(name), WithBatch(64, batch), WithMaxWait(time.Second))
+		got := drain(c)
+		if len(got) != depth*batch || c.poolTakes.Load() != depth {
+			t.Errorf("%s: %d ids in %d pool batches, want its pool's %d in %d", name, len(got), c.poolTakes.Load(), depth*batch, depth)
+		}
+		for _, id := range got {
+			if id%2 != int64(i) || seen[id] {
+				t.Fatalf("%s: id %d of another region, or twice", name, id)
+			}
+			seen[id] = true
+		}
+	}
+	c := newClient(t, url, WithPool(50*time.Millisecond), WithMaxWait(time.Second))
+	if got := drain(c); len(got) != 0 || c.poolTakes.Load() != 0 {
+		t.Errorf("a client of no region: %d ids from %d pool batches, want none", len(got), c.poolTakes.Load())
 	}
 }
 

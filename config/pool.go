@@ -8,8 +8,10 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// PoolSubjects parses --pool into pool subjects.
-func (c *Config) PoolSubjects() ([]string, error) {
+// PoolSubjects parses --pool into the pool subjects of scope s, the
+// node's region ("" without regions): a region's nodes fill their
+// region's pool only (package pool).
+func (c *Config) PoolSubjects(s wire.Scope) ([]string, error) {
 	if strings.TrimSpace(c.Pool.Tags) == "" {
 		return nil, nil
 	}
@@ -23,12 +25,12 @@ func (c *Config) PoolSubjects() ([]string, error) {
 			if c.Registry.Kind == RegistryOff {
 				return nil, fmt.Errorf("%w: pool snowflake needs snowflake (--worker-registry is off)", ErrConfig)
 			}
-			subject = pool.SnowflakeSubject
+			subject = pool.SnowflakeSubjectIn(s)
 		default:
 			if _, err := wire.ParseTag(p); err != nil {
 				return nil, fmt.Errorf("%w: pool %q: want tags ([A-Za-z0-9_-]{1,128}) and/or snowflake", ErrConfig, p)
 			}
-			subject = pool.SegmentSubject(p)
+			subject = pool.SegmentSubjectIn(s, p)
 		}
 		if !seen[subject] {
 			seen[subject] = true
@@ -45,6 +47,6 @@ func (c *Config) validatePool() error {
 	if c.Pool.Batch < 1 || c.Pool.Batch > c.MaxBatch {
 		return fmt.Errorf("%w: pool-batch %d must be 1-%d (max-batch)", ErrConfig, c.Pool.Batch, c.MaxBatch)
 	}
-	_, err := c.PoolSubjects()
+	_, err := c.PoolSubjects("")
 	return err
 }

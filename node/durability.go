@@ -31,7 +31,7 @@ func (n *Node) warnUnreplicated(ctx context.Context) {
 		streams = append(streams, "KV_"+kvworker.BucketFor(n.cfg.Region.Name))
 	}
 	if n.seg.pool != nil {
-		streams = append(streams, pool.Stream)
+		streams = append(streams, pool.StreamIn(n.scope()))
 	}
 	js, err := jetstream.New(n.conn.NC())
 	if err != nil {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,7 +23,7 @@ func (n *Node) startPool(ctx context.Context) error {
 }
 
 func (n *Node) fillPool(ctx context.Context) error {
-	subjects, err := n.cfg.PoolSubjects()
+	subjects, err := n.cfg.PoolSubjects(n.scope())
 	if err != nil || len(subjects) == 0 {
 		return err
 	}
@@ -34,6 +33,7 @@ func (n *Node) fillPool(ctx context.Context) error {
 	}
 	n.seg.pool, err = pool.NewFiller(ctx, pool.FillerConfig{
 		JS:       js,
+		Scope:    n.scope(),
 		Depth:    n.cfg.Pool.Depth,
 		Batch:    n.cfg.Pool.Batch,
 		Replicas: n.cfg.Store.KVReplicas,
@@ -50,15 +50,15 @@ func (n *Node) fillPool(ctx context.Context) error {
 	}
 	for _, subject := range subjects {
 		var src pool.Source
-		if subject == pool.SnowflakeSubject {
+		_, tag, _ := pool.Parse(subject) // checked by the pool's settings
+		if tag == "" {
 			r := n.serve.sf.Ring()
 			if r == nil {
 				return fmt.Errorf("%w: pool snowflake needs snowflake", config.ErrConfig)
 			}
 			src = r.Next
 		} else {
-			tag := strings.TrimPrefix(subject, pool.Prefix+"segment.")
-			seg := wire.MustTag(tag) // checked by the pool's settings
+			seg := wire.MustTag(tag)
 			src = func(ctx context.Context, dst []int64) error { return n.seg.prod.Segment(ctx, seg, dst) }
 		}
 		if err := n.seg.pool.Add(ctx, subject, src); err != nil {

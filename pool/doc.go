@@ -2,7 +2,11 @@
 // in a work-queue stream (LEAF_POOL), one subject per pool
 // (leaf.pool.segment.<tag>, leaf.pool.snowflake), that clients fetch
 // without asking a leafd — so they keep getting ids for a while even when
-// every leafd is briefly down.
+// every leafd is briefly down. In a deployment of regions each region has
+// a pool of its own (LEAF_POOL_<region>, leaf.in.<region>.pool.…: StreamIn,
+// PrefixIn), placed in its cluster and filled by its nodes only, so a
+// region cut off from the others keeps its pool topped up and its clients
+// read it without crossing a gateway.
 //
 // Single use is the whole point, and JetStream's acks alone do not give it
 // (a batch redelivered after AckWait can be acked twice, and a server that

@@ -19,7 +19,8 @@ import (
 	"github.com/leafmq/leafmq/wire"
 )
 
-// Names of the pool.
+// Names of the pool of a deployment without regions. A region's pool has
+// its own stream and subjects (StreamIn, PrefixIn).
 const (
 	// Stream is the work-queue stream holding every pool's batches.
 	Stream = "LEAF_POOL"
@@ -50,34 +51,70 @@ var (
 // SegmentSubject is the pool subject of a segment tag.
 func SegmentSubject(tag string) string { return Prefix + "segment." + tag }
 
+// A region's pool (docs/regions.md) is a stream of its own, LEAF_POOL_<region>,
+// on subjects of its own, leaf.in.<region>.pool.… (wire.Scope): gateways
+// join the regions into one JetStream, where one stream name is one stream
+// placed in one cluster, so a shared pool would leave every other region's
+// clients reading across a gateway and, cut off from it, their nodes
+// topping up nothing. Each region's nodes create their region's stream, so
+// it is placed in their cluster, and fill only it.
+
+// StreamIn is the pool stream of scope s: Stream without regions,
+// LEAF_POOL_<region> in a region.
+func StreamIn(s wire.Scope) string { return s.Bucket(Stream) }
+
+// PrefixIn is the pool subjects' prefix in scope s: Prefix without
+// regions, leaf.in.<region>.pool. in a region.
+func PrefixIn(s wire.Scope) string { return s.Subject(Prefix) }
+
+// SegmentSubjectIn is the pool subject of a segment tag in scope s.
+func SegmentSubjectIn(s wire.Scope, tag string) string { return PrefixIn(s) + "segment." + tag }
+
+// SnowflakeSubjectIn is the snowflake pool's subject in scope s.
+func SnowflakeSubjectIn(s wire.Scope) string { return PrefixIn(s) + "snowflake" }
+
 // consumerName is the durable pull consumer of subject, shared by every
-// client of that pool: leaf.pool.segment.orders -> pool_segment_orders.
-func consumerName(subject string) string {
-	return "pool_" + strings.ReplaceAll(strings.TrimPrefix(subject, Prefix), ".", "_")
+// client of that pool: leaf.pool.segment.orders -> pool_segment_orders
+// (the same in a region's stream, whose consumers are its own).
+func consumerName(s wire.Scope, subject string) string {
+	return "pool_" + strings.ReplaceAll(strings.TrimPrefix(subject, PrefixIn(s)), ".", "_")
 }
 
-// checkSubject accepts leaf.pool.snowflake and leaf.pool.segment.<tag>.
-func checkSubject(subject string) error {
-	if subject == SnowflakeSubject {
-		return nil
+// Parse splits a pool subject, leaf.pool.snowflake or
+// leaf.pool.segment.<tag>, or either in a region
+// (leaf.in.<region>.pool.…), into its scope and its tag ("" for the
+// snowflake pool).
+func Parse(subject string) (s wire.Scope, tag string, err error) {
+	rest, scoped := strings.CutPrefix(subject, wire.ScopePrefix)
+	if scoped {
+		region, after, ok := strings.Cut(rest, ".")
+		if !ok || wire.CheckRegion(region) != nil {
+			return "", "", fmt.Errorf("%w: subject %q: want %s<region>.pool.…", ErrInvalid, subject, wire.ScopePrefix)
+		}
+		s, rest = wire.Scope(region), "leaf."+after
+	} else {
+		rest = subject
 	}
-	tag, ok := strings.CutPrefix(subject, Prefix+"segment.")
+	if rest == SnowflakeSubject {
+		return s, "", nil
+	}
+	tag, ok := strings.CutPrefix(rest, Prefix+"segment.")
 	if !ok || tag == "" || len(tag) > 128 || strings.ContainsFunc(tag, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
 	}) {
-		return fmt.Errorf("%w: subject %q: want %s or %s<tag>", ErrInvalid, subject, SnowflakeSubject, Prefix+"segment.")
+		return "", "", fmt.Errorf("%w: subject %q: want %s or %s<tag>", ErrInvalid, subject, SnowflakeSubjectIn(s), PrefixIn(s)+"segment.")
 	}
-	return nil
+	return s, tag, nil
 }
 
-// StreamConfig is the pool stream: a work queue (a batch is removed when
-// acked), at most depth batches per subject with new ones refused beyond
-// (so the bound holds however many nodes top it up).
-func StreamConfig(depth, replicas int) jetstream.StreamConfig {
+// StreamConfig is the pool stream of scope s: a work queue (a batch is
+// removed when acked), at most depth batches per subject with new ones
+// refused beyond (so the bound holds however many nodes top it up).
+func StreamConfig(s wire.Scope, depth, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:                 Stream,
+		Name:                 StreamIn(s),
 		Description:          "leafmq: ready-made id batches, each used at most once",
-		Subjects:             []string{Prefix + ">"},
+		Subjects:             []string{PrefixIn(s) + ">"},
 		Retention:            jetstream.WorkQueuePolicy,
 		MaxMsgsPerSubject:    int64(depth),
 		Discard:              jetstream.DiscardNew,
@@ -89,9 +126,9 @@ func StreamConfig(depth, replicas int) jetstream.StreamConfig {
 
 // consumerConfig is the one pull consumer of a subject: explicit acks and
 // never a second delivery, so a batch can reach one client only.
-func consumerConfig(subject string, ackWait time.Duration) jetstream.ConsumerConfig {
+func consumerConfig(s wire.Scope, subject string, ackWait time.Duration) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       consumerName(subject),
+		Durable:       consumerName(s, subject),
 		FilterSubject: subject,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
@@ -100,8 +137,9 @@ func consumerConfig(subject string, ackWait time.Duration) jetstream.ConsumerCon
 	}
 }
 
-// Take fetches one batch of subject's pool and returns its ids, waiting at
-// most wait for one. The batch is used only if this is its first delivery
+// Take fetches one batch of subject's pool (a subject of Parse: the
+// stream is the subject's region's) and returns its ids, waiting at most
+// wait for one. The batch is used only if this is its first delivery
 // and this client's delete of it from the stream succeeds; otherwise it is
 // thrown away (ErrUsed) — so no batch is ever used twice, even when a
 // client stalls past AckWait or the server forgets a delivery in a crash. ErrEmpty when none came within wait (or the
@@ -113,10 +151,12 @@ func Take(ctx context.Context, js jetstream.JetStream, subject string, wait time
 // take is Take with a hook run between the fetch and the ack (tests stall
 // there, as a client paused by GC or a slow machine would).
 func take(ctx context.Context, js jetstream.JetStream, subject string, wait time.Duration, beforeAck func()) ([]int64, error) {
-	if err := checkSubject(subject); err != nil {
+	scope, _, err := Parse(subject)
+	if err != nil {
 		return nil, err
 	}
-	cons, err := js.Consumer(ctx, Stream, consumerName(subject))
+	stream := StreamIn(scope)
+	cons, err := js.Consumer(ctx, stream, consumerName(scope, subject))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, fmt.Errorf("%w: no pool for %s", ErrEmpty, subject)
@@ -178,7 +218,7 @@ recv:
 	// the consumer's delivery state is flushed asynchronously, so a server
 	// that crashes forgets a delivery, delivers the batch again as a first
 	// delivery, and then confirms the acks of both clients.
-	if err := deleteMsg(ctx, js, meta.Sequence.Stream); err != nil {
+	if err := deleteMsg(ctx, js, stream, meta.Sequence.Stream); err != nil {
 		_ = msg.Term()
 		return nil, fmt.Errorf("%w: sequence %d: %v", ErrUsed, meta.Sequence.Stream, err)
 	}
@@ -199,9 +239,9 @@ type msgDeleteResponse struct {
 
 // deleteMsg deletes the pool message at seq, or says why not (already
 // deleted by another client: JetStream error 10057, no message found).
-func deleteMsg(ctx context.Context, js jetstream.JetStream, seq uint64) error {
+func deleteMsg(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) error {
 	body, _ := json.Marshal(msgDeleteRequest{Seq: seq, NoErase: true})
-	m, err := js.Conn().RequestWithContext(ctx, jskv.APISubject(js, "STREAM.MSG.DELETE."+Stream), body)
+	m, err := js.Conn().RequestWithContext(ctx, jskv.APISubject(js, "STREAM.MSG.DELETE."+stream), body)
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
@@ -224,12 +264,16 @@ type Source func(ctx context.Context, dst []int64) error
 
 // FillerConfig configures a Filler. Zero values mean the defaults.
 type FillerConfig struct {
-	JS       jetstream.JetStream // required
-	Depth    int                 // batches kept per subject; default DefaultDepth
-	Batch    int                 // ids per batch; default DefaultBatch
-	Replicas int                 // of the stream when it is created; default 1
-	AckWait  time.Duration       // default DefaultAckWait
-	Interval time.Duration       // how often levels are checked; default 250ms
+	JS jetstream.JetStream // required
+	// Scope is the region whose pool this is (its stream, StreamIn, and
+	// its subjects, PrefixIn); "" without regions. Add takes only the
+	// scope's subjects.
+	Scope    wire.Scope
+	Depth    int           // batches kept per subject; default DefaultDepth
+	Batch    int           // ids per batch; default DefaultBatch
+	Replicas int           // of the stream when it is created; default 1
+	AckWait  time.Duration // default DefaultAckWait
+	Interval time.Duration // how often levels are checked; default 250ms
 	// OnLow, if set, is called (must not block) when a subject's level is
 	// below a quarter of Depth at a check.
 	OnLow  func(subject string, level int)
@@ -290,16 +334,16 @@ func NewFiller(ctx context.Context, cfg FillerConfig) (*Filler, error) {
 	}
 	var st jetstream.Stream
 	err := retryAPI(ctx, cfg.Clock, apiAttempt, func(ctx context.Context) (err error) {
-		st, err = cfg.JS.CreateOrUpdateStream(ctx, StreamConfig(cfg.Depth, cfg.Replicas))
+		st, err = cfg.JS.CreateOrUpdateStream(ctx, StreamConfig(cfg.Scope, cfg.Depth, cfg.Replicas))
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pool: stream %s: %w", Stream, err)
+		return nil, fmt.Errorf("pool: stream %s: %w", StreamIn(cfg.Scope), err)
 	}
 	f := &Filler{cfg: cfg, log: cfg.Logger, nc: cfg.JS.Conn(), stream: st,
 		sources: map[string]Source{}, levels: map[string]int{}}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.adv, err = f.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+Stream+".*", f.onMaxDeliveries)
+	f.adv, err = f.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+StreamIn(cfg.Scope)+".*", f.onMaxDeliveries)
 	if err != nil {
 		f.cancel()
 		return nil, fmt.Errorf("pool: advisory subscription: %w", err)
@@ -334,12 +378,17 @@ func retryAPI(ctx context.Context, c clock.Clock, attempt time.Duration, call fu
 }
 
 // Add starts keeping subject's pool full from src, creating its consumer.
+// subject is one of the filler's scope.
 func (f *Filler) Add(ctx context.Context, subject string, src Source) error {
-	if err := checkSubject(subject); err != nil {
+	scope, _, err := Parse(subject)
+	if err != nil {
 		return err
 	}
-	err := retryAPI(ctx, f.cfg.Clock, apiAttempt, func(ctx context.Context) error {
-		_, err := f.stream.CreateOrUpdateConsumer(ctx, consumerConfig(subject, f.cfg.AckWait))
+	if scope != f.cfg.Scope {
+		return fmt.Errorf("%w: subject %q is not in stream %s (%s…)", ErrInvalid, subject, StreamIn(f.cfg.Scope), PrefixIn(f.cfg.Scope))
+	}
+	err = retryAPI(ctx, f.cfg.Clock, apiAttempt, func(ctx context.Context) error {
+		_, err := f.stream.CreateOrUpdateConsumer(ctx, consumerConfig(scope, subject, f.cfg.AckWait))
 		return err
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // counter is a Source of consecutive ids shared by every filler of a test,
@@ -356,7 +357,7 @@ func TestLostDeliveryStateNeverSharesABatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := pool.ConsumerConfig(subject, 30*time.Second)
+	cc := pool.ConsumerConfig("", subject, 30*time.Second)
 	if err := s.DeleteConsumer(ctx, cc.Durable); err != nil {
 		t.Fatal(err)
 	}
@@ -414,5 +415,105 @@ func TestBatchPublishedTwiceIsStoredOnce(t *testing.T) {
 	}
 	if l, err := f.Level(context.Background(), subject); err != nil || l != 1 {
 		t.Fatalf("level %d (%v): the same batch was stored more than once", l, err)
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		subject string
+		scope   wire.Scope
+		tag     string
+	}{
+		{"leaf.pool.snowflake", "", ""},
+		{"leaf.pool.segment.orders", "", "orders"},
+		{"leaf.in.east.pool.snowflake", "east", ""},
+		{"leaf.in.east.pool.segment.orders", "east", "orders"},
+	} {
+		s, tag, err := pool.Parse(c.subject)
+		if err != nil || s != c.scope || tag != c.tag {
+			t.Errorf("Parse(%q) = %q, %q, %v; want %q, %q", c.subject, s, tag, err, c.scope, c.tag)
+		}
+	}
+	for _, bad := range []string{"leaf.in.east.pool.segment.", "leaf.in.east.segment.orders", "leaf.in..pool.snowflake",
+		"leaf.in.e*.pool.snowflake", "leaf.in.east", "leaf.in.east.admin.floor.x", "leaf.in.east.pool.segment.a.b"} {
+		if _, _, err := pool.Parse(bad); !errors.Is(err, pool.ErrInvalid) {
+			t.Errorf("Parse(%q): %v, want ErrInvalid", bad, err)
+		}
+	}
+	if got := pool.StreamIn("east"); got != "LEAF_POOL_east" {
+		t.Errorf("StreamIn(east) = %s", got)
+	}
+	if got := pool.SegmentSubjectIn("", "orders"); got != pool.SegmentSubject("orders") {
+		t.Errorf("SegmentSubjectIn of no region = %s", got)
+	}
+}
+
+// Each region's filler keeps its own stream (LEAF_POOL_<region>) on its own
+// subjects, beside the pool of no region on the same server: a take in a
+// region gets that region's batches only, a filler takes no other scope's
+// subject, and a batch fetched and never acked in a region's stream is
+// deleted too (the advisory of its stream).
+func TestRegionPools(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	ctx := context.Background()
+	scopes := []wire.Scope{"", "east", "west"}
+	fillers := map[wire.Scope]*pool.Filler{}
+	for i, s := range scopes {
+		base := int64(i) * 1_000_000 // each scope's ids recognisable
+		var c counter
+		c.next.Store(base)
+		f := newFiller(t, js, pool.FillerConfig{Scope: s, Depth: 2, Batch: 10, AckWait: time.Second})
+		if err := f.Add(ctx, pool.SegmentSubjectIn(s, "orders"), c.fill); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range scopes {
+			if o != s {
+				if err := f.Add(ctx, pool.SegmentSubjectIn(o, "orders"), c.fill); !errors.Is(err, pool.ErrInvalid) {
+					t.Errorf("filler of %q adds %q's subject: %v, want ErrInvalid", s, o, err)
+				}
+			}
+		}
+		fillers[s] = f
+	}
+	for i, s := range scopes {
+		subject := pool.SegmentSubjectIn(s, "orders")
+		waitLevel(t, fillers[s], subject, 2)
+		st, err := js.Stream(ctx, pool.StreamIn(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs != 2 || !slices.Equal(info.Config.Subjects, []string{pool.PrefixIn(s) + ">"}) {
+			t.Errorf("stream %s: %d batches on %v, want its scope's 2 on %s>", pool.StreamIn(s), info.State.Msgs, info.Config.Subjects, pool.PrefixIn(s))
+		}
+		for range 4 {
+			b, err := pool.Take(ctx, js, subject, 5*time.Second)
+			if err != nil {
+				t.Fatalf("take %s: %v", subject, err)
+			}
+			if b[0]/1_000_000 != int64(i) {
+				t.Fatalf("take %s: batch %v of another scope's filler", subject, b)
+			}
+		}
+	}
+	cons, err := js.Consumer(ctx, pool.StreamIn("east"), "pool_segment_orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLevel(t, fillers["east"], pool.SegmentSubjectIn("east", "orders"), 2)
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() { // fetched, never acked
+	}
+	for i := range 2 {
+		if _, err := pool.Take(ctx, js, pool.SegmentSubjectIn("east", "orders"), 10*time.Second); err != nil {
+			t.Fatalf("take %d after the dead client in east: %v", i, err)
+		}
 	}
 }

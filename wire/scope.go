@@ -28,8 +28,9 @@ import "strings"
 // answer them scoped too, for an operator who names the region),
 // StatusSubject as
 // leafctl status asks it (every node of every region answers it), the id
-// subjects and the region id check (RegionPrefix). The JetStream pool is
-// global too.
+// subjects and the region id check (RegionPrefix). The JetStream pool of
+// a region is scoped as well (package pool: its stream LEAF_POOL_<region>,
+// its subjects leaf.in.<region>.pool.…).
 type Scope string
 
 // ScopePrefix begins every scoped subject: ScopePrefix + <region> + ".".

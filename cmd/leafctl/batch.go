@@ -22,20 +22,25 @@ type batchCmd struct{}
 func (batchCmd) Name() string { return "batch" }
 
 func (batchCmd) Synopsis() []synopsisLine {
-	return []synopsisLine{{"batch TAG|snowflake [--wait D] [--json]", "take one ready-made batch from the JetStream pool"}}
+	return []synopsisLine{{"batch TAG|snowflake [--region NAME] [--wait D] [--json]", "take one ready-made batch from the JetStream pool"}}
 }
 
 func (batchCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	wait := fs.Duration("wait", 2*time.Second, "how long to wait for a batch")
+	region := fs.String("region", "", "from the pool of this region (leafd --region)")
 	pos, err := c.parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
-	subject := pool.SnowflakeSubject
+	scope, err := poolScope(*region)
+	if err != nil {
+		return err
+	}
+	subject := pool.SnowflakeSubjectIn(scope)
 	if pos[0] != "snowflake" {
-		subject = pool.SegmentSubject(pos[0])
+		subject = pool.SegmentSubjectIn(scope, pos[0])
 	}
 	nc, err := c.connect()
 	if err != nil {

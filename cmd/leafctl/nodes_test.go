@@ -119,3 +119,48 @@ func TestBenchPool(t *testing.T) {
 		t.Fatalf("pool with baseline: %d %s", code, errOut)
 	}
 }
+
+// With --region, pool and batch read the region's pool (LEAF_POOL_<region>):
+// a node of region east fills east's, and the pool of no region is none.
+func TestPoolRegionFlag(t *testing.T) {
+	s := natstest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := config.Config{
+		Name:     "ctl-east",
+		NATS:     config.NATSConfig{URL: s.ClientURL()},
+		HTTP:     config.HTTPConfig{Addr: "off"},
+		DataDir:  t.TempDir(),
+		Registry: config.RegistryConfig{Kind: config.RegistryKV},
+		Pool:     config.PoolConfig{Tags: "demo", Depth: 3, Batch: 20},
+	}
+	cfg.Region.Count, cfg.Region.Name, cfg.Store.AutoCreate = 2, "east", "true"
+	cfg.Region.SetID(0)
+	n, err := node.Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	url := s.ClientURL()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, out, _ := leafctl(url, "pool", "--region", "east")
+		if strings.Contains(out, "leaf.in.east.pool.segment.demo  3") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("east's pool never full:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	code, out, errOut := leafctl(url, "batch", "demo", "--region", "east")
+	if ids := strings.Fields(out); code != 0 || len(ids) != 20 {
+		t.Fatalf("batch --region east: %d, %d ids: %s", code, len(ids), errOut)
+	}
+	if code, _, errOut := leafctl(url, "pool"); code != 1 || !strings.Contains(errOut, "no pool") {
+		t.Fatalf("pool of no region: %d %s", code, errOut)
+	}
+	if code, _, _ := leafctl(url, "batch", "demo", "--region", "a.b"); code != 2 {
+		t.Fatalf("batch --region a.b: exit %d, want 2", code)
+	}
+}

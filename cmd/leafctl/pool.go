@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/pool"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // leafctl pool: batches in each JetStream pool.
@@ -27,13 +28,18 @@ type poolCmd struct{}
 func (poolCmd) Name() string { return "pool" }
 
 func (poolCmd) Synopsis() []synopsisLine {
-	return []synopsisLine{{"pool [--json]", "batches in each JetStream pool"}}
+	return []synopsisLine{{"pool [--region NAME] [--json]", "batches in each JetStream pool"}}
 }
 
 func (poolCmd) Run(c *cli, args []string) error {
 	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
+	region := fs.String("region", "", "the pool of this region (leafd --region): LEAF_POOL_<region>")
 	if _, err := c.parse(fs, args, 0); err != nil {
+		return err
+	}
+	scope, err := poolScope(*region)
+	if err != nil {
 		return err
 	}
 	nc, err := c.connect()
@@ -47,14 +53,14 @@ func (poolCmd) Run(c *cli, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	st, err := js.Stream(ctx, pool.Stream)
+	st, err := js.Stream(ctx, pool.StreamIn(scope))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return errors.New("no pool: start leafd with --pool TAGS[,snowflake]")
+		return fmt.Errorf("no pool %s: start leafd with --pool TAGS[,snowflake] (with regions, name the region: --region)", pool.StreamIn(scope))
 	}
 	if err != nil {
 		return fmt.Errorf("pool stream: %w", err)
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(pool.Prefix+">"))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(pool.PrefixIn(scope)+">"))
 	if err != nil {
 		return fmt.Errorf("pool stream: %w", err)
 	}
@@ -72,4 +78,15 @@ func (poolCmd) Run(c *cli, args []string) error {
 		fmt.Fprintf(tw, "%s\t%d\n", r.Subject, r.Batches)
 	}
 	return tw.Flush()
+}
+
+// poolScope is the scope of --region: "" for none.
+func poolScope(region string) (wire.Scope, error) {
+	if region == "" {
+		return "", nil
+	}
+	if err := wire.CheckRegion(region); err != nil {
+		return "", fmt.Errorf("%w: --region: %v", errUsage, err)
+	}
+	return wire.Scope(region), nil
 }
