@@ -264,6 +264,24 @@ func TestSuperClusterPermissions(t *testing.T) {
 		}
 	}
 
+	// … and names the region whose store a tag command acts on (leafctl
+	// tag --region): a monotonic tag made in r1 is refused in r0, which
+	// asks r1 across the gateway (leaf.region.1.tag.<tag>).
+	create := func(region string) error {
+		body, _ := json.Marshal(wire.AdminRequest{Tag: "ticks", Mode: "mono"})
+		reply, err := admin.Request(wire.Scope(region).Subject(wire.TagCreateSubject), body, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		return wire.ReplyError(reply)
+	}
+	if err := create("r1"); err != nil {
+		t.Fatalf("admin: create a monotonic tag in r1: %v", err)
+	}
+	if err := create("r0"); err == nil || !strings.Contains(err.Error(), "lives in one region") {
+		t.Errorf("admin: the same monotonic tag in r0: %v, want refused", err)
+	}
+
 	// leafd_r0 reaches its region's state, and is refused r1's.
 	errs := make(chan error, 16)
 	r0, err := nats.Connect(userURL(servers[0], "leafd_r0"), nats.Name("deploy-test-leafd-r0"),
