@@ -149,5 +149,5 @@ func (n *Node) opaquePerm(tag string, m segment.Mode) (segment.Permuter, error) 
 	case n.seg.opaque.ID() != m.KeyID:
 		return nil, fmt.Errorf("the tag was created with key %s, node %s has key %s", m.KeyID, n.cfg.Name, n.seg.opaque.ID())
 	}
-	return n.seg.opaque.Perm(tag, m.Width)
+	return n.seg.opaque.RegionPerm(tag, m.Width, int64(n.cfg.Region.Count), int64(n.cfg.Region.ID)) // the region's share
 }

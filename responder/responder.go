@@ -94,6 +94,12 @@ type Config struct {
 	// inverts an opaque tag's ids with it. Without it both refuse opaque
 	// tags.
 	Opaque *opaque.Key
+	// Regions places the node's region in a deployment of many regions
+	// (segment.Config.Regions): an opaque tag's ids are permuted within
+	// a region's share of the domain, so tag create refuses a width that
+	// leaves a region too small a share, and tag decode inverts the
+	// permutation of the region the id names. The zero value: one region.
+	Regions segment.Regions
 	// TagChanged, if set, is called with every tag a node announces as
 	// created or restarted (Scope.TagChangedPrefix(); this Responder
 	// announces those it creates or restarts), and the announcement is
@@ -681,6 +687,13 @@ func (r *Responder) handleCreate(req micro.Request) {
 			return
 		}
 		m.KeyID = r.cfg.Opaque.ID()
+		if nm, err := segment.NormalizeMode(m); err == nil && r.cfg.Regions.Many() {
+			// Every region would refuse to serve it (segment.Config.Opaque).
+			if _, err := r.cfg.Opaque.RegionPerm(tag.String(), nm.Width, r.cfg.Regions.N, r.cfg.Regions.R); err != nil {
+				r.fail(req, fmt.Errorf("%w: %v; nothing created", segment.ErrInvalid, err))
+				return
+			}
+		}
 	}
 	// A live tag is reported as such (another mode: ErrMode) before the
 	// peers' floors, which it always has, are asked.
@@ -726,17 +739,39 @@ func (r *Responder) handleTagDecode(req micro.Request) {
 		r.fail(req, fmt.Errorf("%w: tag %q was created with key %s, which node %s does not have", segment.ErrNoKey, a.Tag, t.Mode.KeyID, r.cfg.Node))
 		return
 	}
-	p, err := r.cfg.Opaque.Perm(t.Name.String(), t.Mode.Width) // the stored name: the tweak the ids were made with
+	seq, err := r.decodeOpaque(t, a.ID)
 	if err != nil {
 		r.fail(req, err)
 		return
 	}
-	seq, err := p.Sequence(a.ID)
-	if err != nil {
-		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
-		return
-	}
 	r.respondJSON(req, wire.TagDecoded{Tag: a.Tag, ID: a.ID, Sequence: seq})
+}
+
+// decodeOpaque inverts the permutation that made opaque tag t's id. With
+// many regions the id P(l)*N + R names its region R, whose permutation of
+// its share is inverted, and the answer is l*N + R (Regions.Local splits
+// it): the id the local number has in a plain tag. That assumes region R
+// serves the tag with this store's key and width, as docs/regions.md
+// asks; another key or width there decodes to a wrong number, never to an
+// error that could tell.
+func (r *Responder) decodeOpaque(t segment.Tag, id int64) (int64, error) {
+	rg := r.cfg.Regions
+	local, region := id, int64(0)
+	if rg.Many() {
+		var ok bool
+		if local, region, ok = rg.Local(id); !ok || id > 1<<t.Mode.Width-1 {
+			return 0, fmt.Errorf("%w: id %d is not in [%d, 2^%d): no region's id", segment.ErrInvalid, id, rg.N, t.Mode.Width)
+		}
+	}
+	p, err := r.cfg.Opaque.RegionPerm(t.Name.String(), t.Mode.Width, rg.N, region) // the stored name: the tweak the ids were made with
+	if err != nil {
+		return 0, err
+	}
+	seq, err := p.Sequence(local)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", segment.ErrInvalid, err)
+	}
+	return segment.Regions{N: rg.N, R: region}.ID(seq), nil
 }
 
 func (r *Responder) handleSetStep(req micro.Request) {
