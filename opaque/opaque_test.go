@@ -239,16 +239,22 @@ func TestRegionPermRefuses(t *testing.T) {
 	}
 }
 
-// BenchmarkPermute53Regions is BenchmarkPermute53 for region 1 of 3: the
-// share's domain is 2^52 (cycle walking: 4/3 FF1 calls an id on average).
+// BenchmarkPermute53Regions is BenchmarkPermute53 for region 1 of n: the
+// share's FF1 domain is the least power of two above it, so an id costs
+// 2n/2^ceil(log2 n) FF1 calls on average (about 1 for 2 regions, 1.5 for
+// 3, 1.75 for 7).
 func BenchmarkPermute53Regions(b *testing.B) {
-	p, err := key(b).RegionPerm("orders", 53, 3, 1)
-	if err != nil {
-		b.Fatal(err)
+	for _, n := range []int64{2, 3, 7} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			p, err := key(b).RegionPerm("orders", 53, n, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var sink int64
+			for i := range b.N {
+				sink += p.Permute(int64(i) + 1)
+			}
+			_ = sink
+		})
 	}
-	var sink int64
-	for i := range b.N {
-		sink += p.Permute(int64(i) + 1)
-	}
-	_ = sink
 }
