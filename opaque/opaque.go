@@ -93,6 +93,8 @@ func (k *Key) Perm(tag string, width int) (*Perm, error) {
 // 2^width. The caller serves local number l as Permute(l)*n + r, so every
 // id of region r is r mod n and below 2^width, whatever mode, key or width
 // another region serves the tag name with. With n <= 1 it is Perm, exactly.
+// The share starts at 1, not 0, as local numbers do (a tag's rows count
+// from 1): a permuted 0 would be the id r, which for region 0 is no id.
 //
 // The permutation is FF1 over the least power-of-two domain holding [0, L]
 // (2^20 at least), cycle-walked into [1, L]: fewer than 2 FF1 calls an id
