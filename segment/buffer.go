@@ -589,6 +589,12 @@ func (t *tagBuf) setMode(m Mode) error {
 			tm.refuse = fmt.Errorf("%w: tag %q is opaque and this node has no opaque key", ErrNoKey, t.name)
 			break
 		}
+		if rg := e.cfg.Regions; rg.Many() && rg.Last(1<<m.Width-1) < MinOpaqueShare {
+			// A 400, not ErrNoKey's 503: no node and no retry can serve it.
+			tm.refuse = fmt.Errorf("%w: opaque tag %q: its %d-bit domain leaves region %d of %d only %d ids, fewer than %d: it needs a wider domain",
+				ErrMode, t.name, m.Width, rg.R, rg.N, rg.Last(1<<m.Width-1), MinOpaqueShare)
+			break
+		}
 		p, err := e.cfg.Opaque(t.name, m)
 		if err != nil {
 			tm.refuse = fmt.Errorf("%w: opaque tag %q: %w", ErrNoKey, t.name, err)

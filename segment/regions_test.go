@@ -337,9 +337,12 @@ func TestRegionsOpaqueShare(t *testing.T) {
 		t.Fatalf("Next with the whole domain's permutation: %v, want ErrMode", err)
 	}
 	rg = segment.Regions{N: 32, R: 0} // 2^20/32 = 2^15 ids a region
-	if _, err := regionEngine(t, s, rg, regionOpaque(k, rg)).Next(ctx, tag); !errors.Is(err, segment.ErrNoKey) ||
-		!strings.Contains(err.Error(), "width of at least 22") {
-		t.Fatalf("Next with a share of 2^15: %v, want a refusal naming width 22", err)
+	if _, err := regionEngine(t, s, rg, regionOpaque(k, rg)).Next(ctx, tag); !errors.Is(err, segment.ErrMode) ||
+		wire.CodeOf(err) != wire.CodeBadRequest || !strings.Contains(err.Error(), "only 32767 ids") {
+		t.Fatalf("Next with a share of 2^15: %v, want ErrMode (400) naming the share", err)
+	}
+	if segment.MinOpaqueShare != opaque.MinShare {
+		t.Fatalf("MinOpaqueShare %d, opaque.MinShare %d", segment.MinOpaqueShare, opaque.MinShare)
 	}
 }
 
