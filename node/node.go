@@ -146,8 +146,6 @@ func (n *Node) opaquePerm(tag string, m segment.Mode) (segment.Permuter, error) 
 	switch {
 	case n.seg.opaque == nil:
 		return nil, fmt.Errorf("node %s has no opaque key (--opaque-key-file or LEAF_OPAQUE_KEY); the tag was created with key %s", n.cfg.Name, m.KeyID)
-	case n.seg.opaque.ID() != m.KeyID:
-		return nil, fmt.Errorf("the tag was created with key %s, node %s has key %s", m.KeyID, n.cfg.Name, n.seg.opaque.ID())
 	}
-	return n.seg.opaque.Perm(tag, m.Width)
+	return n.seg.opaque.ForMode(tag, m.Width, m.KeyID, int64(n.cfg.Region.Count), int64(n.cfg.Region.ID)) // the region's share
 }

@@ -159,6 +159,7 @@ func (n *Node) startResponder(context.Context) error {
 		Floor:     n.seg.engine.Floor,
 		PeerFloor: n.peers.HighestFloor,
 		Opaque:    n.seg.opaque,
+		Regions:   n.regions(),
 		// A tag created or restarted through any node serves here at
 		// once, not once the engine's memory of its absence expires.
 		TagChanged: n.seg.engine.Forget,

@@ -95,6 +95,12 @@ type Config struct {
 	// inverts an opaque tag's ids with it. Without it both refuse opaque
 	// tags.
 	Opaque *opaque.Key
+	// Regions places the node's region in a deployment of many regions
+	// (segment.Config.Regions): an opaque tag's ids are permuted within
+	// a region's share of the domain, so tag create refuses a width that
+	// leaves a region too small a share, and tag decode inverts the
+	// permutation of the region the id names. The zero value: one region.
+	Regions segment.Regions
 	// TagChanged, if set, is called with every tag a node announces as
 	// created or restarted (Scope.TagChangedPrefix(); this Responder
 	// announces those it creates or restarts), and the announcement is
@@ -709,7 +715,21 @@ func (r *Responder) handleCreate(req micro.Request) {
 			r.fail(req, fmt.Errorf("%w: node %s has no opaque key (--opaque-key-file or LEAF_OPAQUE_KEY); nothing created", segment.ErrMode, r.cfg.Node))
 			return
 		}
-		m.KeyID = r.cfg.Opaque.ID()
+		m.KeyID = r.cfg.Opaque.ModeID(r.cfg.Regions.N) // the key and the mapping (opaque.Key.ModeID)
+		if r.cfg.Regions.Many() && a.MaxID > 1 {
+			// The one reason to start an opaque tag above 1 is to continue
+			// one served before regions, whose ids lie in every region's
+			// class: a region's own permutation may repeat them.
+			r.fail(req, fmt.Errorf("%w: with regions an opaque tag starts at 1 (no --max-id): an opaque tag served before regions cannot be continued in a region, its ids lie in every region's remainder class (give it a new name; docs/regions.md); nothing created", segment.ErrInvalid))
+			return
+		}
+		if nm, err := segment.NormalizeMode(m); err == nil && r.cfg.Regions.Many() {
+			// Every region would refuse to serve it (segment.Config.Opaque).
+			if _, err := r.cfg.Opaque.RegionPerm(tag.String(), nm.Width, r.cfg.Regions.N, r.cfg.Regions.R); err != nil {
+				r.fail(req, fmt.Errorf("%w: %v; nothing created", segment.ErrInvalid, err))
+				return
+			}
+		}
 	}
 	// A live tag is reported as such (another mode: ErrMode) before the
 	// peers' floors, which it always has, are asked.
@@ -763,21 +783,46 @@ func (r *Responder) handleTagDecode(req micro.Request) {
 		r.fail(req, fmt.Errorf("%w: tag %q is %s: its ids are their own sequence numbers", segment.ErrMode, a.Tag, t.Mode))
 		return
 	}
-	if r.cfg.Opaque == nil || r.cfg.Opaque.ID() != t.Mode.KeyID {
-		r.fail(req, fmt.Errorf("%w: tag %q was created with key %s, which node %s does not have", segment.ErrNoKey, a.Tag, t.Mode.KeyID, r.cfg.Node))
+	if r.cfg.Opaque == nil {
+		r.fail(req, fmt.Errorf("%w: tag %q was created with key %s, and node %s has no key", segment.ErrNoKey, a.Tag, t.Mode.KeyID, r.cfg.Node))
 		return
 	}
-	p, err := r.cfg.Opaque.Perm(t.Name.String(), t.Mode.Width) // the stored name: the tweak the ids were made with
+	seq, err := r.decodeOpaque(t, a.ID)
 	if err != nil {
 		r.fail(req, err)
 		return
 	}
-	seq, err := p.Sequence(a.ID)
-	if err != nil {
-		r.fail(req, fmt.Errorf("%w: %v", segment.ErrInvalid, err))
-		return
-	}
 	r.respondJSON(req, wire.TagDecoded{Tag: a.Tag, ID: a.ID, Sequence: seq})
+}
+
+// decodeOpaque inverts the permutation that made opaque tag t's id. With
+// many regions the id P(l)*N + R names its region R, whose permutation of
+// its share is inverted, and the answer is l*N + R (Regions.Local splits
+// it): the id the local number has in a plain tag. That assumes region R
+// serves the tag with this store's key and width, as docs/regions.md
+// asks; another key or width there decodes to a wrong number, never to an
+// error that could tell.
+func (r *Responder) decodeOpaque(t segment.Tag, id int64) (int64, error) {
+	rg := r.cfg.Regions
+	local, region := id, int64(0)
+	if rg.Many() {
+		var ok bool
+		if local, region, ok = rg.Local(id); !ok || id > 1<<t.Mode.Width-1 {
+			return 0, fmt.Errorf("%w: id %d is not in [%d, 2^%d): no region's id", segment.ErrInvalid, id, rg.N, t.Mode.Width)
+		}
+	}
+	p, err := r.cfg.Opaque.ForMode(t.Name.String(), t.Mode.Width, t.Mode.KeyID, rg.N, region) // the stored name: the tweak the ids were made with
+	if errors.Is(err, opaque.ErrWrongKey) {
+		return 0, fmt.Errorf("%w: node %s: %v", segment.ErrNoKey, r.cfg.Node, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	seq, err := p.Sequence(local)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", segment.ErrInvalid, err)
+	}
+	return segment.Regions{N: rg.N, R: region}.ID(seq), nil
 }
 
 func (r *Responder) handleSetStep(req micro.Request) {

@@ -397,9 +397,9 @@ func (t *tagBuf) attempt() (*span, LoadEvent, error) {
 		}
 		m := t.mode.Load()
 		// The ids of a tag are Regions.ID of its local numbers, those of
-		// an opaque tag permuted within [1, Max]: the local numbers
-		// served end at top, whose id is the last within the limit
-		// (one region, a plain tag: 2^63-1, which no range passes).
+		// an opaque tag permuted first within [1, Max]: the local
+		// numbers served end at top, the last whose id is within the
+		// limit (one region, a plain tag: 2^63-1, which no range passes).
 		top := t.top(m)
 		if a.End()-1 <= top {
 			return nil
@@ -589,9 +589,22 @@ func (t *tagBuf) setMode(m Mode) error {
 			tm.refuse = fmt.Errorf("%w: tag %q is opaque and this node has no opaque key", ErrNoKey, t.name)
 			break
 		}
+		if rg := e.cfg.Regions; rg.Many() && rg.Last(1<<m.Width-1) < MinOpaqueShare {
+			// A 400, not ErrNoKey's 503: no node and no retry can serve it.
+			tm.refuse = fmt.Errorf("%w: opaque tag %q: its %d-bit domain leaves region %d of %d only %d ids, fewer than %d: it needs a wider domain",
+				ErrMode, t.name, m.Width, rg.R, rg.N, rg.Last(1<<m.Width-1), MinOpaqueShare)
+			break
+		}
 		p, err := e.cfg.Opaque(t.name, m)
 		if err != nil {
 			tm.refuse = fmt.Errorf("%w: opaque tag %q: %w", ErrNoKey, t.name, err)
+			break
+		}
+		// A permutation of any other range would put ids past 2^W-1 (or,
+		// with one region, leave ids of the domain unserved).
+		if share := e.cfg.Regions.Last(1<<m.Width - 1); p.Max() != share {
+			tm.refuse = fmt.Errorf("%w: opaque tag %q: its permutation is of [1, %d], not of region %d of %d's share of the %d-bit domain, [1, %d]",
+				ErrMode, t.name, p.Max(), e.cfg.Regions.R, e.cfg.Regions.N, m.Width, share)
 			break
 		}
 		tm.perm = p
@@ -611,13 +624,13 @@ func (t *tagBuf) setMode(m Mode) error {
 }
 
 // top is the last local number a tag of mode m may serve: the one whose
-// id is the last within its limit (2^63-1; an opaque tag's domain).
+// id is the last within its limit (2^63-1; an opaque tag's 2^W-1, the
+// last local number its permutation takes, Regions.Last(2^W-1)).
 func (t *tagBuf) top(m *tagMode) int64 {
-	limit := int64(math.MaxInt64)
 	if m.perm != nil {
-		limit = m.perm.Max()
+		return m.perm.Max()
 	}
-	return t.e.cfg.Regions.Last(limit)
+	return t.e.cfg.Regions.Last(math.MaxInt64)
 }
 
 func (t *tagBuf) state() TagState {

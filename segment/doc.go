@@ -101,7 +101,9 @@
 //
 // A deployment of many regions, each with a store of its own, gives each
 // region the ids l*N + R of its local sequence numbers l (Config.Regions,
-// docs/regions.md): ids of two regions never meet, and no region asks
+// docs/regions.md), and an opaque tag the ids P(l)*N + R, P a permutation
+// of the region's share of the domain: every id of region R is R mod N, in
+// every mode, so ids of two regions never meet, and no region asks
 // another for anything. The mapping is made where ids leave the buffers
 // (Fill, Reserve); the stores, the floors and the hand-back count local
 // numbers. A local number whose id would pass the tag's limit is never

@@ -137,9 +137,12 @@ type Config struct {
 	// (the availability goal) as a retryable 503, not as silence.
 	ColdWait time.Duration
 	// Opaque, if set, gives the permutation of an opaque tag (its mode as
-	// the store records it: width and key id); an error (no key, another
-	// key) refuses the tag. Without it opaque tags are refused: their ids
-	// must never be served unpermuted.
+	// the store records it: width and key id) over this region's local
+	// numbers, [1, Regions.Last(2^Width-1)] (opaque.Key.RegionPerm; with
+	// one region the whole domain, opaque.Key.Perm); an error (no key,
+	// another key), or a permutation of another range, refuses the tag.
+	// Without it opaque tags are refused: their ids must never be served
+	// unpermuted.
 	Opaque func(tag string, m Mode) (Permuter, error)
 	// PeerMode, if set, is the mode (Mode.String()) in which other nodes
 	// on the same store announced they serve tag, "" if none did. A node
@@ -154,8 +157,11 @@ type Config struct {
 	Announce Announcer
 	// Regions places this region's ids in a deployment of many regions,
 	// each with its own store (docs/regions.md): the ids handed out (Next,
-	// Fill, TryFill, Reserve, TryReserve; an opaque tag permutes them) are
-	// Regions.ID of the local sequence numbers the store's rows count.
+	// Fill, TryFill, Reserve, TryReserve) are Regions.ID of the local
+	// sequence numbers the store's rows count; an opaque tag's, Regions.ID
+	// of their permutation within the region's share. So every id this
+	// region serves, of every mode, is R mod N: no tag's mode, key or
+	// width in another region's store can make an id repeat.
 	// Everything kept or reported of a range stays local: max_id, the
 	// floors and peer floors, LoadEvent, TagState, Unserved and the
 	// hand-back, Floor. A local number whose id would pass the tag's
@@ -170,8 +176,10 @@ type Config struct {
 	OnLoad func(LoadEvent)
 }
 
-// Permuter maps an opaque tag's sequence numbers [1, Max()] one to one
-// onto its ids in the same range (package opaque).
+// Permuter maps an opaque tag's local sequence numbers [1, Max()] one to
+// one onto the same range (package opaque); the engine maps the value onto
+// an id as it maps a plain tag's local number (Regions.ID). With one region
+// Max is the domain's 2^W-1 and the value is the id itself.
 type Permuter interface {
 	Permute(seq int64) int64
 	Max() int64
@@ -528,15 +536,19 @@ func (e *Engine) TryFill(tag wire.Tag, dst []int64) (int, bool) {
 }
 
 // write puts the ids of local sequence numbers [first, first+n) of t into
-// dst: the one place where a local number becomes an id (Config.Regions),
-// and an opaque tag's id its permutation.
+// dst: the one place where a local number becomes an id (Config.Regions).
+// An opaque tag's local number is permuted within the region's share
+// first, then mapped as any other: every id is R mod N, whatever mode,
+// key or width the tag has in another region's store, and at most 2^W-1
+// (the permutation stays within [1, Regions.Last(2^W-1)], checked when
+// the mode is set).
 func write(t *tagBuf, first int64, n int, dst []int64) {
 	rg := t.e.cfg.Regions
 	// The mode is set before the tag's first segment is installed, and
 	// never changes after.
 	if m := t.mode.Load(); m != nil && m.perm != nil {
 		for i := range n {
-			dst[i] = m.perm.Permute(rg.ID(first + int64(i)))
+			dst[i] = rg.ID(m.perm.Permute(first + int64(i)))
 		}
 		return
 	}

@@ -30,6 +30,10 @@ const (
 	MinOpaqueWidth     = 20 // FF1 wants a domain of at least a million values
 	MaxOpaqueWidth     = 63 // ids are positive int64s
 	DefaultOpaqueWidth = 53 // JavaScript numbers hold 53-bit integers exactly
+	// MinOpaqueShare is the fewest local numbers a region's share of an
+	// opaque tag's domain may hold with many regions (opaque.MinShare:
+	// below it each id costs over 16 FF1 calls).
+	MinOpaqueShare = 1 << 16
 )
 
 // Mode is a tag's kind and, for an opaque tag, the width of its id domain

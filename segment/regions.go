@@ -5,10 +5,13 @@ import "fmt"
 // Regions places one region's ids in the id space of a deployment of N
 // regions (docs/regions.md). Each region keeps its own store, and a tag's
 // counter there (max_id, the ranges, the floors, the hand-back) counts
-// local sequence numbers; the id of local sequence number l is l*N + R. Ids
-// of two regions differ in their remainder mod N, so they are never equal,
-// whatever either region's store holds, and no region asks another for
-// anything on the request path.
+// local sequence numbers; the id of local sequence number l is l*N + R,
+// and an opaque tag's is P(l)*N + R, P its permutation of the region's
+// share [1, Last(2^W-1)] (Config.Opaque). Every id a region serves, of
+// every mode, is R mod N: ids of two regions differ in their remainder, so
+// they are never equal, whatever either region's store holds (a tag's
+// mode, key and width included), and no region asks another for anything
+// on the request path.
 //
 // The zero Regions (and N 1) is one region: ids are the local sequence
 // numbers themselves, as without regions. N is fixed for the life of a
@@ -46,7 +49,9 @@ func (r Regions) ID(local int64) int64 {
 
 // Local inverts ID: the local sequence number of id and the region that
 // served it. ok is false for an id no region of the deployment serves (below
-// 1 as a local number).
+// 1 as a local number). For an opaque id, local is the permuted value:
+// leafctl tag decode inverts the region's permutation of it and answers
+// ID of the local number it came from, which Local splits again.
 func (r Regions) Local(id int64) (local, region int64, ok bool) {
 	if r.N <= 1 {
 		return id, 0, id >= 1

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/leafmq/leafmq/opaque"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/memstore"
 	"github.com/leafmq/leafmq/wire"
@@ -198,24 +200,37 @@ func TestRegionsExhausted(t *testing.T) {
 	}
 }
 
-// TestRegionsOpaque: an opaque tag permutes the ids of its region's local
-// numbers within its domain: regions on the same rows never collide, every
-// id decodes back (Sequence, then Regions.Local) to its region and local
-// number, and the domain ends at the last local number whose id is in it.
+// regionOpaque is a node's Config.Opaque in region rg: tag's permutation
+// of the region's share of its domain, under k.
+func regionOpaque(k *opaque.Key, rg segment.Regions) func(string, segment.Mode) (segment.Permuter, error) {
+	return func(tag string, m segment.Mode) (segment.Permuter, error) {
+		if m.KeyID != k.ID() {
+			return nil, errors.New("the tag was created with key " + m.KeyID + ", this node has " + k.ID())
+		}
+		return k.RegionPerm(tag, m.Width, rg.N, rg.R)
+	}
+}
+
+// TestRegionsOpaque: an opaque tag permutes its region's local numbers
+// within the region's share of its domain, then maps them as a plain
+// tag's: every id of region R is R mod N and within the domain, regions on
+// the same rows never collide, every id decodes back (Regions.Local, then
+// the region's Sequence) to its region and local number, and the domain
+// ends at the last local number whose id is in it.
 func TestRegionsOpaque(t *testing.T) {
 	k := testKey(t)
 	m := segment.Mode{Kind: segment.KindOpaque, Width: 20, KeyID: k.ID()}
-	p, err := k.Perm("t", 20)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 3
 	seen := map[int64]bool{}
 	for r := range int64(n) {
 		rg := segment.Regions{N: n, R: r}
-		top := rg.Last(p.Max())
+		p, err := k.RegionPerm("t", 20, n, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		top := rg.Last(1<<20 - 1)
 		s := sameStore(t, top-40, m)
-		ids := exhaust(t, regionEngine(t, s, rg, keyOpaque(k)), s, 41)
+		ids := exhaust(t, regionEngine(t, s, rg, regionOpaque(k, rg)), s, 41)
 		if len(ids) != 41 {
 			t.Fatalf("region %d: %d ids, want the 41 left", r, len(ids))
 		}
@@ -224,15 +239,110 @@ func TestRegionsOpaque(t *testing.T) {
 				t.Fatalf("region %d: id %d handed out twice", r, id)
 			}
 			seen[id] = true
-			seq, err := p.Sequence(id)
+			v, reg, ok := rg.Local(id)
+			if !ok || reg != r || id >= 1<<20 {
+				t.Fatalf("region %d: id %d is of region %d, or past 2^20", r, id, reg)
+			}
+			l, err := p.Sequence(v)
+			if err != nil || l < top-40 || l > top {
+				t.Fatalf("region %d: id %d decodes to local %d (%v), want [%d, %d]", r, id, l, err, top-40, top)
+			}
+		}
+	}
+}
+
+// TestRegionsOpaqueNeverMeetsAnotherMode: two regions serve one tag name,
+// region 0 opaque under one key, region 1 in each other way a region's
+// store may hold it (plain, another key, another width, the same): no id
+// is served by both. Permuting l*N + R over the whole domain (the mapping
+// before ids were mapped into the region's remainder after permuting) put
+// a region's opaque ids in every remainder class: all but the same key
+// and width collide within a few thousand ids of a 20-bit domain.
+func TestRegionsOpaqueNeverMeetsAnotherMode(t *testing.T) {
+	const ids = 4000
+	k1 := testKey(t)
+	k2, err := opaque.ParseKey("f0e0d0c0b0a090807060504030201000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	draw := func(k *opaque.Key, m segment.Mode, r int64) []int64 {
+		t.Helper()
+		rg := segment.Regions{N: 2, R: r}
+		s := memstore.New()
+		if err := s.Create(context.Background(), segment.Tag{Name: wire.MustTag("t"), MaxID: 1, Step: 1000, Mode: m}); err != nil {
+			t.Fatal(err)
+		}
+		var opq func(string, segment.Mode) (segment.Permuter, error)
+		if k != nil {
+			opq = regionOpaque(k, rg)
+		}
+		e := regionEngine(t, s, rg, opq)
+		out := make([]int64, 0, ids)
+		for len(out) < ids {
+			dst := make([]int64, 500)
+			n, err := e.Fill(context.Background(), wire.MustTag("t"), dst)
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, reg, ok := rg.Local(seq)
-			if !ok || reg != r || l < top-40 || l > top {
-				t.Fatalf("region %d: id %d decodes to %d: local %d of region %d", r, id, seq, l, reg)
+			out = append(out, dst[:n]...)
+		}
+		for _, id := range out {
+			if id%2 != r || id >= 1<<m.Width && m.Kind == segment.KindOpaque {
+				t.Fatalf("region %d served id %d: not %d mod 2, or past its %d-bit domain", r, id, r, m.Width)
 			}
 		}
+		return out
+	}
+	opq := func(k *opaque.Key, w int) segment.Mode {
+		return segment.Mode{Kind: segment.KindOpaque, Width: w, KeyID: k.ID()}
+	}
+	region0 := map[int64]bool{}
+	for _, id := range draw(k1, opq(k1, 20), 0) {
+		region0[id] = true
+	}
+	for _, tc := range []struct {
+		name string
+		key  *opaque.Key
+		mode segment.Mode
+	}{
+		{"plain", nil, segment.Mode{}},
+		{"another key", k2, opq(k2, 20)},
+		{"another width", k1, opq(k1, 21)},
+		{"the same", k1, opq(k1, 20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			both := 0
+			for _, id := range draw(tc.key, tc.mode, 1) {
+				if region0[id] {
+					both++
+				}
+			}
+			if both != 0 {
+				t.Fatalf("%d of %d ids served by both regions", both, ids)
+			}
+		})
+	}
+}
+
+// TestRegionsOpaqueShare: an engine refuses an opaque tag whose
+// permutation is not of its region's share (the whole domain's, with many
+// regions, would serve ids past 2^W-1 or of another remainder), and a
+// width that leaves a region too small a share to walk cheaply.
+func TestRegionsOpaqueShare(t *testing.T) {
+	k := testKey(t)
+	ctx, tag := context.Background(), wire.MustTag("t")
+	rg := segment.Regions{N: 2, R: 1}
+	s := sameStore(t, 1, segment.Mode{Kind: segment.KindOpaque, Width: 20, KeyID: k.ID()})
+	if _, err := regionEngine(t, s, rg, keyOpaque(k)).Next(ctx, tag); !errors.Is(err, segment.ErrMode) {
+		t.Fatalf("Next with the whole domain's permutation: %v, want ErrMode", err)
+	}
+	rg = segment.Regions{N: 32, R: 0} // 2^20/32 = 2^15 ids a region
+	if _, err := regionEngine(t, s, rg, regionOpaque(k, rg)).Next(ctx, tag); !errors.Is(err, segment.ErrMode) ||
+		wire.CodeOf(err) != wire.CodeBadRequest || !strings.Contains(err.Error(), "only 32767 ids") {
+		t.Fatalf("Next with a share of 2^15: %v, want ErrMode (400) naming the share", err)
+	}
+	if segment.MinOpaqueShare != opaque.MinShare {
+		t.Fatalf("MinOpaqueShare %d, opaque.MinShare %d", segment.MinOpaqueShare, opaque.MinShare)
 	}
 }
 
@@ -287,14 +397,10 @@ func TestRegionsHandBack(t *testing.T) {
 // id is within the tag's domain: an opaque tag's 2^W-1 over the regions.
 func TestRegionsHeadroom(t *testing.T) {
 	k := testKey(t)
-	p, err := k.Perm("t", 20)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rg := segment.Regions{N: 3, R: 1}
-	top := rg.Last(p.Max())
+	top := rg.Last(1<<20 - 1)
 	s := sameStore(t, 0, segment.Mode{Kind: segment.KindOpaque, Width: 20, KeyID: k.ID()})
-	e := regionEngine(t, s, rg, keyOpaque(k))
+	e := regionEngine(t, s, rg, regionOpaque(k, rg))
 	next(t, e, "t")
 	st := state(t, e, "t")
 	if hi := max(st.Segments[0].Max, st.Segments[1].Max); st.Headroom != top-hi+1 || st.Headroom > top-10 {
