@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +93,10 @@ func TestChaosShort(t *testing.T) {
 // the regions, on a region that answered under 90% of its own clients'
 // requests during the cut, or on any answer that crossed the cut.
 // LEAFCHAOS_REGION_FAULTS (comma-separated, region-cut first) runs more
-// faults after the cut, each judged as the mode judges it.
+// faults after the cut, each judged as the mode judges it;
+// LEAFCHAOS_REGION_SERVERS=3 runs each region as a cluster of three. One
+// is the default: with two regions a cut costs the JetStream meta group
+// its majority however many servers each has, and one starts fastest.
 func TestChaosRegionsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: a 40-second run of two regions; not in -short")
@@ -104,15 +108,23 @@ func TestChaosRegionsShort(t *testing.T) {
 	if faults[0] != chaos.FaultRegionCut {
 		t.Fatalf("LEAFCHAOS_REGION_FAULTS=%s: the first fault must be %s", strings.Join(faults, ","), chaos.FaultRegionCut)
 	}
+	servers := 1
+	if env := os.Getenv("LEAFCHAOS_REGION_SERVERS"); env != "" {
+		var err error
+		if servers, err = strconv.Atoi(env); err != nil {
+			t.Fatalf("LEAFCHAOS_REGION_SERVERS=%s: %v", env, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := chaos.RunRegions(ctx, chaos.Config{
-		Regions:   2,
-		Faults:    faults,
-		Rate:      300,
-		RegionFor: 5 * time.Second,
-		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
-		Progress:  t.Output(),
+		Regions:          2,
+		ServersPerRegion: servers,
+		Faults:           faults,
+		Rate:             300,
+		RegionFor:        5 * time.Second,
+		Logger:           slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Progress:         t.Output(),
 	})
 	if err != nil {
 		t.Fatal(err)
