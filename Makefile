@@ -87,7 +87,7 @@ soak: build
 	$(BIN)/leafchaos --duration $(if $(filter command line,$(origin DURATION)),$(DURATION),30m) --rate $(SOAK_RATE) --availability-goals --leafd $(BIN)/leafd --json $(BIN)/soak-report.json $(CHAOS_ARGS)
 
 ## soak-regions: the many-regions mode judged (docs/regions.md, Tested as deployed): 3 regions of 3
-## nats-servers and 2 leafds each, each region fault twice (on two regions), --availability-goals; about 6 minutes
+## nats-servers and 2 leafds each, each region fault twice (on two regions), --availability-goals; about 4.5 minutes
 .PHONY: soak-regions
 REGIONS_RATE   ?= 300
 REGIONS_FAULTS ?= region-cut,region-kill,region-partition,region-kill,region-partition,region-cut
