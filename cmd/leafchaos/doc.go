@@ -16,18 +16,22 @@
 //	          [--hosts-for 8s] [--net-for 4s] [--availability-goals] [--overlap]
 //	          [--json report.json] [--keep] ...
 //
-// With --regions 2 or 3 it runs the many-regions mode instead: one
-// nats-server per region (cluster r0, r1, …, JetStream on) joined by
-// gateways through Toxiproxy links with --gateway-latency each way, one
-// leafd per region (--leafds-per-region 2 for two) with --regions N
-// --region-id i on JetStream KV, no MariaDB or ZooKeeper, clients in every
-// region, and the faults region-cut, region-kill and region-partition
-// (--region-for each); it reports each region's in-region latency, the
-// gateway round trip, each region's answered share during each fault, and
-// duplicates across every region's ids (docs/regions.md, Tested as
+// With --regions 2 or 3 it runs the many-regions mode instead: per region
+// a NATS cluster (cluster r0, r1, …, JetStream on) of one nats-server, or
+// three with --servers-per-region 3 (the leafds then keep their buckets
+// with 3 replicas in the region), joined by gateways through Toxiproxy
+// links with --gateway-latency each way, one leafd per region
+// (--leafds-per-region 2 for two) with --regions N --region-id i on
+// JetStream KV, no MariaDB or ZooKeeper, clients in every region, and the
+// faults region-cut, region-kill and region-partition (--region-for
+// each); it reports each region's in-region latency, the gateway round
+// trip, each region's answered share during each fault and after its
+// heal (the time to 99.9% within 1 s), and duplicates across every
+// region's ids, and judges each region (docs/regions.md, Tested as
 // deployed).
 //
-//	leafchaos --regions 2 [--gateway-latency 30ms] [--region-for 8s]
+//	leafchaos --regions 2 [--servers-per-region 3] [--leafds-per-region 2]
+//	          [--gateway-latency 30ms] [--region-for 8s] [--availability-goals]
 //	          [--faults region-cut,region-kill,region-partition] [--rate 600]
 //
 // --list-faults prints every fault and exits. Exit codes: 0 pass, 1 the run

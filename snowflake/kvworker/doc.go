@@ -43,10 +43,12 @@
 //
 // A process frozen (SIGSTOP, a VM pause) past the TTL wakes believing it
 // still holds N, and its refresher has not run: the claim key alone cannot
-// stop it. t<N> does. Every Lease reads t<N> from the stream leader and
-// succeeds only while it carries this registration's token — a Lease of a
-// lower time too, which then only confirms the claim — and its
-// compare-and-swap is on the revision that carried the token. Once another
+// stop it. t<N> does. Every Lease succeeds only while t<N> carries this
+// registration's token — a Lease of a lower time too, which then only
+// confirms the claim: it swaps t<N> on the revision of this registration's
+// last answered write (a success proves no one wrote it since), or, with
+// none known or on a conflict or a lost answer, reads t<N> from the stream
+// leader and swaps on the revision that carried the token. Once another
 // node's Register has replaced the token, the old registration's Lease
 // fails with an error wrapping snowflake.ErrNotRegistered and closes Lost;
 // whatever it leased before that is in the new holder's LastLease, so the
@@ -65,7 +67,8 @@
 // # Why the lease key makes restarts safe
 //
 // Lease(until) raises t<N> to until with a compare-and-swap (on the
-// revision read from the stream leader) before it returns, so once the
+// revision it last wrote, or read from the stream leader) before it
+// returns, so once the
 // generator uses a time it has durably promised not to go beyond until. The
 // claim key expires and is purged, but t<N> is never removed: whichever
 // node gets N next — this one after a restart, or another one after a crash
@@ -75,9 +78,14 @@
 //
 // # Reads and errors
 //
-// Reads that must see the latest write (t<N> before each CAS) go to
-// the stream leader through $JS.API.STREAM.MSG.GET, as in segment/kvstore:
-// on an R>1 bucket kv.Get may be answered by a lagging follower.
+// Reads that must see the latest write (t<N> before a CAS on a revision
+// not known) go to the stream leader through $JS.API.STREAM.MSG.GET, as in
+// segment/kvstore: on an R>1 bucket kv.Get may be answered by a lagging
+// follower. A server answers that API only while it sees JetStream's meta
+// leader (one for a whole super-cluster); a region cut off from the
+// others loses it while its bucket keeps its stream leader. The swap on
+// the revision last written needs the stream leader only, so a registered
+// worker keeps its lease there.
 // Compare-and-swap conflicts (10071, or 10164 on clustered streams) are
 // retried within Options.Timeout. JetStream that cannot be reached within
 // it gives an error wrapping snowflake.ErrRegistryUnavailable; bad options,

@@ -99,8 +99,12 @@ type Registry struct {
 	worker     int64
 	rev        uint64    // revision of the claim key w<worker>
 	lease      time.Time // highest lease recorded for worker (durably)
-	token      string    // this registration's owner token in t<worker>
-	fresh      bool      // the bucket had no message at all when opened
+	// leaseRev is the revision of this registration's last write to the
+	// lease key whose answer came (0: none, or another write may have
+	// followed it): Lease swaps on it first, with no read.
+	leaseRev uint64
+	token    string // this registration's owner token in t<worker>
+	fresh    bool   // the bucket had no message at all when opened
 
 	// trip is how long a write to the bucket takes (nanoseconds), from
 	// the writes that got an answer: up at once to a slower one, down a
@@ -313,6 +317,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 	token := newToken()
 	worker, rev := int64(-1), uint64(0)
 	var last time.Time
+	var leaseRev uint64
 	var deleted []string // ids whose lease key an operator deleted
 	var tried map[int64]bool
 	for i := -int64(len(r.opts.Prefer)); i < n && worker < 0; i++ {
@@ -345,7 +350,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		default:
 			return snowflake.Registration{}, fail(ctx, cctx, "register "+claimKey(id), err)
 		}
-		last, err = r.fence(cctx, id, token, now)
+		last, leaseRev, err = r.fence(cctx, id, token, now)
 		if err == nil {
 			worker = id
 			break
@@ -367,7 +372,7 @@ func (r *Registry) Register(ctx context.Context) (snowflake.Registration, error)
 		}
 		return snowflake.Registration{}, fmt.Errorf("%w: kvworker: all %d worker ids of bucket %q are claimed or unusable%s", snowflake.ErrNoWorker, n, r.opts.Bucket, why)
 	}
-	r.registered, r.worker, r.rev, r.lease, r.token = true, worker, rev, last, token
+	r.registered, r.worker, r.rev, r.lease, r.token, r.leaseRev = true, worker, rev, last, token, leaseRev
 	rctx, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	r.wg.Add(1)
@@ -382,11 +387,13 @@ var errLeaseDeleted = errors.New("lease key deleted")
 // fence makes token the owner of worker's lease key by compare-and-swap on
 // what it replaces, and returns the lease it replaced (LastLease): an
 // earlier holder's Lease either landed before (and is in LastLease) or
-// finds the token changed and fails. A lease key that was deleted (a
-// marker: t<N> is never deleted by leafmq, an operator did it) gives
-// errLeaseDeleted: the worker's past leases are unknown, so it is not used.
-func (r *Registry) fence(ctx context.Context, worker int64, token string, now time.Time) (time.Time, error) {
+// finds the token changed and fails; and the revision it wrote. A lease
+// key that was deleted (a marker: t<N> is never deleted by leafmq, an
+// operator did it) gives errLeaseDeleted: the worker's past leases are
+// unknown, so it is not used.
+func (r *Registry) fence(ctx context.Context, worker int64, token string, now time.Time) (time.Time, uint64, error) {
 	var last time.Time
+	var wrote uint64
 	err := retry(ctx, r.opts.Clock, func() (bool, error) {
 		rec, lrev, err := r.readLease(ctx, worker)
 		if err != nil {
@@ -404,21 +411,23 @@ func (r *Registry) fence(ctx context.Context, worker int64, token string, now ti
 			return false, err
 		}
 		if lrev == 0 {
-			_, err = r.kv.Create(ctx, leaseKey(worker), val)
+			wrote, err = r.kv.Create(ctx, leaseKey(worker), val)
 		} else {
-			_, err = r.kv.Update(ctx, leaseKey(worker), val, lrev)
+			wrote, err = r.kv.Update(ctx, leaseKey(worker), val, lrev)
 		}
 		return conflict(err) || transient(err), err
 	})
-	return last, err
+	return last, wrote, err
 }
 
 // Lease implements snowflake.Registry: it raises the lease key t<worker>
 // to until by compare-and-swap (never lowering it) before it returns. It is
-// fenced: it reads t<worker> from the stream leader every time (a lower
-// until included) and succeeds only while the key carries this
-// registration's token, and its compare-and-swap is on the revision that
-// carried it. Once another registration took the worker id over, it closes
+// fenced: every time (a lower until included) it succeeds only while the
+// key carries this registration's token. It swaps first on the revision of
+// this registration's last answered write to the key (a success proves
+// no one wrote it since); with none known, on a conflict or after a lost
+// answer it reads t<worker> from the stream leader and swaps on the
+// revision that carried the token. Once another registration took the worker id over, it closes
 // Lost and fails with an error wrapping snowflake.ErrNotRegistered.
 func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if err := ctx.Err(); err != nil {
@@ -428,6 +437,8 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	defer r.leaseMu.Unlock()
 	r.mu.Lock()
 	closed, registered, worker, token := r.closed, r.registered, r.worker, r.token
+	known, high := r.leaseRev, r.lease
+	r.leaseRev = 0 // set again below once a write of this call is answered
 	r.mu.Unlock()
 	switch {
 	case closed:
@@ -445,6 +456,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	defer cancel()
 	key := leaseKey(worker)
 	var holder leaseRec
+	var wrote uint64 // the revision of this call's write that was answered
 	try := r.tryFor()
 	err := retry(cctx, r.opts.Clock, func() (bool, error) {
 		// Each try is bounded, so that a request lost with a stream leader
@@ -461,6 +473,30 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 			}
 			return false
 		}
+		if known != 0 {
+			// The key's last revision is still the one this registration
+			// wrote unless someone else wrote it since: a compare-and-swap
+			// on it raises the lease and proves the token still ours with
+			// no read. The stream leader alone answers it, whereas the
+			// servers refuse a message get while they see no JetStream
+			// meta leader (a region cut off from the others). A conflict
+			// or a lost answer reads the key, as below.
+			rev := known
+			known = 0
+			want := max(ms, high.UnixMilli())
+			val, err := json.Marshal(leaseRec{Lease: want, Node: r.opts.Node, Updated: r.opts.Clock.Now().UnixMilli(), Owner: token})
+			if err != nil {
+				return false, err
+			}
+			sent := r.opts.Clock.Now()
+			nrev, err := r.kv.Update(tctx, key, val, rev)
+			if err == nil {
+				r.observe(r.opts.Clock.Since(sent))
+				ms, wrote = want, nrev
+				return false, nil
+			}
+			return conflict(err) || transient(err) || lost(), err
+		}
 		rec, rev, err := r.readLease(tctx, worker)
 		if err != nil {
 			return transient(err) || lost(), err
@@ -470,7 +506,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 			return false, errFenced
 		}
 		if rec.Lease >= ms {
-			ms = rec.Lease
+			ms, wrote = rec.Lease, rev
 			return false, nil // confirmed: still ours, and high enough
 		}
 		val, err := json.Marshal(leaseRec{Lease: ms, Node: r.opts.Node, Updated: r.opts.Clock.Now().UnixMilli(), Owner: token})
@@ -478,9 +514,10 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 			return false, err
 		}
 		sent := r.opts.Clock.Now()
-		_, err = r.kv.Update(tctx, key, val, rev)
+		nrev, err := r.kv.Update(tctx, key, val, rev)
 		if err == nil {
 			r.observe(r.opts.Clock.Since(sent))
+			wrote = nrev
 		}
 		return conflict(err) || transient(err) || lost(), err
 	})
@@ -500,6 +537,7 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 	if t := time.UnixMilli(ms); t.After(r.lease) {
 		r.lease = t
 	}
+	r.leaseRev = wrote
 	r.mu.Unlock()
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,13 +87,16 @@ func TestChaosShort(t *testing.T) {
 }
 
 // TestChaosRegionsShort is the many-regions mode at its smallest: two
-// regions, each a nats-server of its own and one leafd, joined by gateways
+// regions, each a cluster of three nats-servers and one leafd (buckets of
+// three replicas in the region), joined by gateways
 // with 30 ms each way, 300 requests a second from clients in both, and one
 // region cut off from the other for 5 s. It fails on a duplicate id across
 // the regions, on a region that answered under 90% of its own clients'
 // requests during the cut, or on any answer that crossed the cut.
 // LEAFCHAOS_REGION_FAULTS (comma-separated, region-cut first) runs more
-// faults after the cut, each judged as the mode judges it.
+// faults after the cut, each judged as the mode judges it;
+// LEAFCHAOS_REGION_SERVERS=1 runs each region as one server (as fast on
+// two cores: about 31 s either way).
 func TestChaosRegionsShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: a 40-second run of two regions; not in -short")
@@ -104,15 +108,23 @@ func TestChaosRegionsShort(t *testing.T) {
 	if faults[0] != chaos.FaultRegionCut {
 		t.Fatalf("LEAFCHAOS_REGION_FAULTS=%s: the first fault must be %s", strings.Join(faults, ","), chaos.FaultRegionCut)
 	}
+	servers := 3
+	if env := os.Getenv("LEAFCHAOS_REGION_SERVERS"); env != "" {
+		var err error
+		if servers, err = strconv.Atoi(env); err != nil {
+			t.Fatalf("LEAFCHAOS_REGION_SERVERS=%s: %v", env, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := chaos.RunRegions(ctx, chaos.Config{
-		Regions:   2,
-		Faults:    faults,
-		Rate:      300,
-		RegionFor: 5 * time.Second,
-		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
-		Progress:  t.Output(),
+		Regions:          2,
+		ServersPerRegion: servers,
+		Faults:           faults,
+		Rate:             300,
+		RegionFor:        5 * time.Second,
+		Logger:           slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Progress:         t.Output(),
 	})
 	if err != nil {
 		t.Fatal(err)

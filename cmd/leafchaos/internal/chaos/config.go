@@ -56,11 +56,15 @@ type Config struct {
 	OpPhase time.Duration
 
 	// Regions ≥ 2 is the many-regions mode (RunRegions): that many
-	// one-server NATS clusters joined by gateways, each with its own
+	// NATS clusters joined by gateways, each with its own
 	// leafds. 0: the single-region mode (Run).
 	Regions int
 	// LeafdsPerRegion: leafds in each region, 1 or 2; default 1.
 	LeafdsPerRegion int
+	// ServersPerRegion: nats-servers in each region's cluster, 1 or 3;
+	// default 1. With 3 the leafds run with --kv-replicas 3: the
+	// region's buckets keep a majority of their replicas in the region.
+	ServersPerRegion int
 	// GatewayLatency delays every byte on every gateway link, each way:
 	// a request across regions and its reply take 2× it more than one in
 	// a region. Default 30ms.

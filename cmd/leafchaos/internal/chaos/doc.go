@@ -132,19 +132,25 @@
 // # Many regions
 //
 // RunRegions (Config.Regions 2 or 3) is a mode of its own, in regions.go:
-// one nats-server per region, each a cluster of one named r<i> with
-// JetStream, joined by gateways. Server i reaches server j's gateway port
-// through the proxy gw-i-j (a latency toxic of Config.GatewayLatency each
-// way, so a request and its reply across regions cost twice it), and
-// advertises a gateway address nothing listens on, so that no region
-// learns a way around a proxy. Each region has LeafdsPerRegion leafds
-// (--regions N --region-id i --region r<i>, KV store, KV worker ids:
-// their own buckets) and Connections client connections to its server
-// (then to the others': a client fails over to another region while its
-// own server is down). The faults strike one region each, in turn:
-// region-cut (gw-i-* and gw-*-i blackholed), region-partition (those
-// proxies closed) and region-kill (the leafds, then the nats-server,
-// kill -9; restarted after RegionFor). Every region's ids go into one id
-// space per tag and one for snowflake; the answering region of a reply is
-// its segment id mod N or its snowflake id's region bits.
+// per region a NATS cluster named r<i> of ServersPerRegion nats-servers
+// (1 or 3, routed to each other) with JetStream, joined by gateways.
+// Region i's servers reach server s of region j's gateway port through
+// the proxy gw-i-j-s (a latency toxic of Config.GatewayLatency each way,
+// so a request and its reply across regions cost twice it), and each
+// server advertises a gateway address nothing listens on, so that no
+// region learns a way around a proxy. Each region has LeafdsPerRegion
+// leafds (--regions N --region-id i --region r<i>, KV store, KV worker
+// ids: their own buckets, --kv-replicas ServersPerRegion, placed in the
+// region's cluster as the server they ask is in it) and Connections client
+// connections to its servers (then to the others': a client fails over to
+// another region while its own servers are down). The faults strike one
+// region each, in turn: region-cut (gw-i-*-* and gw-*-i-* blackholed),
+// region-partition (those proxies closed) and region-kill (the leafds,
+// then the nats-servers, kill -9; restarted after RegionFor). Every
+// region's ids go into one id space per tag and one for snowflake; the
+// answering region of a reply is its segment id mod N or its snowflake
+// id's region bits. regions_report.go judges each region: its share
+// answered during a cut or partition, and in each phase of a kill
+// (regionsMinAnswered), and 99.9% within 1 s from regionRecoveryGoal after
+// each heal to the next fault (Goals spaces the faults to judge each).
 package chaos

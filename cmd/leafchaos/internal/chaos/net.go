@@ -36,7 +36,13 @@ func routeProxy(i, j int) string { return fmt.Sprintf("route-%d-%d", i+1, j+1) }
 // add starts a proxy to upstream on a free loopback port and returns its
 // address.
 func (n *netFaults) add(name, upstream string) (string, error) {
-	p := toxiproxy.NewProxy(n.srv, name, "127.0.0.1:0", upstream)
+	return n.addAt(name, "127.0.0.1:0", upstream)
+}
+
+// addAt starts a proxy to upstream listening on listen and returns its
+// address.
+func (n *netFaults) addAt(name, listen, upstream string) (string, error) {
+	p := toxiproxy.NewProxy(n.srv, name, listen, upstream)
 	if err := p.Start(); err != nil {
 		return "", fmt.Errorf("proxy %s: %w", name, err)
 	}

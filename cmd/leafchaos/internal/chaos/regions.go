@@ -52,19 +52,22 @@ const (
 )
 
 // regionsMinAnswered is the share of its requests each region must get
-// ids for while a region is cut or partitioned: neither side needs the
-// other, so only the moment of the strike costs anything.
+// ids for while a region is cut or partitioned (neither side needs the
+// other, so only the moment of the strike costs anything), and in each
+// phase of a kill (the killed region's clients are answered by another
+// region's leafds: only the requests in flight at each kill are lost).
 const regionsMinAnswered = 0.9
 
-// region is one region of the many-regions mode: a one-server NATS
-// cluster named name, and its leafds.
+// region is one region of the many-regions mode: a NATS cluster named
+// name (ServersPerRegion servers), and its leafds.
 type region struct {
 	idx      int
 	name     string
-	nats     *proc
-	addr     string // the nats-server's client host:port (the harness's clients)
-	mon      string // its monitoring host:port
-	leafdURL string // the proxy leafd reaches it through
+	nats     []*proc
+	addrs    []string     // each nats-server's client host:port (the harness's clients)
+	mons     []string     // their monitoring host:port
+	leafdURL string       // the proxies leafd reaches them through, comma-separated
+	gwPorts  map[int]bool // the ports of the proxies its servers' outbound gateways go through
 	leafds   []*leafd
 	conns    []atomic.Pointer[nats.Conn] // the region's clients
 	dropped  atomic.Int64                // load slots no worker was free for (never sent)
@@ -167,7 +170,7 @@ func RunRegions(ctx context.Context, cfg Config) (*RegionsReport, error) {
 	wg.Add(1)
 	go func() { defer wg.Done(); rr.probe(loadCtx) }()
 
-	rep := &RegionsReport{Regions: cfg.Regions, LeafdsPerRegion: cfg.LeafdsPerRegion,
+	rep := &RegionsReport{Regions: cfg.Regions, LeafdsPerRegion: cfg.LeafdsPerRegion, ServersPerRegion: cfg.ServersPerRegion,
 		GatewayLatency: cfg.GatewayLatency, RegionFor: cfg.RegionFor, Seed: cfg.Seed, Started: rr.t0}
 	sleep(ctx, regionWarmup)
 	calmEnd := time.Since(rr.t0)
@@ -184,7 +187,7 @@ func RunRegions(ctx context.Context, cfg Config) (*RegionsReport, error) {
 				orOK(res.Err), res.Recovery.Round(time.Millisecond))
 		}
 		rep.Faults = append(rep.Faults, res)
-		sleep(ctx, regionCalm)
+		sleep(ctx, rr.calm())
 		rep.Faults[len(rep.Faults)-1].DuplicatesAfter = rr.duplicatesSoFar()
 	}
 	if rest := cfg.Duration - time.Since(rr.t0); rest > 0 {
@@ -195,6 +198,16 @@ func RunRegions(ctx context.Context, cfg Config) (*RegionsReport, error) {
 	rep.Ended = time.Now()
 	rr.finish(rep, calmEnd)
 	return rep, nil
+}
+
+// calm is how long the load runs after a fault's recovery before the
+// next fault: regionCalm, or with Goals the recovery goal plus
+// goalSustain, so that each region is judged after each fault.
+func (rr *regionsRun) calm() time.Duration {
+	if rr.cfg.Goals {
+		return regionRecoveryGoal + goalSustain
+	}
+	return regionCalm
 }
 
 func orOK(err string) string {
@@ -224,6 +237,7 @@ func (c *Config) validateRegions() error {
 	def(&c.MaxBatch, 50)
 	def(&c.MaxStep, 1_000_000)
 	def(&c.LeafdsPerRegion, 1)
+	def(&c.ServersPerRegion, 1)
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Second
 	}
@@ -260,6 +274,8 @@ func (c *Config) validateRegions() error {
 		return fmt.Errorf("%w: region-for %v must be 1s-10m", ErrConfig, c.RegionFor)
 	case c.LeafdsPerRegion < 1 || c.LeafdsPerRegion > 2:
 		return fmt.Errorf("%w: leafds per region %d must be 1 or 2", ErrConfig, c.LeafdsPerRegion)
+	case c.ServersPerRegion != 1 && c.ServersPerRegion != 3:
+		return fmt.Errorf("%w: servers per region %d must be 1 or 3", ErrConfig, c.ServersPerRegion)
 	case c.Duration < 0:
 		return fmt.Errorf("%w: duration %v", ErrConfig, c.Duration)
 	}
@@ -276,16 +292,30 @@ func (c *Config) validateRegions() error {
 	return c.resolvePaths()
 }
 
-func gwProxy(from, to int) string { return fmt.Sprintf("gw-%d-%d", from, to) }
+// gwProxy names the proxy in front of server s of region to's gateway
+// port that region from's servers connect through.
+func gwProxy(from, to, s int) string { return fmt.Sprintf("gw-%d-%d-%d", from, to, s) }
 
-// regionNATSConf is region i's nats-server configuration: a cluster of
-// one named name (routed to itself: JetStream in a super-cluster needs a
-// route), JetStream on, and an outbound gateway to each other region
-// through the proxies in gw (name → URL). It advertises a gateway address
-// nothing listens on (dead): an address learnt by gossip would let another
-// region reach it around the proxy that a fault acts on; and no client
-// URL, so that leafd stays on the proxy it was given.
-func regionNATSConf(name string, client, mon, route, gateway, dead int, store string, gw map[string]string) string {
+// natsPorts is one nats-server's ports in the many-regions mode.
+type natsPorts struct{ client, mon, route, gateway, dead int }
+
+// regionNATSConf is the configuration of server p of a region's cluster
+// named name, whose servers' route ports are routes (a lone server routes
+// to itself: JetStream in a super-cluster needs a route): JetStream on,
+// and an outbound gateway to each other region through the proxies in gw
+// (region name → URLs, one per server of that region). It advertises a
+// gateway address nothing listens on (dead): an address learnt by gossip
+// would let another region reach it around the proxy that a fault acts
+// on; and no client URL, so that leafd stays on the proxies it was given.
+//
+// Each region's gateways take only its own credentials (gwUser, gwPass),
+// and the URLs of a remote carry that region's. A server gossips the URLs
+// it has for every region to the servers that connect to it, without
+// their credentials: a server that learnt another region's proxy to a
+// third region this way (and would reach it around its own proxies, which
+// a fault acts on) dials it with its own credentials, is refused, and
+// tries the next URL.
+func regionNATSConf(name, server string, p natsPorts, routes []int, store string, gw map[string][]string) string {
 	var remotes []string
 	names := make([]string, 0, len(gw))
 	for n := range gw {
@@ -293,7 +323,15 @@ func regionNATSConf(name string, client, mon, route, gateway, dead int, store st
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		remotes = append(remotes, fmt.Sprintf("    {name: %q, urls: [%q]}", n, gw[n]))
+		var urls []string
+		for _, u := range gw[n] {
+			urls = append(urls, strconv.Quote(strings.Replace(u, "://", "://"+gwUser(n)+":"+gwPass(n)+"@", 1)))
+		}
+		remotes = append(remotes, fmt.Sprintf("    {name: %q, urls: [%s]}", n, strings.Join(urls, ", ")))
+	}
+	var rs []string
+	for _, r := range routes {
+		rs = append(rs, strconv.Quote(fmt.Sprintf("nats-route://127.0.0.1:%d", r)))
 	}
 	return fmt.Sprintf(`server_name: %q
 listen: "127.0.0.1:%d"
@@ -306,79 +344,140 @@ jetstream {
 cluster {
   name: %q
   listen: "127.0.0.1:%d"
-  routes: ["nats-route://127.0.0.1:%d"]
+  routes: [%s]
   no_advertise: true
 }
 gateway {
   name: %q
   listen: "127.0.0.1:%d"
   advertise: "127.0.0.1:%d"
+  authorization { user: %q, password: %q }
   gateways: [
 %s
   ]
 }
 ping_interval: "2s"
 ping_max: 3
-`, name, client, mon, store, name, route, route, name, gateway, dead, strings.Join(remotes, "\n"))
+`, server, p.client, p.mon, store, name, p.route, strings.Join(rs, ", "), name, p.gateway, p.dead, gwUser(name), gwPass(name), strings.Join(remotes, "\n"))
 }
 
-// startNATS starts one nats-server per region, each with a proxy per
-// other region in front of that region's gateway port (gw-i-j: region i's
-// outbound gateway to region j) carrying GatewayLatency each way, and a
-// proxy its leafds reach it through (nats-r<i>).
+// gwUser and gwPass are the credentials region name's gateways take.
+func gwUser(name string) string { return "gw-" + name }
+func gwPass(name string) string { return "leafchaos-" + name }
+
+// serverName is the name of server s of region r: the region's name when
+// it has one server, r<i>-<s> otherwise.
+func (rr *regionsRun) serverName(r string, s int) string {
+	if rr.cfg.ServersPerRegion == 1 {
+		return r
+	}
+	return fmt.Sprintf("%s-%d", r, s)
+}
+
+// startNATS starts ServersPerRegion nats-servers per region, routed into
+// the region's cluster, with a proxy in front of each server's gateway
+// port per other region (gw-i-j-s: region i's servers to server s of
+// region j) carrying GatewayLatency each way, and a proxy in front of
+// each server that its leafds reach it through (nats-<server>).
 func (rr *regionsRun) startNATS(ctx context.Context) error {
-	n := rr.cfg.Regions
-	ports, err := freePorts(5 * n)
+	n, per := rr.cfg.Regions, rr.cfg.ServersPerRegion
+	// The proxies listen on ports of the same draw as the servers': one
+	// bound on a port the kernel picked could take a server's before
+	// that server starts.
+	ports, err := freePorts(5*n*per + n*n*per)
 	if err != nil {
 		return err
 	}
-	port := func(i, k int) int { return ports[5*i+k] } // 0 client, 1 monitoring, 2 route, 3 gateway, 4 dead
+	spare := ports[5*n*per:]
+	proxyAddr := func() string {
+		a := fmt.Sprintf("127.0.0.1:%d", spare[0])
+		spare = spare[1:]
+		return a
+	}
+	at := func(i, s int) natsPorts {
+		k := 5 * (i*per + s)
+		return natsPorts{ports[k], ports[k+1], ports[k+2], ports[k+3], ports[k+4]}
+	}
 	c := rr.c
 	for i := range n {
-		r := &region{idx: i, name: fmt.Sprintf("r%d", i), conns: make([]atomic.Pointer[nats.Conn], rr.cfg.Connections)}
-		gw := map[string]string{}
+		r := &region{idx: i, name: fmt.Sprintf("r%d", i), conns: make([]atomic.Pointer[nats.Conn], rr.cfg.Connections),
+			gwPorts: map[int]bool{}}
+		gw := map[string][]string{}
 		for j := range n {
 			if j == i {
 				continue
 			}
-			addr, err := c.net.add(gwProxy(i, j), fmt.Sprintf("127.0.0.1:%d", port(j, 3)))
-			if err != nil {
-				return err
-			}
-			gw[fmt.Sprintf("r%d", j)] = "nats://" + addr
-			if rr.cfg.GatewayLatency > 0 {
-				if _, err := c.net.apply(ctx, []string{gwProxy(i, j)}, latencyToxics(rr.cfg.GatewayLatency, 0)); err != nil {
+			for s := range per {
+				listen := proxyAddr()
+				addr, err := c.net.addAt(gwProxy(i, j, s), listen, fmt.Sprintf("127.0.0.1:%d", at(j, s).gateway))
+				if err != nil {
 					return err
+				}
+				r.gwPorts[portOf(listen)] = true
+				gw[fmt.Sprintf("r%d", j)] = append(gw[fmt.Sprintf("r%d", j)], "nats://"+addr)
+				if rr.cfg.GatewayLatency > 0 {
+					if _, err := c.net.apply(ctx, []string{gwProxy(i, j, s)}, latencyToxics(rr.cfg.GatewayLatency, 0)); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		dir := filepath.Join(c.dir, "nats", r.name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
+		var leafdURLs []string
+		var routePorts []int
+		for s := range per {
+			routePorts = append(routePorts, at(i, s).route)
 		}
-		conf := regionNATSConf(r.name, port(i, 0), port(i, 1), port(i, 2), port(i, 3), port(i, 4), filepath.Join(dir, "js"), gw)
-		path := filepath.Join(dir, "nats.conf")
-		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-			return err
+		for s := range per {
+			p := at(i, s)
+			name := rr.serverName(r.name, s)
+			dir := filepath.Join(c.dir, "nats", name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			conf := regionNATSConf(r.name, name, p, routePorts, filepath.Join(dir, "js"), gw)
+			path := filepath.Join(dir, "nats.conf")
+			if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+				return err
+			}
+			proc := &proc{name: "nats-" + name, bin: rr.cfg.NATSBin, args: []string{"-c", path}, dir: dir,
+				logPath: filepath.Join(dir, "nats.log"), onExit: c.onExit}
+			addr := fmt.Sprintf("127.0.0.1:%d", p.client)
+			r.nats = append(r.nats, proc)
+			r.addrs = append(r.addrs, addr)
+			r.mons = append(r.mons, fmt.Sprintf("127.0.0.1:%d", p.mon))
+			paddr, err := c.net.addAt("nats-"+name, proxyAddr(), addr)
+			if err != nil {
+				return err
+			}
+			leafdURLs = append(leafdURLs, "nats://"+paddr)
+			c.nats = append(c.nats, proc)
+			if err := proc.start(); err != nil {
+				return err
+			}
 		}
-		r.nats = &proc{name: "nats-" + r.name, bin: rr.cfg.NATSBin, args: []string{"-c", path}, dir: dir,
-			logPath: filepath.Join(dir, "nats.log"), onExit: c.onExit}
-		r.addr = fmt.Sprintf("127.0.0.1:%d", port(i, 0))
-		r.mon = fmt.Sprintf("127.0.0.1:%d", port(i, 1))
-		addr, err := c.net.add("nats-"+r.name, r.addr)
-		if err != nil {
-			return err
-		}
-		r.leafdURL = "nats://" + addr
-		c.nats = append(c.nats, r.nats)
+		r.leafdURL = strings.Join(leafdURLs, ",")
 		rr.rs = append(rr.rs, r)
-		if err := r.nats.start(); err != nil {
+	}
+	for _, r := range rr.rs {
+		if err := r.waitUp(ctx); err != nil {
 			return err
 		}
 	}
-	for _, r := range rr.rs {
-		if err := waitTCP(ctx, r.addr, readyWait); err != nil {
-			return fmt.Errorf("%s: %w\n%s", r.nats.name, err, r.nats.logTail(20))
+	return nil
+}
+
+// portOf is the port of host:port a.
+func portOf(a string) int {
+	_, p, _ := strings.Cut(a, ":")
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// waitUp waits until each of r's servers takes connections.
+func (r *region) waitUp(ctx context.Context) error {
+	for s, addr := range r.addrs {
+		if err := waitTCP(ctx, addr, readyWait); err != nil {
+			return fmt.Errorf("%s: %w\n%s", r.nats[s].name, err, r.nats[s].logTail(20))
 		}
 	}
 	return nil
@@ -389,14 +488,22 @@ type gatewayz struct {
 	Outbound map[string]struct {
 		Connection *struct {
 			Start time.Time `json:"start"`
+			Port  int       `json:"port"`
 		} `json:"connection"`
 	} `json:"outbound_gateways"`
 }
 
-// outbound is when region r's server's outbound gateway to each region
-// connected (absent: none).
-func outbound(client *http.Client, r *region) map[string]time.Time {
-	resp, err := client.Get("http://" + r.mon + "/gatewayz")
+// gwConn is one outbound gateway connection: when it connected, and the
+// port it connected to.
+type gwConn struct {
+	start time.Time
+	port  int
+}
+
+// outbound is the server monitored at mon's outbound gateway connection
+// to each region (absent: none).
+func outbound(client *http.Client, mon string) map[string]gwConn {
+	resp, err := client.Get("http://" + mon + "/gatewayz")
 	if err != nil {
 		return nil
 	}
@@ -405,41 +512,51 @@ func outbound(client *http.Client, r *region) map[string]time.Time {
 	if err := json.NewDecoder(resp.Body).Decode(&gz); err != nil {
 		return nil
 	}
-	out := map[string]time.Time{}
+	out := map[string]gwConn{}
 	for name, g := range gz.Outbound {
 		if g.Connection != nil {
-			out[name] = g.Connection.Start
+			out[name] = gwConn{g.Connection.Start, g.Connection.Port}
 		}
 	}
 	return out
 }
 
-// waitGateways waits (bounded by readyWait) until every region's server
-// has an outbound gateway to every other region, and each gateway from
-// or to region k (k ≥ 0) connected after since: a heal's connections
-// are new ones (a blackhole's removal and a closed proxy drop the old).
+// waitGateways waits (bounded by readyWait) until every region's servers
+// have an outbound gateway to every other region, and each gateway from
+// or to region k (k ≥ 0) connected after since: once a fault has struck,
+// the ones made before it are gone (a closed proxy drops them; through a
+// blackhole the servers' pings give up on them).
 func (rr *regionsRun) waitGateways(ctx context.Context, k int, since time.Time) error {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(readyWait)
 	for {
-		all := true
+		var waiting []string
 		for _, r := range rr.rs {
-			out := outbound(client, r)
-			for _, o := range rr.rs {
-				if o == r {
-					continue
-				}
-				at, ok := out[o.name]
-				if !ok || ((r.idx == k || o.idx == k) && at.Before(since)) {
-					all = false
+			for s, mon := range r.mons {
+				out := outbound(client, mon)
+				for _, o := range rr.rs {
+					if o == r {
+						continue
+					}
+					g, ok := out[o.name]
+					switch {
+					case !ok:
+						waiting = append(waiting, fmt.Sprintf("%s to %s: none", r.nats[s].name, o.name))
+					case (r.idx == k || o.idx == k) && g.start.Before(since):
+						waiting = append(waiting, fmt.Sprintf("%s to %s: from before the fault", r.nats[s].name, o.name))
+					case !r.gwPorts[g.port]:
+						// A gateway around the proxies would carry a
+						// region's traffic past the faults.
+						waiting = append(waiting, fmt.Sprintf("%s to %s: through port %d, not its own proxies", r.nats[s].name, o.name, g.port))
+					}
 				}
 			}
 		}
-		if all {
+		if len(waiting) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("regions: gateways not all up within %v", readyWait)
+			return fmt.Errorf("regions: gateways not all up within %v: %s", readyWait, strings.Join(waiting, "; "))
 		}
 		select {
 		case <-ctx.Done():
@@ -453,27 +570,28 @@ func (rr *regionsRun) waitGateways(ctx context.Context, k int, since time.Time) 
 // what needs JetStream's meta leader).
 const metaWait = 30 * time.Second
 
-// waitMeta waits (bounded by metaWait) until every region's server names
-// a JetStream meta leader of a group of every server: making a region's
+// waitMeta waits (bounded by metaWait) until every server names a
+// JetStream meta leader of a group of every server: making a region's
 // buckets needs it. It only logs when that does not happen.
 func (rr *regionsRun) waitMeta(ctx context.Context) {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(metaWait)
 	for {
 		all := true
-		for _, r := range rr.rs {
+		total := len(rr.rs) * rr.cfg.ServersPerRegion
+		for _, mon := range rr.mons() {
 			var jsz struct {
 				Meta *struct {
 					Leader string `json:"leader"`
 					Size   int    `json:"cluster_size"`
 				} `json:"meta_cluster"`
 			}
-			resp, err := client.Get("http://" + r.mon + "/jsz")
+			resp, err := client.Get("http://" + mon + "/jsz")
 			if err == nil {
 				err = json.NewDecoder(resp.Body).Decode(&jsz)
 				resp.Body.Close()
 			}
-			if err != nil || jsz.Meta == nil || jsz.Meta.Leader == "" || jsz.Meta.Size < len(rr.rs) {
+			if err != nil || jsz.Meta == nil || jsz.Meta.Leader == "" || jsz.Meta.Size < total {
 				all = false
 			}
 		}
@@ -490,6 +608,15 @@ func (rr *regionsRun) waitMeta(ctx context.Context) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// mons is every server's monitoring host:port.
+func (rr *regionsRun) mons() []string {
+	var m []string
+	for _, r := range rr.rs {
+		m = append(m, r.mons...)
+	}
+	return m
 }
 
 // startLeafds starts LeafdsPerRegion leafds in each region: KV store and
@@ -519,7 +646,7 @@ func (rr *regionsRun) startLeafds(ctx context.Context) error {
 				"--region", r.name,
 				"--auto-create", "true", // a deployment that starts with its regions
 				"--worker-registry", "kv",
-				"--kv-replicas", "1",
+				"--kv-replicas", strconv.Itoa(rr.cfg.ServersPerRegion),
 				"--max-step", strconv.Itoa(rr.cfg.MaxStep),
 			}
 			p := &proc{name: name, bin: rr.cfg.Leafd, args: args, dir: dir, logPath: filepath.Join(dir, "leafd.log")}
@@ -541,21 +668,27 @@ func (rr *regionsRun) startLeafds(ctx context.Context) error {
 	return nil
 }
 
-// urlsFor is region r's server first, then the others': a client stays in
-// its region while its server is up (no randomizing) and fails over to
-// another region's server while it is down.
-func (rr *regionsRun) urlsFor(r *region) string {
-	u := []string{"nats://" + r.addr}
+// urlsFor is region r's servers first (from the k-th on, spreading the
+// clients), then the others': a client stays in its region while a
+// server of it is up (no randomizing) and fails over to another region's
+// servers while none is.
+func (rr *regionsRun) urlsFor(r *region, k int) string {
+	var u []string
+	for s := range r.addrs {
+		u = append(u, "nats://"+r.addrs[(k+s)%len(r.addrs)])
+	}
 	for _, o := range rr.rs {
 		if o != r {
-			u = append(u, "nats://"+o.addr)
+			for _, a := range o.addrs {
+				u = append(u, "nats://"+a)
+			}
 		}
 	}
 	return strings.Join(u, ",")
 }
 
 func (rr *regionsRun) dial(r *region, k int) (*nats.Conn, error) {
-	return nats.Connect(rr.urlsFor(r),
+	return nats.Connect(rr.urlsFor(r, k),
 		nats.Name(fmt.Sprintf("leafchaos-%s-client-%d", r.name, k)),
 		nats.DontRandomize(),
 		nats.MaxReconnects(-1),
@@ -592,7 +725,7 @@ func (rr *regionsRun) closeConns() {
 	}
 }
 
-// rttResponders answers rttSubject+i on region i's server, so that a
+// rttResponders answers rttSubject+i on region i's servers, so that a
 // probe from another region crosses the gateway links and back.
 func (rr *regionsRun) rttResponders() (func(), error) {
 	var ncs []*nats.Conn
@@ -602,8 +735,8 @@ func (rr *regionsRun) rttResponders() (func(), error) {
 		}
 	}
 	for _, r := range rr.rs {
-		// Only this region's server: were it down, no one answers.
-		nc, err := nats.Connect("nats://"+r.addr, nats.Name("leafchaos-rtt-"+r.name), nats.MaxReconnects(-1),
+		// Only this region's servers: were they down, no one answers.
+		nc, err := nats.Connect("nats://"+strings.Join(r.addrs, ",nats://"), nats.Name("leafchaos-rtt-"+r.name), nats.MaxReconnects(-1),
 			nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
 		if err != nil {
 			stop()
@@ -757,7 +890,9 @@ func (rr *regionsRun) strike(ctx context.Context, f string, k int) RegionFaultRe
 	var proxies []string
 	for j := range rr.rs {
 		if j != k {
-			proxies = append(proxies, gwProxy(k, j), gwProxy(j, k))
+			for s := range rr.cfg.ServersPerRegion {
+				proxies = append(proxies, gwProxy(k, j, s), gwProxy(j, k, s))
+			}
 		}
 	}
 	from := time.Now()
@@ -774,7 +909,10 @@ func (rr *regionsRun) strike(ctx context.Context, f string, k int) RegionFaultRe
 		}
 		healed = time.Now()
 		if err == nil {
-			err = rr.waitGateways(ctx, k, healed)
+			// A gateway connection opened during the cut (its bytes
+			// held by the blackhole) completes once the links open:
+			// new is anything opened since the cut began.
+			err = rr.waitGateways(ctx, k, from)
 		}
 	case FaultRegionPartition:
 		res.Target = "closed " + strings.Join(proxies, ",")
@@ -785,21 +923,32 @@ func (rr *regionsRun) strike(ctx context.Context, f string, k int) RegionFaultRe
 		}
 		healed = time.Now()
 		if err == nil {
-			err = rr.waitGateways(ctx, k, healed)
+			err = rr.waitGateways(ctx, k, from)
 		}
 	case FaultRegionKill:
-		res.Target = "kill -9 " + r.nats.name
+		var names []string
+		for _, p := range r.nats {
+			names = append(names, p.name)
+		}
 		for _, l := range r.leafds {
-			res.Target += "," + l.name
+			names = append(names, l.name)
 			l.kill9()
 		}
+		res.Target = "kill -9 " + strings.Join(names, ",")
 		sleep(ctx, rr.cfg.RegionFor/2)
 		res.natsKilled = time.Since(rr.t0)
-		r.nats.kill9()
+		for _, p := range r.nats {
+			p.kill9()
+		}
 		sleep(ctx, rr.cfg.RegionFor-rr.cfg.RegionFor/2)
 		healed = time.Now()
-		if err = r.nats.start(); err == nil {
-			if err = waitTCP(ctx, r.addr, readyWait); err == nil {
+		for _, p := range r.nats {
+			if err == nil {
+				err = p.start()
+			}
+		}
+		if err == nil {
+			if err = r.waitUp(ctx); err == nil {
 				err = rr.waitGateways(ctx, k, healed)
 			}
 			if err == nil {

@@ -12,12 +12,13 @@ import (
 
 // RegionsReport is what a many-regions run found.
 type RegionsReport struct {
-	Regions         int           `json:"regions"`
-	LeafdsPerRegion int           `json:"leafds_per_region"`
-	GatewayLatency  time.Duration `json:"gateway_latency_ns"` // each way, on every gateway link
-	RegionFor       time.Duration `json:"region_for_ns"`
-	Seed            int64         `json:"seed"`
-	Started, Ended  time.Time
+	Regions          int           `json:"regions"`
+	LeafdsPerRegion  int           `json:"leafds_per_region"`
+	ServersPerRegion int           `json:"servers_per_region"`
+	GatewayLatency   time.Duration `json:"gateway_latency_ns"` // each way, on every gateway link
+	RegionFor        time.Duration `json:"region_for_ns"`
+	Seed             int64         `json:"seed"`
+	Started, Ended   time.Time
 	// Calm is each region's requests before the first fault.
 	Calm []RegionWindow `json:"calm"`
 	// RTT is the harness's probes: from a region's client to a responder
@@ -42,6 +43,7 @@ type RegionWindow struct {
 	Region string `json:"region"`
 	Sent   int64  `json:"sent"`
 	OK     int64  `json:"ok"`
+	Fast   int64  `json:"fast"` // ids within goalLatency
 	// InRegion is the answers with an id of the client's own region;
 	// their latency is P50 and P99.
 	InRegion int64         `json:"in_region"`
@@ -57,6 +59,91 @@ func (w RegionWindow) Answered() float64 {
 		return 0
 	}
 	return float64(w.OK) / float64(w.Sent)
+}
+
+// FastShare is the share of the requests sent that got ids within
+// goalLatency (1 with none sent).
+func (w RegionWindow) FastShare() float64 { return shareOf(w.Fast, w.Sent) }
+
+// regionRecoveryGoal is the time from a region fault's heal (the links
+// back, or the killed servers restarted) to full service that the
+// many-regions mode judges, for every region: the claim TTL plus
+// --lease-ahead, as for a cut link in one region. A cut or a kill costs
+// JetStream's meta group (one for the whole super-cluster) its leader
+// for a few seconds after the heal, and what needs it (the message gets of
+// a worker registration, a range take that must read its key) waits that
+// out; a restarted leafd waits out the lease a stopped one may have had.
+const regionRecoveryGoal = claimTTL + leaseAhead
+
+// RegionAfter is one region's clients' requests from a fault's heal to
+// the next fault (or the end of the load).
+type RegionAfter struct {
+	Region string       `json:"region"`
+	After  RegionWindow `json:"after"`
+	// RecoveryS: from the heal to full service (goalShare within
+	// goalLatency for recoverySustain, or the rest of the stretch if
+	// shorter but at least minJudged); Recovered false: none.
+	RecoveryS float64 `json:"recovery_s"`
+	Recovered bool    `json:"recovered"`
+	// AfterGoal: sent from the heal plus regionRecoveryGoal to the next
+	// fault; Judged: that stretch was at least minJudged long and held a
+	// request; GoalMet: judged and goalShare of it within goalLatency.
+	AfterGoal RegionWindow `json:"after_goal"`
+	Judged    bool         `json:"judged"`
+	GoalMet   bool         `json:"goal_met"`
+}
+
+// regionAfter judges region i's requests recs after a heal at heal, up to
+// end (ns since the load's start).
+func regionAfter(name string, i int, recs []reqRec, heal, end int64) RegionAfter {
+	a := RegionAfter{Region: name, After: window(name, i, recs, heal, end)}
+	rec, ok := regionRecovery(recs, heal, end)
+	a.RecoveryS, a.Recovered = rec.Seconds(), ok
+	from := heal + int64(regionRecoveryGoal)
+	a.AfterGoal = window(name, i, recs, from, end)
+	a.Judged = time.Duration(end-from) >= minJudged && a.AfterGoal.Sent > 0
+	a.GoalMet = !a.Judged || a.AfterGoal.FastShare() >= goalShare
+	return a
+}
+
+// regionRecovery is how long after heal the requests recs sent in [heal,
+// end) reached full service: the start of the first availBucket from
+// which the next recoverySustain (or the rest, if shorter but at least
+// minJudged) has at least goalShare of them answered within goalLatency.
+func regionRecovery(recs []reqRec, heal, end int64) (time.Duration, bool) {
+	if end <= heal {
+		return 0, false
+	}
+	bucket := int64(availBucket)
+	n := int((end - heal + bucket - 1) / bucket)
+	sent := make([]int64, n+1) // prefix sums over the buckets
+	fast := make([]int64, n+1)
+	for _, x := range recs {
+		if x.at < heal || x.at >= end {
+			continue
+		}
+		b := int((x.at-heal)/bucket) + 1
+		sent[b]++
+		if x.ok && x.lat <= int64(goalLatency) {
+			fast[b]++
+		}
+	}
+	for b := 1; b <= n; b++ {
+		sent[b] += sent[b-1]
+		fast[b] += fast[b-1]
+	}
+	w := int(recoverySustain / availBucket)
+	for b := 0; b < n; b++ {
+		j := min(b+w, n)
+		if time.Duration(min(int64(j-b)*bucket, end-heal-int64(b)*bucket)) < minJudged {
+			break
+		}
+		s, f := sent[j]-sent[b], fast[j]-fast[b]
+		if float64(f) >= goalShare*float64(s) {
+			return time.Duration(int64(b) * bucket), true
+		}
+	}
+	return 0, false
 }
 
 // RegionRTT is the probes from one region to one region's responder.
@@ -87,6 +174,9 @@ type RegionFaultResult struct {
 	// then its NATS too (its clients fail over to another region's).
 	Phases     []RegionPhase `json:"phases,omitempty"`
 	natsKilled time.Duration
+	// After is each region's requests from To to the next fault (or the
+	// end of the load), judged against regionRecoveryGoal.
+	After []RegionAfter `json:"after"`
 	// DuplicatesAfter: duplicates over every id space, after the calm
 	// that follows the fault.
 	DuplicatesAfter int64 `json:"duplicates_after"`
@@ -111,6 +201,9 @@ func window(name string, i int, recs []reqRec, from, to int64) RegionWindow {
 			continue
 		}
 		w.OK++
+		if x.lat <= int64(goalLatency) {
+			w.Fast++
+		}
 		if int(x.by) == i {
 			in = append(in, x.lat)
 		} else {
@@ -162,9 +255,20 @@ func (rr *regionsRun) finish(rep *RegionsReport, calmEnd time.Duration) {
 	}
 	for fi := range rep.Faults {
 		f := &rep.Faults[fi]
+		next := end
+		if fi+1 < len(rep.Faults) {
+			next = rep.Faults[fi+1].From.Nanoseconds()
+		}
 		for i, r := range rr.rs {
 			w := window(r.name, i, rr.recs[i], f.From.Nanoseconds(), f.To.Nanoseconds())
 			f.During = append(f.During, w)
+			a := regionAfter(r.name, i, rr.recs[i], f.To.Nanoseconds(), next)
+			f.After = append(f.After, a)
+			if f.Err == "" && !a.GoalMet {
+				rep.Failures = append(rep.Failures, fmt.Sprintf("availability: %s on %s at %v: region %s %.2f%% of %d requests answered within %v from %v after the heal to the next fault (goal %.1f%%)",
+					f.Fault, f.Region, f.From.Round(time.Millisecond), r.name, 100*a.AfterGoal.FastShare(), a.AfterGoal.Sent,
+					goalLatency, regionRecoveryGoal, 100*goalShare))
+			}
 			if f.natsKilled > 0 {
 				if len(f.Phases) == 0 {
 					f.Phases = []RegionPhase{{Name: "leafds down"}, {Name: "leafds and NATS down"}}
@@ -172,7 +276,20 @@ func (rr *regionsRun) finish(rep *RegionsReport, calmEnd time.Duration) {
 				f.Phases[0].During = append(f.Phases[0].During, window(r.name, i, rr.recs[i], f.From.Nanoseconds(), f.natsKilled.Nanoseconds()))
 				f.Phases[1].During = append(f.Phases[1].During, window(r.name, i, rr.recs[i], f.natsKilled.Nanoseconds(), f.To.Nanoseconds()))
 			}
-			if f.Err != "" || f.Fault == FaultRegionKill {
+			if f.Err != "" {
+				continue
+			}
+			if f.Fault == FaultRegionKill {
+				// The killed region's clients are answered across a
+				// gateway (its leafds down), then by another region's
+				// servers (its NATS down too); the others as before.
+				for _, ph := range f.Phases {
+					pw := ph.During[i]
+					if pw.Sent > 0 && pw.Answered() < regionsMinAnswered {
+						rep.Failures = append(rep.Failures, fmt.Sprintf("%s on %s (%s): region %s answered %.1f%% of %d requests (want ≥ %.0f%%)",
+							f.Fault, f.Region, ph.Name, r.name, 100*pw.Answered(), pw.Sent, 100*regionsMinAnswered))
+					}
+				}
 				continue
 			}
 			if w.Sent == 0 || w.Answered() < regionsMinAnswered {
@@ -223,8 +340,8 @@ func ms(d time.Duration) string {
 // WriteText writes the report for people.
 func (r *RegionsReport) WriteText(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("leafchaos regions: %d regions, %d leafd each, gateway latency %v each way, seed %d, %v\n",
-		r.Regions, r.LeafdsPerRegion, r.GatewayLatency, r.Seed, r.Ended.Sub(r.Started).Round(time.Second))
+	p("leafchaos regions: %d regions, %d nats-server and %d leafd each, gateway latency %v each way, seed %d, %v\n",
+		r.Regions, max(r.ServersPerRegion, 1), r.LeafdsPerRegion, r.GatewayLatency, r.Seed, r.Ended.Sub(r.Started).Round(time.Second))
 	row := func(x RegionWindow) {
 		p("  %-4s sent %7d  answered %6.2f%%  in-region %7d  p50 %6s ms  p99 %7s ms  cross-region p50 %6s ms\n",
 			x.Region, x.Sent, 100*x.Answered(), x.InRegion, ms(x.P50), ms(x.P99), ms(x.CrossP50))
@@ -248,6 +365,25 @@ func (r *RegionsReport) WriteText(w io.Writer) {
 			for _, x := range ph.During {
 				row(x)
 			}
+		}
+		if len(f.After) > 0 {
+			p(" after the heal, to the next fault (full service: %.1f%% within %v; judged from %v after the heal):\n",
+				100*goalShare, goalLatency, regionRecoveryGoal)
+		}
+		for _, a := range f.After {
+			row(a.After)
+			rec := "not reached"
+			if a.Recovered {
+				rec = fmt.Sprintf("after %.1fs", a.RecoveryS)
+			}
+			judged := "not judged (under " + minJudged.String() + ")"
+			switch {
+			case a.Judged && a.GoalMet:
+				judged = fmt.Sprintf("%.2f%% of %d: met", 100*a.AfterGoal.FastShare(), a.AfterGoal.Sent)
+			case a.Judged:
+				judged = fmt.Sprintf("%.2f%% of %d: MISSED", 100*a.AfterGoal.FastShare(), a.AfterGoal.Sent)
+			}
+			p("       full service %s; from the recovery goal on %s\n", rec, judged)
 		}
 		p("  duplicates after it: %d\n", f.DuplicatesAfter)
 	}

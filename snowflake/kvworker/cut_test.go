@@ -1,0 +1,64 @@
+package kvworker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/snowflake/kvworker"
+)
+
+// TestLeaseWithoutMetaLeader: a region cut off from the others keeps its
+// bucket's stream leader, but its servers lose JetStream's meta leader
+// (one for the whole super-cluster) and then refuse the API's message gets
+// (503, JetStream system temporarily unavailable). A registered worker
+// still renews its time lease there: its compare-and-swap on the revision
+// it wrote last goes to the stream leader and proves the key still its
+// own, with no read. Without it snowflake stops in every cut-off region
+// once --lease-ahead has run out.
+func TestLeaseWithoutMetaLeader(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1, 1)
+	nc := natstest.Connect(t, sc.URL(0))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, js, layout16(), kvworker.Options{Region: "c0", Timeout: 2 * time.Second})
+	if _, err := r.Register(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Lease(ctx(t), time.Now().Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	sc.Cut(0)
+	sc.Cut(1)
+	sc.Cut(2)
+	// Until c0's server answers a message get of its own bucket with 503.
+	get := "$JS.API.STREAM.MSG.GET.KV_" + kvworker.BucketFor("c0")
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		m, err := nc.Request(get, []byte(`{"last_by_subj":"$KV.x.none"}`), time.Second)
+		if err == nil && strings.Contains(string(m.Data), "10008") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("c0 still has a meta leader %v after the cut (last answer %v)", 45*time.Second, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i := range 3 {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := r.Lease(c, time.Now().Add(3*time.Second))
+		cancel()
+		if err != nil {
+			t.Fatalf("lease %d with c0 cut off: %v", i, err)
+		}
+	}
+	sc.Heal(0)
+	sc.Heal(1)
+	sc.Heal(2)
+}
