@@ -287,3 +287,46 @@ func Unreplicated(ctx context.Context, js jetstream.JetStream, streams ...string
 	}
 	return out
 }
+
+// errCodeClusterNotAvail is the API error a server answers while it sees
+// no JetStream meta leader ("JetStream system temporarily unavailable"),
+// STREAM.MSG.GET included, although the stream's own leader may be up: in
+// a super-cluster the meta group spans every cluster, so a region cut off
+// from the others' majority gets it for every read from its own buckets.
+const errCodeClusterNotAvail = 10008
+
+// NoMetaLeader reports whether err is that answer.
+func NoMetaLeader(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeClusterNotAvail
+}
+
+// DirectGet asks any replica of the stream (on subject, see DirectSubject)
+// for one message, as MsgGet asks the leader; nil, nil when there is none.
+// A replica answers from what it has applied, which on a follower may lag
+// the leader's acknowledged writes: what a caller decides on it must be
+// confirmed by a write's compare-and-swap on the revision it read.
+func DirectGet(ctx context.Context, nc *nats.Conn, subject string, req MsgGetRequest) (*StoredMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := nc.RequestWithContext(ctx, subject, body)
+	if err != nil {
+		return nil, err
+	}
+	switch status := msg.Header.Get("Status"); status {
+	case "":
+	case "404":
+		return nil, nil
+	case "503":
+		return nil, fmt.Errorf("%w: direct get: %s", nats.ErrNoResponders, msg.Header.Get("Description"))
+	default:
+		return nil, fmt.Errorf("jskv: direct get: status %s %s", status, msg.Header.Get("Description"))
+	}
+	m := &StoredMsg{Subject: msg.Header.Get(jetstream.SubjectHeader), Data: msg.Data, hdr: msg.Header}
+	if m.Sequence, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil {
+		return nil, fmt.Errorf("%w: direct get: sequence %q", ErrBadReply, msg.Header.Get(jetstream.SequenceHeader))
+	}
+	return m, nil
+}

@@ -270,6 +270,14 @@ const (
 // kv.Update(key, value, revision). A conflict (another writer got there
 // first) re-reads and tries again after a short jittered pause, bounded by
 // the call's timeout. An error from f ends the loop unchanged.
+//
+// When the leader's reads are refused for want of a JetStream meta leader
+// (a region cut off from the others), the reads go to any replica
+// (msgGet), whose copy may be older than the latest write: the write's
+// compare-and-swap still lands only on the latest revision, so an
+// allocation stays exact, but a refusal decided on such a copy (no row, a
+// max_id below a floor) is not final: the loop tries again, and the call
+// fails with the store unavailable if no read confirms it in time.
 func (s *Store) cas(ctx context.Context, op string, tag wire.Tag, f func(*record) error) error {
 	if s.closed.Load() {
 		return closedErr(op)
@@ -278,12 +286,18 @@ func (s *Store) cas(ctx context.Context, op string, tag wire.Tag, f func(*record
 	defer cancel()
 	var ferr error
 	err := s.retry(cctx, func() (bool, error) {
+		var replica bool
+		cctx := withReplicaReads(cctx, &replica)
 		m, err := s.last(cctx, tag.String())
 		if err != nil {
 			return transient(err), err
 		}
 		if m == nil || m.Deleted() {
-			ferr = fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+			err := fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+			if replica {
+				return true, err
+			}
+			ferr = err
 			return false, ferr
 		}
 		row, err := s.decode(tag.String(), m.Data)
@@ -315,6 +329,9 @@ func (s *Store) cas(ctx context.Context, op string, tag wire.Tag, f func(*record
 		}
 		row.back, row.Back = row.Back, 0
 		if err := f(&row); err != nil {
+			if replica {
+				return true, err
+			}
 			ferr = err
 			return false, err
 		}
