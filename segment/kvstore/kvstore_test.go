@@ -788,3 +788,51 @@ func TestReserverRangeOfReplacedBucket(t *testing.T) {
 		t.Fatalf("floor of x = %d, want 11", f)
 	}
 }
+
+// TestRegionMarkIDElsewhere: a region's empty bucket is refused its first
+// record while another region's bucket records the same region id and
+// count under another name (a renamed region, or a retired id given to a
+// new region, would start its tags at 1 and repeat the other bucket's
+// ids); another id, or the key deleted from the other bucket, passes.
+func TestRegionMarkIDElsewhere(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	ctx := testCtx(t)
+	r0 := segment.RegionMark{N: 2, R: 0, Name: "r0"}
+	if err := segment.CheckRegionMark(ctx, open(t, js, kvstore.Options{Bucket: "leaf_alloc_r0"}), r0); err != nil {
+		t.Fatal(err)
+	}
+	renamed := segment.RegionMark{N: 2, R: 0, Name: "R0"}
+	err := segment.CheckRegionMark(ctx, open(t, js, kvstore.Options{Bucket: "leaf_alloc_R0"}), renamed)
+	if !errors.Is(err, segment.ErrRegionMark) || !strings.Contains(err.Error(), `"leaf_alloc_r0"`) {
+		t.Fatalf("region r0 renamed R0 on a new bucket: %v; want ErrRegionMark naming leaf_alloc_r0", err)
+	}
+	if err := segment.CheckRegionMark(ctx, open(t, js, kvstore.Options{Bucket: "leaf_alloc_r1"}), segment.RegionMark{N: 2, R: 1, Name: "r1"}); err != nil {
+		t.Fatalf("region r1 beside r0: %v", err)
+	}
+	kv, err := js.KeyValue(ctx, "leaf_alloc_r0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "leafmq.region"); err != nil {
+		t.Fatal(err)
+	}
+	if err := segment.CheckRegionMark(ctx, open(t, js, kvstore.Options{Bucket: "leaf_alloc_R0"}), renamed); err != nil {
+		t.Fatalf("renamed after the old bucket's record was deleted: %v", err)
+	}
+}
+
+// TestRegionMarkCountElsewhere: a region's empty bucket is refused its
+// first record while another region's bucket records another region count.
+func TestRegionMarkCountElsewhere(t *testing.T) {
+	srv := natstest.RunServer(t)
+	js := newJS(t, srv.ClientURL())
+	ctx := testCtx(t)
+	if err := segment.CheckRegionMark(ctx, open(t, js, kvstore.Options{Bucket: "leaf_alloc_r0"}), segment.RegionMark{N: 3, R: 0, Name: "r0"}); err != nil {
+		t.Fatal(err)
+	}
+	err := segment.CheckRegionMark(ctx, open(t, js, kvstore.Options{Bucket: "leaf_alloc_r1"}), segment.RegionMark{N: 4, R: 1, Name: "r1"})
+	if !errors.Is(err, segment.ErrRegionMark) || !strings.Contains(err.Error(), "region count") {
+		t.Fatalf("region r1 of 4 beside r0 of 3: %v; want ErrRegionMark", err)
+	}
+}
