@@ -97,9 +97,7 @@ func (s *Store) regionMark(ctx context.Context) (m segment.RegionMark, ok bool, 
 // bucket's rows issued, and another count maps the same local numbers to
 // other ids. In one JetStream system (a super-cluster) every region's
 // buckets are listed; the list needs JetStream's meta leader, as creating
-// the bucket did, and each bucket's record its stream's leader: a bucket
-// that does not answer fails the call (transient), rather than let a
-// first record through unchecked.
+// the bucket did.
 func (s *Store) idElsewhere(ctx context.Context, want segment.RegionMark) error {
 	family := DefaultBucket + "_"
 	if !strings.HasPrefix(s.bucket, family) {
