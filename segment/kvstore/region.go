@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/segment"
@@ -37,10 +36,7 @@ func (s *Store) RegionMark(ctx context.Context) (segment.RegionMark, bool, error
 
 // SetRegionMark implements segment.RegionMarker: the key is written only
 // where it has no value (revision 0, or the delete marker's), so of two
-// nodes writing at once one writes and the other reads what it wrote. A
-// region's bucket (leaf_alloc_<region>) is refused its first record when
-// another region's bucket records want's region id under another name, or
-// another region count (idElsewhere).
+// nodes writing at once one writes and the other reads what it wrote.
 func (s *Store) SetRegionMark(ctx context.Context, want segment.RegionMark) (segment.RegionMark, error) {
 	if s.closed.Load() {
 		return segment.RegionMark{}, closedErr("set region mark")
@@ -60,9 +56,6 @@ func (s *Store) SetRegionMark(ctx context.Context, want segment.RegionMark) (seg
 		if ok {
 			got = had
 			return false, nil
-		}
-		if err := s.idElsewhere(cctx, want); err != nil {
-			return transient(err), err
 		}
 		if _, err := s.kv.Update(cctx, regionKey, val, rev); err != nil {
 			return s.again(err), err // written meanwhile: read it
@@ -87,54 +80,6 @@ func (s *Store) regionMark(ctx context.Context) (m segment.RegionMark, ok bool, 
 		return m, false, 0, fmt.Errorf("%w: bucket %q key %q: %q is not a region record (%v)", ErrCorrupt, s.bucket, regionKey, msg.Data, err)
 	}
 	return m, true, msg.Sequence, nil
-}
-
-// idElsewhere refuses, with an error wrapping segment.ErrRegionMark, a
-// first record of want in a region's bucket while another region's bucket
-// (leaf_alloc_<other>) records want's region id, or another region count:
-// a region renamed, or a retired region's id given to a new one, would
-// start its tags at 1 in the empty bucket and serve the ids the other
-// bucket's rows issued, and another count maps the same local numbers to
-// other ids. In one JetStream system (a super-cluster) every region's
-// buckets are listed; the list needs JetStream's meta leader, as creating
-// the bucket did.
-func (s *Store) idElsewhere(ctx context.Context, want segment.RegionMark) error {
-	family := DefaultBucket + "_"
-	if !strings.HasPrefix(s.bucket, family) {
-		return nil
-	}
-	names := s.js.KeyValueStoreNames(ctx)
-	var others []string
-	for name := range names.Name() {
-		if name != s.bucket && strings.HasPrefix(name, family) {
-			others = append(others, name)
-		}
-	}
-	if err := names.Error(); err != nil {
-		return err
-	}
-	for _, name := range others {
-		m, err := jskv.MsgGet(ctx, s.nc, jskv.GetSubject(s.js, name), jskv.MsgGetRequest{LastFor: "$KV." + name + "." + regionKey})
-		if err != nil {
-			return err
-		}
-		if m == nil || m.Deleted() {
-			continue
-		}
-		var had segment.RegionMark
-		switch {
-		case json.Unmarshal(m.Data, &had) != nil:
-		case had.N != want.N:
-			return fmt.Errorf("%w: bucket %q records %s, and this node is %s: the region count is fixed for the deployment's life "+
-				"(with another, the same local numbers map to other ids)", segment.ErrRegionMark, name, had, want)
-		case had.R == want.R:
-			return fmt.Errorf("%w: bucket %q records %s, and bucket %q would be a second store of region id %d: a region renamed, or a retired "+
-				"region's id given to a new region, serves its tags from an empty store at 1, repeating the ids bucket %q issued; "+
-				"keep the name %s, or rename the region as docs/regions.md says (Retiring or renaming a region: delete the key %s of bucket %q, "+
-				"and create every tag in the new store at its old max_id before it serves)", segment.ErrRegionMark, name, had, s.bucket, want.R, name, had.Name, regionKey, name)
-		}
-	}
-	return nil
 }
 
 var _ segment.RegionMarker = (*Store)(nil)
