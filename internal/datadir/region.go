@@ -76,8 +76,8 @@ func CheckRegion(dir string, want Region) error {
 	case had.R != want.R:
 		why = "a region's id never changes (its store counts the ids of that remainder; two regions swapping ids serve each other's ids); start it with " + had.String()
 	default:
-		why = "a renamed region serves from another, empty store (leaf_alloc_<region>, its own database): start it with " + had.String() +
-			", or create every tag in the new name's store at its old max_id (docs/regions.md, Retiring and renaming a region) and then, with the node stopped, remove " + path
+		why = "on JetStream KV a renamed region serves from another, empty store (leaf_alloc_<region>): start it with " + had.String() +
+			", or rename the region as docs/regions.md says (Retiring or renaming a region), which removes " + path + " with the node stopped"
 	}
 	return fmt.Errorf("%w: %s served %s, and this node is started with %s: %s", ErrRegion, dir, had, want, why)
 }
