@@ -3,6 +3,7 @@
 --   leaf_alloc         Meituan Leaf's segment table, unchanged (--mysql)
 --   leaf_alloc_history leafmq's record of the highest max_id of every tag
 --   leaf_alloc_mode    leafmq's record of every tag's mode (segment, mono, opaque)
+--   leaf_alloc_region  leafmq's record of the region whose ids the database counts
 --   WORKER_NODE        Baidu UidGenerator's worker id table, unchanged
 --                      (--worker-registry mysql)
 --   LEAF_WORKER_LEASE  leafmq's time leases of WORKER_NODE ids
@@ -85,6 +86,22 @@ CREATE TABLE IF NOT EXISTS `leaf_alloc_mode` (
   `create_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,
   PRIMARY KEY (`biz_tag`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the mode of every tag ever created, never deleted';
+
+-- ---------------------------------------------------------------------------
+-- leaf_alloc_region: with regions (docs/regions.md), the region whose ids
+-- this database's rows count: one row, written by the region's first node
+-- (--regions, --region-id, --region) and never changed. A node of another
+-- region id, region count or name refuses the database (each region needs
+-- its own), and so does a node without regions. Empty without regions.
+
+CREATE TABLE IF NOT EXISTS `leaf_alloc_region` (
+  `id` tinyint(4) NOT NULL DEFAULT '1' COMMENT 'always 1: one record',
+  `regions` int(11) NOT NULL COMMENT '--regions',
+  `region_id` int(11) NOT NULL COMMENT '--region-id',
+  `region` varchar(128) NOT NULL COMMENT '--region',
+  `create_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the region whose ids this database counts, never changed';
 
 -- ---------------------------------------------------------------------------
 -- WORKER_NODE: snowflake worker ids (snowflake/dbworker), UidGenerator's DDL

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/leafmq/leafmq/config"
+	"github.com/leafmq/leafmq/internal/datadir"
 	"github.com/leafmq/leafmq/region"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
@@ -27,6 +28,11 @@ func (b *boot) startRegion(ctx context.Context) error {
 		}
 		rc.Name = name
 	}
+	if b.life.lock != nil { // before the region is announced: the data directory's region (datadir.CheckRegion)
+		if err := datadir.CheckRegion(b.cfg.DataDir, datadir.Region(b.regionMark())); err != nil {
+			return err
+		}
+	}
 	g, err := region.Start(ctx, region.Config{Conn: b.conn.NC(), Count: rc.Count, Region: rc.Name, ID: rc.ID, Node: b.cfg.Name,
 		Instance: b.instance, Conflict: b.fail, Clock: b.clock, Log: b.log})
 	if err != nil {
@@ -43,6 +49,15 @@ func (n *Node) scope() wire.Scope {
 		return ""
 	}
 	return wire.Scope(n.cfg.Region.Name)
+}
+
+// regionMark is the region this node serves, as its data directory and
+// its store record it (none without regions).
+func (n *Node) regionMark() segment.RegionMark {
+	if rc := n.cfg.Region; rc.On() {
+		return segment.RegionMark{N: rc.Count, R: rc.ID, Name: rc.Name}
+	}
+	return segment.RegionMark{}
 }
 
 // regions is where this region's segment ids lie among every region's.

@@ -113,6 +113,13 @@ func (b *boot) startChecks(ctx context.Context) error {
 	if err := snowflakeFailed(); err != nil {
 		return fail(err)
 	}
+	// Each region's own store (segment.CheckRegionMark, I5): once the name
+	// passed, so that a refused process records nothing.
+	if err := n.await(bctx, "checking the store's region", func(ctx context.Context) error {
+		return segment.CheckRegionMark(ctx, n.seg.store, n.regionMark())
+	}); err != nil {
+		return fail(err)
+	}
 	if n.seg.opaque, err = cfg.Store.ReadOpaqueKey(); err != nil {
 		return fail(err)
 	}

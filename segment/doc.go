@@ -109,6 +109,12 @@
 // numbers. A local number whose id would pass the tag's limit is never
 // served (ErrDomainExhausted).
 //
+// A store's local numbers are one region's: a store that implements
+// RegionMarker records the region it serves (RegionMark), and
+// CheckRegionMark, run by leafd before the engine starts, refuses a store
+// recorded for another region id, region count or name, and a store with a
+// record used without regions: its numbers would map to ids served before.
+//
 // # Guarantees
 //
 // An id is handed out at most once per Engine, and only from a range the

@@ -113,6 +113,10 @@
 // changes, and every node that served from the old bucket refuses
 // auto-create until an operator acts (see package segment).
 //
+// With regions the bucket records the region it serves under the key
+// leafmq.region (segment.RegionMarker): a key with a dot, which no tag can
+// be and which Tags and Modes pass over.
+//
 // # Errors and time limits
 //
 // Every call, its retries included, is bounded by Options.Timeout (default

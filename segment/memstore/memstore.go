@@ -21,6 +21,7 @@ type Store struct {
 	calls  int // Advance calls that reached the store
 	inc    int // incarnation: bumped by Replace
 	clock  clock.Clock
+	region *segment.RegionMark // nil: no record
 }
 
 // New returns an empty store.
@@ -279,6 +280,30 @@ func (s *Store) Replace() {
 	s.rows = make(map[wire.Tag]segment.Tag)
 	s.gone = make(map[wire.Tag]segment.Tag)
 	s.inc++
+	s.region = nil
+}
+
+// RegionMark implements segment.RegionMarker.
+func (s *Store) RegionMark(ctx context.Context) (segment.RegionMark, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil || s.region == nil {
+		return segment.RegionMark{}, false, err
+	}
+	return *s.region, true, nil
+}
+
+// SetRegionMark implements segment.RegionMarker.
+func (s *Store) SetRegionMark(ctx context.Context, m segment.RegionMark) (segment.RegionMark, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkLocked(ctx); err != nil {
+		return segment.RegionMark{}, err
+	}
+	if s.region == nil {
+		s.region = &m
+	}
+	return *s.region, nil
 }
 
 // Incarnation implements segment.Incarnation: it changes with each Replace.
@@ -309,8 +334,9 @@ func (s *Store) Close() error {
 }
 
 var (
-	_ segment.Store       = (*Store)(nil)
-	_ segment.Incarnation = (*Store)(nil)
+	_ segment.Store        = (*Store)(nil)
+	_ segment.Incarnation  = (*Store)(nil)
+	_ segment.RegionMarker = (*Store)(nil)
 )
 
 // HandBack implements segment.HandBacker.

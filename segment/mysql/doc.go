@@ -28,9 +28,16 @@
 // no row there is segment. Every allocation reads it in its transaction
 // (a LEFT JOIN), so the engine learns a tag's mode with its first range.
 //
+// And, with regions, Table + "_region" (leaf_alloc_region): one row, the
+// segment.RegionMark of the region whose ids the database counts, inserted
+// by the region's first node (Store.SetRegionMark) and never changed, so
+// that a node of another region refuses the database
+// (segment.CheckRegionMark).
+//
 // The same DDL is in deploy/schema.sql. Open creates the tables only when
-// Options.CreateTable is set and they are missing (all three must exist
-// otherwise: ErrSchema); it never alters an existing one. It then records
+// Options.CreateTable is set and they are missing (the first three must
+// exist otherwise: ErrSchema; without the region table the database has no
+// region record); it never alters an existing one. It then records
 // every row of leaf_alloc that has no history yet (a Leaf database, an
 // older leafmq). It checks that the table has Leaf's columns and a
 // transactional engine (an allocation is an UPDATE and a SELECT in one

@@ -126,6 +126,7 @@ type Store struct {
 	table   string // unquoted name
 	history string // unquoted name of the history table
 	modes   string // unquoted name of the mode table
+	region  string // unquoted name of the region table
 	timeout time.Duration
 	closed  atomic.Bool
 	q       queries
@@ -146,6 +147,9 @@ type queries struct {
 
 	// the mode table
 	createModes, verifyModes, modes, modeLock, modeIns string
+
+	// the region table
+	createRegion, region, regionIns string
 }
 
 // historyDDL is the history table's DDL, with %s for its name.
@@ -166,16 +170,32 @@ const modeDDL = "CREATE TABLE IF NOT EXISTS `%s` (\n" +
 	"  PRIMARY KEY (`biz_tag`)\n" +
 	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the mode of every tag ever created, never deleted'"
 
+// regionDDL is the region table's DDL, with %s for its name: one row
+// (id 1), the segment.RegionMark of the region whose ids the database
+// counts, written once and never changed.
+const regionDDL = "CREATE TABLE IF NOT EXISTS `%s` (\n" +
+	"  `id` tinyint(4) NOT NULL DEFAULT '1' COMMENT 'always 1: one record',\n" +
+	"  `regions` int(11) NOT NULL COMMENT '--regions',\n" +
+	"  `region_id` int(11) NOT NULL COMMENT '--region-id',\n" +
+	"  `region` varchar(128) NOT NULL COMMENT '--region',\n" +
+	"  `create_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP,\n" +
+	"  PRIMARY KEY (`id`)\n" +
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COMMENT='leafmq: the region whose ids this database counts, never changed'"
+
 // modeCols reads a tag's mode beside its leaf_alloc row (alias a) from
 // the mode table (alias m): a tag without a record there is segment.
 const modeCols = "COALESCE(m.kind, ''), COALESCE(m.width, 0), COALESCE(m.key_id, '')"
 
-func newQueries(table, history, modes string) queries {
+func newQueries(table, history, modes, region string) queries {
 	t := "`" + table + "`"
 	h := "`" + history + "`"
 	md := "`" + modes + "`"
+	rg := "`" + region + "`"
 	join := " a LEFT JOIN " + md + " m ON m.biz_tag = a.biz_tag"
 	return queries{
+		createRegion:  fmt.Sprintf(regionDDL, region),
+		region:        "SELECT regions, region_id, region FROM " + rg + " WHERE id = 1",
+		regionIns:     "INSERT INTO " + rg + " (id, regions, region_id, region) VALUES (1, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id",
 		createModes:   fmt.Sprintf(modeDDL, modes),
 		verifyModes:   "SELECT biz_tag, kind, width, key_id FROM " + md + " LIMIT 0",
 		modes:         "SELECT a.biz_tag, " + modeCols + " FROM " + t + join,
@@ -278,8 +298,9 @@ func newStore(dsn string, opts Options) (*Store, error) {
 	db.SetMaxOpenConns(opts.MaxOpenConns)
 	db.SetMaxIdleConns(opts.MaxIdleConns)
 	db.SetConnMaxLifetime(opts.ConnMaxLifetime)
-	return &Store{db: db, table: opts.Table, history: opts.HistoryTable, modes: opts.ModeTable, timeout: opts.Timeout,
-		q: newQueries(opts.Table, opts.HistoryTable, opts.ModeTable)}, nil
+	region := opts.Table + "_region"
+	return &Store{db: db, table: opts.Table, history: opts.HistoryTable, modes: opts.ModeTable, region: region, timeout: opts.Timeout,
+		q: newQueries(opts.Table, opts.HistoryTable, opts.ModeTable, region)}, nil
 }
 
 // MySQL error numbers the store tells apart.
@@ -327,6 +348,11 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 		}
 		if _, err := s.db.ExecContext(ctx, s.q.verifyModes); err != nil {
 			return fmt.Errorf("mode table %q: %w", s.modes, schemaErr(err))
+		}
+		if createTable { // without it, a missing region table is no record (RegionMark)
+			if _, err := s.db.ExecContext(ctx, s.q.createRegion); err != nil {
+				return schemaErr(err)
+			}
 		}
 		// Tags whose rows predate the history table (a Leaf database, an
 		// older leafmq) get their record now.
@@ -818,8 +844,9 @@ func (s *Store) Close() error {
 }
 
 var (
-	_ segment.Store      = (*Store)(nil)
-	_ segment.HandBacker = (*Store)(nil)
+	_ segment.Store        = (*Store)(nil)
+	_ segment.HandBacker   = (*Store)(nil)
+	_ segment.RegionMarker = (*Store)(nil)
 )
 
 // Durability reports the server settings under which a committed
@@ -844,4 +871,44 @@ func (s *Store) Durability(ctx context.Context) ([]string, error) {
 		warn = append(warn, fmt.Sprintf("sync_binlog=%d: a replica promoted after a power cut can miss committed reservations (set it to 1)", syncBinlog.Int64))
 	}
 	return warn, nil
+}
+
+// RegionMark implements segment.RegionMarker: the region table's row. A
+// database without the table (made before it, opened without
+// Options.CreateTable) has no record.
+func (s *Store) RegionMark(ctx context.Context) (m segment.RegionMark, ok bool, err error) {
+	err = s.call(ctx, func(ctx context.Context) error {
+		m, ok, err = s.regionMark(ctx)
+		return err
+	})
+	return m, ok, err
+}
+
+// SetRegionMark implements segment.RegionMarker: the row is inserted only
+// where there is none (of two nodes inserting at once, the second's insert
+// changes nothing), then read back.
+func (s *Store) SetRegionMark(ctx context.Context, want segment.RegionMark) (m segment.RegionMark, err error) {
+	err = s.call(ctx, func(ctx context.Context) error {
+		if _, err := s.db.ExecContext(ctx, s.q.regionIns, want.N, want.R, want.Name); err != nil {
+			return fmt.Errorf("region table %q: %w", s.region, schemaErr(err))
+		}
+		var ok bool
+		if m, ok, err = s.regionMark(ctx); err == nil && !ok {
+			err = fmt.Errorf("region table %q: no row after the insert", s.region)
+		}
+		return err
+	})
+	return m, err
+}
+
+func (s *Store) regionMark(ctx context.Context) (m segment.RegionMark, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, s.q.region).Scan(&m.N, &m.R, &m.Name)
+	var me *driver.MySQLError
+	switch {
+	case errors.Is(err, sql.ErrNoRows), errors.As(err, &me) && me.Number == erNoSuchTable:
+		return segment.RegionMark{}, false, nil
+	case err != nil:
+		return m, false, err
+	}
+	return m, true, nil
 }

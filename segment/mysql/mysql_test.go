@@ -529,7 +529,7 @@ func schemaStatements(t *testing.T) []string {
 // CreateTable options make.
 func TestSchemaFile(t *testing.T) {
 	stmts := schemaStatements(t)
-	tables := []string{"leaf_alloc", "leaf_alloc_history", "leaf_alloc_mode", "WORKER_NODE", "LEAF_WORKER_LEASE"}
+	tables := []string{"leaf_alloc", "leaf_alloc_history", "leaf_alloc_mode", "leaf_alloc_region", "WORKER_NODE", "LEAF_WORKER_LEASE"}
 	if len(stmts) != len(tables) {
 		t.Fatalf("deploy/schema.sql has %d statements, want %d (%v):\n%s",
 			len(stmts), len(tables), tables, strings.Join(stmts, "\n;\n"))
@@ -795,5 +795,31 @@ func TestDurability(t *testing.T) {
 	warn, err = s.Durability(ctx)
 	if err != nil || len(warn) != 1 || !strings.Contains(warn[0], "innodb_flush_log_at_trx_commit=2") {
 		t.Fatalf("Durability with innodb_flush_log_at_trx_commit=2 = %q, %v", warn, err)
+	}
+}
+
+// TestRegionMarkOlderDatabase: a database from before the region table
+// (opened without CreateTable) has no record and serves a node without
+// regions as before; leafd's open (CreateTable) adds the table, and the
+// first node with regions records its region there.
+func TestRegionMarkOlderDatabase(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	ctx := testCtx(t)
+	open(t, dsn, mysql.Options{CreateTable: true})
+	exec(t, rawDB(t, dsn), "DROP TABLE leaf_alloc_region")
+	old := open(t, dsn, mysql.Options{})
+	if m, ok, err := old.RegionMark(ctx); err != nil || ok {
+		t.Fatalf("RegionMark without the table = %+v, %v, %v; want none", m, ok, err)
+	}
+	if err := segment.CheckRegionMark(ctx, old, segment.RegionMark{}); err != nil {
+		t.Fatalf("a node without regions on a database without the table: %v", err)
+	}
+	s := open(t, dsn, mysql.Options{CreateTable: true})
+	want := segment.RegionMark{N: 2, R: 1, Name: "eu"}
+	if err := segment.CheckRegionMark(ctx, s, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := segment.CheckRegionMark(ctx, old, segment.RegionMark{N: 2, R: 0, Name: "us"}); !errors.Is(err, segment.ErrRegionMark) {
+		t.Fatalf("a second region on the database: %v; want ErrRegionMark", err)
 	}
 }

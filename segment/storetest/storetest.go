@@ -56,6 +56,7 @@ func Run(t *testing.T, f Factory) {
 		{"Overflow", testOverflow},
 		{"OpaqueDomainEnd", testOpaqueDomainEnd},
 		{"RegionsDomainEnd", testRegionsDomainEnd},
+		{"RegionMark", testRegionMark},
 		{"ConcurrentNoOverlap", testConcurrent},
 		{"ContextCanceled", testContextCanceled},
 		{"Closed", testClosed},
@@ -862,5 +863,58 @@ func testUnreachable(t *testing.T, f Factory) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("unreachable store took %v to fail", d)
+	}
+}
+
+// testRegionMark: a store that records its region keeps the first record
+// written (two nodes of one region starting at once on an empty store
+// agree on it), refuses through segment.CheckRegionMark every other
+// region and a node without regions, and lists no record as a tag.
+func testRegionMark(t *testing.T, s segment.Store) {
+	rm, ok := s.(segment.RegionMarker)
+	if !ok {
+		t.Skip("store keeps no region record")
+	}
+	c := ctx(t)
+	if err := segment.CheckRegionMark(c, s, segment.RegionMark{}); err != nil {
+		t.Fatalf("CheckRegionMark without regions on an empty store: %v", err)
+	}
+	if m, ok, err := rm.RegionMark(c); err != nil || ok {
+		t.Fatalf("RegionMark of an empty store = %+v, %v, %v; want none (a node without regions records nothing)", m, ok, err)
+	}
+	if err := s.Create(c, segment.Tag{Name: wire.MustTag("a")}); err != nil {
+		t.Fatal(err)
+	}
+	want := segment.RegionMark{N: 3, R: 1, Name: "r1"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() { errs <- segment.CheckRegionMark(c, s, want) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("CheckRegionMark of one region from 8 nodes at once: %v", err)
+		}
+	}
+	if m, ok, err := rm.RegionMark(c); err != nil || !ok || m != want {
+		t.Fatalf("RegionMark = %+v, %v, %v; want %+v", m, ok, err, want)
+	}
+	for _, other := range []segment.RegionMark{{N: 3, R: 2, Name: "r2"}, {N: 4, R: 1, Name: "r1"}, {N: 3, R: 1, Name: "R1"}, {}} {
+		if err := segment.CheckRegionMark(c, s, other); !errors.Is(err, segment.ErrRegionMark) {
+			t.Fatalf("CheckRegionMark(%+v) on a store of %+v: %v; want ErrRegionMark", other, want, err)
+		}
+	}
+	if m, err := rm.SetRegionMark(c, segment.RegionMark{N: 3, R: 2, Name: "r2"}); err != nil || m != want {
+		t.Fatalf("SetRegionMark over a record = %+v, %v; want the record %+v", m, err, want)
+	}
+	tags, err := s.Tags(c)
+	if err != nil || len(tags) != 1 || tags[0] != "a" {
+		t.Fatalf("Tags = %v, %v; want [a]", tags, err)
+	}
+	modes, err := s.Modes(c)
+	if err != nil || len(modes) != 1 {
+		t.Fatalf("Modes = %v, %v; want a only", modes, err)
 	}
 }
