@@ -474,7 +474,12 @@ func (q *question) read(m *nats.Msg) (a wire.NodeRegion, onID, ok bool) {
 
 // conflict is what a's answer conflicts with: its count (on
 // RegionsSubject), or, on the id, its region: another name, or this name
-// on another home cluster (a region is one NATS cluster); nil when none.
+// on another NATS cluster (a region is one NATS cluster); nil when none.
+// Two nodes are on two clusters when both their homes and the clusters
+// they are connected to now differ: a node's failover to another cluster
+// leaves its home, and a NATS cluster without a configured name, whose
+// random name changes when a server restarts (nodes started before and
+// after have two homes), gives every client its new name.
 func (q *question) conflict(a wire.NodeRegion, onID bool) error {
 	where := ""
 	if a.Cluster != "" {
@@ -487,14 +492,14 @@ func (q *question) conflict(a wire.NodeRegion, onID bool) error {
 	case onID && a.Region != "" && a.Region != q.name:
 		return fmt.Errorf("%w: region %q uses region id %d too (node %s%s), and this node's region is %q: give each region an id of its own",
 			ErrIDTaken, a.Region, q.id, a.Node, where, q.name)
-	case onID && a.Region == q.name && homesDiffer(a.Home, q.home):
+	case onID && a.Region == q.name && homesDiffer(a.Home, q.home) && homesDiffer(a.Cluster, q.nc.ConnectedClusterName()):
 		return fmt.Errorf("%w: region %q uses region id %d on NATS cluster %s too (node %s%s), and this node's is on NATS cluster %s: a region is one NATS cluster, give each its own name and id",
 			ErrIDTaken, a.Region, q.id, a.Home, a.Node, where, q.home)
 	}
 	return nil
 }
 
-// homesDiffer: two nodes' home clusters are known and differ.
+// homesDiffer: two nodes' clusters are known and differ.
 func homesDiffer(a, b string) bool { return a != "" && b != "" && a != b }
 
 // window asks twice, at once and half way through its window (w,

@@ -39,9 +39,9 @@ type NodeRegion struct {
 	// Home is the NATS cluster the node was connected to when it started:
 	// its region's cluster, kept through a failover to another one. A
 	// region is one NATS cluster, so a node of this region name and id
-	// whose Home is another cluster is another region (a configuration
-	// copied to a second cluster); "" (a server without a cluster, a
-	// node of an older version) is compared with nothing.
+	// whose Home and Cluster are both another cluster's is another region
+	// (a configuration copied to a second cluster); "" (a server without
+	// a cluster, a node of an older version) is compared with nothing.
 	Home string `json:"home,omitempty"`
 	// Checked: the node has passed its start check and serves under this
 	// id. A node still starting answers too (so that two starting at once
