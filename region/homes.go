@@ -199,7 +199,7 @@ func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart
 // error when it could not ask.
 func (h *Homes) ask(ctx context.Context, tag wire.Tag) ([]wire.RegionTag, []int, error) {
 	nc := h.cfg.Conn
-	w := windowOf(nc, h.cfg.Window)
+	w := windowOf(nc, h.cfg.Window, DefaultWindow)
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {

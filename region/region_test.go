@@ -141,8 +141,9 @@ func TestRegionIDs(t *testing.T) {
 		}
 		_, err = start(t, c0, "c0", 6, "a2", 0, nil)
 		refused(t, err, "c1", "b")
-		// Each check asks twice, one check after the other: at the fifth
-		// question two whole running checks have heard the answer.
+		// The start check asks twice, then the running node once a
+		// period: by the fifth question the answers to two running
+		// questions have come.
 		for range 5 {
 			select {
 			case <-questions:
@@ -169,21 +170,40 @@ func TestRegionIDs(t *testing.T) {
 	})
 }
 
-// TestRegionIDPartition: two regions on one id start while their gateway
-// is cut, so both pass; once it heals, the running check of each reports
-// the conflict within its period.
+// startBoth starts, at once, a Guard of each region i of sc on ids[i] of
+// count counts[i] (the two start within Skew of each other, so neither is
+// older), with period, reporting its conflict on the channel returned.
+func startBoth(t *testing.T, sc *natstest.SuperCluster, ids, counts [2]int, period time.Duration) [2]chan error {
+	t.Helper()
+	var conflicts [2]chan error
+	errs := make(chan error, 2)
+	for i, name := range sc.Names[:2] {
+		conflicts[i] = make(chan error, 1)
+		go func() {
+			_, err := startCount(t, sc.URL(i), name, ids[i], counts[i], name+"-node", period, func(err error) { conflicts[i] <- err })
+			if err != nil {
+				err = fmt.Errorf("region %s: %w", name, err)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return conflicts
+}
+
+// TestRegionIDPartition: two regions on one id start at once while their
+// gateway is cut, so both pass; once it heals, the running check of each
+// reports the conflict within its period: neither is older, both stop.
 func TestRegionIDPartition(t *testing.T) {
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	sc.Cut(0)
 	sc.Cut(1)
 	const period = time.Second
-	var conflicts [2]chan error
-	for i, name := range []string{"c0", "c1"} {
-		conflicts[i] = make(chan error, 1)
-		if _, err := start(t, sc.URL(i), name, 7, name+"-node", period, func(err error) { conflicts[i] <- err }); err != nil {
-			t.Fatalf("region %s while cut: %v", name, err)
-		}
-	}
+	conflicts := startBoth(t, sc, [2]int{7, 7}, [2]int{count, count}, period)
 	sc.Heal(0)
 	sc.Heal(1)
 	healed := time.Now()
@@ -295,7 +315,7 @@ func TestGuardChecksEveryPeriod(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Advance(time.Minute)
-		asked(2)
+		asked(1)
 	}
 	if err := g.Err(); err != nil {
 		t.Fatalf("a node of the same region is a conflict: %v", err)
@@ -416,22 +436,16 @@ func TestRegionCounts(t *testing.T) {
 	})
 }
 
-// TestRegionCountPartition: two regions of two counts start while their
-// gateway is cut, so both pass; once it heals, the running check of each
-// reports the other's count within its period.
+// TestRegionCountPartition: two regions of two counts start at once
+// while their gateway is cut, so both pass; once it heals, the running
+// check of each reports the other's count within its period.
 func TestRegionCountPartition(t *testing.T) {
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	sc.Cut(0)
 	sc.Cut(1)
 	const period = time.Second
-	var conflicts [2]chan error
-	counts := []int{2, 3}
-	for i, name := range []string{"c0", "c1"} {
-		conflicts[i] = make(chan error, 1)
-		if _, err := startCount(t, sc.URL(i), name, i, counts[i], name+"-node", period, func(err error) { conflicts[i] <- err }); err != nil {
-			t.Fatalf("region %s while cut: %v", name, err)
-		}
-	}
+	counts := [2]int{2, 3}
+	conflicts := startBoth(t, sc, [2]int{0, 1}, counts, period)
 	sc.Heal(0)
 	sc.Heal(1)
 	healed := time.Now()
@@ -443,5 +457,240 @@ func TestRegionCountPartition(t *testing.T) {
 		case <-time.After(within - time.Since(healed)):
 			t.Fatalf("region %s reported no conflict within %v of the heal", sc.Names[i], within)
 		}
+	}
+}
+
+// TestRegionIDSlowGateway300: behind a gateway slowed 300 ms each way (a
+// round trip of 600 ms, more than the old 500 ms window), a second region
+// on a taken id, or a node of another region count, is refused at start
+// (StartWindow); and of two regions that start on one id at the same
+// moment at least one refuses.
+func TestRegionIDSlowGateway300(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	sc.Slow(0, 300*time.Millisecond)
+	sc.Slow(1, 300*time.Millisecond)
+
+	t.Run("running", func(t *testing.T) {
+		mustStart(t, sc.URL(0), "c0", 20, "a")
+		t0 := time.Now()
+		_, err := start(t, sc.URL(1), "c1", 20, "b", 0, nil)
+		refused(t, err, "c0", "a")
+		t.Logf("refused at start after %v", time.Since(t0))
+		_, err = startCount(t, sc.URL(1), "c1", 21, 3, "b", 0, nil)
+		countsDiffer(t, err, "a", fmt.Sprintf("--regions %d", count), "--regions 3")
+	})
+	t.Run("starting together", func(t *testing.T) {
+		errs := make(chan error, 2)
+		for i, name := range sc.Names {
+			go func() {
+				_, err := startCount(t, sc.URL(i), name, 22, count, name+"-node", 0, nil)
+				errs <- err
+			}()
+		}
+		refusals := 0
+		for range 2 {
+			err := <-errs
+			switch {
+			case errors.Is(err, region.ErrIDTaken):
+				refusals++
+			case err != nil:
+				t.Fatal(err)
+			}
+		}
+		if refusals == 0 {
+			t.Fatal("two regions started on one id at once, and neither refused")
+		}
+		t.Logf("%d of 2 refused", refusals)
+	})
+}
+
+// TestRegionIDSlowerGateway: behind a gateway slowed 1.2 s each way, more
+// than a start check waits for, a region started on a taken id passes its
+// start check; the running region's answer to its start's question comes
+// 2.4 s on, and it stops at once, long before its first period (a
+// minute): an answer counts whenever it comes. The running region, older,
+// keeps serving.
+func TestRegionIDSlowerGateway(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	sc.Slow(0, 1200*time.Millisecond)
+	sc.Slow(1, 1200*time.Millisecond)
+	older := make(chan error, 1)
+	a, err := start(t, sc.URL(0), "c0", 23, "a", time.Minute, func(err error) { older <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(region.Skew) // so that a is clearly older
+	conflicts := make(chan error, 1)
+	t0 := time.Now()
+	if _, err := start(t, sc.URL(1), "c1", 23, "b", time.Minute, func(err error) { conflicts <- err }); err != nil {
+		t.Fatalf("the start check heard the other region across a gateway of 2.4 s round trip (%v): the test needs a slower one", err)
+	}
+	select {
+	case err := <-conflicts:
+		refused(t, err, "c0", "a")
+		t.Logf("stopped %v after the start began: %v", time.Since(t0), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late answer stopped no node within 10 s of its start")
+	}
+	select {
+	case err := <-older:
+		t.Fatalf("the older region stopped: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := a.Err(); err != nil {
+		t.Fatalf("the older region stopped: %v", err)
+	}
+}
+
+// TestRegionSameNameTwoClusters: a region is one NATS cluster. A region
+// of the same name and id as a running one, on another NATS cluster (a
+// configuration copied to a new region), is refused at start, and found
+// by the running checks once a cut heals; two regions of two names and ids
+// share one NATS cluster, and many nodes of one region on two servers of
+// its cluster pass.
+func TestRegionSameNameTwoClusters(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 2)
+	t.Run("at start", func(t *testing.T) {
+		mustStart(t, sc.URL(0), "prod", 24, "a")
+		_, err := start(t, sc.URL(1), "prod", 24, "b", 0, nil)
+		if !errors.Is(err, region.ErrIDTaken) || !strings.Contains(err.Error(), "on NATS cluster c0") || !strings.Contains(err.Error(), "node a") {
+			t.Fatalf("the same region name and id on another cluster: %v, want ErrIDTaken naming cluster c0 and node a", err)
+		}
+	})
+	t.Run("one cluster", func(t *testing.T) {
+		s0, s1 := sc.Clusters[1][0].ClientURL(), sc.Clusters[1][1].ClientURL()
+		mustStart(t, s0, "east", 25, "e0")
+		mustStart(t, s1, "east", 25, "e1")
+		mustStart(t, s1, "west", 26, "w0")
+		_, err := start(t, s0, "west", 25, "w1", 0, nil)
+		refused(t, err, "east", "e")
+	})
+	t.Run("after a cut", func(t *testing.T) {
+		sc.Cut(0)
+		sc.Cut(1)
+		const period = time.Second
+		var conflicts [2]chan error
+		errs := make(chan error, 2)
+		for i := range 2 {
+			conflicts[i] = make(chan error, 1)
+			go func() {
+				_, err := start(t, sc.URL(i), "prod", 27, fmt.Sprintf("p%d", i), period, func(err error) { conflicts[i] <- err })
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("while cut: %v", err)
+			}
+		}
+		sc.Heal(0)
+		sc.Heal(1)
+		healed := time.Now()
+		// They started together: neither is older, so both stop, the
+		// first found at least, within a period of the heal.
+		select {
+		case err := <-conflicts[0]:
+			t.Logf("c0's node stopped %v after the heal: %v", time.Since(healed), err)
+		case err := <-conflicts[1]:
+			t.Logf("c1's node stopped %v after the heal: %v", time.Since(healed), err)
+		case <-time.After(period + region.DefaultWindow + 500*time.Millisecond):
+			t.Fatal("no node stopped after the heal")
+		}
+	})
+}
+
+// TestRegionIDHealOlderSurvives: region r0 serves on an id; while the
+// gateway is cut, region r1 is started on the same id and passes (nothing
+// answers). Once the cut heals, the newer r1 stops, within a period, and
+// the older r0 keeps serving: r1 said it stopped.
+func TestRegionIDHealOlderSurvives(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	const period = time.Second
+	older, newer := make(chan error, 1), make(chan error, 1)
+	a, err := start(t, sc.URL(0), "r0", 28, "a", period, func(err error) { older <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Cut(0)
+	sc.Cut(1)
+	time.Sleep(region.Skew + 500*time.Millisecond) // more than the clocks may differ
+	if _, err := start(t, sc.URL(1), "r1", 28, "b", period, func(err error) { newer <- err }); err != nil {
+		t.Fatalf("r1 while cut: %v", err)
+	}
+	sc.Heal(0)
+	sc.Heal(1)
+	healed := time.Now()
+	select {
+	case err := <-newer:
+		refused(t, err, "r0", "a")
+		t.Logf("the newer region stopped %v after the heal", time.Since(healed))
+	case err := <-older:
+		t.Fatalf("the older region stopped: %v", err)
+	case <-time.After(period + region.DefaultWindow + 500*time.Millisecond):
+		t.Fatal("the newer region did not stop within a period of the heal")
+	}
+	// Past the time the older waits for a younger node to stop.
+	select {
+	case err := <-older:
+		t.Fatalf("the older region stopped: %v", err)
+	case <-time.After(2*period + 6*time.Second):
+	}
+	if err := a.Err(); err != nil {
+		t.Fatalf("the older region stopped: %v", err)
+	}
+}
+
+// TestRegionOlderWaitsForTheYounger: a running node that hears a younger
+// node of another region on its id keeps serving only while the younger
+// stops: one that says it stopped is left be, and one that still serves
+// 2 periods and 5 s after it was first heard (it may not hear the older)
+// stops the older too, so that never both serve.
+func TestRegionOlderWaitsForTheYounger(t *testing.T) {
+	url := natstest.RunServer(t).ClientURL()
+	const period = 200 * time.Millisecond
+	var conflicts [2]chan error
+	for i, id := range []int{29, 30} {
+		conflicts[i] = make(chan error, 1)
+		if _, err := start(t, url, "old", id, fmt.Sprintf("old%d", i), period, func(err error) { conflicts[i] <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	younger := time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
+	other := natstest.Connect(t, url)
+	for i, id := range []int{29, 30} {
+		var asked atomic.Int32
+		if _, err := other.Subscribe(wire.RegionSubject(id), func(m *nats.Msg) {
+			// On id 30 the younger node says it stopped from its second
+			// answer on; on id 29 it never does.
+			stopped := i == 1 && asked.Add(1) > 1
+			_ = m.Respond(fmt.Appendf(nil, `{"node":"young","region":"new","id":%d,"checked":true,"since":%q,"stopped":%t}`, id, younger, stopped))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	grace := 2*period + 5*time.Second
+	select {
+	case err := <-conflicts[0]:
+		refused(t, err, "new", "young")
+		if !strings.Contains(err.Error(), "has not stopped") {
+			t.Fatalf("the older stopped for %v, want for a younger that has not stopped", err)
+		}
+		if d := time.Since(t0); d < grace-time.Second {
+			t.Fatalf("the older stopped %v after the younger was heard, before it waited %v for it", d, grace)
+		}
+		t.Logf("the older stopped %v after it first heard the younger", time.Since(t0))
+	case err := <-conflicts[1]:
+		t.Fatalf("the older stopped beside a younger that stopped: %v", err)
+	case <-time.After(grace + 2*time.Second):
+		t.Fatal("the older kept serving beside a younger that still serves")
+	}
+	select {
+	case err := <-conflicts[1]:
+		t.Fatalf("the older stopped beside a younger that stopped: %v", err)
+	case <-time.After(time.Second):
 	}
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // RegionPrefix + <id> is answered by every node whose region id is <id>
@@ -35,12 +36,29 @@ type NodeRegion struct {
 	// Cluster is the NATS cluster the node is connected to as it answers
 	// (to tell an operator where a conflicting node is).
 	Cluster string `json:"cluster,omitempty"`
+	// Home is the NATS cluster the node was connected to when it started:
+	// its region's cluster, kept through a failover to another one. A
+	// region is one NATS cluster, so a node of this region name and id
+	// whose Home and Cluster are both another cluster's is another region
+	// (a configuration copied to a second cluster); "" (a server without
+	// a cluster, a node of an older version) is compared with nothing.
+	Home string `json:"home,omitempty"`
 	// Checked: the node has passed its start check and serves under this
 	// id. A node still starting answers too (so that two starting at once
 	// see each other), but only a checked node's answer stops a running
 	// one: a node that starts, hears a conflict and refuses must not stop
 	// the region that was there first.
 	Checked bool `json:"checked,omitempty"`
+	// Since is when the node's region first served, by the node's clock:
+	// when the earliest node of its region it heard at start (or this
+	// node) passed its start check; zero while not Checked. Of two
+	// regions found on one id once a partition heals, the one that served
+	// clearly first keeps serving and the other stops.
+	Since time.Time `json:"since,omitzero"`
+	// Stopped: the node found a conflict and serves no more under this
+	// id (it answers until it exits). A region clearly older than it
+	// (Since) keeps serving; any other still counts it.
+	Stopped bool `json:"stopped,omitempty"`
 	// Regions is the node's region count (--regions), 0 without regions;
 	// compared only in answers on RegionsSubject (a node of an older
 	// version answers RegionPrefix + <id> without it).
