@@ -191,3 +191,24 @@ func (sc *SuperCluster) ready() bool {
 	}
 	return leader != nil && len(leader.JetStreamClusterPeers()) == len(all)
 }
+
+// WaitNoMetaLeader waits, up to 45 s, until cluster i's servers refuse the
+// message gets of stream for want of a JetStream meta leader (503, err
+// 10008): the meta group spans every cluster, so a cluster cut off from
+// the others' majority loses it a few seconds after the cut, although the
+// stream's own leader may be among its servers.
+func (sc *SuperCluster) WaitNoMetaLeader(i int, stream string) {
+	sc.t.Helper()
+	nc := Connect(sc.t, sc.URL(i))
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		m, err := nc.Request("$JS.API.STREAM.MSG.GET."+stream, []byte(`{"last_by_subj":"none"}`), time.Second)
+		if err == nil && strings.Contains(string(m.Data), "10008") {
+			return
+		}
+		if time.Now().After(deadline) {
+			sc.t.Fatalf("natstest: cluster %s still has a JetStream meta leader 45s after the cut (last answer %v)", sc.Names[i], err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

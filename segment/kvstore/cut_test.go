@@ -2,7 +2,6 @@ package kvstore_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,18 +39,7 @@ func TestAdvanceWithoutMetaLeader(t *testing.T) {
 	sc.Cut(1)
 	sc.Cut(2)
 	defer func() { sc.Heal(0); sc.Heal(1); sc.Heal(2) }()
-	nc := natstest.Connect(t, sc.URL(0))
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		m, err := nc.Request("$JS.API.STREAM.MSG.GET.KV_leaf_alloc_c0", []byte(`{"last_by_subj":"$KV.leaf_alloc_c0.orders"}`), time.Second)
-		if err == nil && strings.Contains(string(m.Data), "10008") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("c0 still has a meta leader %v after the cut (last answer %v)", 45*time.Second, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	sc.WaitNoMetaLeader(0, "KV_leaf_alloc_c0")
 	last := int64(0)
 	for i := range 10 {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)

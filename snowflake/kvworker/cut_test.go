@@ -2,7 +2,6 @@ package kvworker_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,19 +36,7 @@ func TestLeaseWithoutMetaLeader(t *testing.T) {
 	sc.Cut(0)
 	sc.Cut(1)
 	sc.Cut(2)
-	// Until c0's server answers a message get of its own bucket with 503.
-	get := "$JS.API.STREAM.MSG.GET.KV_" + kvworker.BucketFor("c0")
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		m, err := nc.Request(get, []byte(`{"last_by_subj":"$KV.x.none"}`), time.Second)
-		if err == nil && strings.Contains(string(m.Data), "10008") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("c0 still has a meta leader %v after the cut (last answer %v)", 45*time.Second, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	sc.WaitNoMetaLeader(0, "KV_"+kvworker.BucketFor("c0"))
 	for i := range 3 {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := r.Lease(c, time.Now().Add(3*time.Second))
