@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/config"
 	"github.com/leafmq/leafmq/internal/datadir"
@@ -102,5 +105,45 @@ func TestRegionsOneDatabaseRefused(t *testing.T) {
 	}
 	if err := startErr(t, cfgOf("none-1", "", 0, 0)); !errors.Is(err, segment.ErrRegionMark) {
 		t.Fatalf("a node without regions on region east's database: %v; want segment.ErrRegionMark", err)
+	}
+}
+
+// TestRegionStoreRecordWhileRunning: a running node checks its store's
+// record every period with the region check: a record an operator deleted
+// is written again, and another region's record put in its place (a
+// second region given the store meanwhile) stops the node (leafd exits).
+// Before, a second region could start on a store whose record was deleted
+// by hand while the first served from it: a monotonic tag then had a
+// leader in each region, its ids out of order.
+func TestRegionStoreRecordWhileRunning(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	n := startNode(t, regionConfig(s.ClientURL(), "east-1", "east", 0, 2))
+	waitServing(t, n)
+	js, err := jetstream.New(natstest.Connect(t, s.ClientURL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), "leaf_alloc_east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(t.Context(), "leafmq.region"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the region record written again", 30*time.Second, func() bool {
+		e, err := kv.Get(t.Context(), "leafmq.region")
+		return err == nil && strings.Contains(string(e.Value()), `"region":"east"`)
+	})
+	if _, err := kv.Put(t.Context(), "leafmq.region", []byte(`{"regions":2,"region_id":1,"region":"west"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-n.Failed():
+		if !errors.Is(err, segment.ErrRegionMark) {
+			t.Fatalf("stopped for %v, want segment.ErrRegionMark", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still running 30 s after its store was recorded as another region's")
 	}
 }

@@ -120,6 +120,7 @@ func (b *boot) startChecks(ctx context.Context) error {
 	}); err != nil {
 		return fail(err)
 	}
+	n.life.region.Watch(func(ctx context.Context) error { return segment.RegionMarkConflict(ctx, n.seg.store, n.regionMark()) })
 	if n.seg.opaque, err = cfg.Store.ReadOpaqueKey(); err != nil {
 		return fail(err)
 	}

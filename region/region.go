@@ -147,6 +147,9 @@ type Guard struct {
 
 	younger map[string]time.Time // the run goroutine's: conflicting younger nodes, when first heard
 
+	// watch is checked every period with the running check (Watch).
+	watch atomic.Pointer[func(context.Context) error]
+
 	ctx    context.Context // the running checks'; cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -286,6 +289,14 @@ func (g *Guard) mate(a wire.NodeRegion, onID bool) bool {
 	return onID && a.Region == g.cfg.Region && !homesDiffer(a.Home, g.q.home)
 }
 
+// Watch adds f to the running checks: every period f is called, and an
+// error from it is a conflict (the node stops, as for another region on
+// its id). f reports conflicts only, not failures to look: the region's
+// store recording another region (segment.RegionMarkConflict), so that a
+// record an operator deleted while the node ran is written again, or a
+// second region that took the store meanwhile stops one of the two.
+func (g *Guard) Watch(f func(context.Context) error) { g.watch.Store(&f) }
+
 // Err is the conflict a running check found (wrapping ErrIDTaken or
 // ErrRegionsDiffer), nil
 // while none was. Once set it stays.
@@ -341,6 +352,15 @@ func (g *Guard) run(first bool) {
 		case <-t.C():
 			if err := g.q.ask(); err != nil {
 				g.cfg.Log.Warn("region: could not check the region id and count", "id", g.cfg.ID, "regions", g.cfg.Count, "err", err)
+			}
+			if w := g.watch.Load(); w != nil {
+				wctx, cancel := context.WithTimeout(ctx, maxWindow)
+				err := (*w)(wctx)
+				cancel()
+				if err != nil {
+					g.stop(err)
+					return
+				}
 			}
 		case m := <-g.q.ch:
 			if err := g.judge(m); err != nil {

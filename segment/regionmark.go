@@ -68,3 +68,15 @@ func CheckRegionMark(ctx context.Context, s Store, want RegionMark) error {
 	return fmt.Errorf("%w: the segment store is recorded as the store of %s, and this node is %s: each region needs its own store "+
 		"(its own KV bucket, its own MySQL database), and a region's id and the region count never change (docs/regions.md)", ErrRegionMark, had, want)
 }
+
+// RegionMarkConflict is CheckRegionMark for a running node, every period:
+// a record an operator deleted is written again, and the error is one
+// wrapping ErrRegionMark only (another region's record: a second region
+// took the store while this one ran, and one of the two must stop); a
+// store that cannot be read now is no conflict.
+func RegionMarkConflict(ctx context.Context, s Store, want RegionMark) error {
+	if err := CheckRegionMark(ctx, s, want); errors.Is(err, ErrRegionMark) {
+		return err
+	}
+	return nil
+}
