@@ -147,3 +147,25 @@ func TestRegionStoreRecordWhileRunning(t *testing.T) {
 		t.Fatal("still running 30 s after its store was recorded as another region's")
 	}
 }
+
+// TestRegionIDRecorded: a region id records its region (KV: the bucket
+// leaf_region_<id>): a region renamed onto fresh data directories, or a
+// new region given a retired region's id, starts on a new, empty bucket
+// of its own name, which says nothing of the ids the id served before;
+// the id's record refuses it. Before, such a region served its tags from
+// 1 again (a rename with auto-create repeated 2,351 of 2,351 ids).
+func TestRegionIDRecorded(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	n := startNode(t, regionConfig(s.ClientURL(), "east-1", "east", 0, 2))
+	httpID(t, n, "orders")
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	err := startErr(t, regionConfig(s.ClientURL(), "east2-1", "east2", 0, 2))
+	if !errors.Is(err, segment.ErrRegionMark) || !strings.Contains(err.Error(), "leaf_region_0") {
+		t.Fatalf("region id 0 renamed east2 on a fresh data directory: %v; want segment.ErrRegionMark naming leaf_region_0", err)
+	}
+	httpID(t, startNode(t, regionConfig(s.ClientURL(), "west-1", "west", 1, 2)), "orders")
+	httpID(t, startNode(t, regionConfig(s.ClientURL(), "east-2", "east", 0, 2)), "orders")
+}

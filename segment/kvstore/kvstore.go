@@ -59,16 +59,17 @@ type Options struct {
 // concurrent use, by any number of Stores on any number of nodes sharing the
 // bucket.
 type Store struct {
-	kv      jetstream.KeyValue
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	bucket  string
-	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
-	dirSubj string // any replica's batched get, for walk: <api prefix>DIRECT.GET.KV_<bucket>
-	keyPre  string // $KV.<bucket>.
-	history int64  // the bucket's history, as of Open
-	timeout time.Duration
-	owns    bool
+	kv       jetstream.KeyValue
+	js       jetstream.JetStream
+	nc       *nats.Conn
+	bucket   string
+	getSubj  string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
+	dirSubj  string // any replica's batched get, for walk: <api prefix>DIRECT.GET.KV_<bucket>
+	keyPre   string // $KV.<bucket>.
+	history  int64  // the bucket's history, as of Open
+	replicas int    // Options.Replicas: of the buckets it creates
+	timeout  time.Duration
+	owns     bool
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -134,15 +135,16 @@ func Open(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, er
 		return nil, fmt.Errorf("%w: kvstore: negative timeout %v", segment.ErrInvalid, opts.Timeout)
 	}
 	s := &Store{
-		js:      js,
-		nc:      js.Conn(),
-		bucket:  opts.Bucket,
-		getSubj: jskv.GetSubject(js, opts.Bucket),
-		dirSubj: jskv.DirectSubject(js, opts.Bucket),
-		keyPre:  "$KV." + opts.Bucket + ".",
-		timeout: opts.Timeout,
-		owns:    opts.CloseConn,
-		clock:   clock.Or(opts.Clock),
+		js:       js,
+		nc:       js.Conn(),
+		bucket:   opts.Bucket,
+		getSubj:  jskv.GetSubject(js, opts.Bucket),
+		dirSubj:  jskv.DirectSubject(js, opts.Bucket),
+		keyPre:   "$KV." + opts.Bucket + ".",
+		timeout:  opts.Timeout,
+		replicas: opts.Replicas,
+		owns:     opts.CloseConn,
+		clock:    clock.Or(opts.Clock),
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

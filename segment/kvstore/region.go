@@ -3,7 +3,10 @@ package kvstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/jskv"
 	"github.com/leafmq/leafmq/segment"
@@ -63,7 +66,58 @@ func (s *Store) SetRegionMark(ctx context.Context, want segment.RegionMark) (seg
 		got = want
 		return false, nil
 	})
-	return got, s.fail(ctx, cctx, "set region mark", "", err)
+	if err := s.fail(ctx, cctx, "set region mark", "", err); err != nil || got != want || want.N < 1 {
+		return got, err
+	}
+	return got, s.checkRegionID(cctx, want)
+}
+
+// RegionIDBucket is the bucket that records which region region id id
+// is: one per id, so that each region's NATS user needs its own only.
+func RegionIDBucket(id int) string { return fmt.Sprintf("leaf_region_%d", id) }
+
+// regionIDKey is the key of RegionIDBucket's one record.
+const regionIDKey = "region"
+
+// checkRegionID records, where nothing is recorded yet, that want's region
+// id is want's region, and refuses (segment.ErrRegionMark) when it is
+// recorded as another region's. A region's store is named after the
+// region (leaf_alloc_<region>), so a region renamed, or a new region
+// given a retired region's id, starts on a new, empty bucket whose own
+// record says nothing of the ids the id served before; the id's record
+// does: its local numbers' history is in the old region's bucket
+// (docs/regions.md, Retiring or renaming a region).
+func (s *Store) checkRegionID(ctx context.Context, want segment.RegionMark) error {
+	bucket := RegionIDBucket(want.R)
+	kv, err := jskv.OpenOrCreate(ctx, s.js, jetstream.KeyValueConfig{Bucket: bucket, History: 1,
+		Storage: jetstream.FileStorage, Replicas: s.replicas})
+	if err != nil {
+		return s.fail(ctx, ctx, "region id record", "", err)
+	}
+	val, err := json.Marshal(want)
+	if err != nil {
+		return err
+	}
+	if _, err = kv.Create(ctx, regionIDKey, val); err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return s.fail(ctx, ctx, "region id record", "", err)
+	}
+	e, err := kv.Get(ctx, regionIDKey)
+	if err != nil {
+		return s.fail(ctx, ctx, "region id record", "", err)
+	}
+	var had segment.RegionMark
+	if err := json.Unmarshal(e.Value(), &had); err != nil {
+		return fmt.Errorf("%w: bucket %q key %q: %q is not a region record (%v)", ErrCorrupt, bucket, regionIDKey, e.Value(), err)
+	}
+	if had == want {
+		return nil
+	}
+	return fmt.Errorf("%w: region id %d is recorded (bucket %s) as %s's, and this node is %s: a region id's ids are in its first region's store; "+
+		"a renamed region, or a new region on a retired id, starts its tags above them (docs/regions.md, Retiring or renaming a region)",
+		segment.ErrRegionMark, want.R, bucket, had, want)
 }
 
 // regionMark reads the region key once; rev is the revision a write that
