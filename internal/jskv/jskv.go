@@ -330,3 +330,27 @@ func DirectGet(ctx context.Context, nc *nats.Conn, subject string, req MsgGetReq
 	}
 	return m, nil
 }
+
+// replicaReads is the context key of WithReplicaReads.
+type replicaReads struct{}
+
+// WithReplicaReads lets Get read from any replica when the stream
+// leader's read is refused for want of a meta leader (NoMetaLeader), and
+// sets *used when it did. Only a caller whose every decision on the read
+// is confirmed by a write's compare-and-swap on the revision read may
+// allow it: a replica's copy may be older than the latest write.
+func WithReplicaReads(ctx context.Context, used *bool) context.Context {
+	return context.WithValue(ctx, replicaReads{}, used)
+}
+
+// Get is MsgGet from the stream leader (on getSubj), or, where ctx allows
+// it (WithReplicaReads) and the leader's read is refused for want of a
+// meta leader, DirectGet from any replica (on dirSubj).
+func Get(ctx context.Context, nc *nats.Conn, getSubj, dirSubj string, req MsgGetRequest) (*StoredMsg, error) {
+	m, err := MsgGet(ctx, nc, getSubj, req)
+	if used, ok := ctx.Value(replicaReads{}).(*bool); ok && NoMetaLeader(err) {
+		*used = true
+		m, err = DirectGet(ctx, nc, dirSubj, req)
+	}
+	return m, err
+}

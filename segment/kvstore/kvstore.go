@@ -289,7 +289,7 @@ func (s *Store) cas(ctx context.Context, op string, tag wire.Tag, f func(*record
 	var ferr error
 	err := s.retry(cctx, func() (bool, error) {
 		var replica bool
-		cctx := withReplicaReads(cctx, &replica)
+		cctx := jskv.WithReplicaReads(cctx, &replica)
 		m, err := s.last(cctx, tag.String())
 		if err != nil {
 			return transient(err), err

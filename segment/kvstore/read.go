@@ -18,7 +18,7 @@ func (s *Store) last(ctx context.Context, tag string) (*jskv.StoredMsg, error) {
 }
 
 // msgGet asks the stream leader for one message; nil, nil when there is no
-// such message. Within a compare-and-swap (withReplicaReads) a leader that
+// such message. Within a compare-and-swap (jskv.WithReplicaReads) a leader that
 // answers it sees no JetStream meta leader (a region cut off from the
 // others' majority: its servers refuse the leader's reads although the
 // bucket's leader is among them) is not the end: the read goes to any
@@ -26,22 +26,10 @@ func (s *Store) last(ctx context.Context, tag string) (*jskv.StoredMsg, error) {
 // decided on what may be a follower's older copy but a write's
 // compare-and-swap, which lands only on the revision that is the latest.
 func (s *Store) msgGet(ctx context.Context, req jskv.MsgGetRequest) (*jskv.StoredMsg, error) {
-	m, err := jskv.MsgGet(ctx, s.nc, s.getSubj, req)
-	if used, ok := ctx.Value(replicaReads{}).(*bool); ok && jskv.NoMetaLeader(err) {
-		*used = true
-		m, err = jskv.DirectGet(ctx, s.nc, s.dirSubj, req)
-	}
+	m, err := jskv.Get(ctx, s.nc, s.getSubj, s.dirSubj, req)
 	if errors.Is(err, jskv.ErrBadReply) {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return m, err
 }
 
-// replicaReads is the context key of withReplicaReads.
-type replicaReads struct{}
-
-// withReplicaReads lets msgGet read from any replica when the leader's
-// reads are refused for want of a meta leader, and sets *used when it did.
-func withReplicaReads(ctx context.Context, used *bool) context.Context {
-	return context.WithValue(ctx, replicaReads{}, used)
-}

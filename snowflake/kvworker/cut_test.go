@@ -2,6 +2,7 @@ package kvworker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ func TestLeaseWithoutMetaLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := open(t, js, layout16(), kvworker.Options{Region: "c0", Timeout: 2 * time.Second})
-	if _, err := r.Register(ctx(t)); err != nil {
+	reg, err := r.Register(ctx(t))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Lease(ctx(t), time.Now().Add(3*time.Second)); err != nil {
@@ -43,6 +45,30 @@ func TestLeaseWithoutMetaLeader(t *testing.T) {
 		cancel()
 		if err != nil {
 			t.Fatalf("lease %d with c0 cut off: %v", i, err)
+		}
+	}
+	// The key written again as it is (an operator's put of the same
+	// value; as after an answer lost): the revision this registration
+	// knows is no longer the latest, so the renewal must read the key,
+	// from a replica, and confirm by its compare-and-swap.
+	kv, err := js.KeyValue(ctx(t), kvworker.BucketFor("c0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("t%d", reg.Worker)
+	e, err := kv.Get(ctx(t), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx(t), key, e.Value()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := r.Lease(c, time.Now().Add(3*time.Second))
+		cancel()
+		if err != nil {
+			t.Fatalf("lease %d with c0 cut off, after a write it did not make: %v", i, err)
 		}
 	}
 	sc.Heal(0)

@@ -83,6 +83,7 @@ type Registry struct {
 	layout  snowflake.Layout
 	opts    Options
 	getSubj string // leader-only message get: <api prefix>STREAM.MSG.GET.KV_<bucket>
+	dirSubj string // any replica's message get, for Lease without a meta leader
 	keyPre  string // $KV.<bucket>.
 
 	lost     chan struct{}
@@ -194,6 +195,7 @@ func Open(ctx context.Context, js jetstream.JetStream, layout snowflake.Layout, 
 		layout:  layout,
 		opts:    opts,
 		getSubj: jskv.GetSubject(js, opts.Bucket),
+		dirSubj: jskv.DirectSubject(js, opts.Bucket),
 		keyPre:  "$KV." + opts.Bucket + ".",
 		lost:    make(chan struct{}),
 		rand:    rand.Int64N,
@@ -497,18 +499,30 @@ func (r *Registry) Lease(ctx context.Context, until time.Time) error {
 			}
 			return conflict(err) || transient(err) || lost(), err
 		}
-		rec, rev, err := r.readLease(tctx, worker)
+		// Where the leader's read is refused for want of a meta leader
+		// (a region cut off from the others), the key is read from any
+		// replica, whose copy may be older than the latest write: then
+		// only the compare-and-swap confirms (a copy that shows the token
+		// ours and the lease high enough is written again), and a copy
+		// that shows another token is no proof of a takeover (it may
+		// predate this registration's fence): read again.
+		var replica bool
+		rec, rev, err := r.readLease(jskv.WithReplicaReads(tctx, &replica), worker)
 		if err != nil {
 			return transient(err) || lost(), err
 		}
 		if rec.Owner != token {
+			if replica {
+				return true, fmt.Errorf("kvworker: lease key of worker %d read from a replica: another owner, unconfirmed", worker)
+			}
 			holder = rec
 			return false, errFenced
 		}
-		if rec.Lease >= ms {
+		if rec.Lease >= ms && !replica {
 			ms, wrote = rec.Lease, rev
 			return false, nil // confirmed: still ours, and high enough
 		}
+		ms = max(ms, rec.Lease)
 		val, err := json.Marshal(leaseRec{Lease: ms, Node: r.opts.Node, Updated: r.opts.Clock.Now().UnixMilli(), Owner: token})
 		if err != nil {
 			return false, err

@@ -17,12 +17,16 @@ import (
 // Reads that must see this node's own writes (the lease key before a CAS)
 // go to the stream leader (jskv.MsgGet), not kv.Get: on an R>1 bucket a
 // direct get may be answered by a follower that has not applied the latest
-// write (see package jskv).
+// write (see package jskv). One exception: Lease, whose every decision is
+// confirmed by its compare-and-swap, reads a replica where the leader's
+// read is refused for want of a JetStream meta leader (jskv.Get), as in a
+// region cut off from the others.
 
-// msgGet asks the stream leader for the last message on subject; nil, nil
-// when there is none.
+// msgGet asks the stream leader for the last message on subject (or a
+// replica, where ctx allows it: jskv.WithReplicaReads); nil, nil when
+// there is none.
 func (r *Registry) msgGet(ctx context.Context, subject string) (*jskv.StoredMsg, error) {
-	return jskv.MsgGet(ctx, r.nc, r.getSubj, jskv.MsgGetRequest{LastFor: subject})
+	return jskv.Get(ctx, r.nc, r.getSubj, r.dirSubj, jskv.MsgGetRequest{LastFor: subject})
 }
 
 // retry calls f until it succeeds or says not to retry, pausing a
