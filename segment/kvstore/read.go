@@ -32,4 +32,3 @@ func (s *Store) msgGet(ctx context.Context, req jskv.MsgGetRequest) (*jskv.Store
 	}
 	return m, err
 }
-
