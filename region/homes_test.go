@@ -62,6 +62,7 @@ func (r homeRegion) create(ctx context.Context, tag wire.Tag, m segment.Mode) er
 // same moment, again and again: never both (at most one home, I6); each
 // says it creates before it asks, so the later hears the earlier.
 func TestHomesCreatesAtOnce(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	rs := startHomes(t, s.ClientURL(), 2)
 	mono := segment.Mode{Kind: segment.KindMono}
@@ -94,6 +95,7 @@ func TestHomesCreatesAtOnce(t *testing.T) {
 
 // TestHomesRules: what a create asks of the other regions.
 func TestHomesRules(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	rs := startHomes(t, s.ClientURL(), 3)
 	ctx := t.Context()
@@ -142,6 +144,7 @@ func TestHomesRules(t *testing.T) {
 // TestHomesRegionAway: a monotonic create needs every region's answer; a
 // segment create goes ahead without a region that does not answer.
 func TestHomesRegionAway(t *testing.T) {
+	t.Parallel()
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s.ClientURL())
 	h := region.NewHomes(region.HomesConfig{Conn: nc, Count: 2, ID: 0, Region: "r0", Node: "r0-1",

@@ -74,6 +74,7 @@ func refused(t *testing.T, err error, other, node string) {
 // id refuses to start whichever starts first, many nodes of one region on
 // one id pass, and the default region name is the cluster's.
 func TestRegionIDs(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 2)
 	c0, c1 := sc.URL(0), sc.URL(1)
 
@@ -199,6 +200,7 @@ func startBoth(t *testing.T, sc *natstest.SuperCluster, ids, counts [2]int, peri
 // gateway is cut, so both pass; once it heals, the running check of each
 // reports the conflict within its period: neither is older, both stop.
 func TestRegionIDPartition(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	sc.Cut(0)
 	sc.Cut(1)
@@ -225,6 +227,7 @@ func TestRegionIDPartition(t *testing.T) {
 // one that starts at the same moment (its first question crosses the
 // gateway before the other's interest has).
 func TestRegionIDSlowGateway(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	sc.Slow(0, 60*time.Millisecond)
 	sc.Slow(1, 60*time.Millisecond)
@@ -272,6 +275,7 @@ func TestRegionIDSlowGateway(t *testing.T) {
 // TestGuardChecksEveryPeriod: a running Guard asks again at each period of
 // its clock, and once closed it asks no more and leaves no goroutine.
 func TestGuardChecksEveryPeriod(t *testing.T) {
+	t.Parallel()
 	url := natstest.RunServer(t).ClientURL()
 	questions := make(chan struct{}, 100)
 	other := natstest.Connect(t, url)
@@ -363,6 +367,7 @@ func countsDiffer(t *testing.T, err error, node, other, mine string) {
 // nodes of one count pass, and a node that answers no count (an older
 // version) is nothing to compare.
 func TestRegionCounts(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	c0, c1 := sc.URL(0), sc.URL(1)
 	mustStartCount := func(t *testing.T, url, name string, id, n int, node string) {
@@ -440,6 +445,7 @@ func TestRegionCounts(t *testing.T) {
 // while their gateway is cut, so both pass; once it heals, the running
 // check of each reports the other's count within its period.
 func TestRegionCountPartition(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	sc.Cut(0)
 	sc.Cut(1)
@@ -466,6 +472,7 @@ func TestRegionCountPartition(t *testing.T) {
 // (StartWindow); and of two regions that start on one id at the same
 // moment at least one refuses.
 func TestRegionIDSlowGateway300(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	sc.Slow(0, 300*time.Millisecond)
 	sc.Slow(1, 300*time.Millisecond)
@@ -511,6 +518,7 @@ func TestRegionIDSlowGateway300(t *testing.T) {
 // minute): an answer counts whenever it comes. The running region, older,
 // keeps serving.
 func TestRegionIDSlowerGateway(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	sc.Slow(0, 1200*time.Millisecond)
 	sc.Slow(1, 1200*time.Millisecond)
@@ -549,6 +557,7 @@ func TestRegionIDSlowerGateway(t *testing.T) {
 // share one NATS cluster, and many nodes of one region on two servers of
 // its cluster pass.
 func TestRegionSameNameTwoClusters(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 2)
 	t.Run("at start", func(t *testing.T) {
 		mustStart(t, sc.URL(0), "prod", 24, "a")
@@ -604,6 +613,7 @@ func TestRegionSameNameTwoClusters(t *testing.T) {
 // answers). Once the cut heals, the newer r1 stops, within a period, and
 // the older r0 keeps serving: r1 said it stopped.
 func TestRegionIDHealOlderSurvives(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	const period = time.Second
 	older, newer := make(chan error, 1), make(chan error, 1)
@@ -646,6 +656,7 @@ func TestRegionIDHealOlderSurvives(t *testing.T) {
 // 2 periods and 5 s after it was first heard (it may not hear the older)
 // stops the older too, so that never both serve.
 func TestRegionOlderWaitsForTheYounger(t *testing.T) {
+	t.Parallel()
 	url := natstest.RunServer(t).ClientURL()
 	const period = 200 * time.Millisecond
 	var conflicts [2]chan error
