@@ -68,8 +68,12 @@ type Store struct {
 	keyPre   string // $KV.<bucket>.
 	history  int64  // the bucket's history, as of Open
 	replicas int    // Options.Replicas: of the buckets it creates
-	timeout  time.Duration
-	owns     bool
+
+	idMu    sync.Mutex         // regionIDKV's
+	idKV    jetstream.KeyValue // RegionIDBucket(idR), once opened
+	idR     int
+	timeout time.Duration
+	owns    bool
 
 	closed    atomic.Bool
 	closeOnce sync.Once

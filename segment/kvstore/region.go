@@ -69,7 +69,7 @@ func (s *Store) SetRegionMark(ctx context.Context, want segment.RegionMark) (seg
 	if err := s.fail(ctx, cctx, "set region mark", "", err); err != nil || got != want || want.N < 1 {
 		return got, err
 	}
-	return got, s.checkRegionID(cctx, want)
+	return got, s.checkRegionID(ctx, want)
 }
 
 // RegionIDBucket is the bucket that records which region region id id
@@ -89,35 +89,68 @@ const regionIDKey = "region"
 // (docs/regions.md, Retiring or renaming a region).
 func (s *Store) checkRegionID(ctx context.Context, want segment.RegionMark) error {
 	bucket := RegionIDBucket(want.R)
-	kv, err := jskv.OpenOrCreate(ctx, s.js, jetstream.KeyValueConfig{Bucket: bucket, History: 1,
-		Storage: jetstream.FileStorage, Replicas: s.replicas})
-	if err != nil {
-		return s.fail(ctx, ctx, "region id record", "", err)
-	}
 	val, err := json.Marshal(want)
 	if err != nil {
 		return err
 	}
-	if _, err = kv.Create(ctx, regionIDKey, val); err == nil {
-		return nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return s.fail(ctx, ctx, "region id record", "", err)
-	}
-	e, err := kv.Get(ctx, regionIDKey)
-	if err != nil {
-		return s.fail(ctx, ctx, "region id record", "", err)
-	}
-	var had segment.RegionMark
-	if err := json.Unmarshal(e.Value(), &had); err != nil {
-		return fmt.Errorf("%w: bucket %q key %q: %q is not a region record (%v)", ErrCorrupt, bucket, regionIDKey, e.Value(), err)
-	}
-	if had == want {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var (
+		had  segment.RegionMark
+		ferr error
+	)
+	err = s.retry(cctx, func() (bool, error) {
+		kv, err := s.regionIDKV(cctx, want.R)
+		if err != nil {
+			return transient(err), err
+		}
+		if _, err = kv.Create(cctx, regionIDKey, val); err == nil {
+			had = want
+			return false, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return transient(err), err
+		}
+		// Written, so there: a replica that has not applied it yet (kv.Get
+		// may read any) is asked again.
+		e, err := kv.Get(cctx, regionIDKey)
+		if err != nil {
+			return transient(err) || errors.Is(err, jetstream.ErrKeyNotFound), err
+		}
+		if err := json.Unmarshal(e.Value(), &had); err != nil {
+			ferr = fmt.Errorf("%w: bucket %q key %q: %q is not a region record (%v)", ErrCorrupt, bucket, regionIDKey, e.Value(), err)
+			return false, ferr
+		}
+		return false, nil
+	})
+	switch {
+	case err != nil && err == ferr:
+		return err
+	case err != nil:
+		return s.fail(ctx, cctx, "region id record", "", err)
+	case had == want:
 		return nil
 	}
 	return fmt.Errorf("%w: region id %d is recorded (bucket %s) as %s's, and this node is %s: a region id's ids are in its first region's store; "+
 		"a renamed region, or a new region on a retired id, starts its tags above them (docs/regions.md, Retiring or renaming a region)",
 		segment.ErrRegionMark, want.R, bucket, had, want)
+}
+
+// regionIDKV is RegionIDBucket(id), opened (or made) once: one open at a
+// time, as a store's nodes check at once and every period.
+func (s *Store) regionIDKV(ctx context.Context, id int) (jetstream.KeyValue, error) {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if s.idKV != nil && s.idR == id {
+		return s.idKV, nil
+	}
+	kv, err := jskv.OpenOrCreate(ctx, s.js, jetstream.KeyValueConfig{Bucket: RegionIDBucket(id), History: 1,
+		Storage: jetstream.FileStorage, Replicas: s.replicas})
+	if err != nil {
+		return nil, err
+	}
+	s.idKV, s.idR = kv, id
+	return kv, nil
 }
 
 // regionMark reads the region key once; rev is the revision a write that
