@@ -22,6 +22,7 @@ import (
 // created. Before, the second region created the tag too, elected a second
 // leader on leaf.mono.<tag>, and callers took the first of two answers.
 func TestMonoHomeRegion(t *testing.T) {
+	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
 	var ncs []*nats.Conn
 	for i := range 2 {
