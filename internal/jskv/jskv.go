@@ -167,9 +167,12 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, subject string, seq uint64,
 		if msg.Header.Get(numPendingHeader) == "" {
 			return false, fmt.Errorf("%w: a reply without %s", ErrNoBatch, numPendingHeader)
 		}
-		m := &StoredMsg{Subject: msg.Header.Get(jetstream.SubjectHeader), Data: msg.Data, hdr: msg.Header}
-		if m.Sequence, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil || m.Sequence < seq {
-			return false, fmt.Errorf("%w: direct get: sequence %q", ErrBadReply, msg.Header.Get(jetstream.SequenceHeader))
+		m, err := directMsg(msg)
+		if err != nil {
+			return false, err
+		}
+		if m.Sequence < seq {
+			return false, fmt.Errorf("%w: direct get: sequence %d before %d", ErrBadReply, m.Sequence, seq)
 		}
 		seq = m.Sequence + 1
 		if err := f(m); err != nil {
@@ -324,7 +327,14 @@ func DirectGet(ctx context.Context, nc *nats.Conn, subject string, req MsgGetReq
 	default:
 		return nil, fmt.Errorf("jskv: direct get: status %s %s", status, msg.Header.Get("Description"))
 	}
+	return directMsg(msg)
+}
+
+// directMsg is the message a direct get's reply carries, its subject and
+// sequence in headers.
+func directMsg(msg *nats.Msg) (*StoredMsg, error) {
 	m := &StoredMsg{Subject: msg.Header.Get(jetstream.SubjectHeader), Data: msg.Data, hdr: msg.Header}
+	var err error
 	if m.Sequence, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: direct get: sequence %q", ErrBadReply, msg.Header.Get(jetstream.SequenceHeader))
 	}
