@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/config"
+	"github.com/leafmq/leafmq/internal/freeport"
 	"github.com/leafmq/leafmq/node"
 	"github.com/leafmq/leafmq/pool"
 	"github.com/leafmq/leafmq/wire"
@@ -239,14 +239,9 @@ func clusterReady(servers []*server.Server) bool {
 
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Take(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/config"
+	"github.com/leafmq/leafmq/internal/freeport"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/node"
@@ -25,12 +25,10 @@ import (
 func TestStartChecksRunTogether(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	closed, err := freeport.Addr() // a port nothing listens on
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := ln.Addr().String() // a port nothing listens on
-	_ = ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

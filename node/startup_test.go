@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/freeport"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/wire"
@@ -124,12 +125,11 @@ func isMember(t *testing.T, nc *nats.Conn, name string) bool {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // get returns the status and body of url, or 0 when nothing answers.

@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/leafmq/leafmq/internal/clock"
-	"github.com/leafmq/leafmq/internal/natstest"
-	"github.com/leafmq/leafmq/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/freeport"
+	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/wire"
 )
 
 // TestMemberWritesAreFenced: a node writes its key conditional on the
@@ -190,12 +191,11 @@ func TestMembersSurviveServerRestart(t *testing.T) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Take(1) // held: the server is restarted on it
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p[0]
 }
 
 // TestMemberOutlivesServerDowntime: the server holding leaf_nodes is down

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/leafmq/leafmq/internal/freeport"
 	"github.com/leafmq/leafmq/internal/natstest"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/wire"
@@ -26,12 +26,11 @@ import (
 // freeAddr returns a loopback address with a port free right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return addr
 }
 
 // runLeafd runs bin with the embedded nats-server on addr and the data

@@ -2,15 +2,17 @@ package natstest
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/freeport"
 )
 
 const (
@@ -49,12 +51,45 @@ func start(t testing.TB, o *server.Options) *server.Server {
 		s.Shutdown()
 		s.WaitForShutdown()
 	})
+	errs := &errorLog{}
+	s.SetLogger(errs, false, false)
 	go s.Start()
 	if !s.ReadyForConnections(readyTimeout) {
-		t.Fatalf("natstest: server %q not ready within %v", o.ServerName, readyTimeout)
+		t.Fatalf("natstest: server %q not ready within %v; its errors: %s", o.ServerName, readyTimeout, errs)
 	}
 	return s
 }
+
+// errorLog keeps a server's first errors (a port it could not bind), so a
+// server that never becomes ready says why; it drops everything else.
+type errorLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *errorLog) keep(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.msgs) < 10 {
+		l.msgs = append(l.msgs, fmt.Sprintf(format, v...))
+	}
+}
+
+func (l *errorLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.msgs) == 0 {
+		return "none"
+	}
+	return strings.Join(l.msgs, "; ")
+}
+
+func (l *errorLog) Fatalf(format string, v ...any) { l.keep(format, v...) }
+func (l *errorLog) Errorf(format string, v ...any) { l.keep(format, v...) }
+func (*errorLog) Noticef(string, ...any)           {}
+func (*errorLog) Warnf(string, ...any)             {}
+func (*errorLog) Debugf(string, ...any)            {}
+func (*errorLog) Tracef(string, ...any)            {}
 
 // RunCluster starts n (>= 1) routed servers named "n0".."n<n-1>" in cluster
 // "natstest", each with JetStream and its own store directory, and waits
@@ -171,23 +206,13 @@ func clusterReady(servers []*server.Server) bool {
 	return leader != nil && len(leader.JetStreamClusterPeers()) == len(servers)
 }
 
-// freePorts finds n distinct free TCP ports on 127.0.0.1 by listening on
-// port 0 and closing the listeners. Another process may grab one before the
-// server binds it; that is rare enough for tests.
+// freePorts returns n ports from freeport.Take: servers told each other's
+// ports before they start must not lose one to another test meanwhile.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	ls := make([]net.Listener, n)
-	for i := range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("natstest: free port: %v", err)
-		}
-		ls[i] = l
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	for _, l := range ls {
-		_ = l.Close()
+	ports, err := freeport.Take(n)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
 	}
 	return ports
 }

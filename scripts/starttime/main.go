@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/leafmq/leafmq/internal/freeport"
 )
 
 func main() {
@@ -180,10 +181,9 @@ func firstID(ctx context.Context, nc *nats.Conn, subject string) error {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Take(1)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p[0], nil
 }

@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/leafmq/leafmq/wire"
 	"log/slog"
-	"net"
 	"os"
 	"regexp"
 	"sort"
@@ -17,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leafmq/leafmq/wire"
+
 	driver "github.com/go-sql-driver/mysql"
 
+	"github.com/leafmq/leafmq/internal/freeport"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/segment/mysql"
@@ -79,12 +80,10 @@ func exec(t testing.TB, db *sql.DB, query string, args ...any) {
 // deadDSN names a database on a 127.0.0.1 port nothing listens on.
 func deadDSN(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	return "root@tcp(" + addr + ")/leaf"
 }
 

@@ -15,6 +15,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/leafmq/leafmq/internal/freeport"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/snowflake/registrytest"
@@ -56,12 +57,10 @@ func register(t testing.TB, r snowflake.Registry) snowflake.Registration {
 // deadAddr returns a loopback address nothing listens on.
 func deadAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	return addr
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/leafmq/leafmq/internal/freeport"
 )
 
 // proc is one child process the harness owns (a nats-server or a leafd).
@@ -127,25 +129,9 @@ func (p *proc) logTail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// freePorts returns n distinct TCP ports free on 127.0.0.1 right now.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// freePorts returns n distinct TCP ports free on 127.0.0.1, held for this
+// process's life: servers restarted on their ports keep them.
+func freePorts(n int) ([]int, error) { return freeport.Take(n) }
 
 // waitTCP waits until something accepts connections on addr.
 func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
