@@ -7,12 +7,14 @@
 --   WORKER_NODE        Baidu UidGenerator's worker id table, unchanged
 --                      (--worker-registry mysql)
 --   LEAF_WORKER_LEASE  leafmq's time leases of WORKER_NODE ids
+--   LEAF_WORKER_REGION leafmq's count of worker ids per region (--regions)
 --
 -- Every statement is CREATE TABLE IF NOT EXISTS: running the file on an
 -- existing Leaf or UidGenerator database adds only what is missing, and
 -- never alters a table. `leafd` creates the tables it uses itself when they
--- are missing; run this file instead where the service account may not
--- create tables:
+-- are missing (and only then: an account that may only read and write rows
+-- works on tables that are there); run this file instead where the service
+-- account may not create tables:
 --
 --   mariadb -h db -u root -p leaf < deploy/schema.sql
 --
@@ -131,7 +133,24 @@ PRIMARY KEY(ID)
 -- only ever raises LEASE_MS.
 
 CREATE TABLE IF NOT EXISTS LEAF_WORKER_LEASE (
+REGION VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'region of the worker id; empty without regions',
 WORKER_ID BIGINT NOT NULL COMMENT 'WORKER_NODE.ID, or the worker id within REGION',
 LEASE_MS BIGINT NOT NULL COMMENT 'time lease in unix ms, never lowered',
-PRIMARY KEY(WORKER_ID)
+OWNER VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'token of the registration holding the id',
+PRIMARY KEY(REGION, WORKER_ID)
 ) COMMENT='leafmq time leases of WORKER_NODE worker ids',ENGINE = INNODB;
+
+-- ---------------------------------------------------------------------------
+-- LEAF_WORKER_REGION: with regions (--regions), each region's count of the
+-- worker ids it handed out (leafmq's own; unused without regions). With
+-- regions, WORKER_NODE rows also carry their region, in a column leafd adds
+-- at its first start; where the service account may not alter tables, add
+-- it once by hand:
+--
+--   ALTER TABLE WORKER_NODE ADD COLUMN REGION VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'leafmq region of the worker id';
+
+CREATE TABLE IF NOT EXISTS LEAF_WORKER_REGION (
+REGION VARCHAR(64) NOT NULL COMMENT 'region',
+LAST_WORKER BIGINT NOT NULL COMMENT 'the last worker id handed out in the region',
+PRIMARY KEY(REGION)
+) COMMENT='leafmq disposable worker ids per region',ENGINE = INNODB;

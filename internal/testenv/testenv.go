@@ -79,6 +79,46 @@ func MySQL(t testing.TB) string {
 	return cfg.FormatDSN()
 }
 
+// MySQLUser creates a user on the server of dsn (a DSN from MySQL) that
+// holds only privileges (as GRANT writes them, "SELECT, INSERT") on dsn's
+// database, and returns dsn with that user in it. The user is dropped at
+// clean-up.
+func MySQLUser(t testing.TB, dsn, privileges string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	admin := sql.OpenDB(conn)
+	admin.SetMaxOpenConns(1)
+	user, password := "leaf_"+randomHex(6), randomHex(12)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	for _, stmt := range []string{
+		"CREATE USER '" + user + "'@'%' IDENTIFIED BY '" + password + "'",
+		"GRANT " + privileges + " ON `" + cfg.DBName + "`.* TO '" + user + "'@'%'",
+	} {
+		if _, err := admin.ExecContext(ctx, stmt); err != nil {
+			_ = admin.Close()
+			t.Fatalf("testenv: %s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP USER IF EXISTS '"+user+"'@'%'"); err != nil {
+			t.Logf("testenv: drop user %s: %v", user, err)
+		}
+	})
+	cfg.User, cfg.Passwd = user, password
+	return cfg.FormatDSN()
+}
+
 // MySQLPID returns the pid of the MariaDB server behind LEAF_TEST_MYSQL_DSN,
 // from LEAF_TEST_MYSQL_PID, or 0 if it is unknown. Fault tests SIGSTOP and
 // SIGCONT it; other packages' tests share that server, so keep stops short.

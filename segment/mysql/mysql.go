@@ -13,6 +13,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 
+	"github.com/leafmq/leafmq/internal/mysqlschema"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -186,11 +187,14 @@ const regionDDL = "CREATE TABLE IF NOT EXISTS `%s` (\n" +
 // the mode table (alias m): a tag without a record there is segment.
 const modeCols = "COALESCE(m.kind, ''), COALESCE(m.width, 0), COALESCE(m.key_id, '')"
 
+// quote writes a table's name in SQL.
+func quote(table string) string { return "`" + table + "`" }
+
 func newQueries(table, history, modes, region string) queries {
-	t := "`" + table + "`"
-	h := "`" + history + "`"
-	md := "`" + modes + "`"
-	rg := "`" + region + "`"
+	t := quote(table)
+	h := quote(history)
+	md := quote(modes)
+	rg := quote(region)
 	join := " a LEFT JOIN " + md + " m ON m.biz_tag = a.biz_tag"
 	return queries{
 		createRegion:  fmt.Sprintf(regionDDL, region),
@@ -326,7 +330,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return schemaErr(err)
 		}
 		if createTable {
-			if _, err := s.db.ExecContext(ctx, s.q.createTable); err != nil {
+			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.table), s.q.createTable); err != nil {
 				return schemaErr(err)
 			}
 		}
@@ -334,7 +338,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return schemaErr(err)
 		}
 		if createTable {
-			if _, err := s.db.ExecContext(ctx, s.q.createHistory); err != nil {
+			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.history), s.q.createHistory); err != nil {
 				return schemaErr(err)
 			}
 		}
@@ -342,7 +346,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return fmt.Errorf("history table %q: %w", s.history, schemaErr(err))
 		}
 		if createTable {
-			if _, err := s.db.ExecContext(ctx, s.q.createModes); err != nil {
+			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.modes), s.q.createModes); err != nil {
 				return schemaErr(err)
 			}
 		}
@@ -350,7 +354,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return fmt.Errorf("mode table %q: %w", s.modes, schemaErr(err))
 		}
 		if createTable { // without it, a missing region table is no record (RegionMark)
-			if _, err := s.db.ExecContext(ctx, s.q.createRegion); err != nil {
+			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.region), s.q.createRegion); err != nil {
 				return schemaErr(err)
 			}
 		}

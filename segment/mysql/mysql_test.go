@@ -523,12 +523,15 @@ func schemaStatements(t *testing.T) []string {
 }
 
 // TestSchemaFile runs deploy/schema.sql statement by statement, then opens
-// the segment store and the WORKER_NODE registry on it without letting them
-// create tables, and checks the file makes the very tables the packages'
-// CreateTable options make.
+// the segment store and the WORKER_NODE registry on it the way leafd does
+// (tables created where missing) with an account that may only read and
+// write rows, and checks the file makes the very tables the packages make.
+// Before, that account was refused at every start: CREATE TABLE IF NOT
+// EXISTS needs the CREATE privilege though the table is there, and the
+// file's LEAF_WORKER_LEASE lacked the columns leafd then added.
 func TestSchemaFile(t *testing.T) {
 	stmts := schemaStatements(t)
-	tables := []string{"leaf_alloc", "leaf_alloc_history", "leaf_alloc_mode", "leaf_alloc_region", "WORKER_NODE", "LEAF_WORKER_LEASE"}
+	tables := []string{"leaf_alloc", "leaf_alloc_history", "leaf_alloc_mode", "leaf_alloc_region", "WORKER_NODE", "LEAF_WORKER_LEASE", "LEAF_WORKER_REGION"}
 	if len(stmts) != len(tables) {
 		t.Fatalf("deploy/schema.sql has %d statements, want %d (%v):\n%s",
 			len(stmts), len(tables), tables, strings.Join(stmts, "\n;\n"))
@@ -551,8 +554,13 @@ func TestSchemaFile(t *testing.T) {
 		}
 	}
 
-	// The stores work on the file's tables alone (no CreateTable).
-	s := open(t, fromFile, mysql.Options{})
+	// The stores work on the file's tables with an account that may only
+	// read and write rows.
+	rows := testenv.MySQLUser(t, fromFile, "SELECT, INSERT, UPDATE, DELETE")
+	s := open(t, rows, mysql.Options{CreateTable: true})
+	if err := segment.CheckRegionMark(ctx, s, segment.RegionMark{N: 2, R: 1, Name: "r1"}); err != nil {
+		t.Fatalf("CheckRegionMark: %v", err)
+	}
 	if err := s.Create(ctx, segment.Tag{Name: wire.MustTag("deploy"), Step: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +571,7 @@ func TestSchemaFile(t *testing.T) {
 	if err := fileDB.QueryRowContext(ctx, "SELECT COUNT(*) FROM LEAF_WORKER_LEASE").Scan(&leases); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := dbworker.Open(ctx, fromFile, snowflake.LeafLayout(), dbworker.Options{Host: "deploy-test"})
+	reg, err := dbworker.Open(ctx, rows, snowflake.LeafLayout(), dbworker.Options{Host: "deploy-test", CreateTable: true})
 	if err != nil {
 		t.Fatalf("dbworker.Open on the file's WORKER_NODE: %v", err)
 	}
@@ -585,10 +593,24 @@ func TestSchemaFile(t *testing.T) {
 		t.Fatalf("LEAF_WORKER_LEASE of worker 1: %d, %v; want %d", leaseMS, err, until.UnixMilli())
 	}
 
+	// With regions too, once WORKER_NODE has the column the file's
+	// comment says to add.
+	for _, stmt := range schemaComments(t) {
+		exec(t, fileDB, stmt)
+	}
+	inRegion, err := dbworker.Open(ctx, rows, snowflake.LeafLayout(), dbworker.Options{Host: "deploy-test", CreateTable: true, Region: "r1"})
+	if err != nil {
+		t.Fatalf("dbworker.Open with a region on the file's tables: %v", err)
+	}
+	t.Cleanup(func() { _ = inRegion.Close() })
+	if r, err := inRegion.Register(ctx); err != nil || r.Worker != 0 {
+		t.Fatalf("Register in region r1 = %+v, %v; want worker 0 (the region's first)", r, err)
+	}
+
 	// The file's DDL is the packages' DDL.
 	fromOpen := testenv.MySQL(t)
 	open(t, fromOpen, mysql.Options{CreateTable: true})
-	created, err := dbworker.Open(ctx, fromOpen, snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+	created, err := dbworker.Open(ctx, fromOpen, snowflake.LeafLayout(), dbworker.Options{CreateTable: true, Region: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,6 +631,26 @@ func TestSchemaFile(t *testing.T) {
 }
 
 var autoIncrement = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
+// schemaComments returns the statements deploy/schema.sql gives in its
+// comments for an operator to run by hand ("--   ALTER TABLE …;").
+func schemaComments(t *testing.T) []string {
+	t.Helper()
+	text, err := os.ReadFile("../../deploy/schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	for line := range strings.Lines(string(text)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "--   ALTER TABLE "); ok {
+			stmts = append(stmts, "ALTER TABLE "+strings.TrimSuffix(strings.TrimSpace(rest), ";"))
+		}
+	}
+	if len(stmts) != 1 {
+		t.Fatalf("deploy/schema.sql gives %d ALTER TABLE statements in its comments, want 1", len(stmts))
+	}
+	return stmts
+}
 
 // A gbk connection (common in Leaf shops) cannot use interpolated parameters;
 // the store falls back to prepared statements.

@@ -16,6 +16,7 @@ import (
 	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 
 	"github.com/leafmq/leafmq/internal/clock"
+	"github.com/leafmq/leafmq/internal/mysqlschema"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -270,54 +271,35 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 			return err
 		}
 		if opts.CreateTable {
-			if _, err := db.ExecContext(ctx, createWorkerNode); err != nil {
+			if err := mysqlschema.EnsureTable(ctx, db, "WORKER_NODE", createWorkerNode); err != nil {
 				return err
 			}
 		}
 		if _, err := db.ExecContext(ctx, verifyWorkerNode); err != nil {
 			return err
 		}
-		if _, err := db.ExecContext(ctx, createLease); err != nil {
+		if err := mysqlschema.EnsureTable(ctx, db, "LEAF_WORKER_LEASE", createLease); err != nil {
 			return err
 		}
-		if err := addColumn(ctx, db, verifyOwner, addOwner); err != nil {
+		if err := mysqlschema.AddColumn(ctx, db, verifyOwner, addOwner); err != nil {
 			return err
 		}
-		if err := addColumn(ctx, db, verifyLeaseRegion, addLeaseRegion); err != nil {
+		if err := mysqlschema.AddColumn(ctx, db, verifyLeaseRegion, addLeaseRegion); err != nil {
 			return err
 		}
 		if opts.Region == "" {
 			return nil
 		}
-		if err := addColumn(ctx, db, verifyNodeRegion, addNodeRegion); err != nil {
+		if err := mysqlschema.AddColumn(ctx, db, verifyNodeRegion, addNodeRegion); err != nil {
 			return err
 		}
-		_, err := db.ExecContext(ctx, createRegion)
-		return err
+		return mysqlschema.EnsureTable(ctx, db, "LEAF_WORKER_REGION", createRegion)
 	})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return r, nil
-}
-
-// addColumn runs alter when verify finds a column missing. Of two
-// processes that alter at once one fails; verify then finds the column
-// the other added.
-func addColumn(ctx context.Context, db *sql.DB, verify, alter string) error {
-	_, err := db.ExecContext(ctx, verify)
-	var me *driver.MySQLError
-	if !errors.As(err, &me) || me.Number != erBadField {
-		return err
-	}
-	if _, err := db.ExecContext(ctx, alter); err != nil {
-		if _, again := db.ExecContext(ctx, verify); again == nil {
-			return nil
-		}
-		return err
-	}
-	return nil
 }
 
 // call runs f with the registry's time-out and maps its error: the
