@@ -13,7 +13,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 
-	"github.com/leafmq/leafmq/internal/mysqlschema"
+	"github.com/leafmq/leafmq/internal/mysqldb"
 	"github.com/leafmq/leafmq/segment"
 	"github.com/leafmq/leafmq/wire"
 )
@@ -310,18 +310,11 @@ func newStore(dsn string, opts Options) (*Store, error) {
 // MySQL error numbers the store tells apart.
 const (
 	erDupEntry       = 1062 // ER_DUP_ENTRY
-	erBadDB          = 1049 // ER_BAD_DB_ERROR
-	erNoDB           = 1046 // ER_NO_DB_ERROR
 	erNoSuchTable    = 1146 // ER_NO_SUCH_TABLE
-	erBadField       = 1054 // ER_BAD_FIELD_ERROR
 	erWarnDataRange  = 1264 // ER_WARN_DATA_OUT_OF_RANGE
 	erTruncatedValue = 1366 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD (charset)
 	erDataTooLong    = 1406 // ER_DATA_TOO_LONG
 	erDataOutOfRange = 1690 // ER_DATA_OUT_OF_RANGE (BIGINT arithmetic)
-	erDBAccess       = 1044 // ER_DBACCESS_DENIED_ERROR
-	erAccess         = 1045 // ER_ACCESS_DENIED_ERROR
-	erTableAccess    = 1142 // ER_TABLEACCESS_DENIED_ERROR
-	erSpecificAccess = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR
 )
 
 func (s *Store) init(ctx context.Context, createTable bool) error {
@@ -330,7 +323,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return schemaErr(err)
 		}
 		if createTable {
-			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.table), s.q.createTable); err != nil {
+			if err := mysqldb.EnsureTable(ctx, s.db, quote(s.table), s.q.createTable); err != nil {
 				return schemaErr(err)
 			}
 		}
@@ -338,7 +331,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return schemaErr(err)
 		}
 		if createTable {
-			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.history), s.q.createHistory); err != nil {
+			if err := mysqldb.EnsureTable(ctx, s.db, quote(s.history), s.q.createHistory); err != nil {
 				return schemaErr(err)
 			}
 		}
@@ -346,7 +339,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return fmt.Errorf("history table %q: %w", s.history, schemaErr(err))
 		}
 		if createTable {
-			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.modes), s.q.createModes); err != nil {
+			if err := mysqldb.EnsureTable(ctx, s.db, quote(s.modes), s.q.createModes); err != nil {
 				return schemaErr(err)
 			}
 		}
@@ -354,7 +347,7 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 			return fmt.Errorf("mode table %q: %w", s.modes, schemaErr(err))
 		}
 		if createTable { // without it, a missing region table is no record (RegionMark)
-			if err := mysqlschema.EnsureTable(ctx, s.db, quote(s.region), s.q.createRegion); err != nil {
+			if err := mysqldb.EnsureTable(ctx, s.db, quote(s.region), s.q.createRegion); err != nil {
 				return schemaErr(err)
 			}
 		}
@@ -384,12 +377,8 @@ func (s *Store) init(ctx context.Context, createTable bool) error {
 
 // schemaErr turns the server's "no such database/table/column" into ErrSchema.
 func schemaErr(err error) error {
-	var me *driver.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case erBadDB, erNoDB, erNoSuchTable, erBadField:
-			return fmt.Errorf("%w: %w (create it with deploy/schema.sql, or set Options.CreateTable)", ErrSchema, err)
-		}
+	if mysqldb.Missing(err) {
+		return fmt.Errorf("%w: %w (create it with deploy/schema.sql, or set Options.CreateTable)", ErrSchema, err)
 	}
 	return err
 }
@@ -428,9 +417,10 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 			return fmt.Errorf("%w: %w", segment.ErrTagExists, err)
 		case erWarnDataRange, erTruncatedValue, erDataTooLong, erDataOutOfRange:
 			return fmt.Errorf("%w: %w", segment.ErrInvalid, err)
-		case erDBAccess, erAccess, erTableAccess, erSpecificAccess:
-			return fmt.Errorf("%w: %w (check the DSN's user, password and grants)", ErrAccess, err)
 		}
+	}
+	if mysqldb.Denied(err) {
+		return fmt.Errorf("%w: %w (check the DSN's user, password and grants)", ErrAccess, err)
 	}
 	return fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
 }

@@ -16,7 +16,7 @@ import (
 	driver "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
 
 	"github.com/leafmq/leafmq/internal/clock"
-	"github.com/leafmq/leafmq/internal/mysqlschema"
+	"github.com/leafmq/leafmq/internal/mysqldb"
 	"github.com/leafmq/leafmq/snowflake"
 )
 
@@ -26,6 +26,9 @@ var (
 	ErrInvalid = errors.New("invalid dbworker options")
 	// ErrSchema: WORKER_NODE (or the database) is missing or lacks a column.
 	ErrSchema = errors.New("worker_node schema")
+	// ErrAccess: the server refused the DSN's user (a wrong password,
+	// missing grants).
+	ErrAccess = errors.New("worker registry: mysql access denied")
 )
 
 // Node types of WORKER_NODE.TYPE, as UidGenerator's WorkerNodeType.
@@ -193,14 +196,6 @@ const (
 	fencedLease = "UPDATE LEAF_WORKER_LEASE SET LEASE_MS = GREATEST(LEASE_MS, ?) WHERE REGION = ? AND WORKER_ID = ? AND OWNER = ?"
 )
 
-// MySQL error numbers that mean a missing schema.
-const (
-	erBadDB       = 1049 // ER_BAD_DB_ERROR
-	erNoDB        = 1046 // ER_NO_DB_ERROR
-	erNoSuchTable = 1146 // ER_NO_SUCH_TABLE
-	erBadField    = 1054 // ER_BAD_FIELD_ERROR
-)
-
 // Registry is a snowflake.Registry on UidGenerator's WORKER_NODE table. It
 // is safe for concurrent use.
 type Registry struct {
@@ -271,29 +266,29 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 			return err
 		}
 		if opts.CreateTable {
-			if err := mysqlschema.EnsureTable(ctx, db, "WORKER_NODE", createWorkerNode); err != nil {
+			if err := mysqldb.EnsureTable(ctx, db, "WORKER_NODE", createWorkerNode); err != nil {
 				return err
 			}
 		}
 		if _, err := db.ExecContext(ctx, verifyWorkerNode); err != nil {
 			return err
 		}
-		if err := mysqlschema.EnsureTable(ctx, db, "LEAF_WORKER_LEASE", createLease); err != nil {
+		if err := mysqldb.EnsureTable(ctx, db, "LEAF_WORKER_LEASE", createLease); err != nil {
 			return err
 		}
-		if err := mysqlschema.AddColumn(ctx, db, verifyOwner, addOwner); err != nil {
+		if err := mysqldb.AddColumn(ctx, db, verifyOwner, addOwner); err != nil {
 			return err
 		}
-		if err := mysqlschema.AddColumn(ctx, db, verifyLeaseRegion, addLeaseRegion); err != nil {
+		if err := mysqldb.AddColumn(ctx, db, verifyLeaseRegion, addLeaseRegion); err != nil {
 			return err
 		}
 		if opts.Region == "" {
 			return nil
 		}
-		if err := mysqlschema.AddColumn(ctx, db, verifyNodeRegion, addNodeRegion); err != nil {
+		if err := mysqldb.AddColumn(ctx, db, verifyNodeRegion, addNodeRegion); err != nil {
 			return err
 		}
-		return mysqlschema.EnsureTable(ctx, db, "LEAF_WORKER_REGION", createRegion)
+		return mysqldb.EnsureTable(ctx, db, "LEAF_WORKER_REGION", createRegion)
 	})
 	if err != nil {
 		_ = db.Close()
@@ -303,8 +298,8 @@ func Open(ctx context.Context, dsn string, layout snowflake.Layout, opts Options
 }
 
 // call runs f with the registry's time-out and maps its error: the
-// caller's context error as is, a missing schema to ErrSchema, anything
-// else (our time-out, connection failures) to
+// caller's context error as is, a missing schema to ErrSchema, a refused
+// user to ErrAccess, anything else (our time-out, connection failures) to
 // snowflake.ErrRegistryUnavailable.
 func (r *Registry) call(ctx context.Context, op string, f func(ctx context.Context) error) error {
 	if err := ctx.Err(); err != nil {
@@ -325,12 +320,11 @@ func (r *Registry) call(ctx context.Context, op string, f func(ctx context.Conte
 	case cctx.Err() != nil:
 		return fmt.Errorf("%w: dbworker: %s: no answer within %v (%v)", snowflake.ErrRegistryUnavailable, op, r.opts.Timeout, err)
 	}
-	var me *driver.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case erBadDB, erNoDB, erNoSuchTable, erBadField:
-			return fmt.Errorf("%w: dbworker: %s: %w (create WORKER_NODE with deploy/schema.sql, or set Options.CreateTable)", ErrSchema, op, err)
-		}
+	switch {
+	case mysqldb.Missing(err):
+		return fmt.Errorf("%w: dbworker: %s: %w (create WORKER_NODE with deploy/schema.sql, or set Options.CreateTable)", ErrSchema, op, err)
+	case mysqldb.Denied(err): // a configuration to fix, not an outage to wait out
+		return fmt.Errorf("%w: dbworker: %s: %w (check the DSN's user, password and grants)", ErrAccess, op, err)
 	}
 	return fmt.Errorf("%w: dbworker: %s: %w", snowflake.ErrRegistryUnavailable, op, err)
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // the "mysql" driver, for the tests' own queries
+	driver "github.com/go-sql-driver/mysql" // also the "mysql" driver, for the tests' own queries
 
+	"github.com/leafmq/leafmq/internal/freeport"
 	"github.com/leafmq/leafmq/internal/testenv"
 	"github.com/leafmq/leafmq/snowflake"
 	"github.com/leafmq/leafmq/snowflake/dbworker"
@@ -193,6 +193,27 @@ func TestMissingTable(t *testing.T) {
 	}
 }
 
+// TestAccessDenied: a user the server refuses, or one without the grants
+// the registry needs, is a configuration to fix (ErrAccess), not an outage
+// to wait out: a node fails its start with it instead of retrying for
+// ever (it did, as "worker registry unavailable").
+func TestAccessDenied(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	cfg, err := driver.ParseDSN(testenv.MySQLUser(t, dsn, "SELECT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = dbworker.Open(ctxT(t), cfg.FormatDSN(), snowflake.LeafLayout(), dbworker.Options{CreateTable: true})
+	if !errors.Is(err, dbworker.ErrAccess) || errors.Is(err, snowflake.ErrRegistryUnavailable) {
+		t.Fatalf("Open by a user who may only read: %v, want ErrAccess alone", err)
+	}
+	cfg.Passwd = "wrong"
+	_, err = dbworker.Open(ctxT(t), cfg.FormatDSN(), snowflake.LeafLayout(), dbworker.Options{})
+	if !errors.Is(err, dbworker.ErrAccess) || errors.Is(err, snowflake.ErrRegistryUnavailable) {
+		t.Fatalf("Open with a wrong password: %v, want ErrAccess alone", err)
+	}
+}
+
 func TestNoWorkerBeyondLayout(t *testing.T) {
 	dsn := testenv.MySQL(t)
 	l := layoutBits(4) // worker ids 0..15
@@ -270,12 +291,10 @@ func TestLeaseInSideTable(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	start := time.Now()
 	_, err = dbworker.Open(ctxT(t), "root@tcp("+addr+")/leaf", snowflake.LeafLayout(), dbworker.Options{Timeout: time.Second})
 	if !errors.Is(err, snowflake.ErrRegistryUnavailable) {

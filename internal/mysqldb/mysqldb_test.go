@@ -1,4 +1,4 @@
-package mysqlschema_test
+package mysqldb_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql" // the "mysql" database/sql driver
 
-	"github.com/leafmq/leafmq/internal/mysqlschema"
+	"github.com/leafmq/leafmq/internal/mysqldb"
 	"github.com/leafmq/leafmq/internal/testenv"
 )
 
@@ -34,25 +34,25 @@ func TestEnsureTable(t *testing.T) {
 	root := db(t, dsn)
 	errs := make(chan error, 4)
 	for range 4 {
-		go func() { errs <- mysqlschema.EnsureTable(ctx, root, "t", create) }()
+		go func() { errs <- mysqldb.EnsureTable(ctx, root, "t", create) }()
 	}
 	for range 4 {
 		if err := <-errs; err != nil {
 			t.Fatalf("EnsureTable at once: %v", err)
 		}
 	}
-	if err := mysqlschema.AddColumn(ctx, root, "SELECT c FROM t LIMIT 0", "ALTER TABLE t ADD COLUMN c INT"); err != nil {
+	if err := mysqldb.AddColumn(ctx, root, "SELECT c FROM t LIMIT 0", "ALTER TABLE t ADD COLUMN c INT"); err != nil {
 		t.Fatalf("AddColumn: %v", err)
 	}
 
 	rows := db(t, testenv.MySQLUser(t, dsn, "SELECT, INSERT, UPDATE, DELETE"))
-	if err := mysqlschema.EnsureTable(ctx, rows, "t", create); err != nil {
+	if err := mysqldb.EnsureTable(ctx, rows, "t", create); err != nil {
 		t.Fatalf("EnsureTable of a table that is there, without CREATE: %v", err)
 	}
-	if err := mysqlschema.AddColumn(ctx, rows, "SELECT c FROM t LIMIT 0", "ALTER TABLE t ADD COLUMN c INT"); err != nil {
+	if err := mysqldb.AddColumn(ctx, rows, "SELECT c FROM t LIMIT 0", "ALTER TABLE t ADD COLUMN c INT"); err != nil {
 		t.Fatalf("AddColumn of a column that is there, without ALTER: %v", err)
 	}
-	if err := mysqlschema.EnsureTable(ctx, rows, "u", "CREATE TABLE u (id INT)"); err == nil {
+	if err := mysqldb.EnsureTable(ctx, rows, "u", "CREATE TABLE u (id INT)"); err == nil {
 		t.Fatal("EnsureTable made a table without the CREATE privilege")
 	}
 }
