@@ -263,6 +263,13 @@ func TestFaultModelCellsShort(t *testing.T) {
 	}
 }
 
+// The README is the entrance, at most 300 lines: depth lives in docs/.
+func TestREADMEShort(t *testing.T) {
+	if n := strings.Count(readRepo(t, "README.md"), "\n"); n > 300 {
+		t.Errorf("README.md has %d lines, at most 300: move the depth to docs/", n)
+	}
+}
+
 // The README's Go client lines are lines of the program that
 // TestClientPrograms runs (docs/clients.md), so they compile and work.
 func TestREADMEGoClientIsTested(t *testing.T) {
