@@ -110,7 +110,7 @@ func TestRegionsOneDatabaseRefused(t *testing.T) {
 
 // TestRegionStoreRecordWhileRunning: a running node checks its store's
 // record every period with the region check: a record an operator deleted
-// is written again, and another region's record put in its place (a
+// (the store's key, the region id's bucket) is written again, and another region's record put in its place (a
 // second region given the store meanwhile) stops the node (leafd exits).
 // Before, a second region could start on a store whose record was deleted
 // by hand while the first served from it: a monotonic tag then had a
@@ -133,6 +133,20 @@ func TestRegionStoreRecordWhileRunning(t *testing.T) {
 	}
 	testenv.Eventually(t, "the region record written again", 30*time.Second, func() bool {
 		e, err := kv.Get(t.Context(), "leafmq.region")
+		return err == nil && strings.Contains(string(e.Value()), `"region":"east"`)
+	})
+	// The region id's record too, its bucket deleted by hand. Before, the
+	// bucket stayed gone, and once the region was retired a region given
+	// its id on a new store started and repeated its ids.
+	if err := js.DeleteKeyValue(t.Context(), "leaf_region_0"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the region id record written again", 30*time.Second, func() bool {
+		ids, err := js.KeyValue(t.Context(), "leaf_region_0")
+		if err != nil {
+			return false
+		}
+		e, err := ids.Get(t.Context(), "region")
 		return err == nil && strings.Contains(string(e.Value()), `"region":"east"`)
 	})
 	if _, err := kv.Put(t.Context(), "leafmq.region", []byte(`{"regions":2,"region_id":1,"region":"west"}`)); err != nil {

@@ -109,6 +109,10 @@ func (s *Store) checkRegionID(ctx context.Context, want segment.RegionMark) erro
 			return false, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
+			// The bucket may be gone (deleted by hand while the region
+			// ran): the next try opens, or makes, it again, so the running
+			// check writes the record again as it does the store's.
+			s.forgetRegionIDKV(kv)
 			return transient(err), err
 		}
 		// Written, so there: a replica that has not applied it yet (kv.Get
@@ -151,6 +155,15 @@ func (s *Store) regionIDKV(ctx context.Context, id int) (jetstream.KeyValue, err
 	}
 	s.idKV, s.idR = kv, id
 	return kv, nil
+}
+
+// forgetRegionIDKV drops kv, if it is the one regionIDKV keeps.
+func (s *Store) forgetRegionIDKV(kv jetstream.KeyValue) {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if s.idKV == kv {
+		s.idKV = nil
+	}
 }
 
 // regionMark reads the region key once; rev is the revision a write that
