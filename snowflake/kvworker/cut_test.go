@@ -71,6 +71,22 @@ func TestLeaseWithoutMetaLeader(t *testing.T) {
 			t.Fatalf("lease %d with c0 cut off, after a write it did not make: %v", i, err)
 		}
 	}
+	// A registration during the cut (a leafd that lost its claim, or
+	// restarted): the fence reads the lease key from a replica, and the
+	// id's last lease is its LastLease. Before, every register failed
+	// with 10008 until the heal, and the region's snowflake stayed down.
+	_ = r.Close()
+	again := open(t, js, layout16(), kvworker.Options{Region: "c0", Timeout: 5 * time.Second, Prefer: []int64{reg.Worker}})
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg2, err := again.Register(c)
+	if err != nil {
+		t.Fatalf("register with c0 cut off: %v", err)
+	}
+	t.Logf("registered worker %d (was %d), last lease %v", reg2.Worker, reg.Worker, reg2.LastLease)
+	if reg2.Worker == reg.Worker && reg2.LastLease.Before(time.Now().Add(2*time.Second)) {
+		t.Fatalf("worker %d registered again with LastLease %v: below the lease renewed during the cut", reg2.Worker, reg2.LastLease)
+	}
 	sc.Heal(0)
 	sc.Heal(1)
 	sc.Heal(2)

@@ -397,7 +397,13 @@ func (r *Registry) fence(ctx context.Context, worker int64, token string, now ti
 	var last time.Time
 	var wrote uint64
 	err := retry(ctx, r.opts.Clock, func() (bool, error) {
-		rec, lrev, err := r.readLease(ctx, worker)
+		// Read from a replica where the leader's read is refused for want
+		// of a meta leader (a region cut off from the others): every
+		// decision on it is confirmed by the compare-and-swap below on the
+		// revision read, and a replica's older copy fails it and is read
+		// again; a delete marker on an older copy only passes the id over.
+		var replica bool
+		rec, lrev, err := r.readLease(jskv.WithReplicaReads(ctx, &replica), worker)
 		if err != nil {
 			return transient(err), err
 		}

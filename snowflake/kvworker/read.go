@@ -17,10 +17,10 @@ import (
 // Reads that must see this node's own writes (the lease key before a CAS)
 // go to the stream leader (jskv.MsgGet), not kv.Get: on an R>1 bucket a
 // direct get may be answered by a follower that has not applied the latest
-// write (see package jskv). One exception: Lease, whose every decision is
-// confirmed by its compare-and-swap, reads a replica where the leader's
-// read is refused for want of a JetStream meta leader (jskv.Get), as in a
-// region cut off from the others.
+// write (see package jskv). Two exceptions: Lease and Register's fence,
+// whose every decision is confirmed by a compare-and-swap, read a replica
+// where the leader's read is refused for want of a JetStream meta leader
+// (jskv.Get), as in a region cut off from the others.
 
 // msgGet asks the stream leader for the last message on subject (or a
 // replica, where ctx allows it: jskv.WithReplicaReads); nil, nil when
