@@ -279,6 +279,8 @@ func (m *members) others(ctx context.Context, want func(wire.Member) bool) (map[
 // Every read goes to the bucket's stream leader, each within memberRead:
 // a direct get may be routed to any replica, one cut off from the rest
 // of the cluster among them, and went unanswered for the whole attempt.
+// Only where the leader's read is refused for want of a meta leader does
+// it read a replica, and only a copy as new as the leader's (keyReader).
 func (m *members) list(ctx context.Context, want func(wire.Member) bool) (_ map[string]string, complete bool, _ error) {
 	if m == nil {
 		return nil, false, nil
@@ -291,12 +293,13 @@ func (m *members) list(ctx context.Context, want func(wire.Member) bool) (_ map[
 		return nil, false, fmt.Errorf("members: list: %w", err)
 	}
 	out := map[string]string{}
+	rd := &keyReader{m: m, info: info}
 	for subject := range info.State.Subjects {
 		key := strings.TrimPrefix(subject, m.prefix)
 		if key == self || key == subject {
 			continue
 		}
-		e, err := m.get(ctx, key)
+		e, err := rd.get(ctx, key)
 		if err != nil {
 			return nil, false, fmt.Errorf("members: get %s: %w", key, err)
 		}
@@ -357,6 +360,67 @@ func (m *members) get(ctx context.Context, key string) (*jskv.StoredMsg, error) 
 	return e, nil
 }
 
+// keyReader reads members' keys: from the bucket's stream leader (get),
+// or, once the leader's read is refused for want of a JetStream meta
+// leader (a region cut off from the others, whose stream leader still
+// answers stream info and takes writes), from a replica's copy of every
+// key that holds all the leader had written when its stream info was
+// taken, or more (replicaKeys). A copy that lags could miss a member that
+// joined, and a check would then not wait for it.
+type keyReader struct {
+	m       *members
+	info    *jetstream.StreamInfo      // the leader's; read when needed, if nil
+	replica map[string]*jskv.StoredMsg // nil until the leader's read was refused
+}
+
+func (r *keyReader) get(ctx context.Context, key string) (*jskv.StoredMsg, error) {
+	if r.replica == nil {
+		e, err := r.m.get(ctx, key)
+		if !jskv.NoMetaLeader(err) {
+			return e, err
+		}
+		if r.info == nil {
+			if r.info, err = r.m.info(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if r.replica, err = r.m.replicaKeys(ctx, r.info.State.LastSeq); err != nil {
+			return nil, err
+		}
+	}
+	if e := r.replica[key]; e != nil && !e.Deleted() {
+		return e, nil
+	}
+	return nil, nil
+}
+
+// replicaKeys reads every key's last message from any replica, asking
+// again (within memberRead) until one answers with a copy at or past the
+// stream's sequence last (jskv.DirectLast): the leader's last sequence
+// when it was asked, after this node's own write.
+func (m *members) replicaKeys(ctx context.Context, last uint64) (map[string]*jskv.StoredMsg, error) {
+	rctx, cancel := context.WithTimeout(ctx, memberRead)
+	defer cancel()
+	subject := jskv.DirectSubject(m.js, m.bucket)
+	keys := map[string]*jskv.StoredMsg{}
+	for {
+		clear(keys)
+		current, err := jskv.DirectLast(rctx, m.js.Conn(), subject, m.prefix+">", last, func(e *jskv.StoredMsg) error {
+			keys[strings.TrimPrefix(e.Subject, m.prefix)] = e
+			return nil
+		})
+		switch {
+		case err == nil && current:
+			return keys, nil
+		case err == nil:
+			err = fmt.Errorf("members: a replica's copy is behind sequence %d", last)
+		}
+		if clock.Sleep(rctx, m.clock, 20*time.Millisecond) != nil {
+			return nil, fmt.Errorf("%w (%v)", err, rctx.Err())
+		}
+	}
+}
+
 // lapsed returns those of insts (members that did not answer a check)
 // whose keys are gone or older than memberTTL in the server's time, and
 // deletes the old keys (each on the revision it read: a write since wins).
@@ -371,7 +435,8 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 	m.mu.Lock()
 	self, kv := m.rec.Instance, m.kv
 	m.mu.Unlock()
-	own, err := m.get(ctx, self)
+	rd := &keyReader{m: m}
+	own, err := rd.get(ctx, self)
 	if err == nil && own == nil {
 		err = jetstream.ErrKeyNotFound
 	}
@@ -380,7 +445,7 @@ func (m *members) lapsed(ctx context.Context, insts []string) (map[string]bool, 
 	}
 	gone := map[string]bool{}
 	for _, inst := range insts {
-		e, err := m.get(ctx, inst)
+		e, err := rd.get(ctx, inst)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("members: get %s: %w", inst, err)

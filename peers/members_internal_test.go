@@ -351,3 +351,47 @@ func TestOlderBucketLosesItsTTL(t *testing.T) {
 		t.Fatalf("bucket after a new node joined: TTL %v, history %d; want no TTL, history 1", st.TTL(), st.History())
 	}
 }
+
+// TestMembersWithoutMetaLeader: in a region cut off from the others'
+// majority (no JetStream meta leader) the servers refuse the stream
+// leader's message gets, though the bucket's leader is there and takes
+// writes. A node that lists the members then (a reconnect gathers the
+// floors again; a check) reads a replica's copy as new as the leader's.
+// Before, every listing failed with 10008 until the heal, and a leafd
+// that reconnected during a cut failed its segment tags once their
+// buffers ran out.
+func TestMembersWithoutMetaLeader(t *testing.T) {
+	sc := natstest.RunSuperCluster(t, 1, 1, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	join := func(node, inst string) *members {
+		m, err := joinMembers(ctx, natstest.Connect(t, sc.URL(0)), wire.MembersBucket, 1, wire.Member{Node: node, Instance: inst, Serving: true}, clock.Real, log)
+		if err != nil {
+			t.Fatalf("join %s: %v", node, err)
+		}
+		t.Cleanup(func() { m.close(context.Background()) })
+		return m
+	}
+	a := join("a", "ia")
+	join("b", "ib")
+	sc.Cut(0)
+	sc.Cut(1)
+	sc.Cut(2)
+	sc.WaitNoMetaLeader(0, "KV_"+wire.MembersBucket)
+	join("c", "ic") // a member that joins during the cut
+	live, err := a.others(ctx, nil)
+	if err != nil {
+		t.Fatalf("members with c0 cut off: %v", err)
+	}
+	if live["ib"] != "b" || live["ic"] != "c" || len(live) != 2 {
+		t.Fatalf("members with c0 cut off: %v, want b (ib) and c (ic)", live)
+	}
+	gone, err := a.lapsed(ctx, []string{"ib"})
+	if err != nil || gone["ib"] {
+		t.Fatalf("lapsed(ib) with c0 cut off: %v, %v; want b kept (its key is fresh)", gone, err)
+	}
+	sc.Heal(0)
+	sc.Heal(1)
+	sc.Heal(2)
+}

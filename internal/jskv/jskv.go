@@ -46,11 +46,12 @@ func DirectSubject(js jetstream.JetStream, bucket string) string {
 // $JS.API.DIRECT.GET.<stream>. Batch and MaxBytes are for DIRECT.GET only:
 // the leader's STREAM.MSG.GET refuses them.
 type MsgGetRequest struct {
-	Seq      uint64 `json:"seq,omitempty"`
-	LastFor  string `json:"last_by_subj,omitempty"`
-	NextFor  string `json:"next_by_subj,omitempty"`
-	Batch    int    `json:"batch,omitempty"`
-	MaxBytes int    `json:"max_bytes,omitempty"`
+	Seq       uint64   `json:"seq,omitempty"`
+	LastFor   string   `json:"last_by_subj,omitempty"`
+	NextFor   string   `json:"next_by_subj,omitempty"`
+	Batch     int      `json:"batch,omitempty"`
+	MaxBytes  int      `json:"max_bytes,omitempty"`
+	MultiLast []string `json:"multi_last,omitempty"`
 }
 
 type msgGetResponse struct {
@@ -175,6 +176,54 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, subject string, seq uint64,
 			return false, fmt.Errorf("%w: direct get: sequence %d before %d", ErrBadReply, m.Sequence, seq)
 		}
 		seq = m.Sequence + 1
+		if err := f(m); err != nil {
+			return false, err
+		}
+	}
+}
+
+// DirectLast asks any replica of the stream (on subject, see
+// DirectSubject) for the last message of every subject matching filter,
+// and calls f on each. It reports whether the answer shows the replica
+// has applied the stream's sequence seq: a message at or after it. A
+// replica applies the stream in order, so with seq the stream's last
+// sequence as its leader told it (stream info), and every message of the
+// stream matching filter, current is true only for an answer that holds
+// every subject's last message as the leader had it then, or newer. An
+// error from f ends the read and is returned as it is.
+func DirectLast(ctx context.Context, nc *nats.Conn, subject, filter string, seq uint64, f func(*StoredMsg) error) (current bool, err error) {
+	body, err := json.Marshal(MsgGetRequest{MultiLast: []string{filter}})
+	if err != nil {
+		return false, err
+	}
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return false, err
+	}
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return false, err
+		}
+		switch status := msg.Header.Get("Status"); status {
+		case "":
+		case "204": // end of the answer
+			return current, nil
+		case "404": // nothing matches
+			return seq == 0, nil
+		default:
+			return false, fmt.Errorf("%w: status %s %s", ErrNoBatch, status, msg.Header.Get("Description"))
+		}
+		m, err := directMsg(msg)
+		if err != nil {
+			return false, err
+		}
+		current = current || m.Sequence >= seq
 		if err := f(m); err != nil {
 			return false, err
 		}
@@ -337,6 +386,11 @@ func directMsg(msg *nats.Msg) (*StoredMsg, error) {
 	var err error
 	if m.Sequence, err = strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: direct get: sequence %q", ErrBadReply, msg.Header.Get(jetstream.SequenceHeader))
+	}
+	if ts := msg.Header.Get(jetstream.TimeStampHeaer); ts != "" {
+		if m.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+			return nil, fmt.Errorf("%w: direct get: time stamp %q", ErrBadReply, ts)
+		}
 	}
 	return m, nil
 }
