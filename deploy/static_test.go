@@ -54,8 +54,8 @@ func TestLeafEnvNamesExist(t *testing.T) {
 		}
 		for _, v := range leafEnvRE.FindAllString(string(b), -1) {
 			n++
-			// LEAF_WORKER_LEASE is a table; LEAF_POOL_ begins a region's pool stream (LEAF_POOL_<region>)
-			if !envs[v] && !strings.HasPrefix(v, "LEAF_TEST_") && v != "LEAF_WORKER_LEASE" && v != "LEAF_POOL_" {
+			// LEAF_WORKER_LEASE and LEAF_WORKER_REGION are tables; LEAF_POOL_ begins a region's pool stream (LEAF_POOL_<region>)
+			if !envs[v] && !strings.HasPrefix(v, "LEAF_TEST_") && v != "LEAF_WORKER_LEASE" && v != "LEAF_WORKER_REGION" && v != "LEAF_POOL_" {
 				t.Errorf("%s: %s is not a leafd variable", path, v)
 			}
 		}
