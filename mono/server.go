@@ -52,6 +52,12 @@ type ServerConfig struct {
 	// Serve answers leaf.mono.<tag> from l until stop is called
 	// (responder.Responder.ServeMono). Required.
 	Serve func(tag wire.Tag, l *Leader) (stop func(), err error)
+	// MayLead, if set, is asked each time this node comes to lead a tag,
+	// before it serves it (region.Homes.Lead: no other region holds the
+	// tag as monotonic). On an error the node does not serve the tag and
+	// yields its lease for RefusedFor, so that the region's nodes ask
+	// again then.
+	MayLead func(ctx context.Context, tag wire.Tag) error
 	// Subscribe has announced called with the name of every tag announced
 	// as new (wire.TagChangedPrefix), until stop is called. Nil: new
 	// tags are found by the refresh only.
@@ -102,7 +108,14 @@ type serverTag struct {
 
 	mu      sync.Mutex
 	unserve func() // while leading: ends the answers
+	gen     uint64 // counts the changes of leadership, for MayLead's answer
 }
+
+// RefusedFor is how long a node that MayLead refused a tag stays out of
+// the race for its lease: the region's nodes ask again that often (one
+// question to the other regions), so the tag is served here soon after
+// the other region let it go.
+const RefusedFor = 10 * time.Second
 
 // StartServer subscribes to the announcements of new monotonic tags and
 // starts a Leader for every monotonic tag of the store. A failed listing
@@ -377,6 +390,7 @@ func (m *Server) onLeading(tag wire.Tag, t *serverTag, leading bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !leading {
+		t.gen++
 		if t.unserve != nil {
 			t.unserve()
 			t.unserve = nil
@@ -387,6 +401,33 @@ func (m *Server) onLeading(tag wire.Tag, t *serverTag, leading bool) {
 	if t.unserve != nil {
 		return
 	}
+	t.gen++
+	if m.cfg.MayLead != nil {
+		// Asked off the Leader's goroutine, which must not block (it
+		// renews the lease); the answer counts only while this node still
+		// leads as it did when it asked.
+		gen := t.gen
+		m.wg.Go(func() {
+			err := m.cfg.MayLead(m.ctx, tag)
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if t.gen != gen || t.unserve != nil || m.ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				m.cfg.Logger.Error("mono: not serving the tag, though this node leads it here", "tag", tag, "err", err)
+				t.l.Yield(RefusedFor)
+				return
+			}
+			m.serveLocked(tag, t)
+		})
+		return
+	}
+	m.serveLocked(tag, t)
+}
+
+// serveLocked has the tag answered; t.mu is held.
+func (m *Server) serveLocked(tag wire.Tag, t *serverTag) {
 	unserve, err := m.cfg.Serve(tag, t.l)
 	if err != nil {
 		m.cfg.Logger.Error("mono: subscribing to the tag's subject", "tag", tag, "err", err)

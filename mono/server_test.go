@@ -211,3 +211,40 @@ func TestServerSlowNodeYields(t *testing.T) {
 	testenv.Eventually(t, "the slow node leads none", 10*time.Second, func() bool { return len(m.LeadingTags()) == 0 })
 	testenv.Eventually(t, "the fast node leads all four", 10*time.Second, func() bool { return len(other.LeadingTags()) == 4 })
 }
+
+// TestServerMayLead: a tag this node leads is answered only once MayLead
+// allows it (no other region holds it as monotonic); a refused one is not
+// answered, and its lease is yielded so that another node (or this one,
+// later) asks again.
+func TestServerMayLead(t *testing.T) {
+	s := memstore.New()
+	createTags(t, s, segment.KindMono, "home", "elsewhere")
+	lease := memlease.New(600*time.Millisecond, nil)
+	sv := &served{tags: map[string]*mono.Leader{}}
+	var asked sync.Map
+	m, err := mono.StartServer(context.Background(), mono.ServerConfig{
+		Node: "n1", Store: s, Lease: lease, Floors: segment.NewMemFloors(), Serve: sv.serve,
+		MayLead: func(_ context.Context, tag wire.Tag) error {
+			asked.Store(tag.String(), true)
+			if tag.String() == "elsewhere" {
+				return errors.New("monotonic in region r0 too")
+			}
+			return nil
+		},
+		Refresh: 50 * time.Millisecond, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	testenv.Eventually(t, "home answered", 10*time.Second, func() bool { return slices.Equal(sv.names(), []string{"home"}) })
+	testenv.Eventually(t, "elsewhere asked", 10*time.Second, func() bool { _, ok := asked.Load("elsewhere"); return ok })
+	time.Sleep(300 * time.Millisecond)
+	if got := sv.names(); !slices.Equal(got, []string{"home"}) {
+		t.Fatalf("answering %v, want home only (elsewhere refused)", got)
+	}
+	testenv.Eventually(t, "elsewhere's lease yielded", 10*time.Second, func() bool {
+		h, err := lease.Holder(context.Background(), "elsewhere")
+		return err == nil && h == ""
+	})
+}

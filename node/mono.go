@@ -11,6 +11,7 @@ import (
 	"github.com/leafmq/leafmq/client/ask"
 	"github.com/leafmq/leafmq/mono"
 	"github.com/leafmq/leafmq/mono/kvlease"
+	"github.com/leafmq/leafmq/region"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -56,6 +57,8 @@ func (n *Node) startMono(ctx context.Context) error {
 		Serve: func(tag wire.Tag, l *mono.Leader) (func(), error) {
 			return n.serve.resp.ServeMono(tag, l)
 		},
+		MayLead: region.LeadCheck(region.HomesConfig{Conn: nc, Count: n.cfg.Region.Count, ID: n.cfg.Region.ID,
+			Region: n.cfg.Region.Name, Node: n.cfg.Name, Store: n.seg.store}), // I6 at each leadership too
 		Subscribe: func(announced func(tag string)) (func(), error) {
 			sub, err := nc.Subscribe(n.scope().TagChangedPrefix()+"*", func(msg *nats.Msg) {
 				announced(strings.TrimPrefix(msg.Subject, n.scope().TagChangedPrefix()))

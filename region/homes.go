@@ -75,6 +75,16 @@ func NewHomes(cfg HomesConfig) *Homes {
 	return &Homes{cfg: cfg, creating: map[string]segment.Mode{}}
 }
 
+// LeadCheck is NewHomes(cfg).Lead, for mono.ServerConfig.MayLead; nil
+// where NewHomes is nil (one region: there is no one to ask).
+func LeadCheck(cfg HomesConfig) func(context.Context, wire.Tag) error {
+	h := NewHomes(cfg)
+	if h == nil {
+		return nil
+	}
+	return h.Lead
+}
+
 // Subject is the subject this node answers on, wildcard for the tag.
 func (h *Homes) Subject() string { return wire.RegionTagSubject(h.cfg.ID, "*") }
 
@@ -154,9 +164,31 @@ func (h *Homes) Restart(ctx context.Context, tag wire.Tag) error {
 	return h.check(ctx, tag, segment.Mode{}, true, nil)
 }
 
+// Lead checks, before this node serves monotonic tag as its leader, that
+// no other region holds it as monotonic too (or is creating it so): the
+// question of Restart, so that a second region that came to hold the tag
+// by a way other than a create or restart through a node (two regions on
+// one MySQL database, its region record deleted by hand; a row written by
+// hand) does not answer it beside its home. It returns once every other
+// region answered (one round trip across regions), or after the window
+// (a region away is not waited for: the tag's home keeps serving through
+// a cut).
+func (h *Homes) Lead(ctx context.Context, tag wire.Tag) error {
+	if h == nil {
+		return nil
+	}
+	return h.checkBy(ctx, tag, segment.Mode{}, true, nil, true)
+}
+
 func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int) error {
+	return h.checkBy(ctx, tag, m, restart, undeployed, false)
+}
+
+// checkBy is check; with early, it asks only until every other region
+// answered once.
+func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int, early bool) error {
 	mono := m.Kind == segment.KindMono
-	answers, missing, err := h.ask(ctx, tag)
+	answers, missing, err := h.ask(ctx, tag, early)
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the other regions: %w", segment.ErrUnavailable, tag, err)
 	}
@@ -197,7 +229,7 @@ func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart
 // nodes may reach this server late), and returns the answers, the ids of
 // the regions none of whose nodes answered with its store read, and an
 // error when it could not ask.
-func (h *Homes) ask(ctx context.Context, tag wire.Tag) ([]wire.RegionTag, []int, error) {
+func (h *Homes) ask(ctx context.Context, tag wire.Tag, early bool) ([]wire.RegionTag, []int, error) {
 	nc := h.cfg.Conn
 	w := windowOf(nc, h.cfg.Window, DefaultWindow)
 	inbox := nc.NewInbox()
@@ -264,6 +296,9 @@ func (h *Homes) ask(ctx context.Context, tag wire.Tag) ([]wire.RegionTag, []int,
 		}
 		if a.Has || a.Creating {
 			answers = append(answers, a)
+		}
+		if early && len(heard) == h.cfg.Count-1 {
+			return answers, nil, nil
 		}
 	}
 }

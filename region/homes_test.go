@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,4 +182,44 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestHomesLead: a node about to serve a monotonic tag it leads asks the
+// other regions (I6 at each leadership, not only at a create): refused
+// where another region's store holds the tag as monotonic (two regions
+// on one database, a row written by hand), allowed where none does, and
+// answered as soon as every region has answered, not after the window; a
+// region away is not waited for beyond it.
+func TestHomesLead(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	rs := startHomes(t, s.ClientURL(), 3)
+	ctx := t.Context()
+	must(t, rs[0].store.Create(ctx, segment.Tag{Name: wire.MustTag("ticks"), Mode: segment.Mode{Kind: segment.KindMono}}))
+	must(t, rs[1].store.Create(ctx, segment.Tag{Name: wire.MustTag("ticks"), Mode: segment.Mode{Kind: segment.KindMono}}))
+	must(t, rs[0].store.Create(ctx, segment.Tag{Name: wire.MustTag("beats"), Mode: segment.Mode{Kind: segment.KindMono}}))
+	must(t, rs[1].store.Create(ctx, segment.Tag{Name: wire.MustTag("orders")}))
+	if err := rs[1].homes.Lead(ctx, wire.MustTag("ticks")); !errors.Is(err, segment.ErrTagExists) || !strings.Contains(err.Error(), "region r0") {
+		t.Fatalf("lead ticks in r1 while r0 holds it as monotonic: %v, want ErrTagExists naming r0", err)
+	}
+	if err := rs[0].homes.Lead(ctx, wire.MustTag("beats")); err != nil {
+		t.Fatalf("lead beats in r0, its only home: %v", err)
+	}
+	t0 := time.Now()
+	for range 5 {
+		if err := rs[0].homes.Lead(ctx, wire.MustTag("beats")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(t0) / 5; d >= 100*time.Millisecond {
+		t.Errorf("a lead with every region answering took %v, the whole window", d)
+	}
+	away := region.NewHomes(region.HomesConfig{Conn: natstest.Connect(t, s.ClientURL()), Count: 4, ID: 0, Region: "r0", Node: "r0-2",
+		Window: 50 * time.Millisecond, Store: rs[0].store})
+	if err := away.Lead(ctx, wire.MustTag("beats")); err != nil {
+		t.Fatalf("lead beats with region 3 away: %v, want allowed (its home keeps serving through a cut)", err)
+	}
+	if region.LeadCheck(region.HomesConfig{Conn: natstest.Connect(t, s.ClientURL()), Count: 1, Store: rs[0].store}) != nil {
+		t.Error("LeadCheck of one region, want none")
+	}
 }
