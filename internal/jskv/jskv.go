@@ -134,52 +134,33 @@ const numPendingHeader = "Nats-Num-Pending"
 // holds none from seq on. An error from f ends the batch and is returned
 // as it is. ctx bounds the whole batch.
 func DirectBatch(ctx context.Context, nc *nats.Conn, subject string, seq uint64, filter string, batch, maxBytes int, f func(*StoredMsg) error) (more bool, err error) {
-	body, err := json.Marshal(MsgGetRequest{Seq: seq, NextFor: filter, Batch: batch, MaxBytes: maxBytes})
-	if err != nil {
-		return false, err
-	}
-	// An inbox of its own per batch: the replies of a batch given up on
-	// cannot be read as another's.
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest(subject, inbox, body); err != nil {
-		return false, err
-	}
-	for {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return false, err
-		}
-		switch status := msg.Header.Get("Status"); status {
+	err = directReplies(ctx, nc, subject, MsgGetRequest{Seq: seq, NextFor: filter, Batch: batch, MaxBytes: maxBytes}, func(msg *nats.Msg, status string) (bool, error) {
+		switch status {
 		case "":
 		case "204": // end of batch
-			return msg.Header.Get(numPendingHeader) != "0", nil
+			more = msg.Header.Get(numPendingHeader) != "0"
+			return true, nil
 		case "404": // nothing matches from seq on
-			return false, nil
+			return true, nil
 		default: // 503: no responders (direct gets not allowed); 408 and others: a request it does not take
-			return false, fmt.Errorf("%w: status %s %s", ErrNoBatch, status, msg.Header.Get("Description"))
+			return true, fmt.Errorf("%w: status %s %s", ErrNoBatch, status, msg.Header.Get("Description"))
 		}
 		// A server that ignores batch answers one message without the
 		// batch headers.
 		if msg.Header.Get(numPendingHeader) == "" {
-			return false, fmt.Errorf("%w: a reply without %s", ErrNoBatch, numPendingHeader)
+			return true, fmt.Errorf("%w: a reply without %s", ErrNoBatch, numPendingHeader)
 		}
 		m, err := directMsg(msg)
 		if err != nil {
-			return false, err
+			return true, err
 		}
 		if m.Sequence < seq {
-			return false, fmt.Errorf("%w: direct get: sequence %d before %d", ErrBadReply, m.Sequence, seq)
+			return true, fmt.Errorf("%w: direct get: sequence %d before %d", ErrBadReply, m.Sequence, seq)
 		}
 		seq = m.Sequence + 1
-		if err := f(m); err != nil {
-			return false, err
-		}
-	}
+		return false, f(m)
+	})
+	return more && err == nil, err
 }
 
 // DirectLast asks any replica of the stream (on subject, see
@@ -192,40 +173,52 @@ func DirectBatch(ctx context.Context, nc *nats.Conn, subject string, seq uint64,
 // every subject's last message as the leader had it then, or newer. An
 // error from f ends the read and is returned as it is.
 func DirectLast(ctx context.Context, nc *nats.Conn, subject, filter string, seq uint64, f func(*StoredMsg) error) (current bool, err error) {
-	body, err := json.Marshal(MsgGetRequest{MultiLast: []string{filter}})
+	err = directReplies(ctx, nc, subject, MsgGetRequest{MultiLast: []string{filter}}, func(msg *nats.Msg, status string) (bool, error) {
+		switch status {
+		case "":
+		case "204": // end of the answer
+			return true, nil
+		case "404": // nothing matches
+			current = seq == 0
+			return true, nil
+		default:
+			return true, fmt.Errorf("%w: status %s %s", ErrNoBatch, status, msg.Header.Get("Description"))
+		}
+		m, err := directMsg(msg)
+		if err != nil {
+			return true, err
+		}
+		current = current || m.Sequence >= seq
+		return false, f(m)
+	})
+	return current && err == nil, err
+}
+
+// directReplies sends req to subject and calls each on every reply, with
+// its status header, until each says done or fails (its error is
+// returned), or ctx ends. An inbox of its own per request: the replies of
+// one given up on cannot be read as another's.
+func directReplies(ctx context.Context, nc *nats.Conn, subject string, req MsgGetRequest, each func(msg *nats.Msg, status string) (done bool, err error)) error {
+	body, err := json.Marshal(req)
 	if err != nil {
-		return false, err
+		return err
 	}
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.PublishRequest(subject, inbox, body); err != nil {
-		return false, err
+		return err
 	}
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
-			return false, err
+			return err
 		}
-		switch status := msg.Header.Get("Status"); status {
-		case "":
-		case "204": // end of the answer
-			return current, nil
-		case "404": // nothing matches
-			return seq == 0, nil
-		default:
-			return false, fmt.Errorf("%w: status %s %s", ErrNoBatch, status, msg.Header.Get("Description"))
-		}
-		m, err := directMsg(msg)
-		if err != nil {
-			return false, err
-		}
-		current = current || m.Sequence >= seq
-		if err := f(m); err != nil {
-			return false, err
+		if done, err := each(msg, msg.Header.Get("Status")); done || err != nil {
+			return err
 		}
 	}
 }
