@@ -171,13 +171,17 @@ func (h *Homes) Restart(ctx context.Context, tag wire.Tag) error {
 // one MySQL database, its region record deleted by hand; a row written by
 // hand) does not answer it beside its home. It returns once every other
 // region answered (one round trip across regions), or after the window
-// (a region away is not waited for: the tag's home keeps serving through
-// a cut).
+// (a region away is not waited for, nor one that could not be asked: the
+// tag's home keeps serving through a cut or a lost connection).
 func (h *Homes) Lead(ctx context.Context, tag wire.Tag) error {
 	if h == nil {
 		return nil
 	}
-	return h.checkBy(ctx, tag, segment.Mode{}, true, nil, true)
+	err := h.checkBy(ctx, tag, segment.Mode{}, true, nil, true)
+	if errors.Is(err, segment.ErrUnavailable) {
+		return nil // no one could be asked: as regions away, not waited for
+	}
+	return err
 }
 
 func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int) error {

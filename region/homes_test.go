@@ -219,6 +219,12 @@ func TestHomesLead(t *testing.T) {
 	if err := away.Lead(ctx, wire.MustTag("beats")); err != nil {
 		t.Fatalf("lead beats with region 3 away: %v, want allowed (its home keeps serving through a cut)", err)
 	}
+	closed := natstest.Connect(t, s.ClientURL())
+	lost := region.NewHomes(region.HomesConfig{Conn: closed, Count: 3, ID: 0, Region: "r0", Node: "r0-3", Store: rs[0].store})
+	closed.Close()
+	if err := lost.Lead(ctx, wire.MustTag("beats")); err != nil {
+		t.Fatalf("lead beats with no connection to ask on: %v, want allowed (the home serves through a fault)", err)
+	}
 	if region.LeadCheck(region.HomesConfig{Conn: natstest.Connect(t, s.ClientURL()), Count: 1, Store: rs[0].store}) != nil {
 		t.Error("LeadCheck of one region, want none")
 	}
