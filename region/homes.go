@@ -188,11 +188,17 @@ func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart
 	return h.checkBy(ctx, tag, m, restart, undeployed, false)
 }
 
-// checkBy is check; with early, it asks only until every other region
-// answered once.
-func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int, early bool) error {
+// checkBy is check; with lead (Lead's question), it asks only until
+// every other region answered once, and only rows count: a create under
+// way elsewhere asks this region too, whose row refuses it, so it must not
+// keep the tag's home from serving (a create retried in a loop did, 10 s
+// at a time).
+func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int, lead bool) error {
 	mono := m.Kind == segment.KindMono
-	answers, missing, err := h.ask(ctx, tag, early)
+	answers, missing, err := h.ask(ctx, tag, lead)
+	if lead {
+		answers = slices.DeleteFunc(answers, func(a wire.RegionTag) bool { return !a.Has })
+	}
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the other regions: %w", segment.ErrUnavailable, tag, err)
 	}

@@ -214,6 +214,17 @@ func TestHomesLead(t *testing.T) {
 	if d := time.Since(t0) / 5; d >= 100*time.Millisecond {
 		t.Errorf("a lead with every region answering took %v, the whole window", d)
 	}
+	// A create of beats under way in r1 (to be refused by r0's row) does
+	// not keep r0, its home, from serving it.
+	release, err := rs[1].homes.Create(ctx, wire.MustTag("beats2"), segment.Mode{Kind: segment.KindMono}, nil)
+	if err != nil {
+		t.Fatalf("create beats2 in r1: %v", err)
+	}
+	must(t, rs[0].store.Create(ctx, segment.Tag{Name: wire.MustTag("beats2"), Mode: segment.Mode{Kind: segment.KindMono}}))
+	if err := rs[0].homes.Lead(ctx, wire.MustTag("beats2")); err != nil {
+		t.Fatalf("lead beats2 in r0 while r1 says it creates it: %v, want allowed (r0 holds the row)", err)
+	}
+	release()
 	away := region.NewHomes(region.HomesConfig{Conn: natstest.Connect(t, s.ClientURL()), Count: 4, ID: 0, Region: "r0", Node: "r0-2",
 		Window: 50 * time.Millisecond, Store: rs[0].store})
 	if err := away.Lead(ctx, wire.MustTag("beats")); err != nil {
