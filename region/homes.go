@@ -196,11 +196,11 @@ func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart
 func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int, lead bool) error {
 	mono := m.Kind == segment.KindMono
 	answers, missing, err := h.ask(ctx, tag, lead)
-	if lead {
-		answers = slices.DeleteFunc(answers, func(a wire.RegionTag) bool { return !a.Has })
-	}
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the other regions: %w", segment.ErrUnavailable, tag, err)
+	}
+	if lead {
+		answers = slices.DeleteFunc(answers, func(a wire.RegionTag) bool { return !a.Has })
 	}
 	for _, a := range answers {
 		where := fmt.Sprintf("in region %s (id %d, node %s)", a.Region, a.ID, a.Node)
@@ -238,8 +238,9 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, resta
 // half way through the window, as check does: the interest of a region's
 // nodes may reach this server late), and returns the answers, the ids of
 // the regions none of whose nodes answered with its store read, and an
-// error when it could not ask.
-func (h *Homes) ask(ctx context.Context, tag wire.Tag, early bool) ([]wire.RegionTag, []int, error) {
+// error when it could not ask. With lead it returns as soon as every other
+// region answered once.
+func (h *Homes) ask(ctx context.Context, tag wire.Tag, lead bool) ([]wire.RegionTag, []int, error) {
 	nc := h.cfg.Conn
 	w := windowOf(nc, h.cfg.Window, DefaultWindow)
 	inbox := nc.NewInbox()
@@ -307,7 +308,7 @@ func (h *Homes) ask(ctx context.Context, tag wire.Tag, early bool) ([]wire.Regio
 		if a.Has || a.Creating {
 			answers = append(answers, a)
 		}
-		if early && len(heard) == h.cfg.Count-1 {
+		if lead && len(heard) == h.cfg.Count-1 { // Lead's question: every other region answered once
 			return answers, nil, nil
 		}
 	}

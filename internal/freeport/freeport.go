@@ -13,8 +13,9 @@ import (
 	"sync"
 )
 
-// Lowest and highest port Take picks, when the kernel's ephemeral range
-// cannot be read; Linux's default range starts at 32768.
+// Take picks ports from low up to the first port of the kernel's
+// ephemeral range, or up to defaultFirst (Linux's default first) when that
+// range cannot be read.
 const (
 	low          = 20000
 	defaultFirst = 32768
