@@ -2,6 +2,7 @@ package kvstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -52,5 +53,16 @@ func TestAdvanceWithoutMetaLeader(t *testing.T) {
 			t.Fatalf("range %d [%d, %d) overlaps the one before, ending at %d", i, a.Start(), a.End(), last)
 		}
 		last = a.End()
+	}
+	// A tag created during the cut (an operator's, or auto-create), and
+	// the existing one refused again. Before, every create failed with
+	// 10008 until the heal.
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := stores[1].Create(c, segment.Tag{Name: wire.MustTag("lines"), Step: 10}); err != nil {
+		t.Fatalf("create with c0 cut off: %v", err)
+	}
+	if err := stores[0].Create(c, segment.Tag{Name: tag, Step: 10}); !errors.Is(err, segment.ErrTagExists) {
+		t.Fatalf("create of an existing tag with c0 cut off: %v, want ErrTagExists", err)
 	}
 }

@@ -428,6 +428,15 @@ func (s *Store) Create(ctx context.Context, t segment.Tag) error {
 	defer cancel()
 	var exists error
 	err = s.retry(cctx, func() (bool, error) {
+		// Reads may go to a replica where the leader's are refused for want
+		// of a meta leader (a region cut off from the others): a replica's
+		// copy only lags, so a row, marker or mode it shows was written,
+		// and a refusal on it is one the leader's copy gives too (a
+		// deleted row may still read as there); a key it lacks is written
+		// only by compare-and-swap on revision 0, which fails where the
+		// key exists, and is read again.
+		var replica bool
+		cctx := jskv.WithReplicaReads(cctx, &replica)
 		had, ok, err := s.mode(cctx, t.Name)
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) {
