@@ -348,19 +348,14 @@ func TestModeRowDeletedOnMySQL(t *testing.T) {
 
 			fresh := startNode(t, cfg("never-served"))
 			for range 3 {
-				resp, err := http.Get("http://" + fresh.HTTPAddr() + "/api/segment/get/" + tag)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					id, _ := strconv.ParseInt(string(body), 10, 64)
+				code, body := getAnswered(t, fresh, "/api/segment/get/"+tag)
+				if code == 200 {
+					id, _ := strconv.ParseInt(body, 10, 64)
 					add("the node that never served it", []int64{id})
 					t.Fatalf("the node that never served %s tag %q serves it as plain segment ids: %s", tc.req.Mode, tag, body)
 				}
-				if resp.StatusCode != 400 || !strings.Contains(string(body), "mode") {
-					t.Fatalf("the node that never served it: HTTP %d %s; want a 400 about the tag's mode", resp.StatusCode, body)
+				if code != 400 || !strings.Contains(body, "mode") {
+					t.Fatalf("the node that never served it: HTTP %d %s; want a 400 about the tag's mode", code, body)
 				}
 			}
 			if tc.req.Mode != "mono" {
@@ -404,23 +399,8 @@ func TestModeRowDeletedRollingReplacement(t *testing.T) {
 	}
 	refuses := func(who string, n *node.Node) {
 		t.Helper()
-		// A 503 (the first load still under way on a busy machine) is
-		// asked again, as a client does; ids or a 400 are the answer.
-		var code int
-		var body []byte
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			resp, err := http.Get("http://" + n.HTTPAddr() + "/api/segment/get/rolled")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			code = resp.StatusCode
-			if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
-				break
-			}
-		}
-		if code != 400 || !strings.Contains(string(body), "mode") {
+		code, body := getAnswered(t, n, "/api/segment/get/rolled")
+		if code != 400 || !strings.Contains(body, "mode") {
 			t.Fatalf("%s: HTTP %d %s; want a 400 about the tag's mode (plain ids repeat the permuted ones)", who, code, body)
 		}
 	}
@@ -431,6 +411,24 @@ func TestModeRowDeletedRollingReplacement(t *testing.T) {
 	}
 	third := startNode(t, cfg("third"))
 	refuses("the node started after the one that served it stopped", third)
+}
+
+// getAnswered GETs path from n's HTTP API, asking again for up to 20 s
+// while it answers 503 (the tag's first load still under way on a busy
+// machine), as a client does: ids or a 400 are the answer.
+func getAnswered(t *testing.T, n *node.Node, path string) (int, string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + n.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return resp.StatusCode, string(body)
+		}
+	}
 }
 
 // takeRetry takes n ids from subject, asking again for up to 30 s after

@@ -241,8 +241,8 @@ func Conflict(err error) bool {
 }
 
 // Transient reports whether err may go away by itself soon (a stream or
-// meta leader election, a reconnect), so a call retries it within its
-// timeout.
+// meta leader election, a reconnect, a stream create racing the cleanup
+// after the stream's deletion), so a call retries it within its timeout.
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -253,7 +253,7 @@ func Transient(err error) bool {
 		return true
 	}
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code == 503 &&
+	return storeRace(err) || errors.As(err, &apiErr) && apiErr.Code == 503 &&
 		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabled &&
 		apiErr.ErrorCode != jetstream.JSErrCodeJetStreamNotEnabledForAccount
 }
@@ -289,7 +289,17 @@ var ErrNoKeyTTL = errors.New("bucket without per-key TTLs (LimitMarkerTTL)")
 func OpenOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, cfg)
+		for wait := 20 * time.Millisecond; ; wait *= 2 {
+			kv, err = js.CreateKeyValue(ctx, cfg)
+			if !storeRace(err) || wait > time.Second {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(wait):
+			}
+		}
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, cfg.Bucket)
 		}
@@ -306,6 +316,21 @@ func OpenOrCreate(ctx context.Context, js jetstream.JetStream, cfg jetstream.Key
 	}
 	return kv, nil
 }
+
+// storeRace reports whether err is a server's "error creating store for
+// stream": a server that has just deleted a stream (a bucket deleted by
+// hand, `nats kv del`) removes the account's emptied directories from a
+// goroutine of its own, which can remove them under the new stream's
+// directory as it is made. Creating again succeeds.
+func storeRace(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStreamCreate &&
+		apiErr.Description == "error creating store for stream"
+}
+
+// errCodeStreamCreate is the API error code of a failed stream create
+// whose cause has no code of its own.
+const errCodeStreamCreate = 10049
 
 // StreamReplicas is a stream and the replicas its configuration asks for.
 type StreamReplicas struct {
