@@ -58,7 +58,13 @@ type Config struct {
 	// OnLeading, if set, is called from the Leader's goroutine when it
 	// starts (true) and stops (false) leading. It must not block for long.
 	OnLeading func(leading bool)
-	Logger    *slog.Logger
+	// Gone, if set, is called on a goroutine of its own when a
+	// reservation finds the tag gone from the store (its row deleted, by
+	// leafctl or by hand): the Server then stops this Leader, which hands
+	// its lease back, rather than hold it, serving nothing, until its next
+	// look at the store's tags.
+	Gone   func()
+	Logger *slog.Logger
 }
 
 // Ranges reserves ranges of a tag's ids; *segment.Reserver implements it.
@@ -269,6 +275,9 @@ func (l *Leader) loadLocked() {
 		l.loaded = make(chan struct{})
 		if err != nil {
 			l.log.Warn("mono: reserving a range failed", "err", err)
+			if l.cfg.Gone != nil && (errors.Is(err, segment.ErrUnknownTag) || errors.Is(err, segment.ErrTagDeleted)) {
+				go l.cfg.Gone()
+			}
 			return
 		}
 		// Local numbers past top have ids past 2^63-1: the range is cut

@@ -2,6 +2,7 @@ package mono
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -199,19 +200,41 @@ func (m *Server) refresh(ctx context.Context) error {
 			m.ensure(ctx, tag)
 		}
 	}
+	m.drop(func(tag string) bool { return modes[tag].Kind != segment.KindMono })
+	return nil
+}
+
+// drop stops the leaders of the tags gone says are gone: each hands its
+// lease back.
+func (m *Server) drop(gone func(tag string) bool) {
 	m.mu.Lock()
-	var gone []*serverTag
+	var stop []*serverTag
 	for tag, t := range m.tags {
-		if modes[tag].Kind != segment.KindMono {
-			gone = append(gone, t)
+		if gone(tag) {
+			stop = append(stop, t)
 			delete(m.tags, tag)
 		}
 	}
 	m.mu.Unlock()
-	for _, t := range gone {
+	for _, t := range stop {
 		t.close()
 	}
-	return nil
+}
+
+// gone stops tag's leader if the store no longer holds it as monotonic
+// (Config.Gone: a reservation found it gone). Its lease held on, this
+// region would answer for a tag it no longer has, and a create of it in
+// another region would be refused (I6) until the next refresh.
+func (m *Server) gone(tag wire.Tag) {
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
+	t, err := m.cfg.Store.Get(ctx, tag)
+	if err == nil && t.Mode.Kind == segment.KindMono ||
+		err != nil && !errors.Is(err, segment.ErrUnknownTag) && !errors.Is(err, segment.ErrTagDeleted) {
+		return
+	}
+	m.cfg.Logger.Warn("mono: the tag is gone from the store: no longer leading it", "tag", tag)
+	m.drop(func(name string) bool { return name == tag.String() })
 }
 
 // check starts tag's leader if the store says the tag is monotonic.
@@ -254,6 +277,7 @@ func (m *Server) ensure(ctx context.Context, tag wire.Tag) {
 		Regions:   m.cfg.Regions,
 		Hold:      m.hold,
 		OnLeading: func(leading bool) { m.onLeading(tag, t, leading) },
+		Gone:      func() { m.gone(tag) },
 		Logger:    m.cfg.Logger,
 		Clock:     m.cfg.Clock,
 	})
@@ -469,6 +493,15 @@ func (t *serverTag) close() {
 		t.unserve = nil
 	}
 	t.mu.Unlock()
+}
+
+// Holder names the node that holds tag's lease now, "" for none (and for
+// a nil Server: a node without monotonic tags).
+func (m *Server) Holder(ctx context.Context, tag string) (string, error) {
+	if m == nil {
+		return "", nil
+	}
+	return m.cfg.Lease.Holder(ctx, tag)
 }
 
 // LeadingTags lists the monotonic tags this node leads now, sorted.

@@ -248,3 +248,54 @@ func TestServerMayLead(t *testing.T) {
 		return err == nil && h == ""
 	})
 }
+
+// TestServerDropsGoneTag: a monotonic tag's row deleted (by leafctl or by
+// hand) while its leader serves: the leader's next reservation finds it
+// gone, and the Server stops that leader, which hands its lease back, long
+// before its next look at the store's tags. A lease held on would make
+// the region answer that it holds the tag (I6), refusing its create in
+// another region. A tag whose reservation fails otherwise (a store away)
+// keeps its leader.
+func TestServerDropsGoneTag(t *testing.T) {
+	s := memstore.New()
+	createTags(t, s, segment.KindMono, "gone", "kept")
+	lease := memlease.New(600*time.Millisecond, nil)
+	sv := &served{tags: map[string]*mono.Leader{}}
+	m, err := mono.StartServer(context.Background(), mono.ServerConfig{
+		Node: "n1", Store: s, Lease: lease, Floors: segment.NewMemFloors(), Serve: sv.serve,
+		Refresh: time.Hour, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	testenv.Eventually(t, "both answered", 10*time.Second, func() bool { return slices.Equal(sv.names(), []string{"gone", "kept"}) })
+	sv.mu.Lock()
+	gone, kept := sv.tags["gone"], sv.tags["kept"]
+	sv.mu.Unlock()
+	drain := func(l *mono.Leader) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for range 40 { // past the two ranges of 10 a leader holds
+			if _, _, err := l.Next(ctx, 1); err != nil {
+				return
+			}
+		}
+		t.Fatal("40 ids served after the store stopped giving ranges")
+	}
+	s.SetDown(true)
+	drain(kept)
+	s.SetDown(false)
+	if err := s.Delete(context.Background(), wire.MustTag("gone")); err != nil {
+		t.Fatal(err)
+	}
+	drain(gone)
+	testenv.Eventually(t, "gone's leader stopped, its lease handed back", 10*time.Second, func() bool {
+		h, err := lease.Holder(context.Background(), "gone")
+		return err == nil && h == "" && slices.Equal(sv.names(), []string{"kept"})
+	})
+	if h, err := lease.Holder(context.Background(), "kept"); err != nil || h != "n1" {
+		t.Fatalf("kept's holder = %q, %v after a store away: want n1 still", h, err)
+	}
+}

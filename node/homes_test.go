@@ -2,13 +2,18 @@ package node_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/leafmq/leafmq/internal/natstest"
+	"github.com/leafmq/leafmq/internal/testenv"
+	"github.com/leafmq/leafmq/node"
+	"github.com/leafmq/leafmq/segment/kvstore"
 	"github.com/leafmq/leafmq/wire"
 )
 
@@ -76,4 +81,65 @@ func takeMono(nc *nats.Conn, tag string) ([]int64, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil, err
+}
+
+// TestMonoHomeRowDeletedByHand: the home's row of a monotonic tag deleted
+// by hand (`nats kv del leaf_alloc_r0 ticks`) while its leader serves, and
+// the tag created at once in another region. The home's leader serves the
+// rest of its ranges until its next reservation finds the row gone, so the
+// home holds the tag by its lease until then (I6): the create is refused,
+// naming the leader. Once the leader stopped (here: its node stops; the
+// region's other node, which takes the lease, finds the row gone at its
+// first reservation and hands the lease back) the create goes ahead.
+// Before, the home answered that it held no such tag and the second
+// region's leader served beside the first: ids out of order.
+func TestMonoHomeRowDeletedByHand(t *testing.T) {
+	t.Parallel()
+	sc := natstest.RunSuperCluster(t, 1, 1)
+	nodes := map[string]*node.Node{}
+	for _, name := range []string{"r0-1", "r0-2", "r1-1"} {
+		i := int(name[1] - '0')
+		nodes[name] = startNode(t, regionConfig(sc.URL(i), name, fmt.Sprintf("r%d", i), i, 2))
+		waitServing(t, nodes[name])
+	}
+	r0, r1 := natstest.Connect(t, sc.URL(0)), natstest.Connect(t, sc.URL(1))
+	admin(t, r0, wire.TagCreateSubject, wire.AdminRequest{Tag: "ticks", Mode: "mono"})
+	if _, err := takeMono(r0, "ticks"); err != nil {
+		t.Fatal(err)
+	}
+	leader := ""
+	for name, n := range nodes {
+		if slices.Contains(n.MonoLeading(), "ticks") {
+			leader = name
+		}
+	}
+	js, err := jetstream.New(r0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), wire.Scope("r0").Bucket(kvstore.DefaultBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(t.Context(), "ticks"); err != nil {
+		t.Fatal(err)
+	}
+	create := wire.AdminRequest{Tag: "ticks", Mode: "mono"}
+	err = adminErr(t, r1, wire.TagCreateSubject, create)
+	if err == nil || !strings.Contains(err.Error(), "node "+leader+" leads it") {
+		t.Fatalf("create ticks in r1 while %s serves it in r0 without a row: %v, want refused naming %s", leader, err, leader)
+	}
+	if err := nodes[leader].Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "ticks created in r1", 20*time.Second, func() bool {
+		err := adminErr(t, r1, wire.TagCreateSubject, create)
+		if err != nil && !strings.Contains(err.Error(), "leads it") {
+			t.Fatalf("create ticks in r1 after r0's leader stopped: %v", err)
+		}
+		return err == nil
+	})
+	if _, err := takeMono(r1, "ticks"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -165,7 +165,8 @@ func (n *Node) startResponder(context.Context) error {
 		TagChanged: n.seg.engine.Forget,
 		TellTag:    n.peers.Tell, // and before the create replies
 		Homes: region.NewHomes(region.HomesConfig{Conn: n.conn.NC(), Count: cfg.Region.Count, ID: cfg.Region.ID,
-			Region: cfg.Region.Name, Node: cfg.Name, Store: n.seg.store}),
+			Region: cfg.Region.Name, Node: cfg.Name, Store: n.seg.store,
+			Leader: func(ctx context.Context, tag string) (string, error) { return n.seg.mono.Load().Holder(ctx, tag) }}),
 	}
 	if n.serve.sf != nil { // leaf.admin.time answers the snowflake clock
 		rc.Clock = n.serve.sf.Clock()

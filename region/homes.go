@@ -28,9 +28,11 @@ import (
 // never a request for ids.
 //
 // A create of a monotonic tag goes ahead only when every other region
-// answered and none holds the tag: a row, or a create under way. A
-// region where the tag was deleted holds nothing (the stores keep no mode
-// a Get can read), but a restart there asks first too. The creating node
+// answered and none holds the tag: a row, a create under way, or a
+// leader of it without a row (its row deleted by hand: the leader serves
+// the rest of its ranges until its node sees the row gone). A region where
+// the tag was deleted holds nothing else (the stores keep no mode a Get
+// can read), but a restart there asks first too. The creating node
 // says it is creating before it asks, and until its write is done: of two
 // creates in two regions at one moment, each says so before it asks, so
 // the later to say so hears the earlier, and a create that hears another
@@ -63,6 +65,11 @@ type HomesConfig struct {
 	Store interface {
 		Get(ctx context.Context, tag wire.Tag) (segment.Tag, error)
 	}
+	// Leader, if set, names the node of this region that holds tag's
+	// monotonic lease ("" for none): asked where the store has no row of
+	// the tag, since a leader serves the rest of its ranges after its row
+	// is deleted by hand (mono.Server.Holder).
+	Leader func(ctx context.Context, tag string) (string, error)
 }
 
 // NewHomes returns the Homes of a node with regions and a store; nil
@@ -114,7 +121,16 @@ func (h *Homes) Answer(ctx context.Context, subject string) wire.RegionTag {
 			m.Kind = segment.KindSegment
 		}
 		a.Mode, a.Width, a.KeyID = string(m.Kind), m.Width, m.KeyID
-	case errors.Is(err, segment.ErrUnknownTag):
+	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrTagDeleted):
+		if h.cfg.Leader == nil {
+			break
+		}
+		who, err := h.cfg.Leader(ctx, name)
+		if err != nil {
+			a.Err = err.Error()
+		} else if who != "" {
+			a.Leader, a.Mode = who, string(segment.KindMono)
+		}
 	default:
 		a.Err = err.Error()
 	}
@@ -189,10 +205,10 @@ func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart
 }
 
 // checkBy is check; with lead (Lead's question), it asks only until
-// every other region answered once, and only rows count: a create under
-// way elsewhere asks this region too, whose row refuses it, so it must not
-// keep the tag's home from serving (a create retried in a loop did, 10 s
-// at a time).
+// every other region answered once, and only rows and leaders count: a
+// create under way elsewhere asks this region too, whose row refuses it,
+// so it must not keep the tag's home from serving (a create retried in a
+// loop did, 10 s at a time).
 func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int, lead bool) error {
 	mono := m.Kind == segment.KindMono
 	answers, missing, err := h.ask(ctx, tag, lead)
@@ -200,16 +216,20 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, resta
 		return fmt.Errorf("%w: tag %q: asking the other regions: %w", segment.ErrUnavailable, tag, err)
 	}
 	if lead {
-		answers = slices.DeleteFunc(answers, func(a wire.RegionTag) bool { return !a.Has })
+		answers = slices.DeleteFunc(answers, func(a wire.RegionTag) bool { return !a.Holds() })
 	}
 	for _, a := range answers {
 		where := fmt.Sprintf("in region %s (id %d, node %s)", a.Region, a.ID, a.Node)
 		had := segment.Mode{Kind: segment.Kind(a.Mode), Width: a.Width, KeyID: a.KeyID}
 		switch {
-		case (a.Has || a.Creating) && had.Kind == segment.KindMono:
+		case (a.Holds() || a.Creating) && had.Kind == segment.KindMono:
 			if a.Creating {
 				return fmt.Errorf("%w: tag %q is being created as monotonic %s at this moment: a monotonic tag lives in one region only; create it in one region (ask again there); nothing done",
 					segment.ErrTagExists, tag, where)
+			}
+			if !a.Has {
+				return fmt.Errorf("%w: tag %q has no row in region %s (id %d), but node %s leads it there as monotonic and may serve it still: a monotonic tag lives in one region only; ask again once it stops leading it (within a minute of the row's deletion); nothing done",
+					segment.ErrTagExists, tag, a.Region, a.ID, a.Leader)
 			}
 			return fmt.Errorf("%w: tag %q is monotonic %s, its home: a monotonic tag lives in one region only (callers of every region reach it there); nothing done",
 				segment.ErrTagExists, tag, where)
@@ -221,7 +241,7 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, resta
 			}
 			return fmt.Errorf("%w: tag %q: region %s (id %d, node %s) %s: a monotonic tag lives in one region only; nothing created",
 				segment.ErrTagExists, tag, a.Region, a.ID, a.Node, what)
-		case (a.Has || a.Creating) && !had.Equal(m):
+		case (a.Holds() || a.Creating) && !had.Equal(m):
 			return fmt.Errorf("%w: tag %q is %s %s (asked for %s): a tag has one mode in every region; nothing created",
 				segment.ErrMode, tag, had, where, m)
 		}
@@ -305,7 +325,7 @@ func (h *Homes) ask(ctx context.Context, tag wire.Tag, lead bool) ([]wire.Region
 		if a.Err == "" {
 			heard[a.ID] = true
 		}
-		if a.Has || a.Creating {
+		if a.Holds() || a.Creating {
 			answers = append(answers, a)
 		}
 		if lead && len(heard) == h.cfg.Count-1 { // Lead's question: every other region answered once

@@ -23,8 +23,9 @@ import (
 // homeRegion is one region's node for the Homes tests: its store, and its
 // Homes answering on its own connection, as a node's responder does.
 type homeRegion struct {
-	store *memstore.Store
-	homes *region.Homes
+	store   *memstore.Store
+	homes   *region.Homes
+	leaders *sync.Map // tag → the holder of its monotonic lease (string), or the error reading it
 }
 
 func startHomes(t *testing.T, url string, regions int) []homeRegion {
@@ -33,8 +34,18 @@ func startHomes(t *testing.T, url string, regions int) []homeRegion {
 	for id := range regions {
 		nc := natstest.Connect(t, url)
 		st := memstore.New()
+		leaders := &sync.Map{}
 		h := region.NewHomes(region.HomesConfig{Conn: nc, Count: regions, ID: id, Region: fmt.Sprintf("r%d", id),
-			Node: fmt.Sprintf("r%d-1", id), Window: 100 * time.Millisecond, Store: st})
+			Node: fmt.Sprintf("r%d-1", id), Window: 100 * time.Millisecond, Store: st,
+			Leader: func(_ context.Context, tag string) (string, error) {
+				switch v, _ := leaders.Load(tag); v := v.(type) {
+				case string:
+					return v, nil
+				case error:
+					return "", v
+				}
+				return "", nil
+			}})
 		if _, err := nc.Subscribe(h.Subject(), func(m *nats.Msg) {
 			a := h.Answer(context.Background(), m.Subject)
 			_ = m.Respond(mustJSON(t, a))
@@ -44,7 +55,7 @@ func startHomes(t *testing.T, url string, regions int) []homeRegion {
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		rs = append(rs, homeRegion{st, h})
+		rs = append(rs, homeRegion{st, h, leaders})
 	}
 	return rs
 }
@@ -238,5 +249,43 @@ func TestHomesLead(t *testing.T) {
 	}
 	if region.LeadCheck(region.HomesConfig{Conn: natstest.Connect(t, s.ClientURL()), Count: 1, Store: rs[0].store}) != nil {
 		t.Error("LeadCheck of one region, want none")
+	}
+}
+
+// TestHomesLeaderWithoutRow: a home's row deleted by hand (`nats kv del
+// leaf_alloc_r0 TAG`) while its leader serves the rest of its ranges: the
+// home still holds the tag as monotonic, by its lease, until that leader
+// stops. A create or a leadership of the tag in another region is
+// refused meanwhile (it answered "no such tag" before: two leaders, ids
+// out of order); a lease that cannot be read is no answer.
+func TestHomesLeaderWithoutRow(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	rs := startHomes(t, s.ClientURL(), 2)
+	ctx := t.Context()
+	mono := segment.Mode{Kind: segment.KindMono}
+	ticks := wire.MustTag("ticks")
+	must(t, rs[0].create(ctx, ticks, mono))
+	must(t, rs[0].store.Delete(ctx, ticks)) // as by hand: no row, the leader still runs
+	rs[0].leaders.Store("ticks", "r0-1")
+	if err := rs[1].create(ctx, ticks, mono); !errors.Is(err, segment.ErrTagExists) || !strings.Contains(err.Error(), "node r0-1 leads it") {
+		t.Fatalf("create ticks in r1 while r0-1 leads it without a row: %v, want ErrTagExists naming the leader", err)
+	}
+	if err := rs[1].create(ctx, ticks, segment.Mode{Kind: segment.KindSegment}); !errors.Is(err, segment.ErrTagExists) {
+		t.Fatalf("create ticks as segment in r1 meanwhile: %v, want ErrTagExists", err)
+	}
+	if err := rs[1].homes.Lead(ctx, ticks); !errors.Is(err, segment.ErrTagExists) {
+		t.Fatalf("lead ticks in r1 meanwhile (a row written there by hand): %v, want ErrTagExists", err)
+	}
+	rs[0].leaders.Store("ticks", fmt.Errorf("%w: lease bucket away", segment.ErrUnavailable))
+	if err := rs[1].create(ctx, ticks, mono); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("create ticks in r1 while r0 cannot read its lease: %v, want ErrUnavailable", err)
+	}
+	rs[0].leaders.Delete("ticks") // the leader stopped
+	if err := rs[1].create(ctx, ticks, mono); err != nil {
+		t.Fatalf("create ticks in r1 once r0's leader stopped: %v", err)
+	}
+	if err := rs[0].homes.Lead(ctx, wire.MustTag("other")); err != nil {
+		t.Fatalf("lead a tag no region holds: %v", err)
 	}
 }

@@ -91,15 +91,23 @@ func RegionTagSubject(id int, tag string) string {
 // RegionTag is the reply of RegionTagSubject: what the answering
 // region's store holds of the tag (Has: a row, in Mode), or, with Creating, that the answering node is
 // creating the tag in Mode; Err why the store could not be read. Mode,
-// Width and KeyID are as in TagRow.
+// Width and KeyID are as in TagRow. Leader, with no row, names the node of
+// the answering region that holds the tag's monotonic lease (Mode "mono"):
+// it may still serve the tag (its row deleted by hand), so the region
+// holds the tag as monotonic until that leader stops.
 type RegionTag struct {
 	Node     string `json:"node"`
 	Region   string `json:"region"`
 	ID       int    `json:"id"`
 	Has      bool   `json:"has,omitempty"`
 	Creating bool   `json:"creating,omitempty"`
+	Leader   string `json:"leader,omitempty"`
 	Mode     string `json:"mode,omitempty"`
 	Width    int    `json:"width,omitempty"`
 	KeyID    string `json:"key_id,omitempty"`
 	Err      string `json:"error,omitempty"`
 }
+
+// Holds reports whether the answering region holds the tag: a row, or a
+// monotonic leader without one.
+func (a RegionTag) Holds() bool { return a.Has || a.Leader != "" }
