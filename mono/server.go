@@ -235,6 +235,11 @@ func (m *Server) gone(tag wire.Tag) {
 	}
 	m.cfg.Logger.Warn("mono: the tag is gone from the store: no longer leading it", "tag", tag)
 	m.drop(func(name string) bool { return name == tag.String() })
+	// A create of the tag again whose announcement came between the read
+	// and the drop found the old leader running and started none.
+	if t, err := m.cfg.Store.Get(ctx, tag); err == nil && t.Mode.Kind == segment.KindMono {
+		m.ensure(ctx, tag)
+	}
 }
 
 // check starts tag's leader if the store says the tag is monotonic.
