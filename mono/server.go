@@ -204,9 +204,9 @@ func (m *Server) refresh(ctx context.Context) error {
 	return nil
 }
 
-// drop stops the leaders of the tags gone says are gone: each hands its
-// lease back.
-func (m *Server) drop(gone func(tag string) bool) {
+// drop stops the leaders of the tags gone says are gone (each hands its
+// lease back) and returns how many it stopped.
+func (m *Server) drop(gone func(tag string) bool) int {
 	m.mu.Lock()
 	var stop []*serverTag
 	for tag, t := range m.tags {
@@ -219,30 +219,16 @@ func (m *Server) drop(gone func(tag string) bool) {
 	for _, t := range stop {
 		t.close()
 	}
+	return len(stop)
 }
 
-// gone stops tag's leader if the store no longer holds it as monotonic
-// (Config.Gone: a reservation found it gone). Its lease held on, this
-// region would answer for a tag it no longer has, and a create of it in
-// another region would be refused (I6) until the next refresh.
-func (m *Server) gone(tag wire.Tag) {
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-	defer cancel()
-	t, err := m.cfg.Store.Get(ctx, tag)
-	if err == nil && t.Mode.Kind == segment.KindMono ||
-		err != nil && !errors.Is(err, segment.ErrUnknownTag) && !errors.Is(err, segment.ErrTagDeleted) {
-		return
-	}
-	m.cfg.Logger.Warn("mono: the tag is gone from the store: no longer leading it", "tag", tag)
-	m.drop(func(name string) bool { return name == tag.String() })
-	// A create of the tag again whose announcement came between the read
-	// and the drop found the old leader running and started none.
-	if t, err := m.cfg.Store.Get(ctx, tag); err == nil && t.Mode.Kind == segment.KindMono {
-		m.ensure(ctx, tag)
-	}
-}
-
-// check starts tag's leader if the store says the tag is monotonic.
+// check makes tag's leader agree with the store: started if the store
+// holds the tag as monotonic, stopped if it holds it no longer (deleted, by
+// leafctl or by hand; another mode), which hands the lease back. Called at
+// every announcement of the tag (a create, a restart, a delete) and when a
+// leader's reservation finds the tag gone (Config.Gone): a leader without
+// its row serves the rest of its ranges, and holds its region's answer
+// that the tag is monotonic there (I6) until it stops.
 func (m *Server) check(name string) {
 	tag, err := wire.ParseTag(name)
 	if err != nil {
@@ -251,12 +237,21 @@ func (m *Server) check(name string) {
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
 	t, err := m.cfg.Store.Get(ctx, tag)
-	if err != nil {
-		m.cfg.Logger.Warn("mono: looking up an announced tag", "tag", tag, "err", err)
-		return
-	}
-	if t.Mode.Kind == segment.KindMono {
+	switch {
+	case err == nil && t.Mode.Kind == segment.KindMono:
 		m.ensure(ctx, tag)
+	case err == nil, errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrTagDeleted):
+		if m.drop(func(n string) bool { return n == name }) == 0 {
+			return
+		}
+		m.cfg.Logger.Info("mono: the tag is no longer monotonic in the store: no longer leading it", "tag", tag)
+		// A create of the tag again whose announcement came between the
+		// read and the drop found the old leader running and started none.
+		if t, err := m.cfg.Store.Get(ctx, tag); err == nil && t.Mode.Kind == segment.KindMono {
+			m.ensure(ctx, tag)
+		}
+	case m.ctx.Err() == nil:
+		m.cfg.Logger.Warn("mono: looking up an announced tag", "tag", tag, "err", err)
 	}
 }
 
@@ -282,7 +277,7 @@ func (m *Server) ensure(ctx context.Context, tag wire.Tag) {
 		Regions:   m.cfg.Regions,
 		Hold:      m.hold,
 		OnLeading: func(leading bool) { m.onLeading(tag, t, leading) },
-		Gone:      func() { m.gone(tag) },
+		Gone:      func() { m.check(tag.String()) },
 		Logger:    m.cfg.Logger,
 		Clock:     m.cfg.Clock,
 	})

@@ -249,27 +249,37 @@ func TestServerMayLead(t *testing.T) {
 	})
 }
 
-// TestServerDropsGoneTag: a monotonic tag's row deleted (by leafctl or by
-// hand) while its leader serves: the leader's next reservation finds it
-// gone, and the Server stops that leader, which hands its lease back, long
-// before its next look at the store's tags. A lease held on would make
-// the region answer that it holds the tag (I6), refusing its create in
-// another region. A tag whose reservation fails otherwise (a store away)
-// keeps its leader.
+// TestServerDropsGoneTag: a monotonic tag's row deleted by hand while its
+// leader serves: the leader's next reservation finds it gone, and the
+// Server stops that leader, which hands its lease back, long before its
+// next look at the store's tags; one deleted by leafctl (announced) is
+// dropped at once. A lease held on would make the region answer that it
+// holds the tag (I6), refusing its create in another region. A tag whose
+// reservation fails otherwise (a store away) keeps its leader.
 func TestServerDropsGoneTag(t *testing.T) {
 	s := memstore.New()
-	createTags(t, s, segment.KindMono, "gone", "kept")
+	createTags(t, s, segment.KindMono, "gone", "kept", "deleted")
 	lease := memlease.New(600*time.Millisecond, nil)
 	sv := &served{tags: map[string]*mono.Leader{}}
+	var announced func(string)
 	m, err := mono.StartServer(context.Background(), mono.ServerConfig{
 		Node: "n1", Store: s, Lease: lease, Floors: segment.NewMemFloors(), Serve: sv.serve,
-		Refresh: time.Hour, Logger: quiet,
+		Subscribe: func(f func(string)) (func(), error) { announced = f; return func() {}, nil },
+		Refresh:   time.Hour, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	testenv.Eventually(t, "both answered", 10*time.Second, func() bool { return slices.Equal(sv.names(), []string{"gone", "kept"}) })
+	testenv.Eventually(t, "all answered", 10*time.Second, func() bool { return slices.Equal(sv.names(), []string{"deleted", "gone", "kept"}) })
+	if err := s.Delete(context.Background(), wire.MustTag("deleted")); err != nil {
+		t.Fatal(err)
+	}
+	announced("deleted")
+	testenv.Eventually(t, "deleted's leader stopped at the announcement", 10*time.Second, func() bool {
+		h, err := lease.Holder(context.Background(), "deleted")
+		return err == nil && h == "" && slices.Equal(sv.names(), []string{"gone", "kept"})
+	})
 	sv.mu.Lock()
 	gone, kept := sv.tags["gone"], sv.tags["kept"]
 	sv.mu.Unlock()
