@@ -2,7 +2,9 @@ package node_test
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +92,10 @@ func takeMono(nc *nats.Conn, tag string) ([]int64, error) {
 // home holds the tag by its lease until then (I6): the create is refused,
 // naming the leader. Once the leader stopped (here: its node stops; the
 // region's other node, which takes the lease, finds the row gone at its
-// first reservation and hands the lease back) the create goes ahead.
-// Before, the home answered that it held no such tag and the second
-// region's leader served beside the first: ids out of order.
+// first reservation and hands the lease back), the create is refused below
+// the home's floor (which that node heard announced) and goes ahead at it:
+// the tag's ids still rise. Before, the create went ahead at once, at 1:
+// the second region's leader served beside the first, and below it.
 func TestMonoHomeRowDeletedByHand(t *testing.T) {
 	t.Parallel()
 	sc := natstest.RunSuperCluster(t, 1, 1)
@@ -103,9 +106,14 @@ func TestMonoHomeRowDeletedByHand(t *testing.T) {
 		waitServing(t, nodes[name])
 	}
 	r0, r1 := natstest.Connect(t, sc.URL(0)), natstest.Connect(t, sc.URL(1))
-	admin(t, r0, wire.TagCreateSubject, wire.AdminRequest{Tag: "ticks", Mode: "mono"})
-	if _, err := takeMono(r0, "ticks"); err != nil {
-		t.Fatal(err)
+	admin(t, r0, wire.TagCreateSubject, wire.AdminRequest{Tag: "ticks", Mode: "mono", Step: 50})
+	var last int64
+	for range 60 { // into its second range
+		ids, err := takeMono(r0, "ticks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ids[0]
 	}
 	leader := ""
 	for name, n := range nodes {
@@ -132,14 +140,35 @@ func TestMonoHomeRowDeletedByHand(t *testing.T) {
 	if err := nodes[leader].Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, "ticks created in r1", 20*time.Second, func() bool {
+	var floor []string
+	testenv.Eventually(t, "ticks refused in r1 for r0's floor, not its leader", 20*time.Second, func() bool {
 		err := adminErr(t, r1, wire.TagCreateSubject, create)
-		if err != nil && !strings.Contains(err.Error(), "leads it") {
-			t.Fatalf("create ticks in r1 after r0's leader stopped: %v", err)
+		switch {
+		case err == nil:
+			t.Fatalf("ticks created in r1 at 1, below r0's ids up to %d", last)
+		case strings.Contains(err.Error(), "leads it"):
+			return false
 		}
-		return err == nil
+		if floor = regexp.MustCompile(`max_id of at least (\d+)`).FindStringSubmatch(err.Error()); floor == nil {
+			t.Fatalf("create ticks in r1 after r0's leader stopped: %v, want refused below r0's floor", err)
+		}
+		return true
 	})
-	if _, err := takeMono(r1, "ticks"); err != nil {
+	create.MaxID, _ = strconv.ParseInt(floor[1], 10, 64)
+	if create.MaxID*2 < last {
+		t.Fatalf("r0's floor %d (local) is below its id %d", create.MaxID, last)
+	}
+	create.MaxID--
+	if err := adminErr(t, r1, wire.TagCreateSubject, create); err == nil {
+		t.Fatalf("ticks created in r1 at %d, below r0's floor", create.MaxID)
+	}
+	create.MaxID++
+	admin(t, r1, wire.TagCreateSubject, create)
+	ids, err := takeMono(r1, "ticks")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if ids[0] <= last {
+		t.Fatalf("ticks moved to r1 served %d after r0's %d", ids[0], last)
 	}
 }

@@ -70,6 +70,10 @@ type HomesConfig struct {
 	// the tag, since a leader serves the rest of its ranges after its row
 	// is deleted by hand (mono.Server.Holder).
 	Leader func(ctx context.Context, tag string) (string, error)
+	// Floor, if set, is this node's floor of a tag (the highest range end
+	// it received, segment.Engine.Floor): a monotonic create elsewhere
+	// starts above every region's floors.
+	Floor func(tag string) int64
 }
 
 // NewHomes returns the Homes of a node with regions and a store; nil
@@ -99,6 +103,9 @@ func (h *Homes) Subject() string { return wire.RegionTagSubject(h.cfg.ID, "*") }
 func (h *Homes) Answer(ctx context.Context, subject string) wire.RegionTag {
 	name := subject[strings.LastIndexByte(subject, '.')+1:]
 	a := wire.RegionTag{Node: h.cfg.Node, Region: h.cfg.Region, ID: h.cfg.ID}
+	if h.cfg.Floor != nil {
+		a.Floor = h.cfg.Floor(name)
+	}
 	h.mu.Lock()
 	m, ok := h.creating[name]
 	h.mu.Unlock()
@@ -147,7 +154,7 @@ func (h *Homes) Answer(ctx context.Context, subject string) wire.RegionTag {
 // joins later asks this one before it creates the tag). A region id
 // stated so that is only away (cut off, down) may hold the tag: the
 // operator's promise.
-func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode, undeployed []int) (release func(), err error) {
+func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode, maxID int64, undeployed []int) (release func(), err error) {
 	if h == nil {
 		return func() {}, nil
 	}
@@ -164,7 +171,7 @@ func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode, undepl
 		delete(h.creating, name)
 		h.mu.Unlock()
 	}
-	if err := h.check(ctx, tag, m, false, undeployed); err != nil {
+	if err := h.check(ctx, tag, m, maxID, false, undeployed); err != nil {
 		release()
 		return nil, err
 	}
@@ -177,7 +184,7 @@ func (h *Homes) Restart(ctx context.Context, tag wire.Tag) error {
 	if h == nil {
 		return nil
 	}
-	return h.check(ctx, tag, segment.Mode{}, true, nil)
+	return h.check(ctx, tag, segment.Mode{}, 0, true, nil)
 }
 
 // Lead checks, before this node serves monotonic tag as its leader, that
@@ -193,15 +200,15 @@ func (h *Homes) Lead(ctx context.Context, tag wire.Tag) error {
 	if h == nil {
 		return nil
 	}
-	err := h.checkBy(ctx, tag, segment.Mode{}, true, nil, true)
+	err := h.checkBy(ctx, tag, segment.Mode{}, 0, true, nil, true)
 	if errors.Is(err, segment.ErrUnavailable) {
 		return nil // no one could be asked: as regions away, not waited for
 	}
 	return err
 }
 
-func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int) error {
-	return h.checkBy(ctx, tag, m, restart, undeployed, false)
+func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, maxID int64, restart bool, undeployed []int) error {
+	return h.checkBy(ctx, tag, m, maxID, restart, undeployed, false)
 }
 
 // checkBy is check; with lead (Lead's question), it asks only until
@@ -209,15 +216,16 @@ func (h *Homes) check(ctx context.Context, tag wire.Tag, m segment.Mode, restart
 // create under way elsewhere asks this region too, whose row refuses it,
 // so it must not keep the tag's home from serving (a create retried in a
 // loop did, 10 s at a time).
-func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, restart bool, undeployed []int, lead bool) error {
+func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, maxID int64, restart bool, undeployed []int, lead bool) error {
 	mono := m.Kind == segment.KindMono
 	answers, missing, err := h.ask(ctx, tag, lead)
 	if err != nil {
 		return fmt.Errorf("%w: tag %q: asking the other regions: %w", segment.ErrUnavailable, tag, err)
 	}
-	if lead {
-		answers = slices.DeleteFunc(answers, func(a wire.RegionTag) bool { return !a.Holds() })
-	}
+	all := slices.Clone(answers)
+	answers = slices.DeleteFunc(answers, func(a wire.RegionTag) bool {
+		return !a.Holds() && (lead || !a.Creating) // a floor alone: below
+	})
 	for _, a := range answers {
 		where := fmt.Sprintf("in region %s (id %d, node %s)", a.Region, a.ID, a.Node)
 		had := segment.Mode{Kind: segment.Kind(a.Mode), Width: a.Width, KeyID: a.KeyID}
@@ -244,6 +252,22 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, resta
 		case (a.Holds() || a.Creating) && !had.Equal(m):
 			return fmt.Errorf("%w: tag %q is %s %s (asked for %s): a tag has one mode in every region; nothing created",
 				segment.ErrMode, tag, had, where, m)
+		}
+	}
+	if mono && !restart && !lead {
+		// A region's nodes that received ids of the tag (a tag deleted
+		// there, by leafctl or by hand) keep their floors: the tag's
+		// ids here must rise above theirs, as a create in one region
+		// must above its live nodes' floors.
+		var high wire.RegionTag
+		for _, a := range all {
+			if a.Floor > high.Floor {
+				high = a
+			}
+		}
+		if maxID < high.Floor {
+			return fmt.Errorf("%w: monotonic tag %q: node %s of region %s (id %d) has received ids of it up to local number %d; its ids here must rise above those: create it with a max_id of at least %d (leafctl tag create --max-id); nothing created",
+				segment.ErrBelowFloor, tag, high.Node, high.Region, high.ID, high.Floor, high.Floor)
 		}
 	}
 	missing = slices.DeleteFunc(missing, func(id int) bool { return slices.Contains(undeployed, id) })
@@ -325,7 +349,7 @@ func (h *Homes) ask(ctx context.Context, tag wire.Tag, lead bool) ([]wire.Region
 		if a.Err == "" {
 			heard[a.ID] = true
 		}
-		if a.Holds() || a.Creating {
+		if a.Holds() || a.Creating || a.Floor > 0 {
 			answers = append(answers, a)
 		}
 		if lead && len(heard) == h.cfg.Count-1 { // Lead's question: every other region answered once

@@ -26,6 +26,7 @@ type homeRegion struct {
 	store   *memstore.Store
 	homes   *region.Homes
 	leaders *sync.Map // tag → the holder of its monotonic lease (string), or the error reading it
+	floors  *sync.Map // tag → the node's floor of it (int64)
 }
 
 func startHomes(t *testing.T, url string, regions int) []homeRegion {
@@ -34,7 +35,7 @@ func startHomes(t *testing.T, url string, regions int) []homeRegion {
 	for id := range regions {
 		nc := natstest.Connect(t, url)
 		st := memstore.New()
-		leaders := &sync.Map{}
+		leaders, floors := &sync.Map{}, &sync.Map{}
 		h := region.NewHomes(region.HomesConfig{Conn: nc, Count: regions, ID: id, Region: fmt.Sprintf("r%d", id),
 			Node: fmt.Sprintf("r%d-1", id), Window: 100 * time.Millisecond, Store: st,
 			Leader: func(_ context.Context, tag string) (string, error) {
@@ -45,7 +46,8 @@ func startHomes(t *testing.T, url string, regions int) []homeRegion {
 					return "", v
 				}
 				return "", nil
-			}})
+			},
+			Floor: func(tag string) int64 { f, _ := floors.Load(tag); v, _ := f.(int64); return v }})
 		if _, err := nc.Subscribe(h.Subject(), func(m *nats.Msg) {
 			a := h.Answer(context.Background(), m.Subject)
 			_ = m.Respond(mustJSON(t, a))
@@ -55,19 +57,23 @@ func startHomes(t *testing.T, url string, regions int) []homeRegion {
 		if err := nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		rs = append(rs, homeRegion{st, h, leaders})
+		rs = append(rs, homeRegion{st, h, leaders, floors})
 	}
 	return rs
 }
 
 // create is a node's create: the Homes check, the store's write, release.
 func (r homeRegion) create(ctx context.Context, tag wire.Tag, m segment.Mode) error {
-	release, err := r.homes.Create(ctx, tag, m, nil)
+	return r.createAt(ctx, tag, m, 0)
+}
+
+func (r homeRegion) createAt(ctx context.Context, tag wire.Tag, m segment.Mode, maxID int64) error {
+	release, err := r.homes.Create(ctx, tag, m, maxID, nil)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return r.store.Create(ctx, segment.Tag{Name: tag, Mode: m})
+	return r.store.Create(ctx, segment.Tag{Name: tag, Mode: m, MaxID: maxID})
 }
 
 // TestHomesCreatesAtOnce: two regions creating one monotonic tag at the
@@ -161,15 +167,15 @@ func TestHomesRegionAway(t *testing.T) {
 	nc := natstest.Connect(t, s.ClientURL())
 	h := region.NewHomes(region.HomesConfig{Conn: nc, Count: 2, ID: 0, Region: "r0", Node: "r0-1",
 		Window: 50 * time.Millisecond, Store: memstore.New()})
-	if _, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}, nil); !errors.Is(err, segment.ErrUnavailable) {
+	if _, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}, 0, nil); !errors.Is(err, segment.ErrUnavailable) {
 		t.Errorf("mono create without region 1: %v, want ErrUnavailable", err)
 	}
-	release, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}, []int{1})
+	release, err := h.Create(t.Context(), wire.MustTag("m"), segment.Mode{Kind: segment.KindMono}, 0, []int{1})
 	if err != nil {
 		t.Fatalf("mono create with region 1 undeployed: %v", err)
 	}
 	release()
-	release, err = h.Create(t.Context(), wire.MustTag("s"), segment.Mode{Kind: segment.KindSegment}, nil)
+	release, err = h.Create(t.Context(), wire.MustTag("s"), segment.Mode{Kind: segment.KindSegment}, 0, nil)
 	if err != nil {
 		t.Fatalf("segment create without region 1: %v", err)
 	}
@@ -227,7 +233,7 @@ func TestHomesLead(t *testing.T) {
 	}
 	// A create of beats under way in r1 (to be refused by r0's row) does
 	// not keep r0, its home, from serving it.
-	release, err := rs[1].homes.Create(ctx, wire.MustTag("beats2"), segment.Mode{Kind: segment.KindMono}, nil)
+	release, err := rs[1].homes.Create(ctx, wire.MustTag("beats2"), segment.Mode{Kind: segment.KindMono}, 0, nil)
 	if err != nil {
 		t.Fatalf("create beats2 in r1: %v", err)
 	}
@@ -287,5 +293,34 @@ func TestHomesLeaderWithoutRow(t *testing.T) {
 	}
 	if err := rs[0].homes.Lead(ctx, wire.MustTag("other")); err != nil {
 		t.Fatalf("lead a tag no region holds: %v", err)
+	}
+}
+
+// TestHomesMonoAboveOtherFloors: a monotonic tag deleted in one region
+// (by leafctl or by hand), whose nodes keep their floors of it, and
+// created in another: its ids there must rise above every region's
+// floors, as a create in one region must rise above its live nodes'
+// (ErrBelowFloor, naming the node and the max_id to give). Before, the
+// create went ahead at 1 and the tag's ids went down. A segment tag's ids
+// make no order across regions: its create is not held to them.
+func TestHomesMonoAboveOtherFloors(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	rs := startHomes(t, s.ClientURL(), 3)
+	ctx := t.Context()
+	mono := segment.Mode{Kind: segment.KindMono}
+	moved := wire.MustTag("moved")
+	rs[0].floors.Store("moved", int64(500))
+	rs[2].floors.Store("moved", int64(700))
+	err := rs[1].createAt(ctx, moved, mono, 600)
+	if !errors.Is(err, segment.ErrBelowFloor) || !strings.Contains(err.Error(), "node r2-1 of region r2") || !strings.Contains(err.Error(), "at least 700") {
+		t.Fatalf("mono create at 600 with floors 500 (r0) and 700 (r2): %v, want ErrBelowFloor naming r2-1 and 700", err)
+	}
+	if err := rs[1].createAt(ctx, moved, mono, 700); err != nil {
+		t.Fatalf("mono create at 700: %v", err)
+	}
+	rs[0].floors.Store("plain", int64(900))
+	if err := rs[1].create(ctx, wire.MustTag("plain"), segment.Mode{Kind: segment.KindSegment}); err != nil {
+		t.Fatalf("segment create below another region's floor: %v, want created", err)
 	}
 }

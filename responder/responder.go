@@ -750,7 +750,7 @@ func (r *Responder) handleCreate(req micro.Request) {
 		r.fail(req, err)
 		return
 	}
-	release, err := r.cfg.Homes.Create(ctx, tag, nm, a.Undeployed)
+	release, err := r.cfg.Homes.Create(ctx, tag, nm, a.MaxID, a.Undeployed)
 	if err != nil {
 		r.failAdmin(req, err)
 		return

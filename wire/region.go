@@ -94,7 +94,9 @@ func RegionTagSubject(id int, tag string) string {
 // Width and KeyID are as in TagRow. Leader, with no row, names the node of
 // the answering region that holds the tag's monotonic lease (Mode "mono"):
 // it may still serve the tag (its row deleted by hand), so the region
-// holds the tag as monotonic until that leader stops.
+// holds the tag as monotonic until that leader stops. Floor is the
+// answering node's floor of the tag: the highest range end it received,
+// in its region's local numbers (row or none).
 type RegionTag struct {
 	Node     string `json:"node"`
 	Region   string `json:"region"`
@@ -105,6 +107,7 @@ type RegionTag struct {
 	Mode     string `json:"mode,omitempty"`
 	Width    int    `json:"width,omitempty"`
 	KeyID    string `json:"key_id,omitempty"`
+	Floor    int64  `json:"floor,omitempty"`
 	Err      string `json:"error,omitempty"`
 }
 
