@@ -495,11 +495,13 @@ func (t *serverTag) close() {
 	t.mu.Unlock()
 }
 
-// Holder names the node that holds tag's lease now, "" for none (and for
-// a nil Server: a node without monotonic tags).
+// Holder names the node that holds tag's lease now, "" for none. A nil
+// Server (a node starting, or one whose lease bucket could not be opened)
+// cannot tell: an error wrapping segment.ErrUnavailable, not "none", since
+// another node of its region may lead the tag.
 func (m *Server) Holder(ctx context.Context, tag string) (string, error) {
 	if m == nil {
-		return "", nil
+		return "", fmt.Errorf("%w: this node has no monotonic lease bucket open: it cannot tell who leads tag %q", segment.ErrUnavailable, tag)
 	}
 	return m.cfg.Lease.Holder(ctx, tag)
 }

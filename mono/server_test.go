@@ -309,3 +309,14 @@ func TestServerDropsGoneTag(t *testing.T) {
 		t.Fatalf("kept's holder = %q, %v after a store away: want n1 still", h, err)
 	}
 }
+
+// TestServerHolderWithoutLease: a node without a lease bucket (starting,
+// or its NATS user denied the bucket) cannot say that no node leads a tag:
+// its region's answer to a create elsewhere must not read "none" while
+// another node of the region leads the tag (I6).
+func TestServerHolderWithoutLease(t *testing.T) {
+	var m *mono.Server
+	if h, err := m.Holder(context.Background(), "t"); !errors.Is(err, segment.ErrUnavailable) {
+		t.Fatalf("Holder without a lease bucket = %q, %v; want ErrUnavailable", h, err)
+	}
+}
