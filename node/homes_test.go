@@ -163,6 +163,7 @@ func TestMonoHomeRowDeletedByHand(t *testing.T) {
 		t.Fatalf("ticks created in r1 at %d, below r0's floor", create.MaxID)
 	}
 	create.MaxID++
+	create.Step = 50
 	admin(t, r1, wire.TagCreateSubject, create)
 	ids, err := takeMono(r1, "ticks")
 	if err != nil {
@@ -170,5 +171,50 @@ func TestMonoHomeRowDeletedByHand(t *testing.T) {
 	}
 	if ids[0] <= last {
 		t.Fatalf("ticks moved to r1 served %d after r0's %d", ids[0], last)
+	}
+	last = ids[0]
+
+	// And back, by a restart in r0 once r1's row is deleted by hand and
+	// its leader, past its ranges, stopped: above r1's floor.
+	kv1, err := jetstream.New(r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, err := kv1.KeyValue(t.Context(), wire.Scope("r1").Bucket(kvstore.DefaultBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.Delete(t.Context(), "ticks"); err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		ids, err := takeFrom(r1, wire.MonoPrefix+"ticks", 1, false)
+		if err != nil {
+			break
+		}
+		last = ids[0]
+	}
+	restart := wire.AdminRequest{Tag: "ticks", Floor: create.MaxID + 1}
+	testenv.Eventually(t, "ticks' restart in r0 refused for r1's floor, not its leader", 20*time.Second, func() bool {
+		err := adminErr(t, r0, wire.TagRestartSubject, restart)
+		switch {
+		case err == nil:
+			t.Fatalf("ticks restarted in r0 at %d, below r1's ids up to %d", restart.Floor, last)
+		case strings.Contains(err.Error(), "leads it"):
+			return false
+		}
+		if floor = regexp.MustCompile(`floor of at least (\d+)`).FindStringSubmatch(err.Error()); floor == nil {
+			t.Fatalf("restart ticks in r0 after r1's leader stopped: %v, want refused below r1's floor", err)
+		}
+		return true
+	})
+	restart.Floor, _ = strconv.ParseInt(floor[1], 10, 64)
+	admin(t, r0, wire.TagRestartSubject, restart)
+	ids, err = takeMono(r0, "ticks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] <= last {
+		t.Fatalf("ticks moved back to r0 served %d after r1's %d", ids[0], last)
 	}
 }

@@ -166,8 +166,8 @@ func (n *Node) startResponder(context.Context) error {
 		TellTag:    n.peers.Tell, // and before the create replies
 		Homes: region.NewHomes(region.HomesConfig{Conn: n.conn.NC(), Count: cfg.Region.Count, ID: cfg.Region.ID,
 			Region: cfg.Region.Name, Node: cfg.Name, Store: n.seg.store,
-			Floor:  func(tag string) int64 { f, _ := n.peers.Floor(tag); return max(n.seg.engine.Floor(tag), f) }, // heard ones too
-			Leader: func(ctx context.Context, tag string) (string, error) { return n.seg.mono.Load().Holder(ctx, tag) }}),
+			MonoFloor: region.MonoFloor(n.seg.floors, n.peers.Floor, n.peers.Mode),
+			Leader:    func(ctx context.Context, tag string) (string, error) { return n.seg.mono.Load().Holder(ctx, tag) }}),
 	}
 	if n.serve.sf != nil { // leaf.admin.time answers the snowflake clock
 		rc.Clock = n.serve.sf.Clock()

@@ -70,10 +70,30 @@ type HomesConfig struct {
 	// the tag, since a leader serves the rest of its ranges after its row
 	// is deleted by hand (mono.Server.Holder).
 	Leader func(ctx context.Context, tag string) (string, error)
-	// Floor, if set, is this node's floor of a tag (the highest range end
-	// it received, segment.Engine.Floor): a monotonic create elsewhere
-	// starts above every region's floors.
-	Floor func(tag string) int64
+	// MonoFloor, if set, is this node's floor of a tag it served or heard
+	// served as monotonic (MonoFloor below), 0 for another: a monotonic
+	// create or any restart elsewhere starts above every region's.
+	MonoFloor func(tag string) int64
+}
+
+// MonoFloor is a node's HomesConfig.MonoFloor: the highest range end of
+// tag in its floors and those it heard announced (peerFloor), where its
+// floors record the tag as monotonic or its peers announced it so
+// (peerMode); 0 otherwise. A monotonic tag's ids rise across regions; a
+// segment tag's need not (each region's ids lie in a class of its own).
+func MonoFloor(floors segment.Floors, peerFloor func(string) (int64, error), peerMode func(string) string) func(tag string) int64 {
+	mono := string(segment.KindMono)
+	return func(tag string) int64 {
+		var m string
+		if k, ok := floors.(segment.ModeKeeper); ok {
+			m, _ = k.Mode(tag)
+		}
+		if m != mono && peerMode(tag) != mono {
+			return 0
+		}
+		f, _ := peerFloor(tag) // stale: those heard still count
+		return max(floors.Floor(tag), f)
+	}
 }
 
 // NewHomes returns the Homes of a node with regions and a store; nil
@@ -103,8 +123,8 @@ func (h *Homes) Subject() string { return wire.RegionTagSubject(h.cfg.ID, "*") }
 func (h *Homes) Answer(ctx context.Context, subject string) wire.RegionTag {
 	name := subject[strings.LastIndexByte(subject, '.')+1:]
 	a := wire.RegionTag{Node: h.cfg.Node, Region: h.cfg.Region, ID: h.cfg.ID}
-	if h.cfg.Floor != nil {
-		a.Floor = h.cfg.Floor(name)
+	if h.cfg.MonoFloor != nil {
+		a.Floor = h.cfg.MonoFloor(name)
 	}
 	h.mu.Lock()
 	m, ok := h.creating[name]
@@ -178,13 +198,15 @@ func (h *Homes) Create(ctx context.Context, tag wire.Tag, m segment.Mode, maxID 
 	return release, nil
 }
 
-// Restart checks, before this node restarts tag, that no other region
-// holds it as a monotonic tag (or is creating it so).
-func (h *Homes) Restart(ctx context.Context, tag wire.Tag) error {
+// Restart checks, before this node restarts tag at floor, that no other
+// region holds it as a monotonic tag (or is creating it so), and that
+// floor is not below another region's floor of it as a monotonic tag (a
+// tag moved back to this region keeps rising).
+func (h *Homes) Restart(ctx context.Context, tag wire.Tag, floor int64) error {
 	if h == nil {
 		return nil
 	}
-	return h.check(ctx, tag, segment.Mode{}, 0, true, nil)
+	return h.check(ctx, tag, segment.Mode{}, floor, true, nil)
 }
 
 // Lead checks, before this node serves monotonic tag as its leader, that
@@ -254,11 +276,11 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, maxID
 				segment.ErrMode, tag, had, where, m)
 		}
 	}
-	if mono && !restart && !lead {
-		// A region's nodes that received ids of the tag (a tag deleted
-		// there, by leafctl or by hand) keep their floors: the tag's
-		// ids here must rise above theirs, as a create in one region
-		// must above its live nodes' floors.
+	if (mono || restart) && !lead {
+		// A region's nodes that received ids of the tag as monotonic (a
+		// tag deleted there, by leafctl or by hand) keep their floors:
+		// the tag's ids here must rise above theirs, as a create or
+		// restart in one region must above its live nodes' floors.
 		var high wire.RegionTag
 		for _, a := range all {
 			if a.Floor > high.Floor {
@@ -266,7 +288,11 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, maxID
 			}
 		}
 		if maxID < high.Floor {
-			return fmt.Errorf("%w: monotonic tag %q: node %s of region %s (id %d) has received ids of it up to local number %d; its ids here must rise above those: create it with a max_id of at least %d (leafctl tag create --max-id); nothing created",
+			how := "create it with a max_id of at least %d (leafctl tag create --max-id); nothing created"
+			if restart {
+				how = "restart it with a floor of at least %d (leafctl tag restart --floor); nothing done"
+			}
+			return fmt.Errorf("%w: tag %q: node %s of region %s (id %d) has received ids of it as a monotonic tag up to local number %d; its ids here must rise above those: "+how,
 				segment.ErrBelowFloor, tag, high.Node, high.Region, high.ID, high.Floor, high.Floor)
 		}
 	}

@@ -47,7 +47,7 @@ func startHomes(t *testing.T, url string, regions int) []homeRegion {
 				}
 				return "", nil
 			},
-			Floor: func(tag string) int64 { f, _ := floors.Load(tag); v, _ := f.(int64); return v }})
+			MonoFloor: func(tag string) int64 { f, _ := floors.Load(tag); v, _ := f.(int64); return v }})
 		if _, err := nc.Subscribe(h.Subject(), func(m *nats.Msg) {
 			a := h.Answer(context.Background(), m.Subject)
 			_ = m.Respond(mustJSON(t, a))
@@ -148,13 +148,13 @@ func TestHomesRules(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	if err := rs[1].homes.Restart(ctx, tag("a")); !errors.Is(err, segment.ErrTagExists) {
+	if err := rs[1].homes.Restart(ctx, tag("a"), 0); !errors.Is(err, segment.ErrTagExists) {
 		t.Errorf("restart of a tag monotonic elsewhere: %v, want ErrTagExists", err)
 	}
-	if err := rs[2].homes.Restart(ctx, tag("c")); !errors.Is(err, segment.ErrTagExists) {
+	if err := rs[2].homes.Restart(ctx, tag("c"), 0); !errors.Is(err, segment.ErrTagExists) {
 		t.Errorf("restart of a deleted tag monotonic elsewhere now: %v, want ErrTagExists", err)
 	}
-	if err := rs[1].homes.Restart(ctx, tag("b")); err != nil {
+	if err := rs[1].homes.Restart(ctx, tag("b"), 0); err != nil {
 		t.Errorf("restart of a segment tag: %v", err)
 	}
 }
@@ -322,5 +322,37 @@ func TestHomesMonoAboveOtherFloors(t *testing.T) {
 	rs[0].floors.Store("plain", int64(900))
 	if err := rs[1].create(ctx, wire.MustTag("plain"), segment.Mode{Kind: segment.KindSegment}); err != nil {
 		t.Fatalf("segment create below another region's floor: %v, want created", err)
+	}
+	// Moved back by a restart in a region that had it (its row deleted
+	// there before): above the floors of the region it moved to.
+	must(t, rs[1].store.Delete(ctx, moved))
+	rs[1].floors.Store("moved", int64(1200))
+	if err := rs[0].homes.Restart(ctx, moved, 1000); !errors.Is(err, segment.ErrBelowFloor) || !strings.Contains(err.Error(), "floor of at least 1200") {
+		t.Fatalf("restart at 1000 with r1's floor 1200: %v, want ErrBelowFloor naming 1200", err)
+	}
+	if err := rs[0].homes.Restart(ctx, moved, 1200); err != nil {
+		t.Fatalf("restart at 1200: %v", err)
+	}
+}
+
+// TestMonoFloor: a node's floor of a tag counts for the other regions
+// only where the tag is monotonic to it (its floors' record, or a peer's
+// announcement), the higher of its own and those it heard.
+func TestMonoFloor(t *testing.T) {
+	floors := segment.NewMemFloors()
+	must(t, floors.Raise("own", 300))
+	must(t, floors.Raise("heard", 100))
+	must(t, floors.Raise("plain", 900))
+	if k, ok := floors.(segment.ModeKeeper); ok {
+		k.KeepMode("own", "mono")
+		k.KeepMode("plain", "segment")
+	}
+	heard := map[string]int64{"heard": 500, "plain": 1000}
+	f := region.MonoFloor(floors, func(tag string) (int64, error) { return heard[tag], nil },
+		func(tag string) string { return map[string]string{"heard": "mono"}[tag] })
+	for tag, want := range map[string]int64{"own": 300, "heard": 500, "plain": 0, "none": 0} {
+		if got := f(tag); got != want {
+			t.Errorf("MonoFloor(%s) = %d, want %d", tag, got, want)
+		}
 	}
 }

@@ -866,7 +866,7 @@ func (r *Responder) handleRestart(req micro.Request) {
 		r.failAdmin(req, err)
 		return
 	}
-	if err := r.cfg.Homes.Restart(ctx, tag); err != nil {
+	if err := r.cfg.Homes.Restart(ctx, tag, a.Floor); err != nil {
 		r.failAdmin(req, err)
 		return
 	}
