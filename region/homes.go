@@ -206,7 +206,14 @@ func (h *Homes) Restart(ctx context.Context, tag wire.Tag, floor int64) error {
 	if h == nil {
 		return nil
 	}
-	return h.check(ctx, tag, segment.Mode{}, floor, true, nil)
+	var m segment.Mode
+	if h.cfg.MonoFloor != nil && h.cfg.MonoFloor(tag.String()) > 0 {
+		// A tag this node served (or heard served) as monotonic comes
+		// back so: refused, as its create would be, where another region
+		// holds the tag in another mode.
+		m.Kind = segment.KindMono
+	}
+	return h.check(ctx, tag, m, floor, true, nil)
 }
 
 // Lead checks, before this node serves monotonic tag as its leader, that
@@ -263,7 +270,7 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, maxID
 			}
 			return fmt.Errorf("%w: tag %q is monotonic %s, its home: a monotonic tag lives in one region only (callers of every region reach it there); nothing done",
 				segment.ErrTagExists, tag, where)
-		case restart:
+		case restart && !mono:
 		case mono:
 			what := "has the tag, " + had.String()
 			if a.Creating {
@@ -298,7 +305,7 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, maxID
 	}
 	missing = slices.DeleteFunc(missing, func(id int) bool { return slices.Contains(undeployed, id) })
 	if mono && len(missing) > 0 {
-		return fmt.Errorf("%w: tag %q: no answer from region ids %v: a monotonic tag is created only while every region answers that it has no such tag (region ids with no nodes yet: name them undeployed, leafctl --undeployed-regions); nothing created",
+		return fmt.Errorf("%w: tag %q: no answer from region ids %v: a monotonic tag is created or restarted only while every region answers that it has no such tag (region ids with no nodes yet: name them undeployed, leafctl --undeployed-regions); nothing created",
 			segment.ErrUnavailable, tag, missing)
 	}
 	return nil

@@ -333,6 +333,13 @@ func TestHomesMonoAboveOtherFloors(t *testing.T) {
 	if err := rs[0].homes.Restart(ctx, moved, 1200); err != nil {
 		t.Fatalf("restart at 1200: %v", err)
 	}
+	// A tag this node served as monotonic comes back so: refused where
+	// another region holds it in another mode (one mode in every region).
+	must(t, rs[1].create(ctx, wire.MustTag("other"), segment.Mode{Kind: segment.KindSegment}))
+	rs[0].floors.Store("other", int64(10))
+	if err := rs[0].homes.Restart(ctx, wire.MustTag("other"), 10); !errors.Is(err, segment.ErrTagExists) {
+		t.Fatalf("restart of a monotonic tag that r1 holds as segment: %v, want ErrTagExists", err)
+	}
 }
 
 // TestMonoFloor: a node's floor of a tag counts for the other regions
