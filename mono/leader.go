@@ -59,8 +59,8 @@ type Config struct {
 	// starts (true) and stops (false) leading. It must not block for long.
 	OnLeading func(leading bool)
 	// Gone, if set, is called on a goroutine of its own when a
-	// reservation finds the tag gone from the store (its row deleted, by
-	// leafctl or by hand): the Server then stops this Leader, which hands
+	// reservation finds the tag gone from the store (its row deleted by
+	// hand, or by Store.Delete): the Server then stops this Leader, which hands
 	// its lease back, rather than hold it, serving nothing, until its next
 	// look at the store's tags.
 	Gone   func()

@@ -223,9 +223,9 @@ func (m *Server) drop(gone func(tag string) bool) int {
 }
 
 // check makes tag's leader agree with the store: started if the store
-// holds the tag as monotonic, stopped if it holds it no longer (deleted, by
-// leafctl or by hand; another mode), which hands the lease back. Called at
-// every announcement of the tag (a create, a restart, a delete) and when a
+// holds the tag as monotonic, stopped if it holds it no longer (deleted;
+// another mode), which hands the lease back. Called at every announcement
+// of the tag (wire.TagChangedPrefix: a create, a restart) and when a
 // leader's reservation finds the tag gone (Config.Gone): a leader without
 // its row serves the rest of its ranges, and holds its region's answer
 // that the tag is monotonic there (I6) until it stops.

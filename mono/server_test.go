@@ -252,8 +252,8 @@ func TestServerMayLead(t *testing.T) {
 // TestServerDropsGoneTag: a monotonic tag's row deleted by hand while its
 // leader serves: the leader's next reservation finds it gone, and the
 // Server stops that leader, which hands its lease back, long before its
-// next look at the store's tags; one deleted by leafctl (announced) is
-// dropped at once. A lease held on would make the region answer that it
+// next look at the store's tags; one whose deletion is announced
+// (wire.TagChangedPrefix) is dropped at once. A lease held on would make the region answer that it
 // holds the tag (I6), refusing its create in another region. A tag whose
 // reservation fails otherwise (a store away) keeps its leader.
 func TestServerDropsGoneTag(t *testing.T) {

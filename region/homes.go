@@ -285,7 +285,7 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, maxID
 	}
 	if (mono || restart) && !lead {
 		// A region's nodes that received ids of the tag as monotonic (a
-		// tag deleted there, by leafctl or by hand) keep their floors:
+		// tag whose row was deleted there by hand) keep their floors:
 		// the tag's ids here must rise above theirs, as a create or
 		// restart in one region must above its live nodes' floors.
 		var high wire.RegionTag

@@ -297,7 +297,7 @@ func TestHomesLeaderWithoutRow(t *testing.T) {
 }
 
 // TestHomesMonoAboveOtherFloors: a monotonic tag deleted in one region
-// (by leafctl or by hand), whose nodes keep their floors of it, and
+// (its row deleted by hand), whose nodes keep their floors of it, and
 // created in another: its ids there must rise above every region's
 // floors, as a create in one region must rise above its live nodes'
 // (ErrBelowFloor, naming the node and the max_id to give). Before, the
