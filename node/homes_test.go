@@ -121,40 +121,55 @@ func TestMonoHomeRowDeletedByHand(t *testing.T) {
 			leader = name
 		}
 	}
-	js, err := jetstream.New(r0)
-	if err != nil {
-		t.Fatal(err)
+	// deleteRow deletes the tag's row in a region's bucket by hand, as
+	// `nats kv del leaf_alloc_<region> ticks` does.
+	deleteRow := func(nc *nats.Conn, region string) {
+		t.Helper()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv, err := js.KeyValue(t.Context(), wire.Scope(region).Bucket(kvstore.DefaultBucket))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Delete(t.Context(), "ticks"); err != nil {
+			t.Fatal(err)
+		}
 	}
-	kv, err := js.KeyValue(t.Context(), wire.Scope("r0").Bucket(kvstore.DefaultBucket))
-	if err != nil {
-		t.Fatal(err)
+	// belowFloor asks until req on subject is refused for another
+	// region's floor rather than for a leader still serving there (asked
+	// again), and returns the floor the refusal names (after want).
+	belowFloor := func(nc *nats.Conn, subject string, req wire.AdminRequest, want string) int64 {
+		t.Helper()
+		var floor int64
+		testenv.Eventually(t, subject+" refused for the other region's floor, not its leader", 20*time.Second, func() bool {
+			err := adminErr(t, nc, subject, req)
+			switch {
+			case err == nil:
+				t.Fatalf("%s %+v done, below the other region's ids up to %d", subject, req, last)
+			case strings.Contains(err.Error(), "leads it"):
+				return false
+			}
+			m := regexp.MustCompile(want + ` (\d+)`).FindStringSubmatch(err.Error())
+			if m == nil {
+				t.Fatalf("%s %+v: %v, want refused below the other region's floor (%q N)", subject, req, err, want)
+			}
+			floor, _ = strconv.ParseInt(m[1], 10, 64)
+			return true
+		})
+		return floor
 	}
-	if err := kv.Delete(t.Context(), "ticks"); err != nil {
-		t.Fatal(err)
-	}
+	deleteRow(r0, "r0")
 	create := wire.AdminRequest{Tag: "ticks", Mode: "mono"}
-	err = adminErr(t, r1, wire.TagCreateSubject, create)
+	err := adminErr(t, r1, wire.TagCreateSubject, create)
 	if err == nil || !strings.Contains(err.Error(), "node "+leader+" leads it") {
 		t.Fatalf("create ticks in r1 while %s serves it in r0 without a row: %v, want refused naming %s", leader, err, leader)
 	}
 	if err := nodes[leader].Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	var floor []string
-	testenv.Eventually(t, "ticks refused in r1 for r0's floor, not its leader", 20*time.Second, func() bool {
-		err := adminErr(t, r1, wire.TagCreateSubject, create)
-		switch {
-		case err == nil:
-			t.Fatalf("ticks created in r1 at 1, below r0's ids up to %d", last)
-		case strings.Contains(err.Error(), "leads it"):
-			return false
-		}
-		if floor = regexp.MustCompile(`max_id of at least (\d+)`).FindStringSubmatch(err.Error()); floor == nil {
-			t.Fatalf("create ticks in r1 after r0's leader stopped: %v, want refused below r0's floor", err)
-		}
-		return true
-	})
-	create.MaxID, _ = strconv.ParseInt(floor[1], 10, 64)
+	create.MaxID = belowFloor(r1, wire.TagCreateSubject, create, "max_id of at least")
 	if create.MaxID*2 < last {
 		t.Fatalf("r0's floor %d (local) is below its id %d", create.MaxID, last)
 	}
@@ -176,17 +191,7 @@ func TestMonoHomeRowDeletedByHand(t *testing.T) {
 
 	// And back, by a restart in r0 once r1's row is deleted by hand and
 	// its leader, past its ranges, stopped: above r1's floor.
-	kv1, err := jetstream.New(r1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b1, err := kv1.KeyValue(t.Context(), wire.Scope("r1").Bucket(kvstore.DefaultBucket))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b1.Delete(t.Context(), "ticks"); err != nil {
-		t.Fatal(err)
-	}
+	deleteRow(r1, "r1")
 	for range 200 {
 		ids, err := takeFrom(r1, wire.MonoPrefix+"ticks", 1, false)
 		if err != nil {
@@ -195,20 +200,7 @@ func TestMonoHomeRowDeletedByHand(t *testing.T) {
 		last = ids[0]
 	}
 	restart := wire.AdminRequest{Tag: "ticks", Floor: create.MaxID + 1}
-	testenv.Eventually(t, "ticks' restart in r0 refused for r1's floor, not its leader", 20*time.Second, func() bool {
-		err := adminErr(t, r0, wire.TagRestartSubject, restart)
-		switch {
-		case err == nil:
-			t.Fatalf("ticks restarted in r0 at %d, below r1's ids up to %d", restart.Floor, last)
-		case strings.Contains(err.Error(), "leads it"):
-			return false
-		}
-		if floor = regexp.MustCompile(`floor of at least (\d+)`).FindStringSubmatch(err.Error()); floor == nil {
-			t.Fatalf("restart ticks in r0 after r1's leader stopped: %v, want refused below r1's floor", err)
-		}
-		return true
-	})
-	restart.Floor, _ = strconv.ParseInt(floor[1], 10, 64)
+	restart.Floor = belowFloor(r0, wire.TagRestartSubject, restart, "floor of at least")
 	admin(t, r0, wire.TagRestartSubject, restart)
 	ids, err = takeMono(r0, "ticks")
 	if err != nil {

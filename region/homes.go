@@ -276,7 +276,7 @@ func (h *Homes) checkBy(ctx context.Context, tag wire.Tag, m segment.Mode, maxID
 			if a.Creating {
 				what = "is creating the tag as " + had.String() + " at this moment"
 			}
-			return fmt.Errorf("%w: tag %q: region %s (id %d, node %s) %s: a monotonic tag lives in one region only; nothing created",
+			return fmt.Errorf("%w: tag %q: region %s (id %d, node %s) %s: a monotonic tag lives in one region only; nothing done",
 				segment.ErrTagExists, tag, a.Region, a.ID, a.Node, what)
 		case (a.Holds() || a.Creating) && !had.Equal(m):
 			return fmt.Errorf("%w: tag %q is %s %s (asked for %s): a tag has one mode in every region; nothing created",

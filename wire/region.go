@@ -95,8 +95,10 @@ func RegionTagSubject(id int, tag string) string {
 // the answering region that holds the tag's monotonic lease (Mode "mono"):
 // it may still serve the tag (its row deleted by hand), so the region
 // holds the tag as monotonic until that leader stops. Floor is the
-// answering node's floor of the tag: the highest range end it received,
-// in its region's local numbers (row or none).
+// answering node's floor of the tag where the tag is monotonic to it (it
+// served it or heard it served so), 0 otherwise: the highest range end it
+// received or heard announced, in its region's local numbers (row or
+// none).
 type RegionTag struct {
 	Node     string `json:"node"`
 	Region   string `json:"region"`
